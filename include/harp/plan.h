@@ -349,6 +349,11 @@ typedef struct plan_machine {
   bool avx512, avx2, fma;    /* CPU features (runtime CPUID) */
   plan_calib calib;          /* CPU: measured figures (valid false: none) */
 } plan_machine;
+/* The fewest output pixels of an image from which a 3x3 conv of k = 9 x
+ * input channels (storage in) runs faster as Winograd than on the direct
+ * kernel on m (NULL: uncalibrated), at every larger size too; 0: never
+ * (cost_cpu.c).  A ShapeSet object's conv chooses so per binding. */
+int64_t plan_cpu_winograd_min_pixels(const plan_machine *m, tiny_dtype in, int64_t k);
 
 /* A100-SXM4-80GB (sm80) and H100-SXM5-80GB (sm90): the figures and their
  * sources are in src/plan/machine.c.  NULL for PLAN_ARCH_CPU. */

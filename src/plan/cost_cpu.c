@@ -2,7 +2,7 @@
  * the CPU template (src/backend/c/cgen_gemm.c) from this machine's measured
  * figures (plan_calib, docs/plan.md §19).
  * Needs: plan_calib_rate (calib.c), cpu_winograd_speedup's factors (cost.c).
- * Gives: plan_cpu_time.
+ * Gives: plan_cpu_time, plan_cpu_winograd_min_pixels.
  *
  * The template as the model sees it (cgen_gemm.c, resolve_tile):
  *   - the plan's warp tile is the register micro-tile MR x NR, its tile
@@ -117,4 +117,33 @@ bool plan_cpu_time(const plan_t *p, const plan_region_info *r, const plan_gemm_v
   double measured = plan_calib_wino_speedup(&m->calib, px > 0 ? (int64_t)px : g->N, g->K);
   *out = wino ? t / (measured > 0 ? measured : plan_cpu_winograd_speedup(r, g)) : t;
   return true;
+}
+
+/* Winograd's speed-up over the direct kernel that plan_cpu_time uses for a
+ * 3x3 conv of px output pixels, k = 9 x input channels, storage in. */
+static double wino_speedup_at(const plan_machine *m, tiny_dtype in, int64_t px, int64_t k) {
+  plan_region_info r;
+  memset(&r, 0, sizeof r);
+  r.in_dtype = in, r.conv_oh = px, r.conv_ow = 1;
+  plan_gemm_view g = {.K = k};
+  double measured = m && m->calib.valid ? plan_calib_wino_speedup(&m->calib, px, k) : 0;
+  return measured > 0 ? measured : plan_cpu_winograd_speedup(&r, &g);
+}
+
+/* The fewest output pixels from which Winograd is faster (over a 5% grid,
+ * the last step bisected to the pixel), at every larger grid point too. */
+int64_t plan_cpu_winograd_min_pixels(const plan_machine *m, tiny_dtype in, int64_t k) {
+  int64_t first = 0, below = 0, prev = 0;
+  for (double x = 16; x < (double)(1 << 24); x *= 1.05) {
+    int64_t px = (int64_t)x;
+    if (wino_speedup_at(m, in, px, k) <= 1) first = 0;
+    else if (!first) first = px, below = prev;
+    prev = px;
+  }
+  while (first && first - below > 1) { /* pays at first, not at below */
+    int64_t mid = below + (first - below) / 2;
+    if (wino_speedup_at(m, in, mid, k) > 1) first = mid;
+    else below = mid;
+  }
+  return first;
 }

@@ -85,7 +85,9 @@ static void check_at(rt_sgen *s, const char *name, const char *const *bind, int 
       double d = fabs(a - b) / (1.0 + fabs(b));
       if (!(d <= worst)) worst = d;
     }
-    if (!(worst <= tol)) fail_msg("%s at %s...: relative difference %g", name, bind[0], worst);
+    if (!(worst <= tol))
+      fail_msg("%s at %s %s %s...: relative difference %g", name, bind[0], bind[1] ? bind[1] : "", bind[1] && bind[2] ? bind[2] : "",
+               worst);
     ut_tensor_free(&out[k]);
     ut_tensor_free(&ref[k]);
   }

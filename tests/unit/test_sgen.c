@@ -130,6 +130,26 @@ static void test_models(void **state) {
   for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) run_case(&CASES[i]);
 }
 
+/* GEMMs over their rows, 96 columns (a panel of 64 and one of 32): below
+ * 2 MR panels of rows the tasks split along N at run time (resolve_tile's
+ * choice made again at the run's M; M split at the upper corner), and
+ * below 228 rows they run on the calling thread; the rest as before */
+static void test_gemm_rows_split(void **state) {
+  (void)state;
+  rt_sgen_sym box[2] = {{"M", 2, 300}, {"D", 96, 96}};
+  rt_sgen *s = compile_box("gemm_chain4.json", box, 2, false);
+  if (rt_sgen_fallback(s)) fail_msg("not one object: %s", rt_sgen_fallback(s));
+  assert_non_null(strstr(rt_sgen_source(s), "resolve_tile's choice at this M"));
+  assert_non_null(strstr(rt_sgen_source(s), "if (cx.M < 228L) pool = NULL"));
+  const char *at[6][3] = {{"M=2", "D=96"}, {"M=5", "D=96"}, {"M=7", "D=96"}, {"M=227", "D=96"}, {"M=228", "D=96"},
+                          {"M=300", "D=96"}};
+  /* four GEMMs 96 deep, inputs in [-4, 4]: 4.8e-3 at M = 300 (the upper corner's own split; the
+   * specialised objects differ from the interpreter as much: summation order) */
+  for (int b = 0; b < 6; b++) check_at(s, "gemm_chain4.json", at[b], 1, 1e-2);
+  assert_int_equal(rt_sgen_objects(s), 1);
+  rt_sgen_free(s);
+}
+
 /* Convolutions and pools over their images' size (N, H, W in a box, the
  * channels fixed): one object, the direct conv kernel reading the sizes at
  * run time over a zero-padded copy of its input (or the input itself), a
@@ -180,6 +200,33 @@ static const conv_case CONV_CASES[] = {
       {"N=1", "H=14", "W=4", "C=200", "O=24"},
       {"N=1", "H=3", "W=22", "C=200", "O=24"}},
      2e-2, 1},
+    /* 3x3 convs of 16 channels or more: the direct kernel or Winograd
+     * chosen per binding (cgen_wino_rt.c; from 784 output pixels): 10x12
+     * direct, 16x60 F(4x4) rows of tiles, 60x20 F(4x4) gathers (N = 2),
+     * 30x40 F(2x2) rows, 64x64 F(4x4) rows; weights packed once (each
+     * kernel's layout in one buffer), a SiLU epilogue, 20 output channels
+     * (a partial block of 8) */
+    {"conv3x3_bias_silu.json",
+     {{"N", 1, 2}, {"H", 3, 64}, {"W", 3, 64}, {"C", 16, 16}, {"O", 20, 20}},
+     5,
+     {{"N=1", "H=10", "W=12", "C=16", "O=20"},
+      {"N=1", "H=16", "W=60", "C=16", "O=20"},
+      {"N=2", "H=60", "W=20", "C=16", "O=20"},
+      {"N=1", "H=30", "W=40", "C=16", "O=20"},
+      {"N=2", "H=64", "W=64", "C=16", "O=20"}},
+     1e-3, 1}, /* values up to ~240: F(4x4)'s error, as the specialised object's (bitwise equal at 16x60) */
+    /* the same choice in a basic block, weights as inputs (each kernel
+     * packs per call), the second conv's residual in its epilogue (the
+     * stride-2 convs stay direct) */
+    {"cnn_hw.harp",
+     {{"N", 1, 2}, {"H", 6, 64}, {"W", 4, 64}, {"C", 3, 3}, {"K", 16, 16}},
+     5,
+     {{"N=1", "H=10", "W=12", "C=3", "K=16"},
+      {"N=1", "H=16", "W=60", "C=3", "K=16"},
+      {"N=2", "H=60", "W=20", "C=3", "K=16"},
+      {"N=1", "H=30", "W=40", "C=3", "K=16"},
+      {"N=2", "H=64", "W=64", "C=3", "K=16"}},
+     2e-2, 1}, /* five convs deep, values to ~2e5, F(4x4): 8.6e-3 at 60x20, bitwise the specialised object's */
     /* pools: a 2x2 max (stride 2, column phases) and a 3x3 average at
      * stride 1 of a ReLU; rows and vectors of a row behind run-time switches */
     {"pool_hw.harp",
@@ -284,6 +331,8 @@ static void test_conv_sizes(void **state) {
     assert_non_null(strstr(rt_sgen_source(s), "hp_sym_[")); /* the sizes are read at run time */
     if (strstr(k->model, "pool") || strstr(k->model, "dw_") || strstr(k->model, "cnn_")) /* small bindings on the calling thread, decided at run time */
       assert_non_null(strstr(rt_sgen_source(s), "small at this binding"));
+    if (k->box[2].hi == 64 && (strstr(k->model, "conv3x3") || strstr(k->model, "cnn_"))) /* direct or Winograd per binding */
+      assert_non_null(strstr(rt_sgen_source(s), "Winograd pays at this size"));
     if (strstr(k->model, "se_")) /* the mean over H, W: the row reduction, not the loop nest */
       assert_non_null(strstr(rt_sgen_source(s), "a row sum over run-time rows"));
     if (getenv("SGEN_DEBUG")) fprintf(stderr, "%s", rt_sgen_source(s));
@@ -350,6 +399,7 @@ int main(void) {
       cmocka_unit_test(test_softmax_one_object),
       cmocka_unit_test(test_outside_box),
       cmocka_unit_test(test_models),
+      cmocka_unit_test(test_gemm_rows_split),
       cmocka_unit_test(test_conv_sizes),
       cmocka_unit_test(test_breaks_model),
       cmocka_unit_test(test_bad_box),

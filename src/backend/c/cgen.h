@@ -171,6 +171,9 @@ typedef struct cgen_gemm_spec {
                                        upper corner's, which picks the tiles and
                                        sizes the scratch (batch 1, not a conv,
                                        not prepack_a, not bf16; else refused) */
+  int64_t m_small;                  /* with m_expr: a run of fewer rows runs its tasks on
+                                       the calling thread, the pool's scratch kept (waking
+                                       the workers costs more; 0: never) */
 } cgen_gemm_spec;
 
 /* At most this many rows of A: B is streamed, not packed (cgen_gemm.c). */
@@ -204,6 +207,10 @@ typedef struct cgen_conv_spec {
                                        zero-padded copy of the input, the AVX-512 variant
                                        alone, fp32 multiplication, not Winograd; else
                                        refused (cgen_conv_rt_ok) */
+  int64_t wino_min_px;              /* with sizes at run time: 0, or a binding with at least this many
+                                       output pixels an image runs Winograd (F(4x4) or F(2x2) as
+                                       cgen_conv_wino_tile's rule says at that binding), fewer the
+                                       direct kernel: the AVX-512 variant holds both (cgen_wino_rt.c) */
 } cgen_conv_spec;
 
 void cgen_conv_spec_init(cgen_conv_spec *s, int64_t n, int64_t c, int64_t h, int64_t w, int64_t oc,
@@ -218,6 +225,10 @@ bool cgen_conv_direct(const cgen_conv_spec *spec, const char **why);
  * time): a depthwise conv, or one the direct kernel takes; *why says which,
  * or why not. */
 bool cgen_conv_rt_ok(const cgen_conv_spec *spec, const char **why);
+/* Whether spec (sizes read at run time, wino_min_px set) runs in cgen_conv's
+ * AVX-512 variant as the direct kernel or Winograd, chosen per binding:
+ * fp32 storage, a conv both take (cgen_wino_rt.c). */
+bool cgen_conv_rt_multi_ok(const cgen_conv_spec *spec);
 /* Whether s (with tune.conv_algo a CGEN_CONV_WINO*) can run as Winograd in
  * its AVX-512 variant: a 3x3 window, stride and dilation 1, groups 1, fp32
  * storage; *why says why not.  cgen_conv refuses a Winograd spec it cannot

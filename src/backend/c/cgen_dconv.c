@@ -633,15 +633,12 @@ static void emit_all_rt(cg_out *o, long npack) {
 
 /* $P_run with run-time sizes: this run's n, h, w (checked against the
  * upper corner's), its output size, tiles and row blocks, the padded copy
- * (scratch sized for the upper corner), then the packing and the tasks. */
+ * (scratch sized for this run), then the packing and the tasks. */
 static void emit_run_rt(cg_out *o, const dc *d, long wbytes, long npack, long wsb) {
   const cgen_conv_spec *s = d->s;
   if (s->prepack_w) npack = 0;
   else emit_all_rt(o, npack);
   long xoff = s->prepack_w ? 0L : wbytes;
-  long hp = (long)((d->OH - 1) * s->stride[0] + (s->kh - 1) * s->dil[0] + 1);
-  long wp = (long)((d->nt * d->mr - 1) * s->stride[1] + (s->kw - 1) * s->dil[1] + 1);
-  if (wp < s->pad[1] + s->w) wp = (long)(s->pad[1] + s->w);
   char nx[24], hx[24], wx[24];
   snprintf(nx, sizeof nx, "%ldL", (long)s->n), snprintf(hx, sizeof hx, "%ldL", (long)s->h), snprintf(wx, sizeof wx, "%ldL", (long)s->w);
   cg_emit(o, "static $T int $P_run(hprt_pool *pool, const void *A, const void *B, void *C, const void *const *ep) {\n");
@@ -658,7 +655,9 @@ static void emit_run_rt(cg_out *o, const dc *d, long wbytes, long npack, long ws
     cg_emit(o, "  cx.hp = (cx.oh - 1) * %ldL + %ldL;\n", (long)s->stride[0], (long)((s->kh - 1) * s->dil[0] + 1));
     cg_emit(o, "  cx.wp = (cx.nt * %dL - 1) * %ldL + %ldL;\n  if (cx.wp < %ldL + cx.w) cx.wp = %ldL + cx.w;\n", d->mr,
             (long)s->stride[1], (long)((s->kw - 1) * s->dil[1] + 1), (long)s->pad[1], (long)s->pad[1]);
-    cg_emit(o, "  if (hprt_scratch_get(pool, %ldUL, %ldUL, &cx.sc)) return -1;\n", xoff + (long)(s->n * s->c) * hp * wp * 4, wsb);
+    /* this run's plane (the pool keeps the largest; without one, a malloc of the run's size) */
+    cg_emit(o, "  if (hprt_scratch_get(pool, (size_t)(%ldL + cx.n * %ldL * cx.hp * cx.wp * 4), %ldUL, &cx.sc)) return -1;\n", xoff,
+            (long)s->c, wsb);
     cg_emit(o, "  cx.xp = (float *)(cx.sc.shared + %ldL);\n", xoff);
   } else { /* no padding, fp32: the windows read inside the input itself */
     cg_emit(o, "  cx.hp = cx.h; cx.wp = cx.w;\n");

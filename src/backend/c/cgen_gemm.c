@@ -541,17 +541,18 @@ static void emit_task(cg_out *o, const cg_mm *p, const cg_tile *t) {
   cg_emit(o, "static $T void $P_task(void *vc, int task, int tid) {\n");
   cg_emit(o, "  const $F_ctx *cx = (const $F_ctx *)vc;\n");
   if (p->m_expr) { /* batch 1; the rows and their split of this run */
-    cg_emit(o, "  long tn = task %% %ldL, tm = task / %ldL, b0 = 0, b1 = 0;\n", (long)t->sn, (long)t->sn);
+    cg_emit(o, "  long tn = task %% cx->sn, tm = task / cx->sn, b0 = 0, b1 = 0;\n");
     cg_emit(o, "  long m0 = tm * cx->tm, m1 = m0 + cx->tm < cx->M ? m0 + cx->tm : cx->M;\n");
+    cg_emit(o, "  long n0 = tn * cx->tn, n1 = n0 + cx->tn < %ldL ? n0 + cx->tn : %ldL;\n", (long)p->N, (long)p->N);
   } else {
     cg_emit(o, "  long tn = task %% %ldL, r = task / %ldL, tm = r %% %ldL; r /= %ldL;\n", (long)t->sn, (long)t->sn,
             (long)t->sm, (long)t->sm);
     cg_emit(o, "  long b1 = r %% %ldL, b0 = r / %ldL;\n", (long)p->nb[1], (long)p->nb[1]);
     cg_emit(o, "  long m0 = tm * %ldL, m1 = m0 + %ldL < %ldL ? m0 + %ldL : %ldL;\n", (long)t->tm, (long)t->tm, (long)p->M,
             (long)t->tm, (long)p->M);
+    cg_emit(o, "  long n0 = tn * %ldL, n1 = n0 + %ldL < %ldL ? n0 + %ldL : %ldL;\n", (long)t->tn, (long)t->tn, (long)p->N,
+            (long)t->tn, (long)p->N);
   }
-  cg_emit(o, "  long n0 = tn * %ldL, n1 = n0 + %ldL < %ldL ? n0 + %ldL : %ldL;\n", (long)t->tn, (long)t->tn, (long)p->N,
-          (long)t->tn, (long)p->N);
   if (p->prepack_b && !t->ws) cg_emit(o, "  (void)tid;\n");
   else cg_emit(o, "  float *Bs = (float *)cx->sc.thr[tid];\n");
   cg_emit(o, "  const float *Ab = cx->Ap + ((%s) * %ldL + (%s)) * cx->K * %ldL;\n",
@@ -623,6 +624,29 @@ static void emit_depth(cg_out *o, const cg_mm *p, const cg_tile *t) {
   cg_emit(o, "  cx.K = %ldL; cx.kc = %dL; cx.lda = %ldL; cx.nkb = %ldL;\n", (long)p->K, t->kc, (long)p->a_sm, (long)t->nkb);
 }
 
+/* M read at run time, an upper corner that split along M alone (t->sn 1):
+ * resolve_tile's choice between splitting M and N made again at this run's
+ * M (its work per thread of either split), so that a few rows (7 of an
+ * upper corner's 512: a task of 6 rows and one of 1) split along N as a
+ * specialised object of that M would; then the rows are one task. */
+static void emit_cols_split(cg_out *o, const cg_mm *p, const cg_tile *t) {
+  const cgen_tuning *u = &p->tune;
+  int64_t threads = u->threads > 0 ? u->threads : 2, need = u->tasks > 0 ? u->tasks : threads;
+  int64_t ncol = (p->N + t->nr - 1) / t->nr;
+  bool pm = u->par_m || !u->par_n, pn = u->par_n || !u->par_m;
+  if (t->sn != 1 || need < 2 || ncol < 2 || !pm || !pn) return;
+  int64_t cn = need < ncol ? need : ncol, tn = cg_rup((p->N + cn - 1) / cn, t->nr), sn = (p->N + tn - 1) / tn;
+  double pack = p->prepack_b ? 0 : 16, wn = (double)((sn + threads - 1) / threads) * (double)(tn < p->N ? tn : p->N);
+  cg_emit(o, "  if (cx.M <= %ldL) { /* M or N: resolve_tile's choice at this M */\n", (long)p->N);
+  cg_emit(o, "    long cm = nrow < %ldL ? nrow : %ldL, tm = ((cx.M + cm - 1) / cm + %d) / %d * %d;\n", (long)need, (long)need,
+          t->mr - 1, t->mr, t->mr);
+  cg_emit(o, "    double wm = (double)(((cx.M + tm - 1) / tm + %ldL) / %ldL) * %ldL * ((tm < cx.M ? tm : cx.M) + %.1f);\n",
+          (long)threads - 1, (long)threads, (long)cg_rup(p->N, o->isa->w), pack);
+  cg_emit(o, "    double wn = %.1f * (nrow * %d + %.1f);\n", wn, t->mr, pack);
+  cg_emit(o, "    if (nrow < 2 || !(wm < wn)) { cx.sm = 1; cx.tm = nrow * %d; cx.sn = %ldL; cx.tn = %ldL; }\n  }\n", t->mr, (long)sn,
+          (long)tn);
+}
+
 /* M read at run time (p->m_expr, in 1..p->M): this run's rows, their split
  * into tasks (at most the upper corner's t->sm, whole MR panels each) and
  * the A packer's panels per task group (t->groups groups). */
@@ -633,6 +657,8 @@ static void emit_rows_split(cg_out *o, const cg_mm *p, const cg_tile *t) {
   cg_emit(o, "  cx.tm = ((cx.M + cx.sm - 1) / cx.sm + %d) / %d * %d;\n  cx.sm = (cx.M + cx.tm - 1) / cx.tm;\n", t->mr - 1,
           t->mr, t->mr);
   cg_emit(o, "  cx.ppg = (nrow + %ldL) / %ldL;\n", (long)t->groups - 1, (long)t->groups);
+  cg_emit(o, "  cx.sn = %ldL; cx.tn = %ldL;\n", (long)t->sn, (long)t->tn);
+  emit_cols_split(o, p, t);
 }
 
 static void emit_variant(cg_out *o, const cg_mm *p, const cg_tile *t) {
@@ -732,13 +758,15 @@ static void emit_variant(cg_out *o, const cg_mm *p, const cg_tile *t) {
   }
   if (wbytes)
     cg_emit(o, "  { uint32_t *w2 = (uint32_t *)(cx.sc.shared + %ldL); $P_wpairs(A, w2); cx.A = w2; }\n", (long)aoff);
+  if (p->m_small > 1)
+    cg_emit(o, "  if (cx.M < %ldL) pool = NULL; /* small at this binding: the calling thread alone */\n", (long)p->m_small);
   if (p->prepack_a) {
     cg_emit(o, "  cx.Ap = (float *)A;\n");
   } else {
     cg_emit(o, "  cx.Ap = (float *)cx.sc.shared;\n");
     cg_emit(o, "  hprt_pool_run(pool, %ld, $P_packA_task, &cx);\n", npack);
   }
-  if (p->m_expr) cg_emit(o, "  hprt_pool_run(pool, (int)(cx.sm * %ldL), $P_task, &cx);\n", (long)t->sn);
+  if (p->m_expr) cg_emit(o, "  hprt_pool_run(pool, (int)(cx.sm * cx.sn), $P_task, &cx);\n");
   else cg_emit(o, "  hprt_pool_run(pool, %ld, $P_task, &cx);\n", ntask);
   cg_emit(o, "  hprt_scratch_put(&cx.sc);\n  return 0;\n}\n");
   if (o->isa->id != CGEN_ISA_SCALAR) cg_emit(o, "#endif /* HPRT_X86 */\n");
@@ -808,7 +836,7 @@ static harp_status gen_mm(harp_error *e, const cg_mm *p, const char *fn, ut_str 
           tiny_dtype_name(p->bdt), tiny_dtype_name(p->cdt));
   cg_emit_scalar_conv(&o);
   cg_emit(&o, "typedef struct { const void *A, *B, *X; void *C; const void *const *ep; hprt_scratch sc; float *Ap; long K, kc, lda, nkb%s; } "
-             "$F_ctx;\n", p->m_expr ? ", M, tm, sm, ppg" : "");
+             "$F_ctx;\n", p->m_expr ? ", M, tm, sm, ppg, sn, tn" : "");
   cg_emit(&o, "typedef struct { char *c; const void *ep[%d]; float *ws; long wm0, wn0; } $F_tt;\n", CGEN_MAX_EPI);
   const char *pxwhy;
   for (int i = 0; i < CGEN_ISA_COUNT; i++) {
@@ -818,6 +846,8 @@ static harp_status gen_mm(harp_error *e, const cg_mm *p, const char *fn, ut_str 
       if (cg_wino_variant(e, &o, p->cs)) return e->code;
     } else if (p->direct && i == CGEN_ISA_AVX512 && p->tune.bf16 && cg_dconv_px_ok(p->cs, &pxwhy)) {
       if (cg_dconv_px_variant(e, &o, p->cs)) return e->code;
+    } else if (p->direct && i == CGEN_ISA_AVX512 && cgen_conv_rt_multi_ok(p->cs)) { /* direct or Winograd per binding */
+      if (cg_conv_rt_multi(e, &o, p->cs)) return e->code;
     } else if (p->direct && i == CGEN_ISA_AVX512) {
       if (cg_dconv_variant(e, &o, p->cs, p->tune.bf16)) return e->code;
     } else if (p->conv && use_bf16(p, &o)) {
@@ -863,6 +893,7 @@ static void mm_of_gemm(const cgen_gemm_spec *s, cg_mm *pp) {
   p.prepack_a = s->prepack_a;
   p.prepack_b = s->prepack_b;
   p.m_expr = s->m_expr;
+  p.m_small = s->m_expr ? s->m_small : 0;
   *pp = p;
 }
 

@@ -29,6 +29,7 @@ typedef struct cg_mm {
    * the upper corner's, the tiles' and the scratch's), the tasks along M and
    * the packer's panels per task split at run time (ctx M, tm, sm, ppg) */
   const char *m_expr;
+  int64_t m_small; /* cgen_gemm_spec.m_small */
 } cg_mm;
 
 /* Per-variant blocking, resolved from the tuning. */

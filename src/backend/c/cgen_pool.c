@@ -473,9 +473,126 @@ void cg_emit_rt_window(cg_out *o, const cg_rt_window *k, const char *hp) {
           o->isa->w, (long)((k->kw - 1) * k->dil[1] / k->stride[1]), (long)k->stride[1]);
 }
 
-/* The variant with sizes read at run time: the plane's geometry of this
- * run (cx), the scratch of the upper corner's (g). */
-static void emit_variant_rt(cg_out *o, const cgen_pool_spec *s, const pl_geo *g) {
+/* The output plane by fn with s's op: a sum; a max with $P_max where the
+ * plane holds no NaN (nm), else with $P_maxn: nm known before (after false:
+ * the copy noted it) or noted by the first pass (after true). */
+typedef void (*plane_fn)(cg_out *o, const cgen_pool_spec *s, const pl_geo *g, int op);
+static void emit_ops(cg_out *o, const cgen_pool_spec *s, const pl_geo *g, plane_fn fn, bool after) {
+  if (s->sum) {
+    fn(o, s, g, OP_SUM);
+    return;
+  }
+  cg_emit(o, after ? "  {\n" : "  if (!nm) {\n");
+  fn(o, s, g, OP_MAX);
+  cg_emit(o, after ? "  }\n  if (nm) {\n" : "  } else {\n");
+  fn(o, s, g, OP_MAXN);
+  cg_emit(o, "  }\n");
+}
+
+/* ---- sizes read at run time, no padding: the input read in place -------- */
+/* Whether the run-time variant reads the input itself rather than a padded
+ * copy: fp32, no padding, no dilation, stride 1, or stride 2 with a window
+ * two columns wide (each tap a phase of one vector pair), a vector ISA.  The
+ * copy was most of a small pool's time (2x2/2 max at 56x56: 1.8x the
+ * specialised kernel's). */
+static bool direct_rt(const cg_out *o, const cgen_pool_spec *s) {
+  for (int i = 0; i < 4; i++)
+    if (s->pad[i]) return false;
+  if (s->x_dtype != TINY_FP32 || s->dil[0] != 1 || s->dil[1] != 1 || o->isa->w < 8) return false;
+  return s->stride[1] == 1 || (s->stride[1] == 2 && s->kw == 2);
+}
+
+/* Combine v into accumulator a (first: a = v), noting NaN for a max (op
+ * OP_MAX: nm, so that the plane is done again with OP_MAXN). */
+static void combine(cg_out *o, const char *a, const char *v, bool first, int op) {
+  if (first) cg_emit(o, "          %s = %s;\n", a, v);
+  else if (op == OP_SUM) cg_emit(o, "          %s = %s + %s;\n", a, a, v);
+  else if (op == OP_MAX) cg_emit(o, "          %s = $P_max(%s, %s);\n", a, v, a);
+  else cg_emit(o, "          %s = $P_maxn(%s, %s);\n", a, a, v);
+  if (op == OP_MAX) cg_emit(o, "          nm |= $P_unord(%s, %s);\n", v, v);
+}
+
+/* A block of rows x u vectors of output from (oh, ow) read from the input x
+ * (run-time row w): each tap row's vectors (stride 1: one load a tap;
+ * stride 2: a vector pair split into even and odd columns, taps 0 and 1),
+ * the last vector's loads masked to its `last` lanes (-1: lastc), then the
+ * epilogue and the stores as emit_block's. */
+static void emit_block_direct(cg_out *o, const void *k, int rows, int u, int last) {
+  const pool_blk *b = k;
+  const cgen_pool_spec *s = b->s;
+  int w = o->isa->w, op = b->op;
+  long SH = (long)s->stride[0], SW = (long)s->stride[1];
+  char nl[16], a[32], v[80];
+  snprintf(nl, sizeof nl, last < 0 ? "lastc" : "%d", last);
+  cg_emit(o, "      {\n");
+  for (int i = 0; i < rows; i++)
+    for (int j = 0; j < u; j++) cg_emit(o, "        $P_v a%d_%d;\n", i, j);
+  for (int kh = 0; kh < s->kh; kh++) {
+    cg_emit(o, "        { const float *r = x + (oh * %ldL + %dL) * w + ow * %ldL;\n", SH, kh, SW);
+    for (int i = 0; i < rows; i++)
+      for (int j = 0; j < u; j++) {
+        bool part = j == u - 1 && last != w;
+        snprintf(a, sizeof a, "a%d_%d", i, j);
+        if (SW == 1) {
+          for (int kw = 0; kw < s->kw; kw++) {
+            if (part) snprintf(v, sizeof v, "$P_ldn(r + %ld * w + %d, %s)", (long)i * SH, j * w + kw, nl);
+            else snprintf(v, sizeof v, "$P_ld(r + %ld * w + %d)", (long)i * SH, j * w + kw);
+            cg_emit(o, "          { $P_v t_ = %s;\n", v);
+            combine(o, a, "t_", kh == 0 && kw == 0, op);
+            cg_emit(o, "          }\n");
+          }
+          continue;
+        }
+        cg_emit(o, "          { const float *p_ = r + %ld * w + %d;\n", (long)i * SH, 2 * j * w);
+        if (part)
+          cg_emit(o, "            $P_v l_ = $P_ldn(p_, 2 * %s), h_ = $P_ldn(p_ + %d, 2 * %s - %d), ev, od;\n", nl, w, nl, w);
+        else cg_emit(o, "            $P_v l_ = $P_ld(p_), h_ = $P_ld(p_ + %d), ev, od;\n", w);
+        cg_emit(o, "            $P_dei2(l_, h_, &ev, &od);\n");
+        combine(o, a, "ev", kh == 0, op);
+        combine(o, a, "od", false, op);
+        cg_emit(o, "          }\n");
+      }
+    cg_emit(o, "        }\n");
+  }
+  const char *ys = cg_vsuffix(s->y_dtype);
+  for (int i = 0; i < rows; i++)
+    for (int j = 0; j < u; j++) {
+      snprintf(a, sizeof a, "a%d_%d", i, j);
+      cg_emit(o, "        { long at = (oh + %d) * ow_ + ow + %d;\n", i, j * w);
+      for (int e = 0; e < s->n_epi; e++) cg_emit_epi_common(o, &s->epi[e], e, "c", a);
+      if (j < u - 1 || last == w) cg_emit(o, "          $P_st%s(y + at, %s); }\n", ys, a);
+      else cg_emit(o, "          $P_stn%s(y + at, %s, %s); }\n", ys, a, nl);
+    }
+  cg_emit(o, "      }\n");
+}
+
+/* The output plane of this run read in place, in emit_plane_rt_any's
+ * blocks. */
+static void emit_plane_direct(cg_out *o, const cgen_pool_spec *s, const pl_geo *g, int op) {
+  pool_blk b = {s, g, op};
+  if (g->vecs > 1) cg_emit(o, "  if (ow_ <= %d) {\n", o->isa->w);
+  cg_emit_plane_rt(o, g->vecs > 1 ? 8 : g->rows, 1, emit_block_direct, &b);
+  if (g->vecs == 1) return;
+  cg_emit(o, "  } else {\n");
+  cg_emit_plane_rt(o, g->rows, g->vecs, emit_block_direct, &b);
+  cg_emit(o, "  }\n");
+}
+
+/* $P_plane of the run-time variant reading the input in place (direct_rt):
+ * a max first with $P_max, noting NaN, and again with $P_maxn where the
+ * plane holds one. */
+static void emit_plane_fn_direct(cg_out *o, const cgen_pool_spec *s, const pl_geo *g) {
+  const char *yt = cg_ctype(s->y_dtype);
+  cg_emit(o, "static $T void $P_plane(const $F_ctx *cx, float *xp, long pi) {\n  (void)xp;\n");
+  cg_emit(o, "  long h = cx->h, w = cx->w, oh_ = cx->oh, ow_ = cx->ow;\n");
+  cg_emit(o, "  const float *x = (const float *)cx->x + pi * h * w;\n  %s *y = (%s *)cx->y + pi * oh_ * ow_;\n", yt, yt);
+  cg_emit(o, "  unsigned nm = 0;\n  (void)nm;\n");
+  emit_ops(o, s, g, emit_plane_direct, true);
+  cg_emit(o, "}\n");
+}
+
+/* $P_plane of the run-time variant reading a padded copy of the input. */
+static void emit_plane_fn_copy(cg_out *o, const cgen_pool_spec *s, const pl_geo *g) {
   const char *xt = cg_ctype(s->x_dtype), *yt = cg_ctype(s->y_dtype);
   char fv[48];
   fconst(fv, sizeof fv, s->fill);
@@ -484,16 +601,15 @@ static void emit_variant_rt(cg_out *o, const cgen_pool_spec *s, const pl_geo *g)
   cg_emit(o, "  const %s *x = (const %s *)cx->x + pi * h * w;\n  %s *y = (%s *)cx->y + pi * oh_ * ow_;\n", xt, xt, yt, yt);
   cg_emit(o, "  unsigned nm = 0;\n  (void)nm;\n");
   emit_copy_rt(o, s, fv, !s->sum);
-  if (s->sum) {
-    emit_plane_rt_any(o, s, g, OP_SUM);
-  } else {
-    cg_emit(o, "  if (!nm) {\n");
-    emit_plane_rt_any(o, s, g, OP_MAX);
-    cg_emit(o, "  } else {\n");
-    emit_plane_rt_any(o, s, g, OP_MAXN);
-    cg_emit(o, "  }\n");
-  }
+  emit_ops(o, s, g, emit_plane_rt_any, false);
   cg_emit(o, "}\n");
+}
+
+/* The variant with sizes read at run time: the plane's geometry of this
+ * run (cx), the scratch of the upper corner's (g). */
+static void emit_variant_rt(cg_out *o, const cgen_pool_spec *s, const pl_geo *g) {
+  if (direct_rt(o, s)) emit_plane_fn_direct(o, s, g);
+  else emit_plane_fn_copy(o, s, g);
   cg_emit(o, "static $T void $P_task(void *vc, int task, int tid) {\n  const $F_ctx *cx = (const $F_ctx *)vc;\n");
   cg_emit(o, "  for (long pi = cx->np * task / cx->ntasks; pi < cx->np * (task + 1) / cx->ntasks; pi++)\n");
   cg_emit(o, "    $P_plane(cx, (float *)cx->sc.thr[tid], pi);\n}\n");
@@ -504,7 +620,9 @@ static void emit_variant_rt(cg_out *o, const cgen_pool_spec *s, const pl_geo *g)
   cg_emit_rt_window(o, &k, hp);
   cg_emit(o, "  cx.np = n * %ldL;\n  cx.ntasks = 4 * hprt_pool_size(pool);\n  if (cx.ntasks > cx.np) cx.ntasks = (int)cx.np;\n",
           (long)s->c);
-  cg_emit(o, "  if (hprt_scratch_get(pool, 0, %ldUL, &cx.sc)) return -1;\n", (long)(g->hp * g->rs * 4));
+  /* the plane of this run (read in place: none) */
+  if (direct_rt(o, s)) cg_emit(o, "  if (hprt_scratch_get(pool, 0, 0, &cx.sc)) return -1;\n");
+  else cg_emit(o, "  if (hprt_scratch_get(pool, 0, (size_t)(cx.hp * cx.rs * 4), &cx.sc)) return -1;\n");
   cg_emit(o, "  hprt_pool_run(pool, cx.ntasks, $P_task, &cx);\n");
   cg_emit(o, "  hprt_scratch_put(&cx.sc);\n  return 0;\n}\n");
   if (o->isa->id != CGEN_ISA_SCALAR) cg_emit(o, "#endif /* HPRT_X86 */\n");

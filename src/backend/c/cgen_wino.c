@@ -134,6 +134,17 @@ static void wn_plan(cg_wn *d, const cgen_conv_spec *s, int vw) {
   while (s->n * d->nblk * d->nos * 2 <= want && d->nob / (d->nos * 2) >= 2) d->nos *= 2;
 }
 
+/* Size `name` of d's image as C text in buf: the constant v, or with sizes
+ * read at run time (d->rt) the field of the run's geometry g. */
+static const char *wz(const cg_wn *d, char buf[48], const char *name, int64_t v) {
+  if (d->rt) snprintf(buf, 48, "g->%s", name);
+  else snprintf(buf, 48, "%ldL", (long)v);
+  return buf;
+}
+
+/* The geometry parameter of an emitted function's signature ("" unless d->rt). */
+static const char *wg(const cg_wn *d) { return d->rt ? ", const $P_wg *g" : ""; }
+
 void cg_wn_lin(cg_out *o, const cg_wn *d, const char *dst, const double *row, int n, const char *fmt) {
   const char *vp = d->vp;
   char term[64];
@@ -190,23 +201,27 @@ static void emit_wpack(cg_out *o, const cg_wn *d) {
  * output point (i, j) at ox / om[(v * m + i) * m + j]. */
 static void emit_index(cg_out *o, const cg_wn *d) {
   const cgen_conv_spec *s = d->s;
-  cg_emit(o, "static $T void $P_index(long blk, int ix[][%d], uint16_t *im, int ox[][%d], uint16_t *om) {\n", d->vw, d->vw);
+  char b[6][48];
+  const char *nti = wz(d, b[0], "nti", d->NTI), *tw = wz(d, b[1], "tw", d->TW), *h = wz(d, b[2], "h", s->h);
+  const char *w = wz(d, b[3], "w", s->w), *oh = wz(d, b[4], "oh", d->OH), *ow = wz(d, b[5], "ow", d->OW);
+  cg_emit(o, "static $T void $P_index(long blk, int ix[][%d], uint16_t *im, int ox[][%d], uint16_t *om%s) {\n", d->vw, d->vw,
+          wg(d));
   cg_emit(o, "  for (int v = 0; v < %d; v++) {\n", d->nv);
   cg_emit(o, "    for (int q = 0; q < %d; q++) im[v * %d + q] = 0;\n", d->T, d->T);
   cg_emit(o, "    for (int q = 0; q < %d; q++) om[v * %d + q] = 0;\n", d->m * d->m, d->m * d->m);
   cg_emit(o, "    for (int l = 0; l < %d; l++) {\n", d->vw);
-  cg_emit(o, "      long tile = blk * %dL + v * %d + l;\n      int live = tile < %ldL;\n", d->nbt, d->vw, (long)d->NTI);
-  cg_emit(o, "      if (!live) tile = 0;\n      long th = tile / %ldL, tw = tile %% %ldL;\n", (long)d->TW, (long)d->TW);
+  cg_emit(o, "      long tile = blk * %dL + v * %d + l;\n      int live = tile < %s;\n", d->nbt, d->vw, nti);
+  cg_emit(o, "      if (!live) tile = 0;\n      long th = tile / %s, tw = tile %% %s;\n", tw, tw);
   cg_emit(o, "      for (int r = 0; r < %d; r++) for (int k = 0; k < %d; k++) {\n", d->a, d->a);
   cg_emit(o, "        long ih = th * %d - %ldL + r, iw = tw * %d - %ldL + k;\n", d->m, (long)s->pad[0], d->m,
           (long)s->pad[1]);
-  cg_emit(o, "        int in = live && ih >= 0 && ih < %ldL && iw >= 0 && iw < %ldL;\n", (long)s->h, (long)s->w);
-  cg_emit(o, "        ix[(v * %d + r) * %d + k][l] = in ? (int)(ih * %ldL + iw) : 0;\n", d->a, d->a, (long)s->w);
+  cg_emit(o, "        int in = live && ih >= 0 && ih < %s && iw >= 0 && iw < %s;\n", h, w);
+  cg_emit(o, "        ix[(v * %d + r) * %d + k][l] = in ? (int)(ih * %s + iw) : 0;\n", d->a, d->a, w);
   cg_emit(o, "        im[v * %d + r * %d + k] |= (uint16_t)(in << l);\n      }\n", d->T, d->a);
   cg_emit(o, "      for (int i = 0; i < %d; i++) for (int j = 0; j < %d; j++) {\n", d->m, d->m);
   cg_emit(o, "        long oh = th * %d + i, ow = tw * %d + j;\n", d->m, d->m);
-  cg_emit(o, "        int in = live && oh < %ldL && ow < %ldL;\n", (long)d->OH, (long)d->OW);
-  cg_emit(o, "        ox[(v * %d + i) * %d + j][l] = in ? (int)(oh * %ldL + ow) : 0;\n", d->m, d->m, (long)d->OW);
+  cg_emit(o, "        int in = live && oh < %s && ow < %s;\n", oh, ow);
+  cg_emit(o, "        ox[(v * %d + i) * %d + j][l] = in ? (int)(oh * %s + ow) : 0;\n", d->m, d->m, ow);
   cg_emit(o, "        om[v * %d + i * %d + j] |= (uint16_t)(in << l);\n      }\n", d->m * d->m, d->m);
   cg_emit(o, "    }\n  }\n}\n");
 }
@@ -290,11 +305,12 @@ void cg_wn_ocols(cg_out *o, const cg_wn *d) {
 
 void cg_wn_epilogue(cg_out *o, const cg_wn *d) {
   const cgen_conv_spec *s = d->s;
-  char plane[64];
+  char plane[96];
   for (int e = 0; e < s->n_epi; e++) {
     const cgen_epi *ep = &s->epi[e];
     if (cg_emit_epi_common(o, ep, e, "oc", "x") || ep->kind != CGEN_EPI_RESIDUAL) continue;
-    snprintf(plane, sizeof plane, "(const float *)tt->ep[%d] + oc * %ldL", e, (long)(d->OH * d->OW));
+    char b[48];
+    snprintf(plane, sizeof plane, "(const float *)tt->ep[%d] + oc * %s", e, wz(d, b, "ohw", d->OH * d->OW));
     if (d->vw == 16) cg_emit(o, "      { __m512 rv = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), k, oi, %s, 4);", plane);
     else
       cg_emit(o, "      { __m256 rv = _mm256_mask_i32gather_ps(_mm256_setzero_ps(), %s, "
@@ -307,8 +323,10 @@ void cg_wn_epilogue(cg_out *o, const cg_wn *d) {
 static void emit_otrans(cg_out *o, const cg_wn *d) {
   int a = d->a, m = d->m;
   char fmt[32];
-  cg_emit(o, "static $T void $P_otrans(const $P_wtt *tt, const float *M, int r, long oc, int ox[][%d], const uint16_t *om) {\n",
-          d->vw);
+  char b[48];
+  const char *ohw = wz(d, b, "ohw", d->OH * d->OW);
+  cg_emit(o, "static $T void $P_otrans(const $P_wtt *tt, const float *M, int r, long oc, int ox[][%d], const uint16_t *om%s) {\n",
+          d->vw, wg(d));
   if (d->vw == 8) cg_emit(o, "  float *y = (float *)tt->y + oc * %ldL;\n", (long)(d->OH * d->OW));
   cg_emit(o, "  for (int v = 0; v < %d; v++) {\n    %s q[%d], sm[%d][%d];\n", d->nv, d->vt, d->T, m, a);
   cg_wn_ocols(o, d);
@@ -324,8 +342,7 @@ static void emit_otrans(cg_out *o, const cg_wn *d) {
       cg_emit(o, "      __mmask16 k = om[v * %d + %d];\n", m * m, i * m + j);
       cg_emit(o, "      __m512i oi = _mm512_loadu_si512(ox[(v * %d + %d) * %d + %d]);\n", m, i, m, j);
       cg_wn_epilogue(o, d);
-      cg_emit(o, "      _mm512_mask_i32scatter_ps((float *)tt->y + oc * %ldL, k, oi, x, 4);\n    }\n",
-              (long)(d->OH * d->OW));
+      cg_emit(o, "      _mm512_mask_i32scatter_ps((float *)tt->y + oc * %s, k, oi, x, 4);\n    }\n", ohw);
     }
   cg_emit(o, "  }\n}\n");
 }
@@ -338,18 +355,20 @@ static void emit_otrans(cg_out *o, const cg_wn *d) {
 static void emit_rindex(cg_out *o, const cg_wn *d) {
   const cgen_conv_spec *s = d->s;
   int m = d->m;
-  cg_emit(o, "static $T void $P_rindex(long blk, long *ih0, long *oh0, long *c0, uint16_t *lm, uint16_t *sm) {\n");
-  cg_emit(o, "  for (int v = 0; v < %d; v++) {\n    long g = blk * %dL + v, th = g / %ldL, tw0 = g %% %ldL * 16;\n",
-          d->nv, d->nv, (long)d->nseg, (long)d->nseg);
-  cg_emit(o, "    int live = g < %ldL;\n", (long)d->nvec);
-  cg_emit(o, "    ih0[v] = live ? th * %d - %ldL : %ldL;\n    oh0[v] = live ? th * %d : %ldL;\n    c0[v] = tw0 * %d;\n",
-          m, (long)s->pad[0], (long)s->h, m, (long)d->OH, m);
+  char b[6][48];
+  const char *nseg = wz(d, b[0], "nseg", d->nseg), *nvec = wz(d, b[1], "nvec", d->nvec), *h = wz(d, b[2], "h", s->h);
+  const char *oh = wz(d, b[3], "oh", d->OH), *w = wz(d, b[4], "w", s->w), *ow = wz(d, b[5], "ow", d->OW);
+  cg_emit(o, "static $T void $P_rindex(long blk, long *ih0, long *oh0, long *c0, uint16_t *lm, uint16_t *sm%s) {\n", wg(d));
+  cg_emit(o, "  for (int v = 0; v < %d; v++) {\n    long %s = blk * %dL + v, th = %s / %s, tw0 = %s %% %s * 16;\n",
+          d->nv, d->rt ? "q_" : "g", d->nv, d->rt ? "q_" : "g", nseg, d->rt ? "q_" : "g", nseg);
+  cg_emit(o, "    int live = %s < %s;\n", d->rt ? "q_" : "g", nvec);
+  cg_emit(o, "    ih0[v] = live ? th * %d - %ldL : %s;\n    oh0[v] = live ? th * %d : %s;\n    c0[v] = tw0 * %d;\n",
+          m, (long)s->pad[0], h, m, oh, m);
   cg_emit(o, "    for (int q = 0; q <= %d; q++) {\n      uint16_t k = 0;\n", m);
   cg_emit(o, "      for (int l = 0; l < 16; l++) { long iw = tw0 * %d - %ldL + q * 16 + l;"
-             " k |= (uint16_t)((live && iw >= 0 && iw < %ldL) << l); }\n", m, (long)s->pad[1], (long)s->w);
+             " k |= (uint16_t)((live && iw >= 0 && iw < %s) << l); }\n", m, (long)s->pad[1], w);
   cg_emit(o, "      lm[v * %d + q] = k;\n      if (q == %d) break;\n      k = 0;\n", m + 1, m);
-  cg_emit(o, "      for (int l = 0; l < 16; l++) k |= (uint16_t)((live && tw0 * %d + q * 16 + l < %ldL) << l);\n", m,
-          (long)d->OW);
+  cg_emit(o, "      for (int l = 0; l < 16; l++) k |= (uint16_t)((live && tw0 * %d + q * 16 + l < %s) << l);\n", m, ow);
   cg_emit(o, "      sm[v * %d + q] = k;\n    }\n  }\n}\n", m);
 }
 
@@ -391,13 +410,15 @@ static void emit_ritrans(cg_out *o, const cg_wn *d) {
   const cgen_conv_spec *s = d->s;
   int a = d->a, m = d->m;
   char dst[64];
+  char b[2][48];
+  const char *h = wz(d, b[0], "h", s->h), *w = wz(d, b[1], "w", s->w);
   cg_emit(o, "static $T void $P_ritrans(const float *x, long c, const long *ih0, const long *c0, const uint16_t *lm,"
-             " float *V) {\n");
+             " float *V%s) {\n", wg(d));
   cg_emit(o, "  for (int v = 0; v < %d; v++) {\n    __m512 d[%d], e[%d][%d];\n", d->nv, a, a, a);
   cg_emit(o, "    const float *xr = x + c0[v] - %ldL;\n", (long)s->pad[1]);
   for (int r = 0; r < a; r++) {
-    cg_emit(o, "    if (ih0[v] + %d >= 0 && ih0[v] + %d < %ldL) {\n", r, r, (long)s->h);
-    cg_emit(o, "      const float *row = xr + (ih0[v] + %d) * %ldL;\n", r, (long)s->w);
+    cg_emit(o, "    if (ih0[v] + %d >= 0 && ih0[v] + %d < %s) {\n", r, r, h);
+    cg_emit(o, "      const float *row = xr + (ih0[v] + %d) * %s;\n", r, w);
     for (int q = 0; q <= m; q++)
       cg_emit(o, "      __m512 L%d = _mm512_maskz_loadu_ps(lm[v * %d + %d], row + %d);\n", q, m + 1, q, 16 * q);
     for (int k = 0; k < m; k++) emit_split(o, d, k);
@@ -437,21 +458,21 @@ static void emit_merge(cg_out *o, const cg_wn *d, int q) {
 static void emit_rotrans(cg_out *o, const cg_wn *d) {
   const cgen_conv_spec *s = d->s;
   int a = d->a, m = d->m;
-  long ohw = (long)(d->OH * d->OW);
-  char dst[64], fmt[32];
+  char dst[64], fmt[32], b[3][48];
+  const char *ohw = wz(d, b[0], "ohw", d->OH * d->OW), *oh = wz(d, b[1], "oh", d->OH), *ow = wz(d, b[2], "ow", d->OW);
   cg_emit(o, "static $T void $P_rotrans(const $P_wtt *tt, const float *M, int r, long oc, const long *oh0, const long *c0,"
-             " const uint16_t *smk) {\n");
+             " const uint16_t *smk%s) {\n", wg(d));
   cg_emit(o, "  for (int v = 0; v < %d; v++) {\n    __m512 q[%d], sm[%d][%d];\n", d->nv, d->T, m, a);
-  cg_emit(o, "    if (oh0[v] >= %ldL) continue;\n", (long)d->OH);
+  cg_emit(o, "    if (oh0[v] >= %s) continue;\n", oh);
   cg_wn_ocols(o, d);
   for (int i = 0; i < m; i++) {
-    cg_emit(o, "    if (oh0[v] + %d < %ldL) {\n      __m512 x;\n", i, (long)d->OH);
+    cg_emit(o, "    if (oh0[v] + %d < %s) {\n      __m512 x;\n", i, oh);
     for (int j = 0; j < m; j++) {
       snprintf(dst, sizeof dst, "      __m512 y%d", j);
       snprintf(fmt, sizeof fmt, "sm[%d][%%d]", i);
       cg_wn_lin(o, d, dst, d->at + j * a, a, fmt);
     }
-    cg_emit(o, "      long at = oc * %ldL + (oh0[v] + %d) * %ldL + c0[v];\n", ohw, i, (long)d->OW);
+    cg_emit(o, "      long at = oc * %s + (oh0[v] + %d) * %s + c0[v];\n", ohw, i, ow);
     for (int qq = 0; qq < m; qq++) {
       emit_merge(o, d, qq);
       cg_emit(o, "      { __mmask16 k = smk[v * %d + %d];\n", m, qq);
@@ -472,44 +493,61 @@ static void emit_rotrans(cg_out *o, const cg_wn *d) {
 /* One task: image n, tile block blk, output-channel part os. */
 static void emit_task(cg_out *o, const cg_wn *d) {
   const cgen_conv_spec *s = d->s;
+  char b[6][48];
+  const char *nos = wz(d, b[0], "nos", d->nos), *nblk = wz(d, b[1], "nblk", d->nblk);
+  const char *chw = wz(d, b[2], "chw", s->c * s->h * s->w), *hw = wz(d, b[3], "hw", s->h * s->w);
+  const char *ochw = wz(d, b[4], "ochw", s->oc * d->OH * d->OW), *ga = d->rt ? ", g" : "";
   cg_emit(o, "static $T void $P_wino(void *vc, int task, int tid) {\n");
   cg_emit(o, "  const $P_wctx *cx = (const $P_wctx *)vc;\n");
-  cg_emit(o, "  long os = task %% %ldL, r0 = task / %ldL, blk = r0 %% %ldL, n = r0 / %ldL;\n", (long)d->nos,
-          (long)d->nos, (long)d->nblk, (long)d->nblk);
+  if (d->rt) cg_emit(o, "  const $P_wg *g = &cx->g;\n");
+  cg_emit(o, "  long os = task %% %s, r0 = task / %s, blk = r0 %% %s, n = r0 / %s;\n", nos, nos, nblk, nblk);
   cg_emit(o, "  float *V = (float *)cx->sc.thr[tid], *M = V + %ldL;\n", (long)(d->T * s->c * d->nbt));
-  cg_emit(o, "  const float *x = (const float *)cx->B + n * %ldL;\n", (long)(s->c * s->h * s->w));
+  cg_emit(o, "  const float *x = (const float *)cx->B + n * %s;\n", chw);
   if (d->rows) {
     cg_emit(o, "  long ih0[%d], oh0[%d], c0[%d];\n  uint16_t lm[%d], sm[%d];\n", d->nv, d->nv, d->nv, d->nv * (d->m + 1),
             d->nv * d->m);
-    cg_emit(o, "  $P_rindex(blk, ih0, oh0, c0, lm, sm);\n");
-    cg_emit(o, "  for (long c = 0; c < %ldL; c++) $P_ritrans(x + c * %ldL, c, ih0, c0, lm, V);\n", (long)s->c,
-            (long)(s->h * s->w));
+    cg_emit(o, "  $P_rindex(blk, ih0, oh0, c0, lm, sm%s);\n", ga);
+    cg_emit(o, "  for (long c = 0; c < %ldL; c++) $P_ritrans(x + c * %s, c, ih0, c0, lm, V%s);\n", (long)s->c, hw, ga);
   } else {
     cg_emit(o, "  int ix[%d][%d], ox[%d][%d];\n  uint16_t im[%d], om[%d];\n", d->nv * d->T, d->vw, d->nv * d->m * d->m, d->vw,
             d->nv * d->T, d->nv * d->m * d->m);
-    cg_emit(o, "  $P_index(blk, ix, im, ox, om);\n");
-    cg_emit(o, "  for (long c = 0; c < %ldL; c++) $P_itrans(x + c * %ldL, c, ix, im, V);\n", (long)s->c,
-            (long)(s->h * s->w));
+    cg_emit(o, "  $P_index(blk, ix, im, ox, om%s);\n", ga);
+    cg_emit(o, "  for (long c = 0; c < %ldL; c++) $P_itrans(x + c * %s, c, ix, im, V);\n", (long)s->c, hw);
   }
-  cg_emit(o, "  $P_wtt tt;\n  tt.y = (float *)cx->C + n * %ldL;\n", (long)(s->oc * d->OH * d->OW));
+  cg_emit(o, "  $P_wtt tt;\n  tt.y = (float *)cx->C + n * %s;\n", ochw);
   for (int i = 0; i < s->n_epi; i++) {
     const cgen_epi *ep = &s->epi[i];
-    if (ep->kind == CGEN_EPI_RESIDUAL)
-      cg_emit(o, "  tt.ep[%d] = (const float *)cx->ep[%d] + n * %ldL;\n", i, i, (long)(s->oc * d->OH * d->OW));
+    if (ep->kind == CGEN_EPI_RESIDUAL) cg_emit(o, "  tt.ep[%d] = (const float *)cx->ep[%d] + n * %s;\n", i, i, ochw);
     else cg_emit(o, "  tt.ep[%d] = cx->ep[%d];\n", i, i);
   }
-  int64_t per = (d->nob + d->nos - 1) / d->nos;
-  cg_emit(o, "  long ob1 = (os + 1) * %ldL < %ldL ? (os + 1) * %ldL : %ldL;\n", (long)per, (long)d->nob, (long)per,
-          (long)d->nob);
-  cg_emit(o, "  $P_gemm(cx->Up, V, M, os * %ldL, ob1);\n", (long)per);
-  cg_emit(o, "  for (long ob = os * %ldL; ob < ob1; ob++) {\n", (long)per);
+  const char *per = wz(d, b[5], "per", (d->nob + d->nos - 1) / d->nos);
+  cg_emit(o, "  long ob1 = (os + 1) * %s < %ldL ? (os + 1) * %s : %ldL;\n", per, (long)d->nob, per, (long)d->nob);
+  cg_emit(o, "  $P_gemm(cx->Up, V, M, os * %s, ob1);\n", per);
+  cg_emit(o, "  for (long ob = os * %s; ob < ob1; ob++) {\n", per);
   if (d->rows)
-    cg_emit(o, "    for (int r = 0; r < %d && ob * %d + r < %ldL; r++) $P_rotrans(&tt, M, ob * %d + r, ob * %d + r, oh0, c0, sm);\n",
-            d->mr, d->mr, (long)s->oc, d->mr, d->mr);
+    cg_emit(o, "    for (int r = 0; r < %d && ob * %d + r < %ldL; r++) $P_rotrans(&tt, M, ob * %d + r, ob * %d + r, oh0, c0, sm%s);\n",
+            d->mr, d->mr, (long)s->oc, d->mr, d->mr, ga);
   else
-    cg_emit(o, "    for (int r = 0; r < %d && ob * %d + r < %ldL; r++) $P_otrans(&tt, M, ob * %d + r, ob * %d + r, ox, om);\n", d->mr,
-            d->mr, (long)s->oc, d->mr, d->mr);
+    cg_emit(o, "    for (int r = 0; r < %d && ob * %d + r < %ldL; r++) $P_otrans(&tt, M, ob * %d + r, ob * %d + r, ox, om%s);\n",
+            d->mr, d->mr, (long)s->oc, d->mr, d->mr, ga);
   cg_emit(o, "  }\n}\n");
+}
+
+/* Everything of plan d's kernel before $P_run: the filter transform, the
+ * input transform of its mode, the GEMMs, the output transform, the task. */
+static void emit_body(cg_out *o, const cg_wn *d) {
+  emit_wpack(o, d);
+  if (d->rows) {
+    emit_rindex(o, d);
+    emit_ritrans(o, d);
+  } else {
+    emit_index(o, d);
+    emit_itrans(o, d);
+  }
+  emit_gemm(o, d);
+  if (d->rows) emit_rotrans(o, d);
+  else emit_otrans(o, d);
+  emit_task(o, d);
 }
 
 /* Whether s stores any tensor the kernel reads or writes in fp16 / bf16
@@ -550,6 +588,15 @@ static long emit_half_cvts(cg_out *o, const cg_wn *d, long at, long *xoff, long 
 /* The pool tasks of a conversion over n elements. */
 static long cvt_tasks(long n) { return (n + CG_WIDEN_CHUNK - 1) / CG_WIDEN_CHUNK; }
 
+/* $P_pack_a_bytes_run / $P_pack_a_run: the filter transform of every
+ * output-channel block into ubytes at model_init. */
+static void emit_pack_entry(cg_out *o, const cg_wn *d, long ubytes) {
+    cg_emit(o, "static $T long $P_pack_a_bytes_run(void) { return %ldL; }\n", ubytes);
+    cg_emit(o, "static $T int $P_pack_a_run(hprt_pool *pool, const void *A, void *Ap) {\n");
+    cg_emit(o, "  $P_wctx cx;\n  memset(&cx, 0, sizeof cx);\n  cx.A = A; cx.Up = (float *)Ap;\n");
+    cg_emit(o, "  hprt_pool_run(pool, %ld, $P_wtask, &cx);\n  return 0;\n}\n", (long)d->nob);
+}
+
 /* $P_run (and with prepack_w $P_pack_a_run / _bytes_run): the filter
  * transform unless done at model_init, half-precision tensors converted
  * around the fp32 kernel (wn_half), the tasks of the kernel. */
@@ -561,12 +608,7 @@ static void emit_run(cg_out *o, const cg_wn *d) {
   long xoff = -1, yoff = -1, roff[CGEN_MAX_EPI], sh = s->prepack_w ? 0L : ubytes;
   long xn = (long)(s->n * s->c * s->h * s->w), yn = (long)(s->n * s->oc * d->OH * d->OW);
   if (half) sh = emit_half_cvts(o, d, cg_rup(sh, 64), &xoff, roff, &yoff);
-  if (s->prepack_w) {
-    cg_emit(o, "static $T long $P_pack_a_bytes_run(void) { return %ldL; }\n", ubytes);
-    cg_emit(o, "static $T int $P_pack_a_run(hprt_pool *pool, const void *A, void *Ap) {\n");
-    cg_emit(o, "  $P_wctx cx;\n  memset(&cx, 0, sizeof cx);\n  cx.A = A; cx.Up = (float *)Ap;\n");
-    cg_emit(o, "  hprt_pool_run(pool, %ld, $P_wtask, &cx);\n  return 0;\n}\n", (long)d->nob);
-  }
+  if (s->prepack_w) emit_pack_entry(o, d, ubytes);
   cg_emit(o, "static $T int $P_run(hprt_pool *pool, const void *A, const void *B, void *C, const void *const *ep) {\n");
   cg_emit(o, "  $P_wctx cx;\n%s  cx.A = A; cx.B = B; cx.C = C; cx.ep = ep;\n", half ? "  memset(&cx, 0, sizeof cx);\n" : "");
   cg_emit(o, "  if (hprt_scratch_get(pool, %ldUL, %ldUL, &cx.sc)) return -1;\n", sh, thr);
@@ -608,19 +650,73 @@ harp_status cg_wino_variant(harp_error *e, cg_out *o, const cgen_conv_spec *s) {
                " const void *X0; void *Y0; const void *E0[%d]; float *E[%d]; } $P_wctx;\n", CGEN_MAX_EPI, CGEN_MAX_EPI);
   }
   cg_emit(o, "typedef struct { void *y; const void *ep[%d]; } $P_wtt;\n", CGEN_MAX_EPI);
-  emit_wpack(o, &d);
-  if (d.rows) {
-    emit_rindex(o, &d);
-    emit_ritrans(o, &d);
-  } else {
-    emit_index(o, &d);
-    emit_itrans(o, &d);
-  }
-  emit_gemm(o, &d);
-  if (d.rows) emit_rotrans(o, &d);
-  else emit_otrans(o, &d);
-  emit_task(o, &d);
+  emit_body(o, &d);
   emit_run(o, &d);
   cg_emit(o, "#endif /* HPRT_X86 */\n");
   return HARP_OK;
+}
+
+/* $P_run of a Winograd variant with sizes read at run time (d->rt; fp32,
+ * AVX-512): this binding's geometry into cx.g (checked against the upper
+ * corner's, which sized the scratch), its tile blocks and channel parts as
+ * wn_plan would choose them, the filter transform unless packed at
+ * model_init, then the tasks. */
+static void emit_run_rt(cg_out *o, const cg_wn *d) {
+  const cgen_conv_spec *s = d->s;
+  long ubytes = (long)(d->T * d->ocp * s->c * 4), thr = (long)((d->T * s->c * d->nbt + d->T * d->ocp * d->nbt) * 4);
+  char nx[24], hx[24], wx[24];
+  snprintf(nx, sizeof nx, "%ldL", (long)s->n), snprintf(hx, sizeof hx, "%ldL", (long)s->h), snprintf(wx, sizeof wx, "%ldL", (long)s->w);
+  if (s->prepack_w) emit_pack_entry(o, d, ubytes);
+  cg_emit(o, "static $T int $P_run(hprt_pool *pool, const void *A, const void *B, void *C, const void *const *ep) {\n");
+  cg_emit(o, "  $P_wctx cx;\n  cx.A = A; cx.B = B; cx.C = C; cx.ep = ep;\n  $P_wg *g = &cx.g;\n");
+  cg_emit(o, "  g->n = %s; g->h = %s; g->w = %s;\n", s->n_expr ? s->n_expr : nx, s->h_expr ? s->h_expr : hx,
+          s->w_expr ? s->w_expr : wx);
+  cg_emit(o, "  if (g->n < 1 || g->n > %ldL || g->h < 1 || g->h > %ldL || g->w < 1 || g->w > %ldL) return -1;\n", (long)s->n,
+          (long)s->h, (long)s->w);
+  cg_emit(o, "  g->oh = g->h + %ldL; g->ow = g->w + %ldL;\n  if (g->oh < 1 || g->ow < 1) return -1;\n",
+          (long)(s->pad[0] + s->pad[2] - 2), (long)(s->pad[1] + s->pad[3] - 2));
+  cg_emit(o, "  g->hw = g->h * g->w; g->chw = %ldL * g->hw; g->ohw = g->oh * g->ow; g->ochw = %ldL * g->ohw;\n", (long)s->c,
+          (long)s->oc);
+  cg_emit(o, "  long th = (g->oh + %d) / %d;\n  g->tw = (g->ow + %d) / %d; g->nti = th * g->tw; g->nseg = (g->tw + 15) / 16;\n",
+          d->m - 1, d->m, d->m - 1, d->m);
+  cg_emit(o, "  g->nvec = %s;\n  g->nblk = (g->nvec + %d) / %d;\n", d->rows ? "th * g->nseg" : "(g->nti + 15) / 16", d->nv - 1,
+          d->nv);
+  /* wn_plan's channel parts: split the output channels while the tasks are few */
+  cg_emit(o, "  g->nos = 1;\n  while (g->n * g->nblk * g->nos * 2 <= %ldL && %ldL / (g->nos * 2) >= 2) g->nos *= 2;\n",
+          (long)(4 * (s->tune.threads > 0 ? s->tune.threads : 2)), (long)d->nob);
+  cg_emit(o, "  g->per = (%ldL + g->nos - 1) / g->nos;\n", (long)d->nob);
+  cg_emit(o, "  if (hprt_scratch_get(pool, %ldUL, %ldUL, &cx.sc)) return -1;\n", s->prepack_w ? 0L : ubytes, thr);
+  if (s->prepack_w) {
+    cg_emit(o, "  cx.Up = (float *)A;\n");
+  } else {
+    cg_emit(o, "  cx.Up = (float *)cx.sc.shared;\n");
+    cg_emit(o, "  hprt_pool_run(pool, %ld, $P_wtask, &cx);\n", (long)d->nob);
+  }
+  cg_emit(o, "  hprt_pool_run(pool, (int)(g->n * g->nblk * g->nos), $P_wino, &cx);\n");
+  cg_emit(o, "  hprt_scratch_put(&cx.sc);\n  return 0;\n}\n");
+}
+
+void cg_wino_rt_variant(cg_out *o, const cgen_conv_spec *s, int m, bool rows, int *mr) {
+  cgen_conv_spec q = *s;
+  q.tune.conv_algo = m == 2 ? CGEN_CONV_WINO2 : CGEN_CONV_WINO4;
+  cg_wn d;
+  wn_plan(&d, &q, 16);
+  /* the upper corner's plan, but the mode asked for and two vectors of tiles
+   * a block (four where the transformed weights pass 16 MB), as wn_plan
+   * gives every image of more than one vector */
+  d.rt = true, d.rows = rows;
+  d.nv = (double)d.T * (double)s->oc * (double)s->c * 4 > 16e6 ? 4 : 2;
+  d.nbt = 16 * d.nv, d.mr = d.nv == 4 ? 6 : 8;
+  if (s->oc < d.mr) d.mr = (int)s->oc;
+  d.nob = (s->oc + d.mr - 1) / d.mr, d.ocp = d.nob * d.mr;
+  *mr = d.mr;
+  cg_emit_isa_helpers(o);
+  cg_emit(o, "/* winograd F(%dx%d,3x3), sizes read at run time: blocks of %d tiles (%s), %d output channels per block */\n",
+          d.m, d.m, d.nbt, rows ? "rows of tiles: loads and permutes" : "any tiles: gathers and scatters", d.mr);
+  cg_emit(o, "typedef struct { long n, h, w, oh, ow, hw, chw, ohw, ochw, tw, nti, nseg, nvec, nblk, nos, per; } $P_wg;\n");
+  cg_emit(o, "typedef struct { const void *A, *B; void *C; const void *const *ep; float *Up; hprt_scratch sc; $P_wg g; } $P_wctx;\n");
+  cg_emit(o, "typedef struct { void *y; const void *ep[%d]; } $P_wtt;\n", CGEN_MAX_EPI);
+  emit_body(o, &d);
+  emit_run_rt(o, &d);
+  cg_emit(o, "#endif /* HPRT_X86 */\n");
 }

@@ -20,6 +20,9 @@ typedef struct cg_wn {
   bool rows;                   /* a vector is 16 tiles of one tile row (else any vw of the image; AVX-512 only) */
   int64_t nseg, nvec;          /* rows: vectors per tile row, per image */
   const double *bt, *g, *at;   /* [a][a], [a][3], [m][a] */
+  bool rt;                     /* sizes read at run time: the image's sizes, tiles and blocks, the channel
+                                  parts from g (the run's $P_wg, a parameter of each emitted function);
+                                  OH .. NTI, nblk, nos and nseg, nvec are then the upper corner's */
 } cg_wn;
 
 /* "dst = sum_k row[k] in_k;" over n inputs named fmt % k, the coefficients
@@ -45,5 +48,12 @@ void cg_wn_epilogue(cg_out *o, const cg_wn *d);
 void cg_wn_avx2_helpers(cg_out *o);
 void cg_wn_gather_avx2(cg_out *o, const cg_wn *d, int r, int k);
 void cg_wn_opoint_avx2(cg_out *o, const cg_wn *d, int i, int j);
+
+/* The AVX-512 Winograd F(m x m, 3x3) of conv s (its n_expr / h_expr /
+ * w_expr set: sizes at run time; cgen_wino_rt.c's dispatcher picks it per
+ * binding) in row mode (rows) or gather mode, prefixed o->P: $P_run and,
+ * with prepack_w, $P_pack_a_bytes_run / $P_pack_a_run; its channel blocks
+ * into *mr. */
+void cg_wino_rt_variant(cg_out *o, const cgen_conv_spec *s, int m, bool rows, int *mr);
 
 #endif

@@ -620,6 +620,12 @@ harp_status cc_emit_gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
   cgen_gemm_spec s;
   cgen_gemm_spec_init(&s, gm.M, gm.N, gm.K, TINY_FP32);
   s.m_expr = m_rt;
+  /* the kernel runs a binding below SMALL_WORK on the calling thread (its
+   * scratch the pool's, sized for the upper corner: no malloc a run), as a
+   * specialised object of that size would */
+  double row_work = (double)gm.N * gm.K;
+  if (m_rt && (double)gm.K * gm.N * tiny_dtype_size(gm.B.dtype) < SMALL_BYTES)
+    s.m_small = (int64_t)ceil(SMALL_WORK / (row_work > 0 ? row_work : 1));
   s.a_dtype = gm.A.dtype;
   s.b_dtype = gm.B.dtype;
   s.c_dtype = gm.C.dtype;
@@ -663,7 +669,7 @@ harp_status cc_emit_gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
    * read by one core take ~0.5 ms, two cores about half */
   double b_bytes = (double)(gm.b_sb[0] ? gm.batch[0] : 1) * (gm.b_sb[1] ? gm.batch[1] : 1) * gm.K * gm.N *
                    tiny_dtype_size(gm.B.dtype);
-  if (b_bytes < SMALL_BYTES) cc_small_on_caller(out, (double)gm.batch[0] * gm.batch[1] * gm.M * gm.N * gm.K);
+  if (b_bytes < SMALL_BYTES && !m_rt) cc_small_on_caller(out, (double)gm.batch[0] * gm.batch[1] * gm.M * gm.N * gm.K);
   if (q8) cc_q8_call(out, fn);
   cc_ep_array(out, gm.epi, gm.nepi);
   /* the operands: A packed by model_init, repacked into `ap` here, or as
@@ -752,6 +758,18 @@ static bool conv_size_exprs(const rc_ctx *c, int r, const ct_conv *cv, cgen_conv
   return any;
 }
 
+/* A ShapeSet object's conv s (sizes at run time): s->wino_min_px from the
+ * cost model on this machine (plan_cpu_winograd_min_pixels), where its
+ * AVX-512 variant can hold both the direct kernel and Winograd
+ * (cg_conv_rt_multi_ok); true when set. */
+static bool rt_wino_pays(const rc_ctx *c, cgen_conv_spec *s) {
+  const plan_machine *m = c->f->part->formed ? &c->f->part->formed->machine : NULL;
+  s->wino_min_px = plan_cpu_winograd_min_pixels(m, s->x_dtype, s->c / s->groups * s->kh * s->kw);
+  if (s->wino_min_px > 0 && cgen_conv_rt_multi_ok(s)) return true;
+  s->wino_min_px = 0;
+  return false;
+}
+
 harp_status cc_emit_conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_conv *read, bool *handled,
                        const char **why, rc_packed *pk) {
   const ct_conv cv = *read;
@@ -783,6 +801,9 @@ harp_status cc_emit_conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
     pu.ch = NULL, pu.desc[0] = 0;
     rt_plan_choice *ch = cc_choice_of(c, r);
     if (ch) cc_note_add(ch, "ShapeSet object, sizes read at run time: the direct or depthwise kernel's built-in blocking, not the plan");
+    /* Winograd where the cost model says it pays, chosen per binding */
+    if (rs.tune.conv_algo == CGEN_CONV_AUTO && rt_wino_pays(c, &s) && ch)
+      cc_note_add(ch, "ShapeSet object: Winograd from this many output pixels an image, chosen per binding");
   } else {
     /* the plan's M is con->m: the pixels when X is the left operand */
     cc_plan_tuning(c, r, 'c', cv.x_is_lhs, &s.tune, NULL, NULL, &pu);
