@@ -22,6 +22,7 @@
  * contiguous run at a constant offset; then per output element the kh*kw
  * taps unrolled, the epilogue, the store (held: y + zo as a byte). */
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 
 #include "contract_c.h"
@@ -78,29 +79,89 @@ static bool dw_point(ut_str *o, const ct_conv *cv, const dw_shape *d) {
   for (int i = 0; i < cv->nepi; i++) {
     const ct_epi *ep = &cv->epi[i];
     if (ep->kind == CT_EPI_BIAS_M) ut_str_printf(o, "        v = v %s b%d;\n", ep->mul ? "*" : "+", i);
+    else if (ep->kind == CT_EPI_RINT) ut_str_puts(o, "        v = __builtin_rintf(v); /* halves to even */\n");
     else if (!cc_epi_scalar(o, ep)) return false;
   }
   if (d->held_out)
-    ut_str_printf(o, "        v = v + %d.0f;\n        yr[ow] = v == v ? (uint8_t)(int)(v < 0.0f ? 0.0f : v > 255.0f ? 255.0f : v) : 0;\n",
+    ut_str_printf(o, /* max / min that vectorize; a NaN becomes byte 0 (vmaxps(v, 0)) as QuantizeLinear's q = 0 */
+                  "        v = v + %d.0f;\n        v = v > 0.0f ? v : 0.0f;\n        v = v < 255.0f ? v : 255.0f;\n"
+                  "        yr[ow] = (uint8_t)(int32_t)v;\n",
                   d->zo);
   else ut_str_printf(o, "        yr[ow] = %s(v);\n", dw_store(cv->Y.dtype));
   return true;
 }
 
-/* <fn>_dwt(ctx, t, tid): task t's planes [t np / nt, (t + 1) np / nt). */
-static bool dw_task(ut_str *o, const char *fn, const ct_conv *cv, const dw_shape *d) {
+/* The variants of the task: AVX-512 (16 outputs of a row a vector, the
+ * last masked: rows of 7 to 112 leave the compiler's vectorizer nothing to
+ * do) and plain C (the object is built for any x86-64): suffix, attribute,
+ * the run-time check that selects it. */
+static const struct {
+  const char *sfx, *attr, *check;
+} DW_ISA[] = {
+    {"_avx512", "__attribute__((target(\"avx512f,avx512bw,avx512vl,avx512dq,fma,f16c\"))) ",
+     "__builtin_cpu_supports(\"avx512f\") && __builtin_cpu_supports(\"avx512bw\") && __builtin_cpu_supports(\"avx512vl\") && "
+     "__builtin_cpu_supports(\"avx512dq\")"},
+    {"", "", NULL},
+};
+
+/* dw_point for AVX-512: outputs ow .. ow + 15 of the row (mask m) as the
+ * vector v; false when an epilogue step has no vector form here. */
+static bool dw_vpoint(ut_str *o, const ct_conv *cv, const dw_shape *d) {
+  ut_str_printf(o, "        __mmask16 m = %" PRId64 "L - ow >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (%" PRId64 "L - ow)) - 1);\n"
+                   "        __m512 v = _mm512_setzero_ps();\n", d->ow, d->ow);
+  for (int64_t ky = 0; ky < cv->kh; ky++)
+    for (int64_t kx = 0; kx < cv->kw; kx++) {
+      int64_t c0 = kx * cv->dil[1], off = ky * cv->dil[0] * d->rs + (c0 % cv->stride[1]) * d->wq + c0 / cv->stride[1];
+      ut_str_printf(o, "        v = _mm512_fmadd_ps(_mm512_set1_ps(wv[%" PRId64 "]), _mm512_maskz_loadu_ps(m, r0 + ow + %" PRId64 "L), v);\n",
+                    ky * cv->kw + kx, off);
+    }
+  for (int i = 0; i < cv->nepi; i++) { /* the scalar steps' NaN rules: vmaxps / vminps return their second operand */
+    const ct_epi *ep = &cv->epi[i];
+    switch (ep->kind) {
+      case CT_EPI_BIAS_M: ut_str_printf(o, "        v = _mm512_%s_ps(v, _mm512_set1_ps(b%d));\n", ep->mul ? "mul" : "add", i); break;
+      case CT_EPI_RINT: ut_str_puts(o, "        v = _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);\n"); break;
+      case CT_EPI_RELU: ut_str_puts(o, "        v = _mm512_max_ps(_mm512_setzero_ps(), v);\n"); break;
+      case CT_EPI_SCALE:
+        ut_str_printf(o, "        v = _mm512_add_ps(_mm512_mul_ps(v, _mm512_set1_ps(%#.9gf)), _mm512_set1_ps(%#.9gf));\n", (double)ep->scale,
+                      (double)ep->shift);
+        break;
+      case CT_EPI_CLAMP:
+        if (ep->lo != -INFINITY) ut_str_printf(o, "        v = _mm512_max_ps(_mm512_set1_ps(%#.9gf), v);\n", (double)ep->lo);
+        if (ep->hi != INFINITY) ut_str_printf(o, "        v = _mm512_min_ps(_mm512_set1_ps(%#.9gf), v);\n", (double)ep->hi);
+        break;
+      default: return false; /* none: dw_task checked */
+    }
+  }
+  if (d->held_out) /* vmaxps(v, 0): a NaN becomes byte 0, as QuantizeLinear's q = 0 */
+    ut_str_printf(o,
+                  "        v = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(v, _mm512_set1_ps(%d.0f)), _mm512_setzero_ps()), _mm512_set1_ps(255.0f));\n"
+                  "        _mm512_mask_cvtusepi32_storeu_epi8(yr + ow, m, _mm512_cvtps_epi32(v));\n",
+                  d->zo);
+  else if (cv->Y.dtype == TINY_FP32) ut_str_puts(o, "        _mm512_mask_storeu_ps(yr + ow, m, v);\n");
+  else
+    ut_str_printf(o, "        float vt[16];\n        _mm512_storeu_ps(vt, v);\n"
+                     "        for (long i = 0; i < 16 && ow + i < %" PRId64 "L; i++) yr[ow + i] = %s(vt[i]);\n",
+                  d->ow, dw_store(cv->Y.dtype));
+  return true;
+}
+
+/* <fn>_dwt<isa>(ctx, t, tid): task t's planes [t np / nt, (t + 1) np / nt). */
+static bool dw_task(ut_str *o, const char *fn, const ct_conv *cv, const dw_shape *d, int isa) {
   const char *xt = dw_ctype(cv->X.dtype, d->held_in), *yt = dw_ctype(cv->Y.dtype, d->held_out);
   int64_t kk = cv->kh * cv->kw, plane = d->hp * d->rs;
-  ut_str_printf(o, "typedef struct { const char *x; char *y; const void *w; const void *const *ep; long np; int nt, err; } %s_dwx;\n", fn);
+  bool vec = DW_ISA[isa].check != NULL; /* the vector form, where every epilogue step has one */
+  for (int i = 0; i < cv->nepi; i++)
+    vec = vec && (cv->epi[i].kind == CT_EPI_BIAS_M || cv->epi[i].kind == CT_EPI_RINT || cv->epi[i].kind == CT_EPI_RELU ||
+                  cv->epi[i].kind == CT_EPI_SCALE || cv->epi[i].kind == CT_EPI_CLAMP);
   ut_str_printf(o,
-                "static void %s_dwt(void *ctx, int t, int tid) {\n  (void)tid;\n  %s_dwx *x = (%s_dwx *)ctx;\n"
+                "static %svoid %s_dwt%s(void *ctx, int t, int tid) {\n  (void)tid;\n  %s_dwx *x = (%s_dwx *)ctx;\n"
                 "  float *xp = (float *)hp_q8_scratch(%" PRId64 "UL * 4);\n"
                 "  if (!xp) { __atomic_store_n(&x->err, 1, __ATOMIC_RELAXED); return; }\n"
                 "  memset(xp, 0, %" PRId64 "UL * 4); /* the padding, for every plane */\n"
                 "  long p0 = (long)t * x->np / x->nt, p1 = (long)(t + 1) * x->np / x->nt;\n"
                 "  for (long p = p0; p < p1; p++) {\n    long c = p %% %" PRId64 "L;\n"
                 "    const %s *restrict s = (const %s *)x->x + p * %" PRId64 "L;\n",
-                fn, fn, fn, plane, plane, cv->c, xt, xt, cv->h * cv->w);
+                DW_ISA[isa].attr, fn, DW_ISA[isa].sfx, fn, fn, plane, plane, cv->c, xt, xt, cv->h * cv->w);
   dw_fill(o, cv, d);
   tiny_dtype wt = d->packed ? TINY_FP32 : cv->W.dtype;
   ut_str_printf(o, "    float wv[%" PRId64 "];\n    for (int i = 0; i < %" PRId64 "; i++) wv[i] = %s(((const %s *)x->w)[c * %" PRId64 "L + i]);\n",
@@ -115,9 +176,9 @@ static bool dw_task(ut_str *o, const char *fn, const ct_conv *cv, const dw_shape
                 "    %s *restrict y = (%s *)x->y + p * %" PRId64 "L;\n"
                 "    for (long oh = 0; oh < %" PRId64 "L; oh++) {\n"
                 "      const float *restrict r0 = xp + oh * %" PRId64 "L;\n      %s *restrict yr = y + oh * %" PRId64 "L;\n"
-                "      for (long ow = 0; ow < %" PRId64 "L; ow++) {\n",
-                yt, yt, d->oh * d->ow, d->oh, cv->stride[0] * d->rs, yt, d->ow, d->ow);
-  if (!dw_point(o, cv, d)) return false;
+                "      for (long ow = 0; ow < %" PRId64 "L; ow += %d) {\n",
+                yt, yt, d->oh * d->ow, d->oh, cv->stride[0] * d->rs, yt, d->ow, d->ow, vec ? 16 : 1);
+  if (!(vec ? dw_vpoint(o, cv, d) : dw_point(o, cv, d))) return false;
   ut_str_puts(o, "      }\n    }\n  }\n}\n");
   return true;
 }
@@ -175,7 +236,16 @@ bool cc_emit_q8dw(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_conv *
   d.packed = prepacked;
   ut_str task;
   ut_str_init(&task);
-  bool ok = dw_task(&task, fn, cv, &d);
+  ut_str_printf(&task, "typedef struct { const char *x; char *y; const void *w; const void *const *ep; long np; int nt, err; } %s_dwx;\n", fn);
+  bool ok = true;
+  for (int i = 0; i < 2 && ok; i++) {
+    if (DW_ISA[i].check) ut_str_puts(&task, "#ifdef HPRT_X86\n");
+    ok = dw_task(&task, fn, cv, &d, i);
+    if (DW_ISA[i].check) ut_str_puts(&task, "#endif\n");
+  }
+  ut_str_printf(&task, "static hprt_fn %s_dwsel(void) { /* the widest variant this CPU runs */\n#ifdef HPRT_X86\n  __builtin_cpu_init();\n", fn);
+  for (int i = 0; DW_ISA[i].check; i++) ut_str_printf(&task, "  if (%s) return %s_dwt%s;\n", DW_ISA[i].check, fn, DW_ISA[i].sfx);
+  ut_str_printf(&task, "#endif\n  return %s_dwt;\n}\n", fn);
   if (ok) {
     const fn_kernel *K = &c->f->kernels[r];
     char wsrc[96];
@@ -197,7 +267,7 @@ bool cc_emit_q8dw(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_conv *
                   "               %s, ep, %" PRId64 "L, 1, 0};\n"
                   "  cx.nt = hprt_pool_size(pool) > 1 ? 4 * hprt_pool_size(pool) : 1;\n"
                   "  if (cx.nt > cx.np) cx.nt = (int)cx.np;\n"
-                  "  hprt_pool_run(pool, cx.nt, %s_dwt, &cx);\n  return cx.err ? 2 : 0;\n}\n",
+                  "  hprt_pool_run(pool, cx.nt, %s_dwsel(), &cx);\n  return cx.err ? 2 : 0;\n}\n",
                   fn, cv->X.slot, cv->X.offset, d.held_in ? 1 : tiny_dtype_size(cv->X.dtype), cv->Y.slot, cv->Y.offset,
                   d.held_out ? 1 : tiny_dtype_size(cv->Y.dtype), wsrc, cv->n * cv->c, fn);
     if (c->q8) c->q8->k[r] = (cc_q8_fact){.q8 = true, .xbuf = xbuf, .ybuf = ybuf, .zo = zo, .held_in = d.held_in, .held_out = d.held_out};
