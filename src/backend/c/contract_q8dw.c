@@ -45,15 +45,58 @@ static const char *dw_ctype(tiny_dtype dt, bool held) {
 static const char *dw_load(tiny_dtype dt) { return dt == TINY_FP32 ? "" : dt == TINY_BF16 ? "hp_b2f" : "hp_h2f"; }
 static const char *dw_store(tiny_dtype dt) { return dt == TINY_FP32 ? "" : dt == TINY_BF16 ? "hp_f2b" : "hp_f2h"; }
 
+/* An AVX-512 expression of the 16 values (mask m) at pointer expression p
+ * of a plane of dtype dt (held: bytes) as fp32. */
+static void dw_vload(char *buf, size_t cap, tiny_dtype dt, bool held, const char *p) {
+  if (held) snprintf(buf, cap, "_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, %s)))", p);
+  else if (dt == TINY_FP32) snprintf(buf, cap, "_mm512_maskz_loadu_ps(m, %s)", p);
+  else if (dt == TINY_BF16)
+    snprintf(buf, cap, "_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, %s)), 16))", p);
+  else snprintf(buf, cap, "_mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, %s))", p);
+}
+
 /* The task <fn>_dwt's copy of plane s (dtype of cv's X, or bytes) into the
- * phase-split scratch xp, its padding untouched (zeros written once). */
-static void dw_fill(ut_str *o, const ct_conv *cv, const dw_shape *d) {
+ * phase-split scratch xp, its padding untouched (zeros written once); vec:
+ * each row converted by AVX-512 vectors, straight into place at stride 1,
+ * else into the row after the plane (xr) and split from there. */
+static void dw_fill(ut_str *o, const ct_conv *cv, const dw_shape *d, bool vec) {
   int64_t sw = cv->stride[1], pw = cv->pad[1];
-  char ld[64];
-  if (d->held_in) snprintf(ld, sizeof ld, "(float)s[h * %" PRId64 "L + pc] - %d.0f", cv->w, d->za);
+  char ld[200];
+  if (vec) {
+    dw_vload(ld, sizeof ld, cv->X.dtype, d->held_in, "s + h * W_ + i");
+    ut_str_printf(o,
+                  "    for (long h = 0; h < %" PRId64 "L; h++) {\n      const long W_ = %" PRId64 "L;\n"
+                  "      float *restrict xr = %s;\n"
+                  "      for (long i = 0; i < W_; i += 16) {\n"
+                  "        __mmask16 m = W_ - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (W_ - i)) - 1);\n"
+                  "        _mm512_mask_storeu_ps(xr + i, m, _mm512_sub_ps(%s, _mm512_set1_ps(%d.0f)));\n      }\n",
+                  cv->h, cv->w, sw == 1 ? "xp + (h + PH_) * RS_ + PW_" : "xp + PLANE_", ld, d->held_in ? d->za : 0);
+    if (sw == 1) {
+      ut_str_puts(o, "    }\n");
+      return;
+    }
+    if (sw == 2) { /* the even and the odd columns of two vectors of the row: one permute per 16 */
+      ut_str_printf(o,
+                    "      float *restrict dr = xp + (h + PH_) * RS_;\n"
+                    "      const __m512i ev = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);\n"
+                    "      for (long f = 0; f < 2; f++) {\n"
+                    "        long lo = f >= PW_ ? 0 : (PW_ - f + 1) / 2, hi = (PW_ + W_ - f + 1) / 2;\n"
+                    "        float *restrict dp = dr + f * %" PRId64 "L;\n"
+                    "        for (long i = lo; i < hi; i += 16) {\n"
+                    "          long n = hi - i < 16 ? hi - i : 16, k = 2 * n - 1; /* source floats read */\n"
+                    "          const float *b = xr + 2 * i + f - PW_;\n"
+                    "          __mmask16 ma = (__mmask16)(k >= 16 ? 0xffff : (1u << k) - 1), mb = (__mmask16)(k > 16 ? (1u << (k - 16)) - 1 : 0);\n"
+                    "          __m512 r = _mm512_permutex2var_ps(_mm512_maskz_loadu_ps(ma, b), ev, _mm512_maskz_loadu_ps(mb, b + 16));\n"
+                    "          _mm512_mask_storeu_ps(dp + i, (__mmask16)(n >= 16 ? 0xffff : (1u << n) - 1), r);\n"
+                    "        }\n      }\n    }\n",
+                    d->wq);
+      return;
+    }
+    snprintf(ld, sizeof ld, "xr[pc]");
+  } else if (d->held_in) snprintf(ld, sizeof ld, "(float)s[h * %" PRId64 "L + pc] - %d.0f", cv->w, d->za);
   else snprintf(ld, sizeof ld, "%s(s[h * %" PRId64 "L + pc])", dw_load(cv->X.dtype), cv->w);
   ut_str_printf(o,
-                "    for (long h = 0; h < %" PRId64 "L; h++) {\n"
+                "%s"
                 "      float *restrict dr = xp + (h + %" PRId64 "L) * %" PRId64 "L;\n"
                 "      for (long f = 0; f < %" PRId64 "L; f++) {\n"
                 "        long lo = f >= %" PRId64 "L ? 0 : (%" PRId64 "L - f + %" PRId64 "L) / %" PRId64 "L;\n"
@@ -62,7 +105,8 @@ static void dw_fill(ut_str *o, const ct_conv *cv, const dw_shape *d) {
                 "        for (long i = lo; i < hi; i++) {\n"
                 "          long pc = i * %" PRId64 "L + f - %" PRId64 "L;\n"
                 "          dp[i] = %s;\n        }\n      }\n    }\n",
-                cv->h, cv->pad[0], d->rs, sw, pw, pw, sw - 1, sw, pw + cv->w, sw - 1, sw, d->wq, sw, pw, ld);
+                vec ? "" : "    for (long h = 0; h < H_; h++) {\n", cv->pad[0], d->rs, sw, pw, pw, sw - 1, sw, pw + cv->w, sw - 1,
+                sw, d->wq, sw, pw, ld);
 }
 
 /* The taps, epilogue and store of output element (oh, ow) of channel c:
@@ -138,6 +182,13 @@ static bool dw_vpoint(ut_str *o, const ct_conv *cv, const dw_shape *d) {
                   "        _mm512_mask_cvtusepi32_storeu_epi8(yr + ow, m, _mm512_cvtps_epi32(v));\n",
                   d->zo);
   else if (cv->Y.dtype == TINY_FP32) ut_str_puts(o, "        _mm512_mask_storeu_ps(yr + ow, m, v);\n");
+  else if (cv->Y.dtype == TINY_BF16) /* hp_f2b's rounding (half to even; a NaN quiet) */
+    ut_str_puts(o, "        __m512i u = _mm512_castps_si512(v), one = _mm512_set1_epi32(1);\n"
+                   "        __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)),\n"
+                   "                                                       _mm512_and_si512(_mm512_srli_epi32(u, 16), one)), 16);\n"
+                   "        r = _mm512_mask_mov_epi32(r, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q),\n"
+                   "                                  _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40)));\n"
+                   "        _mm512_mask_cvtepi32_storeu_epi16(yr + ow, m, r);\n");
   else
     ut_str_printf(o, "        float vt[16];\n        _mm512_storeu_ps(vt, v);\n"
                      "        for (long i = 0; i < 16 && ow + i < %" PRId64 "L; i++) yr[ow + i] = %s(vt[i]);\n",
@@ -155,14 +206,17 @@ static bool dw_task(ut_str *o, const char *fn, const ct_conv *cv, const dw_shape
                   cv->epi[i].kind == CT_EPI_SCALE || cv->epi[i].kind == CT_EPI_CLAMP);
   ut_str_printf(o,
                 "static %svoid %s_dwt%s(void *ctx, int t, int tid) {\n  (void)tid;\n  %s_dwx *x = (%s_dwx *)ctx;\n"
-                "  float *xp = (float *)hp_q8_scratch(%" PRId64 "UL * 4);\n"
+                "  const long H_ = %" PRId64 "L, PH_ = %" PRId64 "L, PW_ = %" PRId64 "L, RS_ = %" PRId64 "L, PLANE_ = %" PRId64 "L;\n"
+                "  (void)H_, (void)PH_, (void)PW_, (void)RS_;\n"
+                "  float *xp = (float *)hp_q8_scratch(%" PRId64 "UL * 4); /* the plane, then a row (dw_fill) */\n"
                 "  if (!xp) { __atomic_store_n(&x->err, 1, __ATOMIC_RELAXED); return; }\n"
                 "  memset(xp, 0, %" PRId64 "UL * 4); /* the padding, for every plane */\n"
                 "  long p0 = (long)t * x->np / x->nt, p1 = (long)(t + 1) * x->np / x->nt;\n"
                 "  for (long p = p0; p < p1; p++) {\n    long c = p %% %" PRId64 "L;\n"
                 "    const %s *restrict s = (const %s *)x->x + p * %" PRId64 "L;\n",
-                DW_ISA[isa].attr, fn, DW_ISA[isa].sfx, fn, fn, plane, plane, cv->c, xt, xt, cv->h * cv->w);
-  dw_fill(o, cv, d);
+                DW_ISA[isa].attr, fn, DW_ISA[isa].sfx, fn, fn, cv->h, cv->pad[0], cv->pad[1], d->rs, plane,
+                plane + (cv->w + 31) / 16 * 16, plane, cv->c, xt, xt, cv->h * cv->w);
+  dw_fill(o, cv, d, vec);
   tiny_dtype wt = d->packed ? TINY_FP32 : cv->W.dtype;
   ut_str_printf(o, "    float wv[%" PRId64 "];\n    for (int i = 0; i < %" PRId64 "; i++) wv[i] = %s(((const %s *)x->w)[c * %" PRId64 "L + i]);\n",
                 kk, kk, dw_load(wt), dw_ctype(wt, false), kk);
