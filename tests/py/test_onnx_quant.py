@@ -618,14 +618,20 @@ def test_q8_depthwise():
     S.check("int8 depthwise: on the int8 depthwise kernel", src.count("the int8 depthwise kernel (the input as stored") == 1, err[-300:])
 
 
-def inverted_residual():
+def inverted_residual(relu6=True):
     """fp32 MobileNetV2 block at odd sizes, y = x + project(relu6(dw3x3(relu6(expand(x))))),
-    16 -> 48 -> 16 channels on 13x11, as the QDQ file under a temporary directory."""
+    16 -> 48 -> 16 channels on 13x11 (relu6=False: no activations, the zero
+    points of the depthwise conv's input and output inside the range), as the
+    QDQ file under a temporary directory."""
     rng = np.random.default_rng(5)
     C, E = 16, 48
-    nodes = [h.make_node("Conv", ["x", "w1", "b1"], ["c1"]), h.make_node("Clip", ["c1", "lo", "hi"], ["r1"]),
-             h.make_node("Conv", ["r1", "w2", "b2"], ["c2"], group=E, pads=[1, 1, 1, 1]), h.make_node("Clip", ["c2", "lo", "hi"], ["r2"]),
-             h.make_node("Conv", ["r2", "w3", "b3"], ["c3"]), h.make_node("Add", ["c3", "x"], ["y"])]
+
+    r1, r2 = ("r1", "r2") if relu6 else ("c1", "c2")
+    nodes = [h.make_node("Conv", ["x", "w1", "b1"], ["c1"]), h.make_node("Conv", [r1, "w2", "b2"], ["c2"], group=E, pads=[1, 1, 1, 1]),
+             h.make_node("Conv", [r2, "w3", "b3"], ["c3"]), h.make_node("Add", ["c3", "x"], ["y"])]
+    if relu6:
+        nodes[1:1] = [h.make_node("Clip", ["c1", "lo", "hi"], ["r1"])]
+        nodes[3:3] = [h.make_node("Clip", ["c2", "lo", "hi"], ["r2"])]
     shapes = {"w1": (E, C, 1, 1), "b1": (E,), "w2": (E, 1, 3, 3), "b2": (E,), "w3": (C, E, 1, 1), "b3": (C,)}
     inits = [init(k, (rng.standard_normal(v) * 0.3).astype(np.float32)) for k, v in shapes.items()]
     inits += [init("lo", np.float32(0)), init("hi", np.float32(6))]
@@ -649,25 +655,28 @@ def test_q8_depthwise_held():
     """An inverted-residual block: the 1x1 expand writes bytes, the int8
     depthwise kernel reads them and writes bytes, the 1x1 project reads them
     (q8_hold.c): no conversion pass between the three; equal to onnxruntime's
-    int8 run."""
-    qdq = inverted_residual()
-    m = onnx.load(qdq)
-    inits = {i.name: nh.to_array(i) for i in m.graph.initializer}
-    step = float(inits[[n for n in m.graph.node if n.output[0] == "y"][0].input[1]])
-    x = RNG.standard_normal((1, 16, 13, 11)).astype(np.float32)
-    want = ort_run(qdq, {"x": x})["y"]
-    p, d = ht.run(qdq, {"x": x}, backend="cpu", extra=Q8_FORCE)
-    S.check("int8 depthwise held: runs", p.returncode == 0, p.stderr[-600:])
-    if p.returncode == 0:
-        err = np.abs(np.load(os.path.join(d, "y.npy")) - want) / step
-        exact = float(np.mean(err <= 1e-3))
-        print(f"int8 depthwise held: {exact:.4%} equal, max {err.max():.2f} steps")
-        S.check("int8 depthwise held: equal to onnxruntime's int8 run", exact >= 0.999 and err.max() <= 1,
-                f"{exact:.4%} equal, max {err.max():.2f} steps")
-    src, err = compiled_c(qdq, Q8_FORCE)
-    S.check("int8 depthwise held: input and output held as bytes",
-            src.count("the int8 depthwise kernel (the input held as bytes, the output held as bytes)") == 1 and
-            src.count("held as the output") == 1 and src.count("the input held as u8") == 1, err[-300:])
+    int8 run.  With relu6 (zero points 0) and without (zero points inside)."""
+    for relu6 in (True, False):
+        name = f"int8 depthwise held, relu6={relu6}"
+        qdq = inverted_residual(relu6)
+        m = onnx.load(qdq)
+        inits = {i.name: nh.to_array(i) for i in m.graph.initializer}
+        step = float(inits[[n for n in m.graph.node if n.output[0] == "y"][0].input[1]])
+        zps = [int(inits[n.input[2]]) for n in m.graph.node if n.op_type == "QuantizeLinear" and n.input[0] in ("r1", "r2", "c1", "c2")]
+        x = RNG.standard_normal((1, 16, 13, 11)).astype(np.float32)
+        want = ort_run(qdq, {"x": x})["y"]
+        p, d = ht.run(qdq, {"x": x}, backend="cpu", extra=Q8_FORCE)
+        S.check(f"{name}: runs", p.returncode == 0, p.stderr[-600:])
+        if p.returncode == 0:
+            err = np.abs(np.load(os.path.join(d, "y.npy")) - want) / step
+            exact = float(np.mean(err <= 1e-3))
+            print(f"{name}: {exact:.4%} equal, max {err.max():.2f} steps, zero points {zps}")
+            S.check(f"{name}: equal to onnxruntime's int8 run", exact >= 0.999 and err.max() <= 1 and
+                    all((z == 0) == relu6 for z in zps), f"{exact:.4%} equal, max {err.max():.2f} steps, zero points {zps}")
+        src, err = compiled_c(qdq, Q8_FORCE)
+        S.check(f"{name}: input and output held as bytes",
+                src.count("the int8 depthwise kernel (the input held as bytes, the output held as bytes)") == 1 and
+                src.count("held as the output") == 1 and src.count("the input held as u8") == 1, err[-300:])
 
 
 test_quantize_edges()
