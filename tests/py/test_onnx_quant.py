@@ -503,11 +503,18 @@ def conv_chain():
     inits = [init(f"{k}{i}", (rng.standard_normal((C, C, 3, 3) if k == "w" else C) * 0.15).astype(np.float32))
              for i in (1, 2, 3) for k in ("w", "b")]
     fp32 = model(nodes, [vi("x", T.FLOAT, [1, C, 12, 12])], [vi("y", T.FLOAT, [1, C, 12, 12])], inits, opset=13)
+    return quantize_random(fp32, (1, C, 12, 12), rng)
+
+
+def quantize_random(fp32, shape, rng):
+    """The fp32 model file `fp32` through quantize_static (QDQ, per-channel,
+    uint8 activations, int8 weights; 4 random inputs x of `shape` from rng
+    to calibrate), as qdq.onnx beside it."""
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
     class Reader(CalibrationDataReader):
         def __init__(self):
-            self.it = iter([{"x": rng.standard_normal((1, C, 12, 12)).astype(np.float32)} for _ in range(4)])
+            self.it = iter([{"x": rng.standard_normal(shape).astype(np.float32)} for _ in range(4)])
 
         def get_next(self):
             return next(self.it, None)
@@ -636,19 +643,7 @@ def inverted_residual(relu6=True):
     inits = [init(k, (rng.standard_normal(v) * 0.3).astype(np.float32)) for k, v in shapes.items()]
     inits += [init("lo", np.float32(0)), init("hi", np.float32(6))]
     fp32 = model(nodes, [vi("x", T.FLOAT, [1, C, 13, 11])], [vi("y", T.FLOAT, [1, C, 13, 11])], inits, opset=13)
-    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
-
-    class Reader(CalibrationDataReader):
-        def __init__(self):
-            self.it = iter([{"x": rng.standard_normal((1, C, 13, 11)).astype(np.float32)} for _ in range(4)])
-
-        def get_next(self):
-            return next(self.it, None)
-
-    qdq = os.path.join(os.path.dirname(fp32), "qdq.onnx")
-    quantize_static(fp32, qdq, Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
-                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
-    return qdq
+    return quantize_random(fp32, (1, C, 13, 11), rng)
 
 
 def test_q8_depthwise_held():
