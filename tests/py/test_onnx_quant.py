@@ -592,7 +592,7 @@ def test_q8_depthwise():
     with -128 / 127 among them, int32 biases, the input's zero point at 0,
     255 and inside, strides 1 and 2, asymmetric pads, a 5x5 dilated window;
     equal to onnxruntime's int8 run (its QLinearConv)."""
-    cases = [(0, 1, [1, 1, 1, 1], 3, 1), (255, 2, [0, 1, 2, 1], 3, 1), (77, 2, [4, 3, 4, 3], 5, 2)]
+    cases = [(0, 1, [1, 1, 1, 1], 3, 1), (255, 2, [0, 1, 2, 1], 3, 1), (77, 2, [4, 3, 4, 3], 5, 2), (128, 2, [1, 0, 1, 2], 3, 1)]
     for zx, st, pads, k, dil in cases:
         C = 13
         x = (RNG.standard_normal((2, C, 15, 11)) * 3).astype(np.float32)

@@ -58,10 +58,31 @@ static void dw_vload(char *buf, size_t cap, tiny_dtype dt, bool held, const char
 /* The task <fn>_dwt's copy of plane s (dtype of cv's X, or bytes) into the
  * phase-split scratch xp, its padding untouched (zeros written once); vec:
  * each row converted by AVX-512 vectors, straight into place at stride 1,
- * else into the row after the plane (xr) and split from there. */
+ * split by permutes at stride 2, else into the row after the plane (xr)
+ * and split from there. */
 static void dw_fill(ut_str *o, const ct_conv *cv, const dw_shape *d, bool vec) {
   int64_t sw = cv->stride[1], pw = cv->pad[1];
-  char ld[200];
+  char ld[200], ld2[200];
+  if (vec && sw == 2) { /* 32 columns of the row, their even and odd ones permuted straight into the phase rows */
+    dw_vload(ld, sizeof ld, cv->X.dtype, d->held_in, "s + h * W_ + j");
+    dw_vload(ld2, sizeof ld2, cv->X.dtype, d->held_in, "s + h * W_ + j + 16");
+    ut_str_printf(o,
+                  "    for (long h = 0; h < %" PRId64 "L; h++) {\n      const long W_ = %" PRId64 "L;\n"
+                  "      float *restrict dr = xp + (h + PH_) * RS_;\n"
+                  "      const __m512i ev = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);\n"
+                  "      const __m512i od = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);\n"
+                  "      const __m512 za = _mm512_set1_ps(%d.0f);\n"
+                  "      for (long j = 0; j < W_; j += 32) {\n        long r = W_ - j, ne = r >= 32 ? 16 : (r + 1) / 2, no = r >= 32 ? 16 : r / 2;\n"
+                  "        __m512 a, b;\n"
+                  "        { __mmask16 m = (__mmask16)(r >= 16 ? 0xffff : (1u << r) - 1); a = _mm512_sub_ps(%s, za); }\n"
+                  "        { __mmask16 m = (__mmask16)(r >= 32 ? 0xffff : r > 16 ? (1u << (r - 16)) - 1 : 0); b = _mm512_sub_ps(%s, za); }\n"
+                  "        _mm512_mask_storeu_ps(dr + (PW_ %% 2) * %" PRId64 "L + (j + PW_) / 2, (__mmask16)(ne >= 16 ? 0xffff : (1u << ne) - 1),\n"
+                  "                              _mm512_permutex2var_ps(a, ev, b));\n"
+                  "        _mm512_mask_storeu_ps(dr + ((PW_ + 1) %% 2) * %" PRId64 "L + (j + PW_ + 1) / 2, (__mmask16)(no >= 16 ? 0xffff : (1u << no) - 1),\n"
+                  "                              _mm512_permutex2var_ps(a, od, b));\n      }\n    }\n",
+                  cv->h, cv->w, d->held_in ? d->za : 0, ld, ld2, d->wq, d->wq);
+    return;
+  }
   if (vec) {
     dw_vload(ld, sizeof ld, cv->X.dtype, d->held_in, "s + h * W_ + i");
     ut_str_printf(o,
@@ -73,23 +94,6 @@ static void dw_fill(ut_str *o, const ct_conv *cv, const dw_shape *d, bool vec) {
                   cv->h, cv->w, sw == 1 ? "xp + (h + PH_) * RS_ + PW_" : "xp + PLANE_", ld, d->held_in ? d->za : 0);
     if (sw == 1) {
       ut_str_puts(o, "    }\n");
-      return;
-    }
-    if (sw == 2) { /* the even and the odd columns of two vectors of the row: one permute per 16 */
-      ut_str_printf(o,
-                    "      float *restrict dr = xp + (h + PH_) * RS_;\n"
-                    "      const __m512i ev = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);\n"
-                    "      for (long f = 0; f < 2; f++) {\n"
-                    "        long lo = f >= PW_ ? 0 : (PW_ - f + 1) / 2, hi = (PW_ + W_ - f + 1) / 2;\n"
-                    "        float *restrict dp = dr + f * %" PRId64 "L;\n"
-                    "        for (long i = lo; i < hi; i += 16) {\n"
-                    "          long n = hi - i < 16 ? hi - i : 16, k = 2 * n - 1; /* source floats read */\n"
-                    "          const float *b = xr + 2 * i + f - PW_;\n"
-                    "          __mmask16 ma = (__mmask16)(k >= 16 ? 0xffff : (1u << k) - 1), mb = (__mmask16)(k > 16 ? (1u << (k - 16)) - 1 : 0);\n"
-                    "          __m512 r = _mm512_permutex2var_ps(_mm512_maskz_loadu_ps(ma, b), ev, _mm512_maskz_loadu_ps(mb, b + 16));\n"
-                    "          _mm512_mask_storeu_ps(dp + i, (__mmask16)(n >= 16 ? 0xffff : (1u << n) - 1), r);\n"
-                    "        }\n      }\n    }\n",
-                    d->wq);
       return;
     }
     snprintf(ld, sizeof ld, "xr[pc]");
