@@ -283,6 +283,9 @@ static void dw_wpack(ut_str *o, const char *fn, const ct_conv *cv) {
 bool cc_emit_q8dw(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_conv *cv, bool prepacked, rc_packed *pk) {
   dw_shape d;
   int za;
+  const tiny_dtype io[2] = {cv->X.dtype, cv->Y.dtype};
+  for (int i = 0; i < 2; i++) /* the float storage types the template reads and writes */
+    if (io[i] != TINY_FP32 && io[i] != TINY_BF16 && io[i] != TINY_FP16) return false;
   if (!dw_geometry(cv, &d) || !(cv->W.dtype == TINY_FP32 || cv->W.dtype == TINY_BF16) || !cc_q8_act(c, &cv->X, &za))
     return false;
   int zo = cc_q8_out_zo(cv->epi, cv->nepi, cv->Y.dtype);
