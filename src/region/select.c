@@ -371,6 +371,18 @@ static bool same_group(const rg_ctx *c, int u, int v) {
   return a->nblocks && b->nblocks && c->group[a->blocks[0]] == c->group[b->blocks[0]];
 }
 
+/* Whether unit p is a cast between floats of a model input or weight
+ * alone: a contraction may take it as its operand's conversion (legal.c's
+ * operand cast: the CPU templates read the weight as stored, packed once),
+ * a fusion that is no compute-at and so joins no fusable group. */
+static bool weight_cast(const rg_ctx *c, int p) {
+  const rg_unit *u = &c->units[p];
+  if (u->nblocks != 1 || u->nprod || u->kind == RG_U_GATHER) return false;
+  const tiny_node *x = &c->g->nodes[poly_block(c->pv, u->blocks[0])->node];
+  return x->op == TINY_CAST && x->src[0].node >= 0 && tiny_dtype_is_float(x->dtype) &&
+         tiny_dtype_is_float(c->g->nodes[x->src[0].node].dtype);
+}
+
 /* Sets with sink S[0] closed under "every reader inside", built by including
  * or excluding the latest frontier producer.  w->in_s marks S[0..n) (the
  * caller marks S[0]): membership by a flag, not a scan of S. */
@@ -382,7 +394,7 @@ static harp_status enumerate(window *w, int *S, int n, char *excluded) {
     for (int k = 0; k < c->units[S[i]].nprod; k++) {
       int p = c->units[S[i]].prod[k];
       if (!w->in_w[p] || excluded[p] || w->in_s[p] || c->units[p].escapes) continue;
-      if (!same_group(c, p, S[0])) continue; /* make_fusable_groups: no legal edge can join them */
+      if (!same_group(c, p, S[0]) && !weight_cast(c, p)) continue; /* make_fusable_groups: no legal edge can join them */
       bool inside = true;
       for (int j = 0; j < c->units[p].ncons && inside; j++) inside = w->in_s[c->units[p].cons[j]];
       if (inside && (best < 0 || c->units[p].node > c->units[best].node)) best = p;

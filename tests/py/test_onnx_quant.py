@@ -503,11 +503,18 @@ def conv_chain():
     inits = [init(f"{k}{i}", (rng.standard_normal((C, C, 3, 3) if k == "w" else C) * 0.15).astype(np.float32))
              for i in (1, 2, 3) for k in ("w", "b")]
     fp32 = model(nodes, [vi("x", T.FLOAT, [1, C, 12, 12])], [vi("y", T.FLOAT, [1, C, 12, 12])], inits, opset=13)
+    return quantize_random(fp32, (1, C, 12, 12), rng)
+
+
+def quantize_random(fp32, shape, rng):
+    """The fp32 model file `fp32` through quantize_static (QDQ, per-channel,
+    uint8 activations, int8 weights; 4 random inputs x of `shape` from rng
+    to calibrate), as qdq.onnx beside it."""
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
     class Reader(CalibrationDataReader):
         def __init__(self):
-            self.it = iter([{"x": rng.standard_normal((1, C, 12, 12)).astype(np.float32)} for _ in range(4)])
+            self.it = iter([{"x": rng.standard_normal(shape).astype(np.float32)} for _ in range(4)])
 
         def get_next(self):
             return next(self.it, None)
@@ -571,6 +578,102 @@ def test_requant_epilogue():
                 f"{float(np.mean(got[far] == off[far])):.4%} equal beyond")
 
 
+def compiled_c(path, extra=()):
+    """The C `harp compile` makes of `path` for the cpu (all its files), and its stderr."""
+    out = tempfile.mkdtemp(prefix="harp_py_c_")
+    p = subprocess.run([ht.HARP, "compile", path, "--target", "cpu", "-o", out, *extra], capture_output=True, text=True,
+                       timeout=300)
+    return "".join(open(os.path.join(r, f)).read() for r, _, fs in os.walk(out) for f in fs if f.endswith(".c")), p.stderr
+
+
+def test_q8_depthwise():
+    """DQ -> depthwise Conv -> Q on the int8 depthwise kernel
+    (contract_q8dw.c): 13 channels of odd sizes, per-channel int8 weights
+    with -128 / 127 among them, int32 biases, the input's zero point at 0,
+    255 and inside, strides 1 and 2, asymmetric pads, a 5x5 dilated window;
+    equal to onnxruntime's int8 run (its QLinearConv)."""
+    cases = [(0, 1, [1, 1, 1, 1], 3, 1), (255, 2, [0, 1, 2, 1], 3, 1), (77, 2, [4, 3, 4, 3], 5, 2), (128, 2, [1, 0, 1, 2], 3, 1)]
+    for zx, st, pads, k, dil in cases:
+        C = 13
+        x = (RNG.standard_normal((2, C, 15, 11)) * 3).astype(np.float32)
+        x[:, ::3] = RNG.choice(np.array([-1e3, 1e3], np.float32), x[:, ::3].shape)
+        w = RNG.integers(-128, 128, (C, 1, k, k), dtype=np.int8)
+        w[::2, :, 0] = RNG.choice(np.array([-128, 127], np.int8), w[::2, :, 0].shape)
+        ws = (RNG.random(C) * 0.01 + 0.001).astype(np.float32)
+        sx, sy = np.float32(0.02), np.float32(1.5)
+        nodes = [h.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"]), h.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"]),
+                 h.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"], axis=0),
+                 h.make_node("DequantizeLinear", ["b", "bs", "bz"], ["bd"], axis=0),
+                 h.make_node("Conv", ["xd", "wd", "bd"], ["c"], group=C, strides=[st, st], pads=pads, dilations=[dil, dil]),
+                 h.make_node("QuantizeLinear", ["c", "sy", "zy"], ["cq"]), h.make_node("DequantizeLinear", ["cq", "sy", "zy"], ["y"])]
+        inits = [init("sx", sx), init("zx", np.uint8(zx)), init("w", w), init("ws", ws), init("wz", np.zeros(C, np.int8)),
+                 init("b", RNG.integers(-30000, 30000, C).astype(np.int32)), init("bs", (sx * ws).astype(np.float32)),
+                 init("bz", np.zeros(C, np.int32)), init("sy", sy), init("zy", np.uint8(120))]
+        path = model(nodes, [vi("x", T.FLOAT, x.shape)], [vi("y", T.FLOAT, None)], inits, opset=13)
+        name = f"int8 depthwise zx={zx} stride {st} {k}x{k} dil {dil}"
+        want = ort_run(path, {"x": x})["y"]
+        p, d = ht.run(path, {"x": x}, backend="cpu")
+        S.check(f"{name}: runs", p.returncode == 0, p.stderr[-600:])
+        if p.returncode == 0:
+            got = np.load(os.path.join(d, "y.npy"))
+            err = np.abs(got.astype(np.float64) - want) / sy
+            inside = float(np.mean((want / sy > -119) & (want / sy < 134)))
+            print(f"{name}: {np.mean(err <= 1e-3):.4%} equal, max {err.max():.2f} steps, {inside:.1%} unsaturated")
+            S.check(f"{name}: equal to onnxruntime's int8 run", got.shape == want.shape and float(np.mean(err <= 1e-3)) >= 0.999 and
+                    err.max() <= 1 and inside > 0.5, f"{np.mean(err <= 1e-3):.4%} equal, max {err.max():.2f}, {inside:.1%} unsaturated")
+    src, err = compiled_c(path)
+    S.check("int8 depthwise: on the int8 depthwise kernel", src.count("the int8 depthwise kernel (the input as stored") == 1, err[-300:])
+
+
+def inverted_residual(relu6=True):
+    """fp32 MobileNetV2 block at odd sizes, y = x + project(relu6(dw3x3(relu6(expand(x))))),
+    16 -> 48 -> 16 channels on 13x11 (relu6=False: no activations, the zero
+    points of the depthwise conv's input and output inside the range), as the
+    QDQ file under a temporary directory."""
+    rng = np.random.default_rng(5)
+    C, E = 16, 48
+
+    r1, r2 = ("r1", "r2") if relu6 else ("c1", "c2")
+    nodes = [h.make_node("Conv", ["x", "w1", "b1"], ["c1"]), h.make_node("Conv", [r1, "w2", "b2"], ["c2"], group=E, pads=[1, 1, 1, 1]),
+             h.make_node("Conv", [r2, "w3", "b3"], ["c3"]), h.make_node("Add", ["c3", "x"], ["y"])]
+    if relu6:
+        nodes[1:1] = [h.make_node("Clip", ["c1", "lo", "hi"], ["r1"])]
+        nodes[3:3] = [h.make_node("Clip", ["c2", "lo", "hi"], ["r2"])]
+    shapes = {"w1": (E, C, 1, 1), "b1": (E,), "w2": (E, 1, 3, 3), "b2": (E,), "w3": (C, E, 1, 1), "b3": (C,)}
+    inits = [init(k, (rng.standard_normal(v) * 0.3).astype(np.float32)) for k, v in shapes.items()]
+    inits += [init("lo", np.float32(0)), init("hi", np.float32(6))]
+    fp32 = model(nodes, [vi("x", T.FLOAT, [1, C, 13, 11])], [vi("y", T.FLOAT, [1, C, 13, 11])], inits, opset=13)
+    return quantize_random(fp32, (1, C, 13, 11), rng)
+
+
+def test_q8_depthwise_held():
+    """An inverted-residual block: the 1x1 expand writes bytes, the int8
+    depthwise kernel reads them and writes bytes, the 1x1 project reads them
+    (q8_hold.c): no conversion pass between the three; equal to onnxruntime's
+    int8 run.  With relu6 (zero points 0) and without (zero points inside)."""
+    for relu6 in (True, False):
+        name = f"int8 depthwise held, relu6={relu6}"
+        qdq = inverted_residual(relu6)
+        m = onnx.load(qdq)
+        inits = {i.name: nh.to_array(i) for i in m.graph.initializer}
+        step = float(inits[[n for n in m.graph.node if n.output[0] == "y"][0].input[1]])
+        zps = [int(inits[n.input[2]]) for n in m.graph.node if n.op_type == "QuantizeLinear" and n.input[0] in ("r1", "r2", "c1", "c2")]
+        x = RNG.standard_normal((1, 16, 13, 11)).astype(np.float32)
+        want = ort_run(qdq, {"x": x})["y"]
+        p, d = ht.run(qdq, {"x": x}, backend="cpu", extra=Q8_FORCE)
+        S.check(f"{name}: runs", p.returncode == 0, p.stderr[-600:])
+        if p.returncode == 0:
+            err = np.abs(np.load(os.path.join(d, "y.npy")) - want) / step
+            exact = float(np.mean(err <= 1e-3))
+            print(f"{name}: {exact:.4%} equal, max {err.max():.2f} steps, zero points {zps}")
+            S.check(f"{name}: equal to onnxruntime's int8 run", exact >= 0.999 and err.max() <= 1 and
+                    all((z == 0) == relu6 for z in zps), f"{exact:.4%} equal, max {err.max():.2f} steps, zero points {zps}")
+        src, err = compiled_c(qdq, Q8_FORCE)
+        S.check(f"{name}: input and output held as bytes",
+                src.count("the int8 depthwise kernel (the input held as bytes, the output held as bytes)") == 1 and
+                src.count("held as the output") == 1 and src.count("the input held as u8") == 1, err[-300:])
+
+
 test_quantize_edges()
 test_round_epilogue()
 test_contractions()
@@ -585,4 +688,6 @@ test_qdq_bert()
 test_qdq_range_ends()
 test_int8_kernel_fallback()
 test_requant_epilogue()
+test_q8_depthwise()
+test_q8_depthwise_held()
 S.close()

@@ -64,6 +64,25 @@ bool cc_emit_q8conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_conv
 bool cc_emit_q8gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_gemm *g, bool prepack_a, bool prepack_b,
                     rc_packed *pk);
 void cc_q8_call(ut_str *out, const char *fn);
+/* What contract_q8dw.c shares of contract_q8.c: whether c's kernels may
+ * take an int8 kernel reading input x (the knob, no ShapeSet, x proven
+ * 8-bit: cc_q8_input, its zero point *za); the
+ * buffer of tensor t of kernel r when the kernel reads or writes all of it
+ * (n elements) from offset 0 and no epilogue step of epi[0..nepi) reads
+ * it, else -1; the zero point zo of the bytes y + zo in [0, 255] of an
+ * epilogue that requantizes (bias per channel) to dtype yt, else -1; the
+ * per-thread scratch hp_q8_scratch(bytes) (guarded, emit before use). */
+bool cc_q8_act(const rc_ctx *c, const ct_tensor *x, int *za);
+int cc_q8_whole(const rc_ctx *c, int r, const ct_tensor *t, int64_t n, const ct_epi *epi, int nepi);
+int cc_q8_out_zo(const ct_epi *ep, int n, tiny_dtype yt);
+void cc_q8_scratch(ut_str *out);
+/* contract_q8dw.c: depthwise conv cv (kernel r, wrapper fn) of an input
+ * proven 8-bit as <fn>_q8(pool, bufs), 0 / 2 as a kernel: integer sums
+ * exact in fp32, reading and writing bytes where q8_hold.c holds its
+ * buffers; with prepacked (the template's weight packed once as pk's form
+ * 0) its own weight as form 1.  False, emitting nothing, when it does not
+ * take cv. */
+bool cc_emit_q8dw(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_conv *cv, bool prepacked, rc_packed *pk);
 
 /* q8_hold.c: int8 activations kept as bytes between int8 kernels.  A
  * temporary buffer that one int8 kernel writes through its requantizing

@@ -4,7 +4,8 @@
  * is a bf16 param packed once also runs as exact u8 x s8 -> s32 products,
  * its epilogue applied to the sums.
  * Needs: contract_c.h, cgen_qgemm.h, the Tiny graph.  Gives: cc_q8_input,
- * cc_emit_q8conv, cc_emit_q8gemm, cc_q8_call, cc_q8_pays.
+ * cc_emit_q8conv, cc_emit_q8gemm, cc_q8_call, cc_q8_pays, and for
+ * contract_q8dw.c cc_q8_act, cc_q8_whole, cc_q8_out_zo, cc_q8_scratch.
  *
  * What a QDQ import (src/frontend/onnx_qdq.c) makes of DQ -> Conv -> Q is a
  * conv of bf16(q - z) by a bf16 weight of integers; the proof of the input
@@ -21,7 +22,7 @@
  * q8_hold.c holds as bytes, the kernel reads / writes them directly.  The
  * per-call buffers are one block per calling thread, grown and kept (at
  * most the largest kernel's input + sums), freed when the thread exits or,
- * for the thread that unloads the object, with it (Q8_SCRATCH).
+ * for the thread that unloads the object, with it (Q8_SCRATCH_SRC).
  * HARP_INT8=off leaves them on the template alone (A/B), =force takes
  * the int8 kernel wherever it fits, not only where it pays (q8_emit). */
 #include <inttypes.h>
@@ -43,7 +44,7 @@
  * block (its capacity in a 64-byte header) is a pthread key's value, freed
  * when the thread exits; the unloading thread's goes with the object, whose
  * destructor deletes the key (blocks of threads still alive then stay). */
-static const char Q8_SCRATCH[] =
+static const char Q8_SCRATCH_SRC[] =
     "#ifndef HP_Q8_SCRATCH\n#define HP_Q8_SCRATCH\n#include <pthread.h>\n"
     "static pthread_key_t hp_q8_key;\nstatic pthread_once_t hp_q8_once = PTHREAD_ONCE_INIT;\nstatic int hp_q8_keyok;\n"
     "static void hp_q8_mkkey(void) { hp_q8_keyok = !pthread_key_create(&hp_q8_key, free); }\n"
@@ -57,6 +58,8 @@ static const char Q8_SCRATCH[] =
     "__attribute__((destructor)) static void hp_q8_scratch_free(void) {\n"
     "  if (!hp_q8_keyok) return;\n  free(pthread_getspecific(hp_q8_key));\n  pthread_key_delete(hp_q8_key);\n  hp_q8_keyok = 0;\n}\n"
     "#endif\n";
+
+void cc_q8_scratch(ut_str *out) { ut_str_puts(out, Q8_SCRATCH_SRC); }
 
 /* Whether source s holds integers only; their bounds in *lo, *hi (infinite
  * when unknown).  Follows views, casts that keep the integers, ROUND (of
@@ -172,6 +175,17 @@ static bool q8_requant(const ct_epi *ep, int n, bool bias_col, tiny_dtype yt, q8
   if (!(lo <= 0 && 0 <= hi && hi - lo <= 255 && fabs(lo + off) <= lim && fabs(hi + off) <= lim)) return false;
   rq->lo = (int)lo, rq->hi = (int)hi, rq->off = (int)off, rq->ok = true;
   return true;
+}
+
+/* The zero point of the bytes requantization rq's output holds (y + zo in
+ * [0, 255]), or -1. */
+static int q8_zo(const q8_rq *rq) {
+  return rq->ok && rq->lo + rq->off <= 0 && rq->lo + rq->off >= -255 ? -(rq->lo + rq->off) : -1;
+}
+
+int cc_q8_out_zo(const ct_epi *ep, int n, tiny_dtype yt) {
+  q8_rq rq;
+  return q8_requant(ep, n, false, yt, &rq) ? q8_zo(&rq) : -1;
 }
 
 /* The epilogue steps of j on the fp32 `v` of output row `t`, column `col`
@@ -388,14 +402,11 @@ static void q8_wrapper(ut_str *out, const rc_ctx *c, int r, const char *fn, cons
  * element): M N K >= Q8_GAIN (input + output elements). */
 bool cc_q8_pays(double mnk, double xel, double yel) { return mnk >= Q8_GAIN * (xel + yel); }
 
-/* The buffer of tensor t of kernel r (job j) when the kernel reads or
- * writes all of it (n elements) from offset 0 and no epilogue step reads
- * it; else -1. */
-static int q8_whole(const rc_ctx *c, int r, const ct_tensor *t, int64_t n, const q8_job *j) {
+int cc_q8_whole(const rc_ctx *c, int r, const ct_tensor *t, int64_t n, const ct_epi *epi, int nepi) {
   const fn_kernel *K = &c->f->kernels[r];
   if (t->slot < 0 || t->offset != 0 || t->slot >= K->nreads + K->nwrites) return -1;
-  for (int i = 0; i < j->nepi; i++)
-    if (j->epi[i].slot == t->slot) return -1;
+  for (int i = 0; i < nepi; i++)
+    if (epi[i].slot == t->slot) return -1;
   int b = t->slot < K->nreads ? K->reads[t->slot] : K->writes[t->slot - K->nreads];
   return c->f->buffers[b].numel == n ? b : -1;
 }
@@ -408,9 +419,9 @@ static bool q8_emit(rc_ctx *c, int r, const char *fn, ut_str *out, const q8_job 
   q8_job jr = *j; /* the epilogue as the kernel's own requantization, where it is one */
   if (q8_requant(j->epi, j->nepi, j->bias_col, j->Y.dtype, &jr.rq))
     jr.q.y_dtype = TINY_U8, jr.q.zy = -jr.rq.lo, jr.q.lo = 0, jr.q.hi = jr.rq.hi - jr.rq.lo;
-  int zo = jr.rq.ok && jr.rq.lo + jr.rq.off <= 0 && jr.rq.lo + jr.rq.off >= -255 ? -(jr.rq.lo + jr.rq.off) : -1;
-  jr.xbuf = q8_whole(c, r, &j->X, j->nb * j->x_bs, j);
-  jr.ybuf = q8_whole(c, r, &j->Y, j->nb * j->y_bs, j);
+  int zo = q8_zo(&jr.rq);
+  jr.xbuf = cc_q8_whole(c, r, &j->X, j->nb * j->x_bs, j->epi, j->nepi);
+  jr.ybuf = cc_q8_whole(c, r, &j->Y, j->nb * j->y_bs, j->epi, j->nepi);
   const cc_q8_plan *hp = c->q8; /* the buffers held as bytes, decided from the first emission's facts */
   if (hp && jr.xbuf >= 0 && hp->hold[jr.xbuf] >= 0) jr.held_in = true, jr.q.za = hp->hold[jr.xbuf];
   if (hp && jr.ybuf >= 0 && hp->hold[jr.ybuf] >= 0 && hp->hold[jr.ybuf] == zo) jr.held_out = true;
@@ -428,7 +439,7 @@ static bool q8_emit(rc_ctx *c, int r, const char *fn, ut_str *out, const q8_job 
     if (c->q8) c->q8->k[r] = (cc_q8_fact){.cand = true, .mnk = mnk, .xel = xel, .yel = yel, .xbuf = j->xbuf, .ybuf = j->ybuf, .zo = zo};
   }
   if (ok) {
-    ut_str_puts(out, Q8_SCRATCH);
+    cc_q8_scratch(out);
     ut_str_puts(out, body.buf);
     q8_wpack(out, fn, kfn, j->wch, j->wk, j->W.offset);
     ut_str_puts(out, tasks.buf);
@@ -442,11 +453,14 @@ static bool q8_emit(rc_ctx *c, int r, const char *fn, ut_str *out, const q8_job 
   return ok;
 }
 
+bool cc_q8_act(const rc_ctx *c, const ct_tensor *x, int *za) {
+  return rt_knobs_or_default(c->knobs)->int8 != RT_INT8_OFF && !c->ngen_syms && cc_q8_input(c->g, x->node, za);
+}
+
 /* Whether kernel r may take the int8 kernel with weight w and input x
  * (its zero point *za). */
 static bool q8_ok(const rc_ctx *c, bool prepacked, const ct_tensor *w, const ct_tensor *x, int *za) {
-  return rt_knobs_or_default(c->knobs)->int8 != RT_INT8_OFF && !c->ngen_syms && prepacked && w->dtype == TINY_BF16 &&
-         cc_q8_input(c->g, x->node, za);
+  return prepacked && w->dtype == TINY_BF16 && cc_q8_act(c, x, za);
 }
 
 /* The int8 form of conv cv (kernel r, its template's wrapper named fn):

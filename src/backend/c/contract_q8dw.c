@@ -1,0 +1,338 @@
+/* contract_q8dw.c — depthwise convolutions of 8-bit integers (groups ==
+ * input == output channels), the int8 kernels' neighbour in a QDQ model's
+ * inverted-residual blocks: 1x1 expand -> depthwise -> 1x1 project.
+ * Needs: contract_c.h (cc_q8_act, cc_q8_whole, cc_q8_out_zo, cc_q8_scratch
+ * of contract_q8.c; q8_hold.c's plan in c->q8).  Gives: cc_emit_q8dw.
+ *
+ * A depthwise layer is memory-bound (kh*kw multiply-adds an output): what
+ * an int8 form buys is bytes in and out, so that the 1x1 convs either side
+ * keep their activations as bytes (q8_hold.c) instead of converting them.
+ * The arithmetic stays fp32: the input's integers (|x| <= 255) times the
+ * weight's (|w| <= 128) summed over at most 64 taps stay below 2^24, so
+ * every sum is exact in any order (the int32 sums a VNNI kernel would make)
+ * and the template's epilogue (bias, multiplier, rint, clamps) applies to
+ * the same value.  A weight that is not integers is read as it is (the
+ * template's products, summed in another order): no fallback is needed, so
+ * the kernel always runs, held buffers or not.
+ *
+ * Per task a run of (image, channel) planes; per plane the input copied,
+ * converted to fp32 (held: byte - za) and zero-padded into a per-thread
+ * scratch with its columns split into stride phases (padded column pc at
+ * phase pc % sw, index pc / sw), so that each tap of each output row is one
+ * contiguous run at a constant offset; then per output element the kh*kw
+ * taps unrolled, the epilogue, the store (held: y + zo as a byte). */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+
+#include "contract_c.h"
+
+#define DW_MAX_TAPS 64
+
+/* The sizes of depthwise conv cv as its kernel reads them: output rows and
+ * columns; the padded plane's rows, phase row length and row stride. */
+typedef struct dw_shape {
+  int64_t oh, ow, hp, wq, rs;
+  int za, zo;             /* the held input's / output's zero points */
+  bool held_in, held_out; /* the input / output held as bytes (q8_hold.c) */
+  bool packed;            /* the weight read from its packed form 1 (fp32), else as stored */
+} dw_shape;
+
+/* A C type and load / store spelling of dtype dt (a byte when held). */
+static const char *dw_ctype(tiny_dtype dt, bool held) {
+  return held ? "uint8_t" : dt == TINY_FP32 ? "float" : "uint16_t";
+}
+static const char *dw_load(tiny_dtype dt) { return dt == TINY_FP32 ? "" : dt == TINY_BF16 ? "hp_b2f" : "hp_h2f"; }
+static const char *dw_store(tiny_dtype dt) { return dt == TINY_FP32 ? "" : dt == TINY_BF16 ? "hp_f2b" : "hp_f2h"; }
+
+/* An AVX-512 expression of the 16 values (mask m) at pointer expression p
+ * of a plane of dtype dt (held: bytes) as fp32. */
+static void dw_vload(char *buf, size_t cap, tiny_dtype dt, bool held, const char *p) {
+  if (held) snprintf(buf, cap, "_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, %s)))", p);
+  else if (dt == TINY_FP32) snprintf(buf, cap, "_mm512_maskz_loadu_ps(m, %s)", p);
+  else if (dt == TINY_BF16)
+    snprintf(buf, cap, "_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, %s)), 16))", p);
+  else snprintf(buf, cap, "_mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, %s))", p);
+}
+
+/* The task <fn>_dwt's copy of plane s (dtype of cv's X, or bytes) into the
+ * phase-split scratch xp, its padding untouched (zeros written once); vec:
+ * each row converted by AVX-512 vectors, straight into place at stride 1,
+ * split by permutes at stride 2, else into the row after the plane (xr)
+ * and split from there. */
+static void dw_fill(ut_str *o, const ct_conv *cv, const dw_shape *d, bool vec) {
+  int64_t sw = cv->stride[1], pw = cv->pad[1];
+  char ld[200], ld2[200];
+  if (vec && sw == 2) { /* 32 columns of the row, their even and odd ones permuted straight into the phase rows */
+    dw_vload(ld, sizeof ld, cv->X.dtype, d->held_in, "s + h * W_ + j");
+    dw_vload(ld2, sizeof ld2, cv->X.dtype, d->held_in, "s + h * W_ + j + 16");
+    ut_str_printf(o,
+                  "    for (long h = 0; h < %" PRId64 "L; h++) {\n      const long W_ = %" PRId64 "L;\n"
+                  "      float *restrict dr = xp + (h + PH_) * RS_;\n"
+                  "      const __m512i ev = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);\n"
+                  "      const __m512i od = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);\n"
+                  "      const __m512 za = _mm512_set1_ps(%d.0f);\n"
+                  "      for (long j = 0; j < W_; j += 32) {\n        long r = W_ - j, ne = r >= 32 ? 16 : (r + 1) / 2, no = r >= 32 ? 16 : r / 2;\n"
+                  "        __m512 a, b;\n"
+                  "        { __mmask16 m = (__mmask16)(r >= 16 ? 0xffff : (1u << r) - 1); a = _mm512_sub_ps(%s, za); }\n"
+                  "        { __mmask16 m = (__mmask16)(r >= 32 ? 0xffff : r > 16 ? (1u << (r - 16)) - 1 : 0); b = _mm512_sub_ps(%s, za); }\n"
+                  "        _mm512_mask_storeu_ps(dr + (PW_ %% 2) * %" PRId64 "L + (j + PW_) / 2, (__mmask16)(ne >= 16 ? 0xffff : (1u << ne) - 1),\n"
+                  "                              _mm512_permutex2var_ps(a, ev, b));\n"
+                  "        _mm512_mask_storeu_ps(dr + ((PW_ + 1) %% 2) * %" PRId64 "L + (j + PW_ + 1) / 2, (__mmask16)(no >= 16 ? 0xffff : (1u << no) - 1),\n"
+                  "                              _mm512_permutex2var_ps(a, od, b));\n      }\n    }\n",
+                  cv->h, cv->w, d->held_in ? d->za : 0, ld, ld2, d->wq, d->wq);
+    return;
+  }
+  if (vec) {
+    dw_vload(ld, sizeof ld, cv->X.dtype, d->held_in, "s + h * W_ + i");
+    ut_str_printf(o,
+                  "    for (long h = 0; h < %" PRId64 "L; h++) {\n      const long W_ = %" PRId64 "L;\n"
+                  "      float *restrict xr = %s;\n"
+                  "      for (long i = 0; i < W_; i += 16) {\n"
+                  "        __mmask16 m = W_ - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (W_ - i)) - 1);\n"
+                  "        _mm512_mask_storeu_ps(xr + i, m, _mm512_sub_ps(%s, _mm512_set1_ps(%d.0f)));\n      }\n",
+                  cv->h, cv->w, sw == 1 ? "xp + (h + PH_) * RS_ + PW_" : "xp + PLANE_", ld, d->held_in ? d->za : 0);
+    if (sw == 1) {
+      ut_str_puts(o, "    }\n");
+      return;
+    }
+    snprintf(ld, sizeof ld, "xr[pc]");
+  } else if (d->held_in) snprintf(ld, sizeof ld, "(float)s[h * %" PRId64 "L + pc] - %d.0f", cv->w, d->za);
+  else snprintf(ld, sizeof ld, "%s(s[h * %" PRId64 "L + pc])", dw_load(cv->X.dtype), cv->w);
+  ut_str_printf(o,
+                "%s"
+                "      float *restrict dr = xp + (h + %" PRId64 "L) * %" PRId64 "L;\n"
+                "      for (long f = 0; f < %" PRId64 "L; f++) {\n"
+                "        long lo = f >= %" PRId64 "L ? 0 : (%" PRId64 "L - f + %" PRId64 "L) / %" PRId64 "L;\n"
+                "        long hi = (%" PRId64 "L - f + %" PRId64 "L) / %" PRId64 "L;\n"
+                "        float *restrict dp = dr + f * %" PRId64 "L;\n"
+                "        for (long i = lo; i < hi; i++) {\n"
+                "          long pc = i * %" PRId64 "L + f - %" PRId64 "L;\n"
+                "          dp[i] = %s;\n        }\n      }\n    }\n",
+                vec ? "" : "    for (long h = 0; h < H_; h++) {\n", cv->pad[0], d->rs, sw, pw, pw, sw - 1, sw, pw + cv->w, sw - 1,
+                sw, d->wq, sw, pw, ld);
+}
+
+/* The taps, epilogue and store of output element (oh, ow) of channel c:
+ * the sum over taps in order, each at its constant offset into the phase
+ * rows; false when an epilogue step is not one this kernel applies. */
+static bool dw_point(ut_str *o, const ct_conv *cv, const dw_shape *d) {
+  ut_str_puts(o, "        float v = 0.0f");
+  for (int64_t ky = 0; ky < cv->kh; ky++)
+    for (int64_t kx = 0; kx < cv->kw; kx++) {
+      int64_t c0 = kx * cv->dil[1], off = ky * cv->dil[0] * d->rs + (c0 % cv->stride[1]) * d->wq + c0 / cv->stride[1];
+      ut_str_printf(o, "\n          + wv[%" PRId64 "] * r0[ow + %" PRId64 "L]", ky * cv->kw + kx, off);
+    }
+  ut_str_puts(o, ";\n");
+  for (int i = 0; i < cv->nepi; i++) {
+    const ct_epi *ep = &cv->epi[i];
+    if (ep->kind == CT_EPI_BIAS_M) ut_str_printf(o, "        v = v %s b%d;\n", ep->mul ? "*" : "+", i);
+    else if (ep->kind == CT_EPI_RINT) ut_str_puts(o, "        v = __builtin_rintf(v); /* halves to even */\n");
+    else if (!cc_epi_scalar(o, ep)) return false;
+  }
+  if (d->held_out)
+    ut_str_printf(o, /* max / min that vectorize; a NaN becomes byte 0 (vmaxps(v, 0)) as QuantizeLinear's q = 0 */
+                  "        v = v + %d.0f;\n        v = v > 0.0f ? v : 0.0f;\n        v = v < 255.0f ? v : 255.0f;\n"
+                  "        yr[ow] = (uint8_t)(int32_t)v;\n",
+                  d->zo);
+  else ut_str_printf(o, "        yr[ow] = %s(v);\n", dw_store(cv->Y.dtype));
+  return true;
+}
+
+/* The variants of the task: AVX-512 (16 outputs of a row a vector, the
+ * last masked: rows of 7 to 112 leave the compiler's vectorizer nothing to
+ * do) and plain C (the object is built for any x86-64): suffix, attribute,
+ * the run-time check that selects it. */
+static const struct {
+  const char *sfx, *attr, *check;
+} DW_ISA[] = {
+    {"_avx512", "__attribute__((target(\"avx512f,avx512bw,avx512vl,avx512dq,fma,f16c\"))) ",
+     "__builtin_cpu_supports(\"avx512f\") && __builtin_cpu_supports(\"avx512bw\") && __builtin_cpu_supports(\"avx512vl\") && "
+     "__builtin_cpu_supports(\"avx512dq\")"},
+    {"", "", NULL},
+};
+
+/* dw_point for AVX-512: outputs ow .. ow + 15 of the row (mask m) as the
+ * vector v; false when an epilogue step has no vector form here. */
+static bool dw_vpoint(ut_str *o, const ct_conv *cv, const dw_shape *d) {
+  ut_str_printf(o, "        __mmask16 m = %" PRId64 "L - ow >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (%" PRId64 "L - ow)) - 1);\n"
+                   "        __m512 v = _mm512_setzero_ps();\n", d->ow, d->ow);
+  for (int64_t ky = 0; ky < cv->kh; ky++)
+    for (int64_t kx = 0; kx < cv->kw; kx++) {
+      int64_t c0 = kx * cv->dil[1], off = ky * cv->dil[0] * d->rs + (c0 % cv->stride[1]) * d->wq + c0 / cv->stride[1];
+      ut_str_printf(o, "        v = _mm512_fmadd_ps(_mm512_set1_ps(wv[%" PRId64 "]), _mm512_maskz_loadu_ps(m, r0 + ow + %" PRId64 "L), v);\n",
+                    ky * cv->kw + kx, off);
+    }
+  for (int i = 0; i < cv->nepi; i++) { /* the scalar steps' NaN rules: vmaxps / vminps return their second operand */
+    const ct_epi *ep = &cv->epi[i];
+    switch (ep->kind) {
+      case CT_EPI_BIAS_M: ut_str_printf(o, "        v = _mm512_%s_ps(v, _mm512_set1_ps(b%d));\n", ep->mul ? "mul" : "add", i); break;
+      case CT_EPI_RINT: ut_str_puts(o, "        v = _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);\n"); break;
+      case CT_EPI_RELU: ut_str_puts(o, "        v = _mm512_max_ps(_mm512_setzero_ps(), v);\n"); break;
+      case CT_EPI_SCALE:
+        ut_str_printf(o, "        v = _mm512_add_ps(_mm512_mul_ps(v, _mm512_set1_ps(%#.9gf)), _mm512_set1_ps(%#.9gf));\n", (double)ep->scale,
+                      (double)ep->shift);
+        break;
+      case CT_EPI_CLAMP:
+        if (ep->lo != -INFINITY) ut_str_printf(o, "        v = _mm512_max_ps(_mm512_set1_ps(%#.9gf), v);\n", (double)ep->lo);
+        if (ep->hi != INFINITY) ut_str_printf(o, "        v = _mm512_min_ps(_mm512_set1_ps(%#.9gf), v);\n", (double)ep->hi);
+        break;
+      default: return false; /* none: dw_task checked */
+    }
+  }
+  if (d->held_out) /* vmaxps(v, 0): a NaN becomes byte 0, as QuantizeLinear's q = 0 */
+    ut_str_printf(o,
+                  "        v = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(v, _mm512_set1_ps(%d.0f)), _mm512_setzero_ps()), _mm512_set1_ps(255.0f));\n"
+                  "        _mm512_mask_cvtusepi32_storeu_epi8(yr + ow, m, _mm512_cvtps_epi32(v));\n",
+                  d->zo);
+  else if (cv->Y.dtype == TINY_FP32) ut_str_puts(o, "        _mm512_mask_storeu_ps(yr + ow, m, v);\n");
+  else if (cv->Y.dtype == TINY_BF16) /* hp_f2b's rounding (half to even; a NaN quiet) */
+    ut_str_puts(o, "        __m512i u = _mm512_castps_si512(v), one = _mm512_set1_epi32(1);\n"
+                   "        __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)),\n"
+                   "                                                       _mm512_and_si512(_mm512_srli_epi32(u, 16), one)), 16);\n"
+                   "        r = _mm512_mask_mov_epi32(r, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q),\n"
+                   "                                  _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40)));\n"
+                   "        _mm512_mask_cvtepi32_storeu_epi16(yr + ow, m, r);\n");
+  else
+    ut_str_printf(o, "        float vt[16];\n        _mm512_storeu_ps(vt, v);\n"
+                     "        for (long i = 0; i < 16 && ow + i < %" PRId64 "L; i++) yr[ow + i] = %s(vt[i]);\n",
+                  d->ow, dw_store(cv->Y.dtype));
+  return true;
+}
+
+/* <fn>_dwt<isa>(ctx, t, tid): task t's planes [t np / nt, (t + 1) np / nt). */
+static bool dw_task(ut_str *o, const char *fn, const ct_conv *cv, const dw_shape *d, int isa) {
+  const char *xt = dw_ctype(cv->X.dtype, d->held_in), *yt = dw_ctype(cv->Y.dtype, d->held_out);
+  int64_t kk = cv->kh * cv->kw, plane = d->hp * d->rs;
+  bool vec = DW_ISA[isa].check != NULL; /* the vector form, where every epilogue step has one */
+  for (int i = 0; i < cv->nepi; i++)
+    vec = vec && (cv->epi[i].kind == CT_EPI_BIAS_M || cv->epi[i].kind == CT_EPI_RINT || cv->epi[i].kind == CT_EPI_RELU ||
+                  cv->epi[i].kind == CT_EPI_SCALE || cv->epi[i].kind == CT_EPI_CLAMP);
+  ut_str_printf(o,
+                "static %svoid %s_dwt%s(void *ctx, int t, int tid) {\n  (void)tid;\n  %s_dwx *x = (%s_dwx *)ctx;\n"
+                "  const long H_ = %" PRId64 "L, PH_ = %" PRId64 "L, PW_ = %" PRId64 "L, RS_ = %" PRId64 "L, PLANE_ = %" PRId64 "L;\n"
+                "  (void)H_, (void)PH_, (void)PW_, (void)RS_;\n"
+                "  float *xp = (float *)hp_q8_scratch(%" PRId64 "UL * 4); /* the plane, then a row (dw_fill) */\n"
+                "  if (!xp) { __atomic_store_n(&x->err, 1, __ATOMIC_RELAXED); return; }\n"
+                "  memset(xp, 0, %" PRId64 "UL * 4); /* the padding, for every plane */\n"
+                "  long p0 = (long)t * x->np / x->nt, p1 = (long)(t + 1) * x->np / x->nt;\n"
+                "  for (long p = p0; p < p1; p++) {\n    long c = p %% %" PRId64 "L;\n"
+                "    const %s *restrict s = (const %s *)x->x + p * %" PRId64 "L;\n",
+                DW_ISA[isa].attr, fn, DW_ISA[isa].sfx, fn, fn, cv->h, cv->pad[0], cv->pad[1], d->rs, plane,
+                plane + (cv->w + 31) / 16 * 16, plane, cv->c, xt, xt, cv->h * cv->w);
+  dw_fill(o, cv, d, vec);
+  tiny_dtype wt = d->packed ? TINY_FP32 : cv->W.dtype;
+  ut_str_printf(o, "    float wv[%" PRId64 "];\n    for (int i = 0; i < %" PRId64 "; i++) wv[i] = %s(((const %s *)x->w)[c * %" PRId64 "L + i]);\n",
+                kk, kk, dw_load(wt), dw_ctype(wt, false), kk);
+  for (int i = 0; i < cv->nepi; i++) {
+    const ct_epi *ep = &cv->epi[i];
+    if (ep->kind != CT_EPI_BIAS_M) continue;
+    if (ep->dtype == TINY_FP32) ut_str_printf(o, "    const float b%d = ((const float *)x->ep[%d])[c];\n", i, i);
+    else ut_str_printf(o, "    const float b%d = %s(((const uint16_t *)x->ep[%d])[c]);\n", i, dw_load(ep->dtype), i);
+  }
+  ut_str_printf(o,
+                "    %s *restrict y = (%s *)x->y + p * %" PRId64 "L;\n"
+                "    for (long oh = 0; oh < %" PRId64 "L; oh++) {\n"
+                "      const float *restrict r0 = xp + oh * %" PRId64 "L;\n      %s *restrict yr = y + oh * %" PRId64 "L;\n"
+                "      for (long ow = 0; ow < %" PRId64 "L; ow += %d) {\n",
+                yt, yt, d->oh * d->ow, d->oh, cv->stride[0] * d->rs, yt, d->ow, d->ow, vec ? 16 : 1);
+  if (!(vec ? dw_vpoint(o, cv, d) : dw_point(o, cv, d))) return false;
+  ut_str_puts(o, "      }\n    }\n  }\n}\n");
+  return true;
+}
+
+/* The steps cv's epilogue may have here: per-channel biases (no other
+ * tensor) and the scalar steps. */
+static bool dw_epi_ok(const ct_conv *cv) {
+  for (int i = 0; i < cv->nepi; i++) {
+    ct_epi_kind k = cv->epi[i].kind;
+    if (k == CT_EPI_BIAS_N || k == CT_EPI_RESIDUAL || k == CT_EPI_GELU || k == CT_EPI_SILU || k == CT_EPI_SIGMOID) return false;
+  }
+  return true;
+}
+
+/* cv's shape as dw_shape (holding nothing); false when cv is no depthwise
+ * conv this kernel takes. */
+static bool dw_geometry(const ct_conv *cv, dw_shape *d) {
+  if (!(cv->groups > 1 && cv->groups == cv->c && cv->oc == cv->c) || cv->kh * cv->kw > DW_MAX_TAPS || !dw_epi_ok(cv)) return false;
+  for (int i = 0; i < 4; i++)
+    if (cv->pad[i] < 0) return false;
+  *d = (dw_shape){.za = 0, .zo = -1};
+  d->hp = cv->h + cv->pad[0] + cv->pad[2];
+  int64_t wp = cv->w + cv->pad[1] + cv->pad[3];
+  d->oh = (d->hp - cv->dil[0] * (cv->kh - 1) - 1) / cv->stride[0] + 1;
+  d->ow = (wp - cv->dil[1] * (cv->kw - 1) - 1) / cv->stride[1] + 1;
+  d->wq = (wp + cv->stride[1] - 1) / cv->stride[1];
+  d->rs = cv->stride[1] * d->wq;
+  return d->oh >= 1 && d->ow >= 1 && cv->stride[0] >= 1 && cv->stride[1] >= 1;
+}
+
+/* The packed form 1 (rc_packed) of cv's weight: its C x kh*kw values as
+ * fp32, for fn's kernel when the template packs the weight once (model_init
+ * then keeps the packed forms only). */
+static void dw_wpack(ut_str *o, const char *fn, const ct_conv *cv) {
+  int64_t n = cv->c * cv->kh * cv->kw;
+  ut_str_printf(o, "static long %s_wbytes1(void) { return %" PRId64 "L; }\n", fn, n * 4);
+  ut_str_printf(o,
+                "static int %s_wpack1(hprt_pool *pool, const void *w, void *wp) {\n  (void)pool;\n"
+                "  const %s *s = (const %s *)w + %" PRId64 "L;\n"
+                "  for (long i = 0; i < %" PRId64 "L; i++) ((float *)wp)[i] = %s(s[i]);\n  return 0;\n}\n",
+                fn, dw_ctype(cv->W.dtype, false), dw_ctype(cv->W.dtype, false), cv->W.offset, n, dw_load(cv->W.dtype));
+}
+
+bool cc_emit_q8dw(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_conv *cv, bool prepacked, rc_packed *pk) {
+  dw_shape d;
+  int za;
+  const tiny_dtype io[2] = {cv->X.dtype, cv->Y.dtype};
+  for (int i = 0; i < 2; i++) /* the float storage types the template reads and writes */
+    if (io[i] != TINY_FP32 && io[i] != TINY_BF16 && io[i] != TINY_FP16) return false;
+  if (!dw_geometry(cv, &d) || !(cv->W.dtype == TINY_FP32 || cv->W.dtype == TINY_BF16) || !cc_q8_act(c, &cv->X, &za))
+    return false;
+  int zo = cc_q8_out_zo(cv->epi, cv->nepi, cv->Y.dtype);
+  int xbuf = cc_q8_whole(c, r, &cv->X, cv->n * cv->c * cv->h * cv->w, cv->epi, cv->nepi);
+  int ybuf = cc_q8_whole(c, r, &cv->Y, cv->n * cv->c * d.oh * d.ow, cv->epi, cv->nepi);
+  const cc_q8_plan *hp = c->q8;
+  if (hp && xbuf >= 0 && hp->hold[xbuf] >= 0) d.held_in = true, d.za = hp->hold[xbuf];
+  if (hp && ybuf >= 0 && zo >= 0 && hp->hold[ybuf] == zo) d.held_out = true, d.zo = zo;
+  d.packed = prepacked;
+  ut_str task;
+  ut_str_init(&task);
+  ut_str_printf(&task, "typedef struct { const char *x; char *y; const void *w; const void *const *ep; long np; int nt, err; } %s_dwx;\n", fn);
+  bool ok = true;
+  for (int i = 0; i < 2 && ok; i++) {
+    if (DW_ISA[i].check) ut_str_puts(&task, "#ifdef HPRT_X86\n");
+    ok = dw_task(&task, fn, cv, &d, i);
+    if (DW_ISA[i].check) ut_str_puts(&task, "#endif\n");
+  }
+  ut_str_printf(&task, "static hprt_fn %s_dwsel(void) { /* the widest variant this CPU runs */\n#ifdef HPRT_X86\n  __builtin_cpu_init();\n", fn);
+  for (int i = 0; DW_ISA[i].check; i++) ut_str_printf(&task, "  if (%s) return %s_dwt%s;\n", DW_ISA[i].check, fn, DW_ISA[i].sfx);
+  ut_str_printf(&task, "#endif\n  return %s_dwt;\n}\n", fn);
+  if (ok) {
+    const fn_kernel *K = &c->f->kernels[r];
+    char wsrc[96];
+    if (prepacked) {
+      dw_wpack(out, fn, cv);
+      pk->n = 2, pk->slot[1] = cv->W.slot, pk->key[1][0] = 0;
+      snprintf(wsrc, sizeof wsrc, "(const char *)bufs[%d]", K->nreads + K->nwrites + 1);
+    } else
+      snprintf(wsrc, sizeof wsrc, "(const char *)bufs[%d] + %" PRId64 "L * %d", cv->W.slot, cv->W.offset,
+               tiny_dtype_size(cv->W.dtype));
+    cc_q8_scratch(out);
+    ut_str_puts(out, task.buf);
+    ut_str_printf(out, "/* the int8 depthwise kernel (the input %s, the output %s) */\n",
+                  d.held_in ? "held as bytes" : "as stored", d.held_out ? "held as bytes" : "as stored");
+    ut_str_printf(out, "static int %s_q8(hprt_pool *pool, void *const *bufs) {\n", fn);
+    cc_ep_array(out, cv->epi, cv->nepi);
+    ut_str_printf(out,
+                  "  %s_dwx cx = {(const char *)bufs[%d] + %" PRId64 "L * %d, (char *)bufs[%d] + %" PRId64 "L * %d,\n"
+                  "               %s, ep, %" PRId64 "L, 1, 0};\n"
+                  "  cx.nt = hprt_pool_size(pool) > 1 ? 4 * hprt_pool_size(pool) : 1;\n"
+                  "  if (cx.nt > cx.np) cx.nt = (int)cx.np;\n"
+                  "  hprt_pool_run(pool, cx.nt, %s_dwsel(), &cx);\n  return cx.err ? 2 : 0;\n}\n",
+                  fn, cv->X.slot, cv->X.offset, d.held_in ? 1 : tiny_dtype_size(cv->X.dtype), cv->Y.slot, cv->Y.offset,
+                  d.held_out ? 1 : tiny_dtype_size(cv->Y.dtype), wsrc, cv->n * cv->c, fn);
+    if (c->q8) c->q8->k[r] = (cc_q8_fact){.q8 = true, .xbuf = xbuf, .ybuf = ybuf, .zo = zo, .held_in = d.held_in, .held_out = d.held_out};
+  }
+  ut_str_free(&task);
+  return ok;
+}
