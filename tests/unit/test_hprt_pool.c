@@ -57,18 +57,24 @@ static void on_alarm(int sig) {
   _exit(1);
 }
 
+/* pre (the test hooks), the runtime, then driver, compiled at -O2. */
+static void *compile_with_runtime(const char *pre, const char *driver) {
+  ut_str src;
+  ut_str_init(&src);
+  ut_str_puts(&src, pre);
+  cg_emit_runtime(&src);
+  ut_str_puts(&src, driver);
+  void *h = ct_compile_flags(src.buf, "-O2");
+  ut_str_free(&src);
+  return h;
+}
+
 /* Many small and large jobs back to back on a pool of 2 and of 3 threads. */
 static void test_jobs_back_to_back(void **state) {
   (void)state;
-  ut_str src;
-  ut_str_init(&src);
   /* a spin where a job is set up and where a worker has read its fields:
    * the windows a race needs, made wide */
-  ut_str_puts(&src, "#define HPRT_TEST_DELAY() do { for (volatile int i_ = 0; i_ < 300; i_++) ; } while (0)\n");
-  cg_emit_runtime(&src);
-  ut_str_puts(&src, DRIVER);
-  void *h = ct_compile_flags(src.buf, "-O2");
-  ut_str_free(&src);
+  void *h = compile_with_runtime("#define HPRT_TEST_DELAY() do { for (volatile int i_ = 0; i_ < 300; i_++) ; } while (0)\n", DRIVER);
   assert_non_null(h);
   long (*stress)(hprt_pool *, int) = (long (*)(hprt_pool *, int))dlsym(h, "hp_stress");
   assert_non_null(stress);
@@ -140,13 +146,8 @@ static int two_cpus(int *c, int *d) {
 
 /* hp_leave of a fresh pool of 2 threads: 0, or -1 where it could not run. */
 static int run_leave(int c, int d, int jobs, int *ran, int *on_c, int *moved) {
-  ut_str src;
-  ut_str_init(&src);
-  ut_str_puts(&src, "static int hp_moved;\n#define HPRT_TEST_MOVED() __atomic_add_fetch(&hp_moved, 1, __ATOMIC_RELAXED)\n");
-  cg_emit_runtime(&src);
-  ut_str_puts(&src, LEAVE_DRIVER);
-  void *h = ct_compile_flags(src.buf, "-O2");
-  ut_str_free(&src);
+  void *h = compile_with_runtime("static int hp_moved;\n#define HPRT_TEST_MOVED() __atomic_add_fetch(&hp_moved, 1, __ATOMIC_RELAXED)\n",
+                                 LEAVE_DRIVER);
   assert_non_null(h);
   int (*leave)(hprt_pool *, int, int, int, int *, int *, int *) =
       (int (*)(hprt_pool *, int, int, int, int *, int *, int *))dlsym(h, "hp_leave");
