@@ -8,10 +8,17 @@
  * mixes one job's count or function with another's shows up as a task run
  * twice, never, or with the wrong context.  The runtime's HPRT_TEST_DELAY
  * hook spins where a job is set up and where a worker has read its fields,
- * so the races are likely within the test's few seconds. */
+ * so the races are likely within the test's few seconds.
+ *
+ * A worker put on its caller's CPU leaves it: with a busy thread on the other
+ * CPU the scheduler kept the two together (2 threads against 1 counts as
+ * balanced), and every 2-task kernel of the process ran serially. */
+#define _GNU_SOURCE 1 /* sched_getcpu, CPU_SET */
+#include <sched.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stddef.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -50,18 +57,24 @@ static void on_alarm(int sig) {
   _exit(1);
 }
 
+/* pre (the test hooks), the runtime, then driver, compiled at -O2. */
+static void *compile_with_runtime(const char *pre, const char *driver) {
+  ut_str src;
+  ut_str_init(&src);
+  ut_str_puts(&src, pre);
+  cg_emit_runtime(&src);
+  ut_str_puts(&src, driver);
+  void *h = ct_compile_flags(src.buf, "-O2");
+  ut_str_free(&src);
+  return h;
+}
+
 /* Many small and large jobs back to back on a pool of 2 and of 3 threads. */
 static void test_jobs_back_to_back(void **state) {
   (void)state;
-  ut_str src;
-  ut_str_init(&src);
   /* a spin where a job is set up and where a worker has read its fields:
    * the windows a race needs, made wide */
-  ut_str_puts(&src, "#define HPRT_TEST_DELAY() do { for (volatile int i_ = 0; i_ < 300; i_++) ; } while (0)\n");
-  cg_emit_runtime(&src);
-  ut_str_puts(&src, DRIVER);
-  void *h = ct_compile_flags(src.buf, "-O2");
-  ut_str_free(&src);
+  void *h = compile_with_runtime("#define HPRT_TEST_DELAY() do { for (volatile int i_ = 0; i_ < 300; i_++) ; } while (0)\n", DRIVER);
   assert_non_null(h);
   long (*stress)(hprt_pool *, int) = (long (*)(hprt_pool *, int))dlsym(h, "hp_stress");
   assert_non_null(stress);
@@ -78,7 +91,106 @@ static void test_jobs_back_to_back(void **state) {
   dlclose(h);
 }
 
+/* The worker's CPU per job while the caller sits on one CPU (c) and a busy
+ * thread on another (d; -1: the worker may use c alone, no busy thread); the
+ * caller's own tasks sleep, so a worker sharing c gets to run its task there. */
+static const char LEAVE_DRIVER[] =
+    "#include <unistd.h>\n"
+    "static int job_i, cpu_w[1024];\n"
+    "static volatile int hog_stop;\n"
+    "static void *hog(void *a) { (void)a; while (!hog_stop) HPRT_PAUSE(); return NULL; }\n"
+    "static void fc(void *ctx, int t, int tid) { (void)ctx; (void)t; if (tid) cpu_w[job_i] = sched_getcpu(); else usleep(200); }\n"
+    "static void pin(pthread_t th, int a, int b) {\n"
+    "  cpu_set_t s; CPU_ZERO(&s); CPU_SET(a, &s); if (b >= 0) CPU_SET(b, &s);\n"
+    "  pthread_setaffinity_np(th, sizeof s, &s);\n"
+    "}\n"
+    "/* jobs of 2 tasks on p (2 threads) with the caller on c and a busy thread on\n"
+    " * d, the worker put on c first; out: the jobs the worker ran a task in, and\n"
+    " * those of them on c, and the worker's moves */\n"
+    "int hp_leave(hprt_pool *p, int c, int d, int jobs, int *ran, int *on_c, int *moved) {\n"
+    "  cpu_set_t keep; pthread_t h;\n"
+    "  if (jobs > 1024 || pthread_getaffinity_np(pthread_self(), sizeof keep, &keep)) return -1;\n"
+    "  for (int i = 0; i < 5000; i++) { /* the worker is past its start (where it takes the CPU set back) */\n"
+    "    job_i = 0; cpu_w[0] = -1;\n"
+    "    hprt_pool_run(p, 2, fc, NULL);\n"
+    "    if (cpu_w[0] >= 0) break;\n"
+    "  }\n"
+    "  pin(pthread_self(), c, -1);\n"
+    "  hog_stop = 0;\n"
+    "  if (d >= 0 && pthread_create(&h, NULL, hog, NULL)) return -1;\n"
+    "  if (d >= 0) pin(h, d, -1);\n"
+    "  pin(p->th[0], c, -1); /* the worker moves to c, and is free again among c and d */\n"
+    "  pin(p->th[0], c, d);\n"
+    "  *ran = *on_c = 0;\n"
+    "  for (job_i = 0; job_i < jobs; job_i++) {\n"
+    "    cpu_w[job_i] = -1;\n"
+    "    hprt_pool_run(p, 2, fc, NULL);\n"
+    "    *ran += cpu_w[job_i] >= 0; *on_c += cpu_w[job_i] == c;\n"
+    "  }\n"
+    "  hog_stop = 1;\n"
+    "  if (d >= 0) pthread_join(h, NULL);\n"
+    "  pthread_setaffinity_np(pthread_self(), sizeof keep, &keep);\n"
+    "  *moved = __atomic_load_n(&hp_moved, __ATOMIC_RELAXED);\n"
+    "  return 0;\n"
+    "}\n";
+
+/* Two CPUs this process may use (the caller's first); 0 when there are not. */
+static int two_cpus(int *c, int *d) {
+  cpu_set_t s;
+  *c = sched_getcpu(), *d = -1;
+  if (*c < 0 || sched_getaffinity(0, sizeof s, &s)) return 0;
+  for (int i = 0; i < CPU_SETSIZE && *d < 0; i++)
+    if (i != *c && CPU_ISSET(i, &s)) *d = i;
+  return *d >= 0;
+}
+
+/* hp_leave of a fresh pool of 2 threads: 0, or -1 where it could not run. */
+static int run_leave(int c, int d, int jobs, int *ran, int *on_c, int *moved) {
+  void *h = compile_with_runtime("static int hp_moved;\n#define HPRT_TEST_MOVED() __atomic_add_fetch(&hp_moved, 1, __ATOMIC_RELAXED)\n",
+                                 LEAVE_DRIVER);
+  assert_non_null(h);
+  int (*leave)(hprt_pool *, int, int, int, int *, int *, int *) =
+      (int (*)(hprt_pool *, int, int, int, int *, int *, int *))dlsym(h, "hp_leave");
+  assert_non_null(leave);
+  hprt_pool *p = ct_pool_create(h, 2);
+  assert_non_null(p);
+  signal(SIGALRM, on_alarm);
+  alarm(120);
+  int rc = leave(p, c, d, jobs, ran, on_c, moved);
+  alarm(0);
+  ct_pool_destroy(h, p);
+  dlclose(h);
+  fprintf(stderr, "c %d d %d: worker ran a task in %d of %d jobs, %d of them on the caller's CPU; moves %d\n", c, d, *ran, jobs,
+          *on_c, *moved);
+  return rc;
+}
+
+/* The worker, put on the caller's CPU with a busy thread on the other one,
+ * moves off: in 200 jobs whose caller tasks sleep, at most 10 of the jobs
+ * the worker ran a task in ran it on the caller's CPU (the old pool ran
+ * all 200 there). */
+static void test_worker_leaves_callers_cpu(void **state) {
+  (void)state;
+  int c, d, ran, on_c, moved;
+  if (!two_cpus(&c, &d)) skip();
+  assert_int_equal(run_leave(c, d, 200, &ran, &on_c, &moved), 0);
+  assert_true(ran >= 1);
+  assert_true(on_c <= 10);
+}
+
+/* Caller and worker allowed one CPU only: the worker takes (almost) no task
+ * (the old pool's took the tasks of the jobs the caller slept in, and a
+ * caller that finished first spun for them on the CPU the worker needed). */
+static void test_worker_alone_sits_out(void **state) {
+  (void)state;
+  int c = sched_getcpu(), ran, on_c, moved;
+  if (c < 0) skip();
+  assert_int_equal(run_leave(c, -1, 100, &ran, &on_c, &moved), 0);
+  assert_true(ran <= 5);
+}
+
 int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_jobs_back_to_back)};
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_jobs_back_to_back), cmocka_unit_test(test_worker_leaves_callers_cpu),
+                                     cmocka_unit_test(test_worker_alone_sits_out)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
