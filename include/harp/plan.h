@@ -416,6 +416,8 @@ typedef struct plan_region_info {
   int conv_kh, conv_kw; /* conv window, 0 if unknown (winograd_3x3 needs 3x3) */
   int conv_sh, conv_sw, conv_dh, conv_dw; /* its strides and dilations, 0 if unknown (winograd: 1) */
   int64_t conv_oh, conv_ow;               /* output rows / columns per image, 0 if unknown */
+  int64_t conv_w_per_call; /* the weight's elements when it is no model parameter (0: a parameter, or unknown):
+                              a CPU Winograd transforms it every call, not at model_init (plan_cpu_wino_filter_s) */
 } plan_region_info;
 
 /* A conv region whose window steps by 1 without dilation (or not known). */
@@ -430,6 +432,11 @@ typedef struct plan_gemm_view {
   int64_t M, N, K, batch;
 } plan_gemm_view;
 harp_status plan_region_gemm_view(const plan_region_info *r, plan_gemm_view *out, harp_error *e);
+/* Seconds a CPU Winograd conv spends on its filter transform each call (0
+ * when r's weight is a model parameter, transformed once at model_init):
+ * harp tune takes it out of the measured Winograd time before it records
+ * the speed-up (plan_calib_add_wino), which then holds for either weight. */
+double plan_cpu_wino_filter_s(const plan_region_info *r, const plan_gemm_view *g, const plan_machine *m);
 
 /* Check p against region r on machine m: arch, axes, tails (a tile that does
  * not divide needs predicate_tail), algo_choice vs the pattern, epilogue,

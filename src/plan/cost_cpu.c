@@ -2,7 +2,7 @@
  * the CPU template (src/backend/c/cgen_gemm.c) from this machine's measured
  * figures (plan_calib, docs/plan.md §19).
  * Needs: plan_calib_rate (calib.c), cpu_winograd_speedup's factors (cost.c).
- * Gives: plan_cpu_time, plan_cpu_winograd_min_pixels.
+ * Gives: plan_cpu_time, plan_cpu_wino_filter_s, plan_cpu_winograd_min_pixels.
  *
  * The template as the model sees it (cgen_gemm.c, resolve_tile):
  *   - the plan's warp tile is the register micro-tile MR x NR, its tile
@@ -23,7 +23,8 @@
  * overlapping windows) or on Winograd read none of the tiles: their time
  * depends on the shape alone; Winograd's against the direct kernel's is the
  * speed-up harp tune measured at the nearest shape (plan_calib's wino
- * entries), else cost.c's factors from another machine. */
+ * entries), else cost.c's factors from another machine; plus, when the
+ * weight is no parameter, its filter transform every call. */
 #include <math.h>
 #include <string.h>
 
@@ -35,6 +36,18 @@
  * GEMM, which reaches ~0.6-0.7 of the micro-kernel): about 0.8.  It ranks
  * only against Winograd, whose factors are measured against it. */
 #define DIRECT_EFF 0.8
+/* The filter transform (cgen_wino.c, emit_wpack: U = G g G^T in scalar
+ * double, per output and input channel a*9 + a*a*3 multiply-adds for a x a
+ * transformed points) runs each call when the weight is no parameter.
+ * Measured with harp tune on the EPYC VM (bench/RESULTS.md, "Winograd's
+ * filter transform"): a weight input against the same conv with its weight
+ * an initializer, 64->64 @56 (F(4x4)) 0.39-0.43 ms more, 128->128 @28
+ * (F(2x2)) 0.24-0.31 ms more, on 2 cores: 0.4-1.4 ns a multiply-add on a
+ * core; 256->256 @14 (4 MB of transformed weights) ran ~30 ms more, far
+ * slower still (not modelled).  1.0 taken: it keeps the direct kernel for a
+ * weight input at 64->64 @56, whose Winograd the rate of the transform
+ * alone would make a toss-up. */
+#define WINO_FILTER_NS_PER_MAC 1.0
 
 static int64_t rup(int64_t a, int64_t b) { return b > 0 ? (a + b - 1) / b * b : a; }
 static int64_t cdiv(int64_t a, int64_t b) { return b > 0 ? (a + b - 1) / b : a; }
@@ -99,6 +112,18 @@ static bool direct_conv(const plan_region_info *r, const plan_machine *m) {
          r->conv_kw > UT_MAX(r->conv_sw, 1);
 }
 
+/* The transformed points a side cgen_conv_wino_tile gives a conv of ow
+ * output columns: F(4x4) (6) from 8 columns except at 27-52, F(2x2) (4). */
+static int wino_points_side(int64_t ow) { return ow < 8 || (ow >= 27 && ow <= 52) ? 4 : 6; }
+
+double plan_cpu_wino_filter_s(const plan_region_info *r, const plan_gemm_view *g, const plan_machine *m) {
+  (void)g;
+  if (r->conv_w_per_call <= 0 || r->pattern != PLAN_PAT_CONV || m->arch != PLAN_ARCH_CPU) return 0;
+  double a = wino_points_side(r->conv_ow), macs = a * 9 + a * a * 3;
+  double pairs = (double)r->conv_w_per_call / (double)UT_MAX(r->conv_kh * r->conv_kw, 1); /* out x in channels */
+  return pairs * macs * WINO_FILTER_NS_PER_MAC * 1e-9 / UT_MAX(m->sm_count, 1);
+}
+
 bool plan_cpu_time(const plan_t *p, const plan_region_info *r, const plan_gemm_view *g, const plan_machine *m,
                    double *out) {
   if (m->arch != PLAN_ARCH_CPU || !m->calib.valid || m->calib.nmk == 0) return false;
@@ -115,7 +140,7 @@ bool plan_cpu_time(const plan_t *p, const plan_region_info *r, const plan_gemm_v
   double t = flops / (best_rate(&m->calib) * 1e9 * DIRECT_EFF * UT_MAX(m->sm_count, 1)) + 2 * m->calib.task_us * 1e-6;
   double px = (double)r->conv_oh * (double)r->conv_ow;
   double measured = plan_calib_wino_speedup(&m->calib, px > 0 ? (int64_t)px : g->N, g->K);
-  *out = wino ? t / (measured > 0 ? measured : plan_cpu_winograd_speedup(r, g)) : t;
+  *out = wino ? t / (measured > 0 ? measured : plan_cpu_winograd_speedup(r, g)) + plan_cpu_wino_filter_s(r, g, m) : t;
   return true;
 }
 

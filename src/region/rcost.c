@@ -242,6 +242,15 @@ static plan_axis_info *axis(rg_eval *ev, const char *name, int64_t size, bool re
   return a;
 }
 
+/* Node n of g is a model parameter (through views): a conv weight the
+ * kernels pack, or transform, once at model_init. */
+static bool is_param(const tiny_graph *g, int n) {
+  while (n >= 0 && tiny_op_class(g->nodes[n].op) == TC_MOVE) n = g->nodes[n].src[0].node;
+  if (n < 0 || g->nodes[n].op != TINY_INPUT) return false;
+  const char *st = g->nodes[n].a.input.storage;
+  return st && !strcmp(st, "param");
+}
+
 static void contraction_axes(rg_ctx *c, int K, rg_eval *ev) {
   const poly_contraction *k = PB(c, K)->con;
   int64_t lo[POLY_MAX_VARS], hi[POLY_MAX_VARS];
@@ -262,6 +271,7 @@ static void contraction_axes(rg_ctx *c, int K, rg_eval *ev) {
   ev->info.in_dtype = c->g->nodes[k->lhs].dtype;
   ev->info.acc_dtype = c->g->nodes[k->reduce_node].dtype;
   int nwin = 0;
+  bool win_side[2] = {false, false};
   for (int side = 0; side < 2; side++) {
     const poly_idx *idx = side ? k->rhs_idx : k->lhs_idx;
     int rank = side ? k->rhs_rank : k->lhs_rank;
@@ -269,10 +279,13 @@ static void contraction_axes(rg_ctx *c, int K, rg_eval *ev) {
       if (idx[d].kind == POLY_IDX_WINDOW && nwin < 2) {
         int64_t w = extent(lo, hi, idx[d].win_var), o = extent(lo, hi, idx[d].out_var);
         int st = (int)idx[d].stride, dl = (int)idx[d].dilation;
+        win_side[side] = true;
         if (nwin++ == 0) ev->info.conv_kh = (int)w, ev->info.conv_sh = st, ev->info.conv_dh = dl, ev->info.conv_oh = o;
         else ev->info.conv_kw = (int)w, ev->info.conv_sw = st, ev->info.conv_dw = dl, ev->info.conv_ow = o;
       }
   }
+  if (nwin && win_side[0] != win_side[1] && !is_param(c->g, win_side[0] ? k->rhs : k->lhs))
+    ev->info.conv_w_per_call = (win_side[0] ? N : M) * R; /* the weight: its own out channels by the reduction */
   double all = 1;
   for (int v = 0; v < k->nout + k->nred; v++) all *= (double)extent(lo, hi, v);
   ev->flops += 2 * all;

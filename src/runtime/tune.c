@@ -440,7 +440,8 @@ harp_status rt_tune_store(harp_error *e, const char *cache_dir, const rt_tune_re
 
 /* A conv whose Winograd and other (direct / implicit GEMM) points were both
  * measured: their ratio goes into the calibration, the cost model's
- * Winograd factor on this CPU from then on. */
+ * Winograd factor on this CPU from then on (the weight's per-call filter
+ * transform, which the model adds by itself, left out). */
 static harp_status note_winograd(harp_error *e, const rt_knobs *k, const rt_tune_result *out, const plan_machine *mach,
                                  const plan_region_info *r, const rt_tune_region *tr) {
   if (!out->calib_path[0] || r->pattern != PLAN_PAT_CONV) return HARP_OK;
@@ -454,6 +455,9 @@ static harp_status note_winograd(harp_error *e, const rt_knobs *k, const rt_tune
   plan_gemm_view g;
   if (!isfinite(w) || !isfinite(d) || plan_region_gemm_view(r, &g, NULL)) return HARP_OK;
   int64_t px = r->conv_oh * r->conv_ow > 0 ? r->conv_oh * r->conv_ow : g.N;
+  /* the speed-up of the transformed-domain work: a filter transform each
+   * call (a weight that is no parameter) taken out, at most half of w */
+  w -= UT_MIN(plan_cpu_wino_filter_s(r, &g, mach) * 1e3, w / 2);
   return rt_calib_note_wino(e, k->cache_dir, mach, px, g.K, d / w);
 }
 
