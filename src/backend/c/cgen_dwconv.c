@@ -315,11 +315,12 @@ static void emit_variant_rt(cg_out *o, const cgen_conv_spec *s, const dw_geo *g,
  * c is at sub-plane (r % SH) * SW + c % SW, row r / SH, index c / SW.  Then
  * output (oh, ow) at flat index q = oh * wq + ow reads every tap at q plus a
  * constant, so a vector holds w / wq rows' outputs (7 of 9 lanes useful at
- * 7x7); the lanes past ow compute wrapped columns, never stored.  The flat
- * sums go to a row buffer, the epilogue runs row by row from it. */
+ * 7x7); the lanes past ow compute wrapped columns, never stored.  Each
+ * vector's useful lanes are consecutive outputs: a constant permutation
+ * moves them to its front, the epilogue runs there, one masked store. */
 typedef struct dw_flat {
   int64_t oh, ow, hq, wq, sp; /* output size; a sub-plane: rows, row step, size */
-  int64_t nv, ob, total;      /* vectors of flat outputs; the row buffer's offset; scratch floats */
+  int64_t nq, nv, total;      /* flat outputs (the last one's q + 1), in vectors; scratch floats */
 } dw_flat;
 
 static void flat_geometry(const cgen_conv_spec *s, int w, dw_flat *f) {
@@ -329,19 +330,20 @@ static void flat_geometry(const cgen_conv_spec *s, int w, dw_flat *f) {
   f->hq = cdiv(s->h + s->pad[0] + s->pad[2], SH);
   f->wq = cdiv(s->w + s->pad[1] + s->pad[3], SW);
   f->sp = f->hq * f->wq;
-  f->nv = cdiv((f->oh - 1) * f->wq + f->ow, w);
-  f->ob = cg_rup(SH * SW * f->sp + f->nv * w + w, 16); /* the last vector's taps read past the plane */
-  f->total = f->ob + f->nv * w;
+  f->nq = (f->oh - 1) * f->wq + f->ow;
+  f->nv = cdiv(f->nq, w);
+  f->total = cg_rup(SH * SW * f->sp + f->nv * w + w, 16); /* the last vector's taps read past the plane */
 }
 
 /* The rule: sizes fixed at compile time, a vector ISA, rows of at most half
  * a vector whose padded sub-plane rows are shorter than one (more useful
- * lanes than a row a vector), column stride 1 or 2 (vector copies). */
+ * lanes than a row a vector), column stride 1 or 2 (vector copies), at
+ * most 16 vectors a plane (every vector's code is unrolled). */
 static bool flat_applies(const cgen_conv_spec *s, int w) {
   if (s->n_expr || s->h_expr || s->w_expr || w < 8 || s->stride[1] > 2) return false;
   dw_flat f;
   flat_geometry(s, w, &f);
-  return 2 * f.ow <= w && f.wq < w;
+  return 2 * f.ow <= w && f.wq < w && f.nv <= 16;
 }
 
 /* One input row (C variables xr, and d: its sub-plane row in phase 0) into
@@ -368,9 +370,34 @@ static void emit_flat_copy(cg_out *o, const cgen_conv_spec *s, const dw_flat *f)
   }
 }
 
-/* A block of u flat output vectors from C variable q into the row buffer:
- * per tap a broadcast weight times the sub-plane at the tap's offset. */
-static void emit_flat_block(cg_out *o, const cgen_conv_spec *s, const dw_flat *f, int u) {
+/* Flat output vector a<j> (flat index q0 on): its useful lanes (ow < the
+ * output width) permuted to its front, the epilogue, a store of them at
+ * their place in the output. */
+static void emit_flat_store(cg_out *o, const cgen_conv_spec *s, const dw_flat *f, int j, int64_t q0) {
+  int w = o->isa->w, n = 0, idx[16];
+  for (int l = 0; l < w; l++)
+    if (q0 + l < f->nq && (q0 + l) % f->wq < f->ow) idx[n++] = l;
+  if (!n) return;
+  bool moved = false;
+  for (int l = 0; l < n; l++) moved |= idx[l] != l;
+  if (moved) {
+    char lst[128] = "";
+    for (int l = 0; l < w; l++) snprintf(lst + strlen(lst), sizeof lst - strlen(lst), "%s%d", l ? ", " : "", l < n ? idx[l] : 0);
+    if (o->isa->id == CGEN_ISA_AVX512) cg_emit(o, "      a%d = _mm512_permutexvar_ps(_mm512_setr_epi32(%s), a%d);\n", j, lst, j);
+    else cg_emit(o, "      a%d = _mm256_permutevar8x32_ps(a%d, _mm256_setr_epi32(%s));\n", j, j, lst);
+  }
+  int64_t q = q0 + idx[0];
+  char x[16], nl[16];
+  snprintf(x, sizeof x, "a%d", j);
+  snprintf(nl, sizeof nl, "%d", n);
+  cg_emit(o, "        { long at = %ldL;\n", (long)(q / f->wq * f->ow + q % f->wq));
+  emit_epi_store(o, s, x, n == w, nl);
+}
+
+/* A block of u flat output vectors from flat index q: per tap a broadcast
+ * weight times the sub-plane at the tap's offset, then each vector's
+ * outputs stored (emit_flat_store). */
+static void emit_flat_block(cg_out *o, const cgen_conv_spec *s, const dw_flat *f, int64_t q, int u) {
   int w = o->isa->w;
   int64_t SH = s->stride[0], SW = s->stride[1];
   cg_emit(o, "    {\n");
@@ -379,23 +406,22 @@ static void emit_flat_block(cg_out *o, const cgen_conv_spec *s, const dw_flat *f
     for (int kw = 0; kw < s->kw; kw++) {
       int64_t rh = kh * s->dil[0], cw = kw * s->dil[1];
       int64_t off = ((rh % SH) * SW + cw % SW) * f->sp + (rh / SH) * f->wq + cw / SW;
-      cg_emit(o, "      { const float *r = xp + q + %ldL;\n", (long)off);
+      cg_emit(o, "      { const float *r = xp + %ldL;\n", (long)(q + off));
       for (int j = 0; j < u; j++) cg_emit(o, "        a%d = $P_fma($P_ld(r + %d), w%d, a%d);\n", j, j * w, (int)(kh * s->kw + kw), j);
       cg_emit(o, "      }\n");
     }
-  for (int j = 0; j < u; j++) cg_emit(o, "      $P_st(ob + q + %d, a%d);\n", j * w, j);
+  for (int j = 0; j < u; j++) emit_flat_store(o, s, f, j, q + (int64_t)j * w);
   cg_emit(o, "    }\n");
 }
 
 /* One channel (n, c): its input rows into the sub-planes over the zeros
- * the task wrote, the taps, the flat sums, then the epilogue by rows. */
+ * the task wrote, the taps, the flat sums and their stores. */
 static void emit_flat_chan(cg_out *o, const cgen_conv_spec *s, const dw_flat *f, int nacc) {
   int w = o->isa->w;
   int64_t C = s->c, SH = s->stride[0], SW = s->stride[1], plane = f->oh * f->ow;
   const char *xt = cg_ctype(s->x_dtype), *yt = cg_ctype(s->y_dtype);
   cg_emit(o, "static $T void $P_chan(const $F_ctx *cx, float *xp, long n, long c) {\n");
   cg_emit(o, "  const %s *x = (const %s *)cx->B + (n * %ldL + c) * %ldL;\n", xt, xt, (long)C, (long)(s->h * s->w));
-  cg_emit(o, "  float *ob = xp + %ldL;\n", (long)f->ob);
   cg_emit(o, "  for (long i = 0; i < %ldL; i++) {\n    long r = i + %ldL;\n", (long)s->h, (long)s->pad[0]);
   cg_emit(o, "    float *d = xp + (r %% %ldL) * %ldL + (r / %ldL) * %ldL;\n", (long)SH, (long)(SW * f->sp), (long)SH, (long)f->wq);
   cg_emit(o, "    const %s *xr = x + i * %ldL;\n", xt, (long)s->w);
@@ -408,22 +434,8 @@ static void emit_flat_chan(cg_out *o, const cgen_conv_spec *s, const dw_flat *f,
     if (s->epi[i].kind == CGEN_EPI_RESIDUAL)
       cg_emit(o, "  const %s *res%d = (const %s *)cx->ep[%d] + (n * %ldL + c) * %ldL;\n", cg_ctype(s->epi[i].dtype), i,
               cg_ctype(s->epi[i].dtype), i, (long)C, (long)plane);
-  int64_t nblk = f->nv / nacc, rem = f->nv - nblk * nacc;
-  if (nblk) {
-    cg_emit(o, "  for (long q = 0; q < %ldL; q += %d)\n", (long)(nblk * nacc * w), nacc * w);
-    emit_flat_block(o, s, f, nacc);
-  }
-  if (rem) {
-    cg_emit(o, "  { const long q = %ldL;\n", (long)(nblk * nacc * w));
-    emit_flat_block(o, s, f, (int)rem);
-    cg_emit(o, "  }\n");
-  }
-  char nl[24];
-  snprintf(nl, sizeof nl, "%d", (int)f->ow);
-  cg_emit(o, "  for (long oh = 0; oh < %ldL; oh++) {\n    $P_v v = $P_ldn(ob + oh * %ldL, %s);\n", (long)f->oh, (long)f->wq, nl);
-  cg_emit(o, "        { long at = oh * %ldL;\n", (long)f->ow);
-  emit_epi_store(o, s, "v", f->ow == w, nl);
-  cg_emit(o, "  }\n}\n");
+  for (int64_t v = 0; v < f->nv; v += nacc) emit_flat_block(o, s, f, v * w, (int)(f->nv - v < nacc ? f->nv - v : nacc));
+  cg_emit(o, "}\n");
 }
 
 /* The small-plane variant: a task is a run of channels, the scratch zeroed
