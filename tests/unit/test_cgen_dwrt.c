@@ -221,6 +221,7 @@ static void test_fixed(void **st) {
   harp_error e;
   memset(&e, 0, sizeof e);
   for (int i = 0; i < NFIXED; i++) {
+    if (getenv("CT_FLAGS") && i != 0 && i != 3 && i != 4) continue; /* under the sanitizers: 7x7, stride 2, 5x5 */
     cgen_conv_spec s;
     make_spec(&FIXED[i], &s);
     char name[32];
@@ -233,6 +234,7 @@ static void test_fixed(void **st) {
   hprt_pool *pool = ct_pool_create(h, 2);
   assert_non_null(pool);
   for (int i = 0; i < NFIXED; i++) {
+    if (getenv("CT_FLAGS") && i != 0 && i != 3 && i != 4) continue;
     const long up[3] = {FIXED[i].n, FIXED[i].h, FIXED[i].w};
     if (run_at(h, &FIXED[i], "f", i, up, pool) || run_at(h, &FIXED[i], "f", i, up, NULL)) fail_msg("fixed case f%d", i);
   }
