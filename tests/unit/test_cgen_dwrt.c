@@ -168,23 +168,29 @@ static long run_at(void *h, const dcase *c, const char *pre, int idx, const long
  * AVX-512, an fp16 input on AVX2, the scalar variant. */
 static bool off_in_asan(int i) { return getenv("CT_FLAGS") && i != 0 && i != 2 && i != 8 && i != 10; }
 
+/* The kernels "<pre><i>" of cases cs[0..n) not off(i) into src (after the
+ * sizes dwrt_dims); those with run-time sizes must be allowed them. */
+static void add_kernels(ut_str *src, const dcase *cs, int n, const char *pre, bool (*off)(int)) {
+  ut_str_puts(src, "long dwrt_dims[3];\n");
+  harp_error e;
+  memset(&e, 0, sizeof e);
+  for (int i = 0; i < n; i++) {
+    if (off(i)) continue;
+    cgen_conv_spec s;
+    make_spec(&cs[i], &s);
+    const char *why;
+    assert_true(!cs[i].rt || cgen_conv_rt_ok(&s, &why));
+    char name[32];
+    snprintf(name, sizeof name, "%s%d", pre, i);
+    assert_int_equal(cgen_conv(&e, &s, name, src), HARP_OK);
+  }
+}
+
 static void test_bindings(void **st) {
   (void)st;
   ut_str src;
   ut_str_init(&src);
-  ut_str_puts(&src, "long dwrt_dims[3];\n");
-  harp_error e;
-  memset(&e, 0, sizeof e);
-  for (int i = 0; i < NCASE; i++) {
-    if (off_in_asan(i)) continue;
-    cgen_conv_spec s;
-    make_spec(&CASES[i], &s);
-    const char *why;
-    assert_true(cgen_conv_rt_ok(&s, &why));
-    char name[32];
-    snprintf(name, sizeof name, "d%d", i);
-    assert_int_equal(cgen_conv(&e, &s, name, &src), HARP_OK);
-  }
+  add_kernels(&src, CASES, NCASE, "d", off_in_asan);
   assert_non_null(strstr(src.buf, "dwrt_dims[1]")); /* the sizes are read at run time */
   void *h = ct_compile(src.buf);
   assert_non_null(h);
@@ -213,28 +219,20 @@ static void test_bindings(void **st) {
 
 /* The cases with sizes fixed at compile time (FIXED), with and without
  * the pool; the small planes take the flat variant (its lane permutations). */
+static bool fixed_off_in_asan(int i) { return getenv("CT_FLAGS") && i != 0 && i != 3 && i != 4; } /* 7x7, stride 2, 5x5 */
+
 static void test_fixed(void **st) {
   (void)st;
   ut_str src;
   ut_str_init(&src);
-  ut_str_puts(&src, "long dwrt_dims[3];\n");
-  harp_error e;
-  memset(&e, 0, sizeof e);
-  for (int i = 0; i < NFIXED; i++) {
-    if (getenv("CT_FLAGS") && i != 0 && i != 3 && i != 4) continue; /* under the sanitizers: 7x7, stride 2, 5x5 */
-    cgen_conv_spec s;
-    make_spec(&FIXED[i], &s);
-    char name[32];
-    snprintf(name, sizeof name, "f%d", i);
-    assert_int_equal(cgen_conv(&e, &s, name, &src), HARP_OK);
-  }
+  add_kernels(&src, FIXED, NFIXED, "f", fixed_off_in_asan);
   assert_non_null(strstr(src.buf, "_mm512_permutexvar_ps"));
   void *h = ct_compile(src.buf);
   assert_non_null(h);
   hprt_pool *pool = ct_pool_create(h, 2);
   assert_non_null(pool);
   for (int i = 0; i < NFIXED; i++) {
-    if (getenv("CT_FLAGS") && i != 0 && i != 3 && i != 4) continue;
+    if (fixed_off_in_asan(i)) continue;
     const long up[3] = {FIXED[i].n, FIXED[i].h, FIXED[i].w};
     if (run_at(h, &FIXED[i], "f", i, up, pool) || run_at(h, &FIXED[i], "f", i, up, NULL)) fail_msg("fixed case f%d", i);
   }

@@ -308,6 +308,21 @@ static void emit_variant_rt(cg_out *o, const cgen_conv_spec *s, const dw_geo *g,
   emit_run_rt(o, s, g);
 }
 
+/* A fixed-size channel's (C variables n, c) taps as broadcasts, its output
+ * y and residuals res<i> (planes of `plane` outputs); the epilogue steps
+ * name their tensors tt->ep[i] (cg_emit_epi_common). */
+static void emit_chan_io(cg_out *o, const cgen_conv_spec *s, int64_t plane) {
+  long C = (long)s->c;
+  const char *yt = cg_ctype(s->y_dtype);
+  emit_taps(o, s);
+  cg_emit(o, "  const struct { const void *const *ep; } tt0 = {cx->ep}, *tt = &tt0;\n  (void)tt;\n");
+  cg_emit(o, "  %s *y = (%s *)cx->C + (n * %ldL + c) * %ldL;\n", yt, yt, C, (long)plane);
+  for (int i = 0; i < s->n_epi; i++)
+    if (s->epi[i].kind == CGEN_EPI_RESIDUAL)
+      cg_emit(o, "  const %s *res%d = (const %s *)cx->ep[%d] + (n * %ldL + c) * %ldL;\n", cg_ctype(s->epi[i].dtype), i,
+              cg_ctype(s->epi[i].dtype), i, C, (long)plane);
+}
+
 /* ---- small planes: output rows side by side in the lanes ----------------
  * A row shorter than half a vector fills few lanes (7 of 16 at 7x7).  Here
  * the padded plane is split by row and column stride phase into sub-planes
@@ -419,7 +434,7 @@ static void emit_flat_block(cg_out *o, const cgen_conv_spec *s, const dw_flat *f
 static void emit_flat_chan(cg_out *o, const cgen_conv_spec *s, const dw_flat *f, int nacc) {
   int w = o->isa->w;
   int64_t C = s->c, SH = s->stride[0], SW = s->stride[1], plane = f->oh * f->ow;
-  const char *xt = cg_ctype(s->x_dtype), *yt = cg_ctype(s->y_dtype);
+  const char *xt = cg_ctype(s->x_dtype);
   cg_emit(o, "static $T void $P_chan(const $F_ctx *cx, float *xp, long n, long c) {\n");
   cg_emit(o, "  const %s *x = (const %s *)cx->B + (n * %ldL + c) * %ldL;\n", xt, xt, (long)C, (long)(s->h * s->w));
   cg_emit(o, "  for (long i = 0; i < %ldL; i++) {\n    long r = i + %ldL;\n", (long)s->h, (long)s->pad[0]);
@@ -427,13 +442,7 @@ static void emit_flat_chan(cg_out *o, const cgen_conv_spec *s, const dw_flat *f,
   cg_emit(o, "    const %s *xr = x + i * %ldL;\n", xt, (long)s->w);
   emit_flat_copy(o, s, f);
   cg_emit(o, "  }\n");
-  emit_taps(o, s);
-  cg_emit(o, "  const struct { const void *const *ep; } tt0 = {cx->ep}, *tt = &tt0;\n  (void)tt;\n");
-  cg_emit(o, "  %s *y = (%s *)cx->C + (n * %ldL + c) * %ldL;\n", yt, yt, (long)C, (long)plane);
-  for (int i = 0; i < s->n_epi; i++)
-    if (s->epi[i].kind == CGEN_EPI_RESIDUAL)
-      cg_emit(o, "  const %s *res%d = (const %s *)cx->ep[%d] + (n * %ldL + c) * %ldL;\n", cg_ctype(s->epi[i].dtype), i,
-              cg_ctype(s->epi[i].dtype), i, (long)C, (long)plane);
+  emit_chan_io(o, s, plane);
   for (int64_t v = 0; v < f->nv; v += nacc) emit_flat_block(o, s, f, v * w, (int)(f->nv - v < nacc ? f->nv - v : nacc));
   cg_emit(o, "}\n");
 }
@@ -465,7 +474,7 @@ static void emit_variant(cg_out *o, const cgen_conv_spec *s) {
   geometry(s, w, n_acc(s, o->isa), &g);
   int64_t C = s->c, H = s->h, W = s->w, plane = g.oh * g.ow;
   bool rt = s->n_expr || s->h_expr || s->w_expr;
-  const char *xt = cg_ctype(s->x_dtype), *yt = cg_ctype(s->y_dtype);
+  const char *xt = cg_ctype(s->x_dtype);
   cg_emit_isa_helpers(o);
   if (s->stride[1] == 2) cg_emit_dei2(o);
   if (rt) {
@@ -490,15 +499,7 @@ static void emit_variant(cg_out *o, const cgen_conv_spec *s) {
   cg_emit(o, "    const %s *xr = x + (r - %ldL) * %ldL;\n", xt, (long)s->pad[0], (long)W);
   cg_emit_plane_row(o, &pr, "0.0f", false, CG_ROW_DATA);
   cg_emit(o, "  }\n");
-  /* the channel's taps, as broadcasts */
-  emit_taps(o, s);
-  /* the epilogue steps name their tensors tt->ep[i] (cg_emit_epi_common) */
-  cg_emit(o, "  const struct { const void *const *ep; } tt0 = {cx->ep}, *tt = &tt0;\n  (void)tt;\n");
-  cg_emit(o, "  %s *y = (%s *)cx->C + (n * %ldL + c) * %ldL;\n", yt, yt, (long)C, (long)plane);
-  for (int i = 0; i < s->n_epi; i++)
-    if (s->epi[i].kind == CGEN_EPI_RESIDUAL)
-      cg_emit(o, "  const %s *res%d = (const %s *)cx->ep[%d] + (n * %ldL + c) * %ldL;\n", cg_ctype(s->epi[i].dtype), i,
-              cg_ctype(s->epi[i].dtype), i, (long)C, (long)plane);
+  emit_chan_io(o, s, plane);
   /* blocks of g.rows output rows, then one block of the rows left */
   int64_t nblk = g.oh / g.rows, rrem = g.oh - nblk * g.rows;
   if (nblk > 1) cg_emit(o, "  for (long oh = 0; oh < %ldL; oh += %d) {\n", (long)(nblk * g.rows), g.rows);
