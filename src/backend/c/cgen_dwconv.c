@@ -20,6 +20,9 @@
  *   the phase row at that offset;
  *   the epilogue (per-channel bias, activations, a residual laid out like
  *   the output, roundings) runs in registers before the store.
+ * Small planes (fixed sizes, rows of at most half a vector: 7x7 on
+ * AVX-512) put several output rows into one vector instead (the flat
+ * variant, emit_variant_flat): 7 of 9 lanes do useful work, not 7 of 16.
  * With prepack_w the weights are converted to fp32 once (fn_pack_a). */
 #include <stdio.h>
 #include <string.h>
@@ -66,6 +69,25 @@ static int n_acc(const cgen_conv_spec *s, const cg_isa *isa) {
   return isa->id != CGEN_ISA_SCALAR && s->kh * s->kw + 8 + 2 <= isa->nregs ? 8 : 4;
 }
 
+/* The epilogue of vector x (a C variable) and its store at y + at (C
+ * variable at): all lanes when full, else the first nl (a C expression). */
+static void emit_epi_store(cg_out *o, const cgen_conv_spec *s, const char *x, bool full, const char *nl) {
+  for (int e = 0; e < s->n_epi; e++) {
+    const cgen_epi *ep = &s->epi[e];
+    if (ep->kind == CGEN_EPI_RESIDUAL) {
+      const char *sx = cg_vsuffix(ep->dtype);
+      const char *op = ep->mul ? "*" : "+";
+      if (full) cg_emit(o, "          %s = %s %s $P_ld%s(res%d + at);\n", x, x, op, sx, e);
+      else cg_emit(o, "          %s = %s %s $P_ldn%s(res%d + at, %s);\n", x, x, op, sx, e, nl);
+    } else {
+      cg_emit_epi_common(o, ep, e, "c", x);
+    }
+  }
+  const char *ys = cg_vsuffix(s->y_dtype);
+  if (full) cg_emit(o, "          $P_st%s(y + at, %s); }\n", ys, x);
+  else cg_emit(o, "          $P_stn%s(y + at, %s, %s); }\n", ys, x, nl);
+}
+
 /* One block: `rows` output rows from C variable oh by `u` vectors from ow,
  * the last vector holding `last` outputs (a masked store when < W; -1: the
  * run-time count lastc). */
@@ -90,26 +112,12 @@ static void emit_block(cg_out *o, const cgen_conv_spec *s, const dw_geo *g, int 
         }
       cg_emit(o, "        }\n");
     }
-  const char *ys = cg_vsuffix(s->y_dtype);
   for (int i = 0; i < rows; i++)
     for (int j = 0; j < u; j++) {
       char x[32];
       snprintf(x, sizeof x, "a%d_%d", i, j);
-      bool full = j < u - 1 || last == w;
       cg_emit(o, "        { long at = (oh + %d) * %s + ow + %d;\n", i, ow, j * w);
-      for (int e = 0; e < s->n_epi; e++) {
-        const cgen_epi *ep = &s->epi[e];
-        if (ep->kind == CGEN_EPI_RESIDUAL) {
-          const char *sx = cg_vsuffix(ep->dtype);
-          const char *op = ep->mul ? "*" : "+";
-          if (full) cg_emit(o, "          %s = %s %s $P_ld%s(res%d + at);\n", x, x, op, sx, e);
-          else cg_emit(o, "          %s = %s %s $P_ldn%s(res%d + at, %s);\n", x, x, op, sx, e, nl);
-        } else {
-          cg_emit_epi_common(o, ep, e, "c", x);
-        }
-      }
-      if (full) cg_emit(o, "          $P_st%s(y + at, %s); }\n", ys, x);
-      else cg_emit(o, "          $P_stn%s(y + at, %s, %s); }\n", ys, x, nl);
+      emit_epi_store(o, s, x, j < u - 1 || last == w, nl);
     }
   cg_emit(o, "      }\n");
 }
@@ -300,13 +308,173 @@ static void emit_variant_rt(cg_out *o, const cgen_conv_spec *s, const dw_geo *g,
   emit_run_rt(o, s, g);
 }
 
+/* A fixed-size channel's (C variables n, c) taps as broadcasts, its output
+ * y and residuals res<i> (planes of `plane` outputs); the epilogue steps
+ * name their tensors tt->ep[i] (cg_emit_epi_common). */
+static void emit_chan_io(cg_out *o, const cgen_conv_spec *s, int64_t plane) {
+  long C = (long)s->c;
+  const char *yt = cg_ctype(s->y_dtype);
+  emit_taps(o, s);
+  cg_emit(o, "  const struct { const void *const *ep; } tt0 = {cx->ep}, *tt = &tt0;\n  (void)tt;\n");
+  cg_emit(o, "  %s *y = (%s *)cx->C + (n * %ldL + c) * %ldL;\n", yt, yt, C, (long)plane);
+  for (int i = 0; i < s->n_epi; i++)
+    if (s->epi[i].kind == CGEN_EPI_RESIDUAL)
+      cg_emit(o, "  const %s *res%d = (const %s *)cx->ep[%d] + (n * %ldL + c) * %ldL;\n", cg_ctype(s->epi[i].dtype), i,
+              cg_ctype(s->epi[i].dtype), i, C, (long)plane);
+}
+
+/* ---- small planes: output rows side by side in the lanes ----------------
+ * A row shorter than half a vector fills few lanes (7 of 16 at 7x7).  Here
+ * the padded plane is split by row and column stride phase into sub-planes
+ * of hq x wq (wq = the padded width / column stride): padded row r, column
+ * c is at sub-plane (r % SH) * SW + c % SW, row r / SH, index c / SW.  Then
+ * output (oh, ow) at flat index q = oh * wq + ow reads every tap at q plus a
+ * constant, so a vector holds w / wq rows' outputs (7 of 9 lanes useful at
+ * 7x7); the lanes past ow compute wrapped columns, never stored.  Each
+ * vector's useful lanes are consecutive outputs: a constant permutation
+ * moves them to its front, the epilogue runs there, one masked store. */
+typedef struct dw_flat {
+  int64_t oh, ow, hq, wq, sp; /* output size; a sub-plane: rows, row step, size */
+  int64_t nq, nv, total;      /* flat outputs (the last one's q + 1), in vectors; scratch floats */
+} dw_flat;
+
+static void flat_geometry(const cgen_conv_spec *s, int w, dw_flat *f) {
+  memset(f, 0, sizeof *f);
+  cgen_conv_out_hw(s, &f->oh, &f->ow);
+  int64_t SH = s->stride[0], SW = s->stride[1];
+  f->hq = cdiv(s->h + s->pad[0] + s->pad[2], SH);
+  f->wq = cdiv(s->w + s->pad[1] + s->pad[3], SW);
+  f->sp = f->hq * f->wq;
+  f->nq = (f->oh - 1) * f->wq + f->ow;
+  f->nv = cdiv(f->nq, w);
+  f->total = cg_rup(SH * SW * f->sp + f->nv * w + w, 16); /* the last vector's taps read past the plane */
+}
+
+/* The rule: sizes fixed at compile time, a vector ISA, rows of at most half
+ * a vector whose padded sub-plane rows are shorter than one (more useful
+ * lanes than a row a vector), column stride 1 or 2 (vector copies), at
+ * most 16 vectors a plane (every vector's code is unrolled). */
+static bool flat_applies(const cgen_conv_spec *s, int w) {
+  if (s->n_expr || s->h_expr || s->w_expr || w < 8 || s->stride[1] > 2) return false;
+  dw_flat f;
+  flat_geometry(s, w, &f);
+  return 2 * f.ow <= w && f.wq < w && f.nv <= 16;
+}
+
+/* One input row (C variables xr, and d: its sub-plane row in phase 0) into
+ * the sub-planes: stride 1 by (masked) vectors, stride 2 by vector pairs
+ * split into the two column phases. */
+static void emit_flat_copy(cg_out *o, const cgen_conv_spec *s, const dw_flat *f) {
+  int w = o->isa->w;
+  int64_t W = s->w, pl = s->pad[1];
+  const char *xs = cg_vsuffix(s->x_dtype);
+  for (int64_t j = 0; j < W; j += s->stride[1] * w) {
+    int64_t na = W - j < w ? W - j : w;
+    if (s->stride[1] == 1) {
+      cg_emit(o, "    $P_stn(d + %ldL, $P_ldn%s(xr + %ldL, %d), %d);\n", (long)(pl + j), xs, (long)j, (int)na, (int)na);
+      continue;
+    }
+    int64_t nb = W - j - w < 0 ? 0 : W - j - w < w ? W - j - w : w, ne = cdiv(na + nb, 2), no = (na + nb) / 2;
+    cg_emit(o, "    { $P_v a = $P_ldn%s(xr + %ldL, %d), b = ", xs, (long)j, (int)na);
+    if (nb) cg_emit(o, "$P_ldn%s(xr + %ldL, %d), ev, od;\n", xs, (long)(j + w), (int)nb);
+    else cg_emit(o, "$P_zero(), ev, od;\n");
+    cg_emit(o, "      $P_dei2(a, b, &ev, &od);\n");
+    cg_emit(o, "      $P_stn(d + %ldL, ev, %d);\n", (long)((pl % 2) * f->sp + j / 2 + pl / 2), (int)ne);
+    if (no) cg_emit(o, "      $P_stn(d + %ldL, od, %d);\n", (long)(((pl + 1) % 2) * f->sp + j / 2 + (pl + 1) / 2), (int)no);
+    cg_emit(o, "    }\n");
+  }
+}
+
+/* Flat output vector a<j> (flat index q0 on): its useful lanes (ow < the
+ * output width) permuted to its front, the epilogue, a store of them at
+ * their place in the output. */
+static void emit_flat_store(cg_out *o, const cgen_conv_spec *s, const dw_flat *f, int j, int64_t q0) {
+  int w = o->isa->w, n = 0, idx[16];
+  for (int l = 0; l < w; l++)
+    if (q0 + l < f->nq && (q0 + l) % f->wq < f->ow) idx[n++] = l;
+  if (!n) return;
+  bool moved = false;
+  for (int l = 0; l < n; l++) moved |= idx[l] != l;
+  if (moved) {
+    char lst[128] = "";
+    for (int l = 0; l < w; l++) snprintf(lst + strlen(lst), sizeof lst - strlen(lst), "%s%d", l ? ", " : "", l < n ? idx[l] : 0);
+    if (o->isa->id == CGEN_ISA_AVX512) cg_emit(o, "      a%d = _mm512_permutexvar_ps(_mm512_setr_epi32(%s), a%d);\n", j, lst, j);
+    else cg_emit(o, "      a%d = _mm256_permutevar8x32_ps(a%d, _mm256_setr_epi32(%s));\n", j, j, lst);
+  }
+  int64_t q = q0 + idx[0];
+  char x[16], nl[16];
+  snprintf(x, sizeof x, "a%d", j);
+  snprintf(nl, sizeof nl, "%d", n);
+  cg_emit(o, "        { long at = %ldL;\n", (long)(q / f->wq * f->ow + q % f->wq));
+  emit_epi_store(o, s, x, n == w, nl);
+}
+
+/* A block of u flat output vectors from flat index q: per tap a broadcast
+ * weight times the sub-plane at the tap's offset, then each vector's
+ * outputs stored (emit_flat_store). */
+static void emit_flat_block(cg_out *o, const cgen_conv_spec *s, const dw_flat *f, int64_t q, int u) {
+  int w = o->isa->w;
+  int64_t SH = s->stride[0], SW = s->stride[1];
+  cg_emit(o, "    {\n");
+  for (int j = 0; j < u; j++) cg_emit(o, "      $P_v a%d = $P_zero();\n", j);
+  for (int kh = 0; kh < s->kh; kh++)
+    for (int kw = 0; kw < s->kw; kw++) {
+      int64_t rh = kh * s->dil[0], cw = kw * s->dil[1];
+      int64_t off = ((rh % SH) * SW + cw % SW) * f->sp + (rh / SH) * f->wq + cw / SW;
+      cg_emit(o, "      { const float *r = xp + %ldL;\n", (long)(q + off));
+      for (int j = 0; j < u; j++) cg_emit(o, "        a%d = $P_fma($P_ld(r + %d), w%d, a%d);\n", j, j * w, (int)(kh * s->kw + kw), j);
+      cg_emit(o, "      }\n");
+    }
+  for (int j = 0; j < u; j++) emit_flat_store(o, s, f, j, q + (int64_t)j * w);
+  cg_emit(o, "    }\n");
+}
+
+/* One channel (n, c): its input rows into the sub-planes over the zeros
+ * the task wrote, the taps, the flat sums and their stores. */
+static void emit_flat_chan(cg_out *o, const cgen_conv_spec *s, const dw_flat *f, int nacc) {
+  int w = o->isa->w;
+  int64_t C = s->c, SH = s->stride[0], SW = s->stride[1], plane = f->oh * f->ow;
+  const char *xt = cg_ctype(s->x_dtype);
+  cg_emit(o, "static $T void $P_chan(const $F_ctx *cx, float *xp, long n, long c) {\n");
+  cg_emit(o, "  const %s *x = (const %s *)cx->B + (n * %ldL + c) * %ldL;\n", xt, xt, (long)C, (long)(s->h * s->w));
+  cg_emit(o, "  for (long i = 0; i < %ldL; i++) {\n    long r = i + %ldL;\n", (long)s->h, (long)s->pad[0]);
+  cg_emit(o, "    float *d = xp + (r %% %ldL) * %ldL + (r / %ldL) * %ldL;\n", (long)SH, (long)(SW * f->sp), (long)SH, (long)f->wq);
+  cg_emit(o, "    const %s *xr = x + i * %ldL;\n", xt, (long)s->w);
+  emit_flat_copy(o, s, f);
+  cg_emit(o, "  }\n");
+  emit_chan_io(o, s, plane);
+  for (int64_t v = 0; v < f->nv; v += nacc) emit_flat_block(o, s, f, v * w, (int)(f->nv - v < nacc ? f->nv - v : nacc));
+  cg_emit(o, "}\n");
+}
+
+/* The small-plane variant: a task is a run of channels, the scratch zeroed
+ * once for the run (each plane writes only its input's places). */
+static void emit_variant_flat(cg_out *o, const cgen_conv_spec *s, int nacc) {
+  dw_flat f;
+  flat_geometry(s, o->isa->w, &f);
+  emit_flat_chan(o, s, &f, nacc);
+  long np = (long)(s->n * s->c), C = (long)s->c;
+  cg_emit(o, "static $T void $P_task(void *vc, int task, int tid) {\n  const $F_ctx *cx = (const $F_ctx *)vc;\n");
+  cg_emit(o, "  float *xp = (float *)cx->sc.thr[tid];\n  memset(xp, 0, sizeof(float) * %ldL);\n", (long)f.total);
+  cg_emit(o, "  for (long pi = %ldL * task / cx->ntasks; pi < %ldL * (task + 1) / cx->ntasks; pi++)\n", np, np);
+  cg_emit(o, "    $P_chan(cx, xp, pi / %ldL, pi %% %ldL);\n}\n", C, C);
+  emit_pack(o, s);
+  cg_emit(o, "static $T int $P_run(hprt_pool *pool, const void *A, const void *B, void *C, const void *const *ep) {\n");
+  cg_emit(o, "  $F_ctx cx;\n  cx.A = A; cx.B = B; cx.C = C; cx.ep = ep;\n");
+  cg_emit(o, "  cx.ntasks = hprt_pool_size(pool) > 1 ? 4 * hprt_pool_size(pool) : 1;\n");
+  cg_emit(o, "  if (cx.ntasks > %ld) cx.ntasks = %ld;\n", np, np);
+  cg_emit(o, "  if (hprt_scratch_get(pool, 0, %ldUL, &cx.sc)) return -1;\n", (long)(f.total * 4));
+  cg_emit(o, "  hprt_pool_run(pool, cx.ntasks, $P_task, &cx);\n");
+  cg_emit(o, "  hprt_scratch_put(&cx.sc);\n  return 0;\n}\n");
+}
+
 static void emit_variant(cg_out *o, const cgen_conv_spec *s) {
   int w = o->isa->w;
   dw_geo g;
   geometry(s, w, n_acc(s, o->isa), &g);
   int64_t C = s->c, H = s->h, W = s->w, plane = g.oh * g.ow;
   bool rt = s->n_expr || s->h_expr || s->w_expr;
-  const char *xt = cg_ctype(s->x_dtype), *yt = cg_ctype(s->y_dtype);
+  const char *xt = cg_ctype(s->x_dtype);
   cg_emit_isa_helpers(o);
   if (s->stride[1] == 2) cg_emit_dei2(o);
   if (rt) {
@@ -314,6 +482,11 @@ static void emit_variant(cg_out *o, const cgen_conv_spec *s) {
     emit_variant_rt(o, s, &g, n_acc(s, o->isa));
     emit_pack(o, s);
     if (o->isa->id != CGEN_ISA_SCALAR) cg_emit(o, "#endif /* HPRT_X86 */\n");
+    return;
+  }
+  if (flat_applies(s, w)) {
+    emit_variant_flat(o, s, n_acc(s, o->isa));
+    cg_emit(o, "#endif /* HPRT_X86 */\n");
     return;
   }
   /* one channel: its input rows over the padding the task wrote (only the
@@ -326,15 +499,7 @@ static void emit_variant(cg_out *o, const cgen_conv_spec *s) {
   cg_emit(o, "    const %s *xr = x + (r - %ldL) * %ldL;\n", xt, (long)s->pad[0], (long)W);
   cg_emit_plane_row(o, &pr, "0.0f", false, CG_ROW_DATA);
   cg_emit(o, "  }\n");
-  /* the channel's taps, as broadcasts */
-  emit_taps(o, s);
-  /* the epilogue steps name their tensors tt->ep[i] (cg_emit_epi_common) */
-  cg_emit(o, "  const struct { const void *const *ep; } tt0 = {cx->ep}, *tt = &tt0;\n  (void)tt;\n");
-  cg_emit(o, "  %s *y = (%s *)cx->C + (n * %ldL + c) * %ldL;\n", yt, yt, (long)C, (long)plane);
-  for (int i = 0; i < s->n_epi; i++)
-    if (s->epi[i].kind == CGEN_EPI_RESIDUAL)
-      cg_emit(o, "  const %s *res%d = (const %s *)cx->ep[%d] + (n * %ldL + c) * %ldL;\n", cg_ctype(s->epi[i].dtype), i,
-              cg_ctype(s->epi[i].dtype), i, (long)C, (long)plane);
+  emit_chan_io(o, s, plane);
   /* blocks of g.rows output rows, then one block of the rows left */
   int64_t nblk = g.oh / g.rows, rrem = g.oh - nblk * g.rows;
   if (nblk > 1) cg_emit(o, "  for (long oh = 0; oh < %ldL; oh += %d) {\n", (long)(nblk * g.rows), g.rows);
