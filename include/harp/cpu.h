@@ -126,6 +126,9 @@ const struct rt_plans *rt_cpu_plans(const rt_cpu_model *m);
 /* Facts about the compiled model. */
 const char *rt_cpu_source(const rt_cpu_model *m); /* the generated C, if kept */
 bool rt_cpu_cache_hit(const rt_cpu_model *m);
+/* Whether m's C was printed on its builder thread (tier0=auto), not before
+ * the compile returned. */
+bool rt_cpu_code_in_background(const rt_cpu_model *m);
 /* Why the compile cache was not used (the object was built in a temporary
  * directory), or NULL. */
 const char *rt_cpu_warning(const rt_cpu_model *m);

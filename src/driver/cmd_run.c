@@ -115,6 +115,9 @@ static harp_status run_cpu(harp_error *e, const cli_opts *o, cli_model *m, const
   if (noted) cli_print_plan_notes(rt_cpu_plans(cm));
   if (!s) {
     cli_print_stage_times(o, m, rt_cpu_stages(cm));
+    if (noted && o->time_stages && rt_cpu_code_in_background(cm)) /* the builder thread was first: no tier-0 run */
+      fprintf(stderr, "harp: tier 0: the object was ready before the first run (%s; its C printed in the background)\n",
+              rt_cpu_cache_hit(cm) ? "found in the cache" : "built");
     s = rt_cpu_run_taking_weights(e, cm, m->inputs, m->ninputs, outs);
   }
   int fast, interp;

@@ -423,6 +423,7 @@ harp_status rt_cpu_wait_build(harp_error *e, rt_cpu_model *m, double *build_ms) 
  * there was none), no warning yet (harp run prints it after the wait). */
 const char *rt_cpu_source(const rt_cpu_model *m) { return m->building && !m->c->opts.keep_source ? NULL : m->c->source; }
 bool rt_cpu_cache_hit(const rt_cpu_model *m) { return !m->building && m->c->cache_hit; }
+bool rt_cpu_code_in_background(const rt_cpu_model *m) { return m->code_on_thread; }
 const char *rt_cpu_warning(const rt_cpu_model *m) {
   if (m->building) { /* a build that finished is joined here (never waited for) */
     harp_error e = {0};
