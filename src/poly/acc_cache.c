@@ -239,7 +239,7 @@ bool poly_halo_cache_get(const poly_view *pv, const poly_blk *b, const int *acc,
   ut_str s;
   ut_str_init(&s);
   put_int(&s, 'e', es);
-  for (int v = 0; tile && v < b->pub.nvars; v++) put_int(&s, ',', tile[v]);
+  for (int v = 0; tile && v < b->pub.nout; v++) put_int(&s, ',', tile[v]); /* one size per output variable */
   for (int k = 0; k < nacc; k++) {
     const char *ak = b->acc[acc[k]].key;
     if (!ak) {
