@@ -77,6 +77,13 @@ typedef struct pkg {
   int n;
 } pkg;
 
+/* p for a package into dir, written first into dir/.harp-tmp-PID. */
+static void pkg_open(pkg *p, const char *dir) {
+  memset(p, 0, sizeof *p);
+  snprintf(p->dir, sizeof p->dir, "%s", dir);
+  snprintf(p->tmp, sizeof p->tmp, "%s/.harp-tmp-%ld", dir, (long)getpid());
+}
+
 static harp_status pkg_add(harp_error *e, pkg *p, const char *rel, const void *data, size_t len) {
   char path[4300];
   if (p->n >= (int)(sizeof p->names / sizeof p->names[0]))
@@ -216,9 +223,8 @@ static int compile_gpu(cli_opts *o, const char *target) {
   rt_gpu_model *gm = NULL;
   ut_tensor *outs = NULL;
   fn_constpool cp = {0};
-  pkg p = {0};
-  snprintf(p.dir, sizeof p.dir, "%s", o->out_dir);
-  snprintf(p.tmp, sizeof p.tmp, "%s/.harp-tmp-%ld", o->out_dir, (long)getpid());
+  pkg p;
+  pkg_open(&p, o->out_dir);
   ut_str text;
   ut_str_init(&text);
   char **freeable = NULL, *json = NULL;
@@ -395,9 +401,8 @@ static int compile_shapeset(cli_opts *o) {
   rt_sgen *s = NULL;
   ut_tensor *outs = NULL;
   fn_constpool cp = {0};
-  pkg p = {0};
-  snprintf(p.dir, sizeof p.dir, "%s", o->out_dir);
-  snprintf(p.tmp, sizeof p.tmp, "%s/.harp-tmp-%ld", o->out_dir, (long)getpid());
+  pkg p;
+  pkg_open(&p, o->out_dir);
   char **freeable = NULL;
   int nfree = 0, rc, np = 0;
   rt_sgen_layout l;
@@ -484,9 +489,8 @@ int cmd_compile(int argc, char **argv) {
   cli_model m;
   rt_cpu_model *cm = NULL;
   ut_tensor *outs = NULL;
-  pkg p = {0};
-  snprintf(p.dir, sizeof p.dir, "%s", o.out_dir);
-  snprintf(p.tmp, sizeof p.tmp, "%s/.harp-tmp-%ld", o.out_dir, (long)getpid());
+  pkg p;
+  pkg_open(&p, o.out_dir);
   ut_str text;
   ut_str_init(&text);
   fn_constpool cp = {0};
@@ -512,14 +516,11 @@ int cmd_compile(int argc, char **argv) {
   const char *src = rt_cpu_source(cm);
   if (pkg_add(&e, &p, "model.c", src, strlen(src))) goto fail;
   cgen_standalone_header(&text);
-  if (pkg_add(&e, &p, "model.h", text.buf, text.len)) goto fail;
-  ut_str_free(&text);
+  if (add_text(&e, &p, "model.h", &text)) goto fail;
   cgen_standalone_main(&text);
-  if (pkg_add(&e, &p, "main.c", text.buf, text.len)) goto fail;
-  ut_str_free(&text);
+  if (add_text(&e, &p, "main.c", &text)) goto fail;
   cgen_standalone_makefile(&text, NULL);
-  if (pkg_add(&e, &p, "Makefile", text.buf, text.len)) goto fail;
-  ut_str_free(&text);
+  if (add_text(&e, &p, "Makefile", &text)) goto fail;
   if (add_tail(&e, &p, &m, f, outs, &cp, &freeable, &nfree)) goto fail;
   printf("wrote %s: model.c model.h main.c Makefile weights.bin (%zu bytes), %d inputs, %d outputs; run: make -C %s\n",
          p.dir, cp.size, f->nargs - np, m.g->noutputs, p.dir);
