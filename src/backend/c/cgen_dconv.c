@@ -689,8 +689,7 @@ bool cg_dconv_rt_ok(const cgen_conv_spec *s, const char **why) {
   if (cg_isa_set(&s->tune) != 1u << CGEN_ISA_AVX512) return *why = "only the AVX-512 variant reads them", false;
   if (s->tune.conv_algo != CGEN_CONV_AUTO && s->tune.conv_algo != CGEN_CONV_DIRECT)
     return *why = "the implicit GEMM or Winograd asked for", false;
-  if (s->tune.bf16 || (s->tune.bf16_native && s->x_dtype == TINY_BF16 && s->w_dtype == TINY_BF16))
-    return *why = "bf16 multiplication", false;
+  if (cg_conv_bf16_asked(s)) return *why = "bf16 multiplication", false;
   if (cg_dw_applies(s)) return *why = "depthwise (its own kernel)", false;
   if (!plan_tiles(&d, s, why)) return false;
   return *why = "sizes read at run time: the direct kernel on a zero-padded copy", true;

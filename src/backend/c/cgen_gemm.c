@@ -1,7 +1,7 @@
 /* cgen_gemm.c — GEMM and implicit-GEMM convolution kernel generator.
  * Needs: cgen_int.h (templating, vector layer, runtime), the spec helpers
  * (cgen_spec.c), the direct and depthwise convs (cgen_dconv.c,
- * cgen_dwconv.c).  Gives: cgen_gemm, cgen_conv.
+ * cgen_dwconv.c).  Gives: cgen_gemm, cgen_conv, cg_conv_bf16_asked.
  *
  * Shape of the emitted code, per ISA variant (BLIS-style, vectors along N):
  *   phase 0 (conv, fp16/bf16 input, vector variants): widen the input into
@@ -914,14 +914,18 @@ harp_status cgen_gemm(harp_error *e, const cgen_gemm_spec *s, const char *fn, ut
   return gen_mm(e, &p, fn, out);
 }
 
+/* cgen_int.h: tune.bf16, or bf16 operands with tune.bf16_native. */
+bool cg_conv_bf16_asked(const cgen_conv_spec *s) {
+  return s->tune.bf16 || (s->tune.bf16_native && s->x_dtype == TINY_BF16 && s->w_dtype == TINY_BF16);
+}
+
 /* Does conv s multiply in bf16 (tune.bf16, or bf16 storage and
  * tune.bf16_native)?  Not with fewer than 16 input
  * channels per group: the pairs' interleave and a half-empty last pair cost
  * more than bf16 saves (MobileNetV2's 3-channel stem: 0.11 ms fp32 direct,
  * 0.27 ms bf16); such convs pair columns instead (conv_bf16_cols). */
 static bool conv_bf16(const cgen_conv_spec *s) {
-  bool half = s->tune.bf16_native && s->x_dtype == TINY_BF16 && s->w_dtype == TINY_BF16;
-  return (s->tune.bf16 || half) && s->c / s->groups >= CG_BF16_MIN_ICG;
+  return cg_conv_bf16_asked(s) && s->c / s->groups >= CG_BF16_MIN_ICG;
 }
 
 static bool conv_wino(const cgen_conv_spec *s) {
@@ -933,9 +937,8 @@ static bool conv_wino(const cgen_conv_spec *s) {
  * 7x7 row in 4 vdpbf16ps where fp32 takes 7 FMAs)?  Not where the implicit
  * GEMM or Winograd is asked for, nor without an AVX-512 variant. */
 static bool conv_bf16_cols(const cgen_conv_spec *s) {
-  bool half = s->tune.bf16_native && s->x_dtype == TINY_BF16 && s->w_dtype == TINY_BF16;
   const char *why;
-  if (!(s->tune.bf16 || half) || conv_wino(s) || s->tune.conv_algo == CGEN_CONV_GEMM) return false;
+  if (!cg_conv_bf16_asked(s) || conv_wino(s) || s->tune.conv_algo == CGEN_CONV_GEMM) return false;
   return (cg_isa_set(&s->tune) >> CGEN_ISA_AVX512 & 1u) && cg_dconv_cols_ok(s, &why);
 }
 

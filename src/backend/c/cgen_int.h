@@ -103,6 +103,9 @@ void cg_emit_bf16_wpairs(cg_out *o, tiny_dtype wdt, int64_t rows, int64_t icg, i
  * of w elements (words shifted right by sh, 0 or 1; returns its tasks per
  * plane), $P_wpairs over rows of kw taps (cgen_bf16.c says how). */
 #define CG_BF16_MIN_ICG 16
+/* Does conv s multiply in bf16: tune.bf16, or bf16 operands with
+ * tune.bf16_native (cgen_gemm.c)? */
+bool cg_conv_bf16_asked(const cgen_conv_spec *s);
 long cg_emit_bf16_ilv_cols(cg_out *o, const char *ctx, tiny_dtype xdt, int64_t h, int64_t w, int sh);
 void cg_emit_bf16_wpairs_cols(cg_out *o, tiny_dtype wdt, int64_t rows, int64_t kw);
 /* A GEMM's $P_packB writing pair rows straight from a B with unit stride
