@@ -28,8 +28,9 @@
  *   int P_num_syms(void);
  *   size_t P_required_memory_syms(const long long *syms);  the arena's bytes at
  *                                  that binding; an instance's arena starts empty
- *                                  and P_run_kernel (so P_run, P_run_syms) grows it
- *                                  to the binding's bytes (2 when it cannot)
+ *                                  and P_run / P_run_kernel (so P_run_syms) grow it
+ *                                  to the binding's bytes once per call (2 when
+ *                                  they cannot)
  *
  * An instance owns its arena, a copy of the weights (consts), the thread
  * pool and, when some template kernels take a weight packed (contract_c.h:
@@ -359,9 +360,12 @@ harp_status cgen_emit_model(rc_ctx *c, const char *prefix, ut_str *out) {
   free(skip);
   /* one kernel alone (the tuner times kernels): its buffers hold what the
    * kernels before it wrote in an earlier P_run */
-  ut_str_printf(out, "int %s_run_kernel(%s_t *m, int k, const void *const *inputs, void *const *outputs) {\n", P, P);
+  /* a ShapeSet object's arena is grown once per call (P_grow_), before the
+   * kernels: P_run_kernel and P_run wrap P_kernel_ */
+  bool gen = c->ngen_syms > 0;
+  ut_str_printf(out, "%sint %s_%s(%s_t *m, int k, const void *const *inputs, void *const *outputs) {\n", gen ? "static " : "",
+                P, gen ? "kernel_" : "run_kernel", P);
   ut_str_puts(out, "  (void)inputs; (void)outputs;\n");
-  if (c->ngen_syms) ut_str_printf(out, "  if (%s_grow_(m)) return 2; /* no memory for this binding's arena */\n", P);
   ut_str_puts(out, "  switch (k) {\n");
   for (int k = 0; k < f->nkernels; k++) {
     const fn_kernel *K = &f->kernels[k];
@@ -384,13 +388,20 @@ harp_status cgen_emit_model(rc_ctx *c, const char *prefix, ut_str *out) {
     ut_str_printf(out, "NULL};\n    return %s_k%d(m->pool, b) ? %d : 0;\n  }\n", P, d >= 0 ? d : k, 100 + k);
   }
   ut_str_puts(out, "  default: return -1;\n  }\n}\n\n");
+  if (gen)
+    ut_str_printf(out,
+                  "int %s_run_kernel(%s_t *m, int k, const void *const *inputs, void *const *outputs) {\n"
+                  "  if (%s_grow_(m)) return 2; /* no memory for this binding's arena */\n"
+                  "  return %s_kernel_(m, k, inputs, outputs);\n}\n\n",
+                  P, P, P, P);
   ut_str_printf(out, "int %s_num_kernels(void) { return %d; }\n\n", P, f->nkernels);
+  ut_str_printf(out, "int %s_run(%s_t *m, const void *const *inputs, void *const *outputs) {\n", P, P);
+  if (gen) ut_str_printf(out, "  if (%s_grow_(m)) return 2; /* no memory for this binding's arena */\n", P);
   ut_str_printf(out,
-                "int %s_run(%s_t *m, const void *const *inputs, void *const *outputs) {\n"
                 "  for (int k = 0; k < %d; k++) {\n"
-                "    int rc = %s_run_kernel(m, k, inputs, outputs);\n"
+                "    int rc = %s_%s(m, k, inputs, outputs);\n"
                 "    if (rc) return rc;\n  }\n  return 0;\n}\n",
-                P, P, f->nkernels, P);
+                f->nkernels, P, gen ? "kernel_" : "run_kernel");
   rc_emit_run_syms(c, P, out);
   if (out->oom) st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
 done:
