@@ -17,7 +17,6 @@ Printed: per kind, the kernels, harp's ms alone and in run, OpenVINO's ms,
 medians of the rounds (sums of per-kernel medians).  A profile, not a
 speed ratio: the whole-model figures are bench/int8.py's.
 """
-import argparse
 import collections
 import os
 import re
@@ -87,11 +86,7 @@ def ov_profiler(qdq, xname, x):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--harp", default=os.path.join(HERE, "..", "build", "harp"))
-    ap.add_argument("--only", default="resnet50")
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--repeat", type=int, default=10)
+    ap = int8.e2e.bench_args(__doc__.split("\n")[0], repeat=10, only="resnet50", json_out=False)
     ap.add_argument("--dir", default=os.path.join(tempfile.gettempdir(), "harp-int8-models"))
     a = ap.parse_args()
     os.makedirs(a.dir, exist_ok=True)
