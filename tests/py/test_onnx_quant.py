@@ -8,6 +8,7 @@ one step of the output scale of onnxruntime's int8 run on >= 99.9% of
 elements (harp fuses DQ -> Conv / Gemm / Add -> Q as onnxruntime does and
 computes what its int8 kernels compute: onnx_qdq.c).  Runs on the interpreter and the cpu backend (HARP_TEST_BACKENDS).
 """
+import json
 import os
 import subprocess
 import sys
@@ -704,7 +705,6 @@ def test_narrow_operand_kept():
                        env={**os.environ, "HARP_CPU_CALIB": "off"})
     S.check("narrow operand: dump runs", p.returncode == 0, p.stderr[-600:])
     if p.returncode == 0:
-        import json
         regions = json.load(open(os.path.join(d, "region.json")))["regions"]
         made = {o["name"]: r for r in regions for o in r["outputs"]}
         reads = [(r["name"], i["name"], i["memref"]["dtype"]) for r in regions if r["kind"] == "contraction" for i in r["inputs"]
