@@ -162,6 +162,9 @@ matmul("mm_tile", (12, 64), (64, 128))
 matmul("mm_k3", (13, 3), (3, 17))
 matmul("mm_batched_acts", (2, 3, 33, 40), (2, 3, 40, 19), b_init=False)
 matmul("mm_skinny", (5, 130), (130, 70))  # <= 8 rows: the streaming kernel, fp32
+# deeper than two of the plan's k blocks (a bf16 block is twice the fp32 depth): C summed over blocks
+matmul("mm_deep_blocks", (21, 1701), (1701, 50))
+matmul("mm_deep_batched_acts", (2, 17, 1103), (2, 1103, 35), b_init=False)  # B packed per run, in blocks
 gemm_bt("gemm_transb_bias", 50, 70, 100)
 conv("conv3x3_odd_channels", (1, 19, 17, 13), 23, 3, pad=1)
 conv("conv3x3_s2_batch2", (2, 16, 15, 15), 32, 3, stride=2, pad=1)

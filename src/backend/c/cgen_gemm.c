@@ -56,6 +56,10 @@ static harp_status resolve_tile(harp_error *e, const cg_mm *p, const cg_isa *isa
     return ut_fail(e, HARP_E_REG_OVERFLOW, NULL, "cgen: micro-tile %dx%d needs %d vector registers, %s has %d",
                    t->mr, t->nr, t->mr * t->nv + t->nv + 1, isa->tag, isa->nregs);
   t->kc = u->kc > 0 ? u->kc : 256;
+  /* a GEMM multiplying in bf16 packs k in pairs, 4 bytes for 2 k: twice the
+   * depth the plan sized for fp32 fills the same cache, and halves the
+   * passes over C (a conv's view counts pairs in K already) */
+  if (p->tune.bf16 && isa->id == CGEN_ISA_AVX512 && !p->pairs) t->kc *= 2;
   if (t->kc > p->K) t->kc = (int)p->K;
   int64_t nc = u->nc > 0 ? u->nc : 512;
   nc = cg_rup(nc, t->nr);
