@@ -162,6 +162,9 @@ matmul("mm_tile", (12, 64), (64, 128))
 matmul("mm_k3", (13, 3), (3, 17))
 matmul("mm_batched_acts", (2, 3, 33, 40), (2, 3, 40, 19), b_init=False)
 matmul("mm_skinny", (5, 130), (130, 70))  # <= 8 rows: the streaming kernel, fp32
+# deeper than two of the plan's k blocks (a bf16 block is twice the fp32 depth): C summed over blocks
+matmul("mm_deep_blocks", (21, 1701), (1701, 50))
+matmul("mm_deep_batched_acts", (2, 17, 1103), (2, 1103, 35), b_init=False)  # B packed per run, in blocks
 gemm_bt("gemm_transb_bias", 50, 70, 100)
 conv("conv3x3_odd_channels", (1, 19, 17, 13), 23, 3, pad=1)
 conv("conv3x3_s2_batch2", (2, 16, 15, 15), 32, 3, stride=2, pad=1)
@@ -370,6 +373,29 @@ for prec, knob, want in (("bf16", [], chain_ref(bf16(r1), bf16(r1))), ("fp32", [
     for o in ("y1", "y2"):
         e = np.abs(np.load(os.path.join(d, o + ".npy")).astype(np.float64) - want[o])
         s.check(f"bf16 activations, {prec}: {o} = numpy's exactly", float(e.max()) == 0.0, f"max err {e.max():.3g}")
+
+# ---- a matmul whose A is a bf16 activation (its pairs packed as words, cgen_bf16.c) ----------------
+# h = relu(x @ wa + ba) is stored in bf16 and is the A of y = h @ wb.  Small integers keep every sum exact
+# in fp32 and h's integers need more than bf16's 8 bits, so y = bf16(h) @ wb exactly (numpy), which the
+# fp32 h would miss.  29 rows (a part panel), K = 777 (odd: the last pair half empty; over one block).
+# (y's bias: a region of a bare MatMul does not count as a contraction's, so h would stay fp32.)
+mx, mwa, mba, mwb = ints(-15, 15, 29, 40), ints(-15, 15, 40, 777), ints(-60, 60, 777), ints(-3, 3, 777, 45)
+mbb = ints(-9, 9, 45)
+mpath = mk([helper.make_node("MatMul", ["x", "wa"], ["g"]), helper.make_node("Add", ["g", "ba"], ["gb"]),
+            helper.make_node("Relu", ["gb"], ["h"]), helper.make_node("MatMul", ["h", "wb"], ["y0"]),
+            helper.make_node("Add", ["y0", "bb"], ["y"])],
+           {"x": mx}, ["y"], {"wa": mwa, "ba": mba, "wb": mwb, "bb": mbb})
+mh = np.maximum(mx.astype(np.float64) @ mwa + mba, 0)
+s.check("bf16 A of a matmul: the case rounds h (more than 8 significant bits)", bool(np.mean(bf16(mh) != mh) > 0.1))
+mdump = tempfile.mkdtemp()
+p, d = run(mpath, {"x": mx}, backend="cpu", extra=["--precision", "bf16", "--dump", "c", "--dump-dir", mdump])
+s.check("bf16 A of a matmul: runs", p.returncode == 0, p.stderr[-400:])
+if p.returncode == 0:
+    src = open(os.path.join(mdump, "model.c")).read()
+    s.check("bf16 A of a matmul: h stored in bf16, packed as pair words",
+            re.search(r"gemm 29x45x777 [^\n]*bf16\*fp32->fp32", src) is not None and "memcpy(q, s + k, 4)" in src, "")
+    e = np.abs(np.load(os.path.join(d, "y.npy")).astype(np.float64) - (bf16(mh) @ mwb + mbb))
+    s.check("bf16 A of a matmul: y = numpy's bf16(h) @ wb + bb exactly", float(e.max()) == 0.0, f"max err {e.max():.3g}")
 
 # ---- a standalone package (harp compile --target cpu --precision bf16) ------------------------------
 a_, w_ = arr(29, 70), arr(70, 45)

@@ -2,8 +2,8 @@
  * template (cgen_gemm.c) for harp_options.precision = "bf16": the AVX-512
  * variant multiplies bf16 operands with vdpbf16ps and accumulates in fp32.
  * Needs: cgen_int.h.  Gives: cg_emit_bf16_cvt, cg_emit_bf16_kernel,
- * cg_emit_bf16_pack_a, cg_emit_bf16_pack_b_rows, cg_emit_bf16_ilv,
- * cg_emit_bf16_wpairs, cg_emit_bf16_ilv_cols, cg_emit_bf16_wpairs_cols
+ * cg_emit_bf16_pack_a, cg_emit_bf16_pack_a_words, cg_emit_bf16_pack_b_rows,
+ * cg_emit_bf16_ilv, cg_emit_bf16_wpairs, cg_emit_bf16_ilv_cols, cg_emit_bf16_wpairs_cols
  * (declared in cgen_int.h with CG_BF16_ATTR, CG_BF16_IX).
  *
  * Layout.  The packers write their panels in fp32 as usual, [k][W] (W = MR
@@ -19,7 +19,8 @@
  * to the fp32 accumulator.  Accumulators, the epilogue and the stores are
  * the fp32 template's.
  * A B with unit stride along N (a GEMM's) is packed as pairs directly
- * (cg_emit_bf16_pack_b_rows).  A convolution pairs input channels instead
+ * (cg_emit_bf16_pack_b_rows), and so is an A stored in bf16 with unit
+ * stride along K (cg_emit_bf16_pack_a_words: its pairs are words already).  A convolution pairs input channels instead
  * (cgen_gemm.c's bf16_pairs): the input is interleaved once per run
  * (cg_emit_bf16_ilv), the weight at packing (cg_emit_bf16_wpairs), and the
  * fp32 packers then move 32-bit words.  The direct conv (cgen_dconv.c)
@@ -92,6 +93,18 @@ void cg_emit_bf16_pack_a(cg_out *o, int64_t groups, int64_t span, int64_t mp, in
   cg_emit(o, "  float *Ap = cx->Ap + ba * cx->K * %ldL + pc * %ldL;\n", (long)mp, (long)mp);
   cg_emit(o, "  long ir1 = (g + 1) * %ldL < %ldL ? (g + 1) * %ldL : %ldL;\n", (long)span, (long)mp, (long)span, (long)mp);
   cg_emit(o, "  for (long ir = g * %ldL; ir < ir1; ir += %d) $P_bfcv(Ap + ir * kc, kc, %d);\n}\n", (long)span, mr, mr);
+}
+
+/* Inside the packer's panel loop (A bf16 with unit stride along K, row
+ * stride cx->lda; the panel d of mr <= w rows from ir, kc deep from pc):
+ * each row's pair p is the 32-bit word {x[2p], x[2p + 1]} already in
+ * memory, so it is copied to lane i of pair row p, as $P_bfcv would leave
+ * the fp32 panel (the odd last k paired with 0), without the fp32 pass. */
+void cg_emit_bf16_pack_a_words(cg_out *o, int w) {
+  cg_emit(o, "    for (int i = 0; i < mr; i++) {\n      const uint16_t *s = A + (ir + i) * cx->lda + pc;\n");
+  cg_emit(o, "      float *q = d + i;\n      long k = 0;\n");
+  cg_emit(o, "      for (; k + 1 < kc; k += 2, q += %d) memcpy(q, s + k, 4);\n", w);
+  cg_emit(o, "      if (k < kc) { uint32_t v = s[k]; memcpy(q, &v, 4); }\n    }\n");
 }
 
 /* $P_ilv(vc, task, tid): a pool task (vc a `ctx` with fields X and B),

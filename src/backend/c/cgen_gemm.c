@@ -56,6 +56,10 @@ static harp_status resolve_tile(harp_error *e, const cg_mm *p, const cg_isa *isa
     return ut_fail(e, HARP_E_REG_OVERFLOW, NULL, "cgen: micro-tile %dx%d needs %d vector registers, %s has %d",
                    t->mr, t->nr, t->mr * t->nv + t->nv + 1, isa->tag, isa->nregs);
   t->kc = u->kc > 0 ? u->kc : 256;
+  /* a GEMM multiplying in bf16 packs k in pairs, 4 bytes for 2 k: twice the
+   * depth the plan sized for fp32 fills the same cache, and halves the
+   * passes over C (a conv's view counts pairs in K already) */
+  if (p->tune.bf16 && isa->id == CGEN_ISA_AVX512 && !p->pairs) t->kc *= 2;
   if (t->kc > p->K) t->kc = (int)p->K;
   int64_t nc = u->nc > 0 ? u->nc : 512;
   nc = cg_rup(nc, t->nr);
@@ -190,6 +194,8 @@ static bool use_bf16(const cg_mm *p, const cg_out *o) { return p->tune.bf16 && o
 static bool use_bfcv(const cg_mm *p, const cg_out *o) { return use_bf16(p, o) && !p->pairs; }
 /* ... and is B (unit stride along N) packed as pairs straight away? */
 static bool b_pairs(const cg_mm *p, const cg_out *o) { return use_bfcv(p, o) && !p->conv && p->b_sn == 1; }
+/* ... and is A (bf16, unit stride along K) packed as pairs straight away? */
+static bool a_pairs(const cg_mm *p, const cg_out *o) { return use_bfcv(p, o) && p->adt == TINY_BF16 && p->a_sk == 1; }
 
 /* Conv p seen by its bf16 variant: input channels in pairs (2c, 2c + 1) per
  * 32-bit word, the odd last one paired with 0; the input interleaved so
@@ -260,7 +266,8 @@ void cg_emit_kernel_rows(cg_out *o, int mr, int nv) {
 static void emit_pack_a(cg_out *o, const cg_mm *p, const cg_tile *t) {
   const char *at = cg_ctype(p->adt);
   char ld[160];
-  cg_emit(o, "static $T void $P_packA_task%s(void *vc, int task, int tid) {\n  (void)tid;\n", use_bfcv(p, o) ? "0" : "");
+  bool cv = use_bfcv(p, o) && !a_pairs(p, o); /* fp32 panels, then $P_bfcv */
+  cg_emit(o, "static $T void $P_packA_task%s(void *vc, int task, int tid) {\n  (void)tid;\n", cv ? "0" : "");
   cg_emit(o, "  const $F_ctx *cx = (const $F_ctx *)vc;\n");
   cg_emit(o, "  long g = task %% %ldL, r = task / %ldL, pb = r %% cx->nkb, ba = r / cx->nkb;\n", (long)t->groups,
           (long)t->groups);
@@ -318,7 +325,9 @@ static void emit_pack_a(cg_out *o, const cg_mm *p, const cg_tile *t) {
               mr, mr);
     cg_emit(o, "      continue;\n    }\n");
   }
-  if (p->a_sk == 1 && p->adt != TINY_FP32 && o->isa->id != CGEN_ISA_SCALAR) {
+  if (a_pairs(p, o)) {
+    cg_emit_bf16_pack_a_words(o, t->mr);
+  } else if (p->a_sk == 1 && p->adt != TINY_FP32 && o->isa->id != CGEN_ISA_SCALAR) {
     /* convert W elements at a time with the vector layer, then spread */
     int w = o->isa->w;
     const char *sx = cg_vsuffix(p->adt);
@@ -341,7 +350,7 @@ static void emit_pack_a(cg_out *o, const cg_mm *p, const cg_tile *t) {
     cg_emit(o, "      for (int i = 0; i < mr; i++) d[k * %d + i] = %s;\n    }\n", t->mr, ld);
   }
   cg_emit(o, "  }\n}\n");
-  if (use_bfcv(p, o)) cg_emit_bf16_pack_a(o, t->groups, t->ppg * t->mr, t->mp, t->mr);
+  if (cv) cg_emit_bf16_pack_a(o, t->groups, t->ppg * t->mr, t->mp, t->mr);
 }
 
 /* Does the AVX-512 packer read B^T (unit stride along K) with 16x16 transposes? */

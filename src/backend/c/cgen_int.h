@@ -80,7 +80,9 @@ bool cg_emit_epi_common(cg_out *o, const cgen_epi *ep, int i, const char *bias_i
  * (A panel tmr wide, B panel tnr wide, B prefetched pf pair rows ahead,
  * C's rows prefetched when c_sm > 0, A pf_a bytes ahead when > 0); cg_emit_bf16_pack_a emits
  * $P_packA_task over the fp32 packer's $P_packA_task0 (panel groups of
- * `span` rows, mp rows in all, mr per panel). */
+ * `span` rows, mp rows in all, mr per panel); cg_emit_bf16_pack_a_words,
+ * for a bf16 A with unit stride along K, the packer's row loop that copies
+ * pair words into panels w wide (no fp32 pass, no $P_bfcv). */
 #define CG_BF16_ATTR "__attribute__((target(\"avx512f,avx512bw,avx512vl,avx512dq,fma,f16c,avx512bf16\")))"
 /* The 16-bit lane permutation that interleaves cvtne2ps_pbh(x1, x0)'s halves
  * into pairs {x0[j], x1[j]} (lane 2j from x0, 2j + 1 from x1). */
@@ -93,6 +95,7 @@ void cg_emit_bf16_kernel(cg_out *o, int mr, int nv, int tmr, int tnr, int pf, lo
  * accumulators c<i>_<j> stored row by row through $P_row<nv>. */
 void cg_emit_kernel_rows(cg_out *o, int mr, int nv);
 void cg_emit_bf16_pack_a(cg_out *o, int64_t groups, int64_t span, int64_t mp, int mr);
+void cg_emit_bf16_pack_a_words(cg_out *o, int w);
 /* A conv's bf16 view (cgen_gemm.c bf16_pairs): $P_ilv, a pool task per
  * plane interleaving the input's channel pairs into 32-bit words, and
  * $P_wpairs(W, d), the weight's (cgen_bf16.c says how). */
