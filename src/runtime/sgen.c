@@ -20,6 +20,7 @@
 #include "harp/function.h"
 #include "harp/pipeline.h"
 #include "harp/sgen.h"
+#include "sgen_manifest.h"
 #include "util/util.h"
 
 #define SGEN_MAX_VARIANTS 16
@@ -60,6 +61,7 @@ struct rt_sgen {
   tiny_graph *glast;
   sgen_variant var[SGEN_MAX_VARIANTS];
   int nvar, objects, cc_runs; /* objects made; of them, by the C compiler (not the disk cache) */
+  bool from_manifest;      /* the box's decision came from the cache's manifest: no corner compiled */
   pthread_mutex_t mu;      /* one run at a time: the binding state is shared */
 };
 
@@ -334,6 +336,70 @@ static harp_status compile_corners(harp_error *e, rt_sgen *s, int64_t *lo, const
   return st;
 }
 
+/* s's state as box_setup left it (a manifest that did not fit). */
+static void unload_manifest(rt_sgen *s) {
+  tiny_graph_free(s->ghi);
+  s->ghi = NULL;
+  tiny_symtab_free(&s->symhi);
+  tiny_symtab_init(&s->symhi);
+  s->ngen = s->nbase;
+}
+
+/* The box's decision from the manifest at path (sgen_manifest.h): the
+ * corner hi prepared, the object loaded from the cache, or the fallback's
+ * reason; no corner compiled.  False (s as before) on any misfit: a
+ * missing, damaged or stale manifest, a gone object. */
+static bool from_manifest(rt_sgen *s, const char *path, const int64_t *hi) {
+  harp_error e = {0};
+  rt_ssm mf = {0};
+  char why[640] = "";
+  bool ok = !corner_at(&e, s, hi, "upper", &s->ghi, &s->symhi) && rt_ssm_load(path, s->ghi->n, s->nsyms, &mf);
+  if (ok && !mf.fallback) {
+    int *in = NULL;
+    ok = mf.f->nargs == tiny_inputs(s->ghi, &in) && !derived_gens(&e, s, why, sizeof why) && !why[0];
+    free(in);
+    fn_function *f = mf.f;
+    mf.f = NULL; /* the model's now, or freed */
+    ok = ok ? !rt_cpu_load_cached(&e, s->ghi, &s->symhi, &s->cpu, f, mf.so, &s->m) : (fn_free(f), false);
+  }
+  if (ok) {
+    memcpy(s->glo, mf.glo, (size_t)s->nsyms * sizeof *s->glo);
+    s->fallback = mf.fallback, mf.fallback = NULL;
+    s->objects += s->m != NULL, s->from_manifest = true;
+  } else {
+    unload_manifest(s);
+  }
+  rt_ssm_free(&mf);
+  harp_error_clear(&e);
+  return ok;
+}
+
+/* The box's decision into the manifest at path (a failure to write it only
+ * costs the next process the corners). */
+static void store_manifest(const rt_sgen *s, const char *path) {
+  rt_ssm mf = {.nsyms = s->nsyms, .fallback = s->fallback};
+  const fn_function *f = s->m ? rt_cpu_function(s->m) : NULL;
+  const rt_compile *c = s->m ? rt_cpu_stages(s->m) : NULL;
+  if (!s->ghi || s->nsyms > 64 || (s->m && (!c->so_path || !strrchr(c->so_path, '/')))) return;
+  if (s->m) snprintf(mf.so, sizeof mf.so, "%s", strrchr(c->so_path, '/') + 1);
+  memcpy(mf.glo, s->glo, (size_t)s->nsyms * sizeof *s->glo);
+  mf.f = (fn_function *)f;
+  harp_error e = {0};
+  rt_ssm_store(&e, path, &mf, s->ghi->n);
+  harp_error_clear(&e);
+}
+
+/* The box's decision: from the manifest when one fits, else the corners
+ * compiled (compile_corners) and the manifest written. */
+static harp_status decide_box(harp_error *e, rt_sgen *s, int64_t *lo, const int64_t *hi) {
+  char path[4400];
+  bool keep = rt_ssm_path(s->text, s->syms, s->nsyms, &s->cpu, path, sizeof path);
+  if (keep && from_manifest(s, path, hi)) return HARP_OK;
+  harp_status st = compile_corners(e, s, lo, hi);
+  if (!st && keep) store_manifest(s, path);
+  return st;
+}
+
 /* s's varying symbols (lo < hi) and the corners' values. */
 static harp_status box_setup(harp_error *e, rt_sgen *s, int64_t *lo, int64_t *hi) {
   s->gen_names = ut_xcalloc(RT_SGEN_MAX_GEN + 1, sizeof *s->gen_names); /* room for the derived ones */
@@ -390,7 +456,7 @@ harp_status rt_sgen_compile(harp_error *e, const tiny_graph *g, const rt_sgen_sy
   }
   if (!st) st = box_setup(e, s, lo, hi);
   if (!st && s->o.per_binding) s->fallback = sg_strdup("per-binding compiles were asked for");
-  else if (!st) st = compile_corners(e, s, lo, hi);
+  else if (!st) st = decide_box(e, s, lo, hi);
   free(lo);
   free(hi);
   if (st) {
@@ -581,6 +647,7 @@ harp_status rt_sgen_run(harp_error *e, rt_sgen *s, const ut_tensor *inputs, int 
 const char *rt_sgen_fallback(const rt_sgen *s) { return s->fallback; }
 int rt_sgen_objects(const rt_sgen *s) { return s->objects; }
 int rt_sgen_cc_runs(const rt_sgen *s) { return s->cc_runs; }
+bool rt_sgen_from_manifest(const rt_sgen *s) { return s->from_manifest; }
 const char *rt_sgen_source(const rt_sgen *s) { return s->m ? rt_cpu_source(s->m) : NULL; }
 
 bool rt_sgen_layout_of(const rt_sgen *s, rt_sgen_layout *l) {
