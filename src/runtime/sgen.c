@@ -69,6 +69,7 @@ struct rt_sgen {
 static harp_status prepare_at(harp_error *e, const rt_sgen *s, const int64_t *vals, tiny_graph **g, tiny_symtab *t) {
   *g = NULL;
   tiny_symtab_init(t);
+  t->sym_broadcasts = true; /* a symbol at 1 broadcasts as at 2: one graph for the box */
   for (int i = 0; i < s->nsyms; i++)
     if (tiny_symtab_set(e, t, s->syms[i].name, vals[i])) return e->code;
   if (tiny_load_json(e, s->text, strlen(s->text), NULL, g) || tiny_dsym_bind(e, *g, t)) return e->code;
@@ -292,19 +293,15 @@ static harp_status compile_corners(harp_error *e, rt_sgen *s, int64_t *lo, const
                    s->gen_names[i]);
   bool bigger = false;
   if (!st) st = derived_gens(e, s, why, sizeof why);
-  if (!st && !why[0] && !same_graph(glo, s->ghi, &bigger)) {
-    snprintf(why, sizeof why, "the graph differs between the box's corners");
-    if (raise_ones(s, lo)) { /* a size 1 broadcasts: the object from 2 up, 1 compiled on its own */
-      tiny_graph_free(glo), tiny_graph_free(s->ghi);
-      tiny_symtab_free(&symlo), tiny_symtab_free(&s->symhi);
-      s->ghi = NULL;
-      return compile_corners(e, s, lo, hi);
-    }
-  }
+  if (!st && !why[0] && !same_graph(glo, s->ghi, &bigger)) snprintf(why, sizeof why, "the graph differs between the box's corners");
   /* the upper corner decides the regions and plans (the cost model at the box's largest sizes); the lower replays them */
   if (!st && !why[0]) st = rt_cpu_compile_code(e, s->ghi, &s->symhi, &s->cpu, s->gen_names, s->gen_hi, s->ngen, NULL, NULL, &chi);
-  if (!st && !why[0])
-    st = rt_cpu_compile_code(e, glo, &symlo, &s->cpu, s->gen_names, s->gen_hi, s->ngen, chi->part, &chi->plans, &clo);
+  if (!st && !why[0]) { /* a lower corner that cannot replay them (other units at 1) is a reason, not an error */
+    harp_error le = {0};
+    if (rt_cpu_compile_code(&le, glo, &symlo, &s->cpu, s->gen_names, s->gen_hi, s->ngen, chi->part, &chi->plans, &clo))
+      snprintf(why, sizeof why, "the box's lower corner does not replay the upper's regions: %.500s", le.msg);
+    harp_error_clear(&le);
+  }
   if (!st && !why[0] && !same_function(clo->f, chi->f))
     snprintf(why, sizeof why, "the regions or the Function differ between the box's corners");
   if (!st && !why[0]) {
@@ -322,6 +319,12 @@ static harp_status compile_corners(harp_error *e, rt_sgen *s, int64_t *lo, const
   rt_compile_free(clo);
   tiny_graph_free(glo);
   tiny_symtab_free(&symlo);
+  if (!st && why[0] && raise_ones(s, lo)) { /* at 1 a loop over the symbol is one point, a reshape may fold: */
+    rt_compile_free(chi);                   /* the corners from 2; 1 on the object where its graph is the same */
+    tiny_graph_free(s->ghi), tiny_symtab_free(&s->symhi);
+    s->ghi = NULL;
+    return compile_corners(e, s, lo, hi);
+  }
   if (!st && why[0]) {
     rt_compile_free(chi);
     if (!(s->fallback = sg_strdup(why))) st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
@@ -553,6 +556,14 @@ static harp_status bound_graph(harp_error *e, rt_sgen *s, const int64_t *vals, c
   return HARP_OK;
 }
 
+/* Whether binding vals puts a symbol below the corner the object was
+ * compared from (1, where the corners were compared from 2: raise_ones). */
+static bool below_corner(const rt_sgen *s, const int64_t *vals) {
+  for (int i = 0; i < s->nsyms; i++)
+    if (vals[i] < s->glo[i]) return true;
+  return false;
+}
+
 /* The binding of inputs into vals (nsyms <= 64: box_setup), refused when
  * outside the box unless recompile_outside; *on_object: the one object
  * serves it (else a compile of its own). */
@@ -576,7 +587,12 @@ static harp_status binding_checked(harp_error *e, rt_sgen *s, const ut_tensor *i
   bool inside = in_box(s, vals, what, sizeof what);
   if (!inside && !s->o.recompile_outside) return ut_fail(e, HARP_E_INPUT_MISMATCH, NULL, "%s", what);
   *on_object = s->m && inside;
-  for (int i = 0; i < s->nsyms && *on_object; i++) *on_object = vals[i] >= s->glo[i]; /* else compiled on its own */
+  if (*on_object && below_corner(s, vals)) { /* a symbol at 1: the object's when the graph is, else a compile of its own */
+    const tiny_graph *gb;
+    harp_error pe = {0};
+    *on_object = !bound_graph(&pe, s, vals, &gb);
+    harp_error_clear(&pe);
+  }
   return HARP_OK;
 }
 
@@ -625,11 +641,10 @@ harp_status rt_sgen_bind(harp_error *e, rt_sgen *s, const ut_tensor *inputs, int
   const tiny_graph *gb;
   harp_status st = binding_of(e, s, s->ghi, inputs, ninputs, vals);
   if (!st && !in_box(s, vals, what, sizeof what)) st = ut_fail(e, HARP_E_INPUT_MISMATCH, NULL, "%s", what);
-  for (int i = 0; !st && i < s->nsyms; i++)
-    if (vals[i] < s->glo[i])
-      st = ut_fail(e, HARP_E_INPUT_MISMATCH, NULL, "%s = %" PRId64 ": the object serves it from %" PRId64 " (compiled on its own)",
-                   s->syms[i].name, vals[i], s->glo[i]);
+  bool below = !st && below_corner(s, vals);
   if (!st) st = bound_graph(e, s, vals, &gb);
+  if (st && below) /* the graph at 1 is not the object's */
+    st = restate(e, HARP_E_INPUT_MISMATCH, "a symbol at 1, below the corner 2 the object was compared from (compiled on its own)");
   if (!st) st = gen_values(e, s, vals, syms);
   pthread_mutex_unlock(&s->mu);
   return st;

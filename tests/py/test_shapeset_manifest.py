@@ -6,7 +6,8 @@ manifest"), at a new size, numpy's numbers.  A truncated, damaged or
 inconsistent manifest (its checksum right, a buffer's node out of range),
 a removed object, another model, box, knob or harp build: a miss, the
 corners compiled again, the right numbers, never a crash.  A box that falls
-back says so again from the manifest.  Four processes at once on a fresh
+back says so again from the manifest.  A box from R = 1 serves 1 from its
+one object (no compile of its own).  Four processes at once on a fresh
 cache leave one whole manifest.  Every output against numpy."""
 import glob
 import os
@@ -129,6 +130,27 @@ for i, hit in enumerate([False, True]):
     s.check(f"fallback {i}: manifest {'hit' if hit else 'miss'}", (HIT in err) == hit, err[-400:])
     if p.returncode == 0:
         s.check(f"fallback {i}: vs numpy", *close(np.load(os.path.join(out, "out.npy")), softmax(x), 1e-5, 1e-6))
+
+# a box from 1 (layernorm over R: at 1 a loop nest is one point and a bias broadcasts): the object serves 1 as
+# well, no compile of its own; numpy's numbers at 1, 2 and 48
+LAYERNORM = os.path.join(MODELS, "layernorm.json")
+cache3 = tempfile.mkdtemp()
+gam, bet = rng.standard_normal(64).astype(np.float32), rng.standard_normal(64).astype(np.float32)
+for r, want in [(1, (1, 1)), (2, (1, 0)), (1, (1, 0)), (48, (1, 0))]:
+    out = tempfile.mkdtemp()
+    x = rng.standard_normal((r, 64)).astype(np.float32)
+    for name, a in (("x", x), ("g", gam), ("b", bet)):
+        np.save(os.path.join(out, f"{name}.npy"), a)
+    p = subprocess.run([HARP, "run", LAYERNORM, "--out", out, "--time-stages", "--shapeset", "R=1..48", "--input",
+                        f"X={out}/x.npy", "--param", f"gamma={out}/g.npy", "--param", f"beta={out}/b.npy"],
+                       capture_output=True, text=True, env=dict(os.environ, HARP_CACHE_DIR=cache3))
+    m1 = re.search(r"shapeset: (\d+) object\(s\), (\d+) built by the C compiler", p.stderr)
+    got = (int(m1.group(1)), int(m1.group(2))) if m1 else None
+    s.check(f"box 1..48, R={r}: one object, compiles {want[1]}", p.returncode == 0 and got == want, p.stderr[-500:])
+    if p.returncode == 0:
+        mu, var = x.mean(axis=1, keepdims=True), x.var(axis=1, keepdims=True)
+        s.check(f"box 1..48, R={r} vs numpy", *close(np.load(os.path.join(out, "out.npy")), (x - mu) / np.sqrt(var + 1e-5) * gam + bet,
+                                                     1e-4, 1e-4))
 
 # four processes at once on a fresh cache: all right, one whole manifest that the next process reads
 cache2 = tempfile.mkdtemp()
