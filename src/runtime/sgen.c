@@ -348,6 +348,21 @@ static void unload_manifest(rt_sgen *s) {
   s->ngen = s->nbase;
 }
 
+/* Whether Function f (a manifest's) runs graph g: one argument per input
+ * (an INPUT node each, weights in the ConstPool), one result per output. */
+static bool function_fits(const fn_function *f, const tiny_graph *g) {
+  int *in = NULL;
+  int nin = tiny_inputs(g, &in);
+  bool ok = in && f->nargs == nin && f->nret == g->noutputs;
+  for (int a = 0; ok && a < nin; a++) {
+    const fn_buffer *b = &f->buffers[f->args[a]];
+    ok = b->node == in[a] && (b->kind == FN_INPUT || b->kind == FN_PARAM);
+  }
+  for (int k = 0; ok && k < f->nret; k++) ok = f->buffers[f->ret[k]].node == g->outputs[k];
+  free(in);
+  return ok;
+}
+
 /* The box's decision from the manifest at path (sgen_manifest.h): the
  * corner hi prepared, the object loaded from the cache, or the fallback's
  * reason; no corner compiled.  False (s as before) on any misfit: a
@@ -358,9 +373,7 @@ static bool from_manifest(rt_sgen *s, const char *path, const int64_t *hi) {
   char why[640] = "";
   bool ok = !corner_at(&e, s, hi, "upper", &s->ghi, &s->symhi) && rt_ssm_load(path, s->ghi->n, s->nsyms, &mf);
   if (ok && !mf.fallback) {
-    int *in = NULL;
-    ok = mf.f->nargs == tiny_inputs(s->ghi, &in) && !derived_gens(&e, s, why, sizeof why) && !why[0];
-    free(in);
+    ok = function_fits(mf.f, s->ghi) && !derived_gens(&e, s, why, sizeof why) && !why[0];
     fn_function *f = mf.f;
     mf.f = NULL; /* the model's now, or freed */
     ok = ok ? !rt_cpu_load_cached(&e, s->ghi, &s->symhi, &s->cpu, f, mf.so, &s->m) : (fn_free(f), false);

@@ -189,7 +189,12 @@ static void rd_function(ssm_rd *r, int nnodes, fn_function **out) {
   f->buffers = ut_arena_alloc(A, sizeof(fn_buffer) * ((size_t)f->nbuffers + 1));
   f->kernels = ut_arena_alloc(A, sizeof(fn_kernel) * ((size_t)f->nkernels + 1));
   if (!f->buffers || !f->kernels) return (void)(r->ok = false);
-  for (int i = 0; i < f->nbuffers && r->ok; i++) rd_buffer(r, &f->buffers[i], i, nnodes, f->nkernels);
+  for (int i = 0; i < f->nbuffers && r->ok; i++) {
+    fn_buffer *b = &f->buffers[i];
+    rd_buffer(r, b, i, nnodes, f->nkernels);
+    if (b->kind == FN_PARAM && (b->offset > f->const_bytes || b->size > f->const_bytes - b->offset))
+      r->ok = false; /* a weight must lie inside the ConstPool (fn_constpool_from_tensors copies it there) */
+  }
   for (int i = 0; i < f->nkernels && r->ok; i++) rd_kernel(r, A, &f->kernels[i], f->nbuffers);
   f->args = rd_ints(r, A, "a", f->nargs, 0, f->nbuffers - 1);
   f->ret = rd_ints(r, A, "r", f->nret, 0, f->nbuffers - 1);

@@ -84,6 +84,10 @@ s.check("the manifest names the box's lower corner", b"\nglo 2 2 33\n" in text, 
 b0 = next(i for i, ln in enumerate(lines) if ln.startswith(b"b "))
 bad_node = lines[:b0] + [b"b 999999" + lines[b0][lines[b0].index(b" ", 2):]] + lines[b0 + 1 :]
 bad_glo = [re.sub(rb"^glo 2 ", b"glo 3 ", ln) for ln in lines]
+nbuf = int(next(ln for ln in lines if ln.startswith(b"fn ")).split()[1])
+a_at = next(i for i, ln in enumerate(lines) if ln.startswith(b"a "))
+bad_args = lines[:a_at] + [b"a" + b" %d" % (nbuf - 1) * (len(lines[a_at].split()) - 1)] + lines[a_at + 1 :]  # the last buffer
+s.check("the manifest's arguments changed", bad_args != lines, str(lines[a_at]))
 cases = {
     "truncated": text[: len(text) // 2],
     "empty": b"",
@@ -92,6 +96,7 @@ cases = {
     "its checksum right, a node out of range": resum(b"\n".join(bad_node)),
     "its checksum right, the box's symbols miscounted": resum(b"\n".join(bad_glo)),
     "its checksum right, no Function": resum(b"\n".join(lines[:3]) + b"\n"),
+    "its checksum right, its arguments not the model's": resum(b"\n".join(bad_args)),
     "garbage": os.urandom(3000),
 }
 for what, data in cases.items():
@@ -151,6 +156,28 @@ for r, want in [(1, (1, 1)), (2, (1, 0)), (1, (1, 0)), (48, (1, 0))]:
         mu, var = x.mean(axis=1, keepdims=True), x.var(axis=1, keepdims=True)
         s.check(f"box 1..48, R={r} vs numpy", *close(np.load(os.path.join(out, "out.npy")), (x - mu) / np.sqrt(var + 1e-5) * gam + bet,
                                                      1e-4, 1e-4))
+
+# a manifest whose weights lie outside its ConstPool (its checksum right): a miss, the right numbers
+m3 = manifests(cache3)
+lines3 = open(m3[0], "rb").read().split(b"\n")
+fn_at = next(i for i, ln in enumerate(lines3) if ln.startswith(b"fn "))
+s.check("layernorm: weights in the ConstPool", int(lines3[fn_at].split()[-1]) > 0, str(lines3[fn_at]))
+lines3[fn_at] = b" ".join(lines3[fn_at].split()[:-1] + [b"0"])
+body3 = b"\n".join(lines3[: next(i for i, ln in enumerate(lines3) if ln.startswith(b"sum "))]) + b"\n"
+with open(m3[0], "wb") as f:
+    f.write(resum(body3))
+out = tempfile.mkdtemp()
+x = rng.standard_normal((5, 64)).astype(np.float32)
+for name, a in (("x", x), ("g", gam), ("b", bet)):
+    np.save(os.path.join(out, f"{name}.npy"), a)
+p = subprocess.run([HARP, "run", LAYERNORM, "--out", out, "--time-stages", "--shapeset", "R=1..48", "--input", f"X={out}/x.npy",
+                    "--param", f"gamma={out}/g.npy", "--param", f"beta={out}/b.npy"],
+                   capture_output=True, text=True, env=dict(os.environ, HARP_CACHE_DIR=cache3))
+s.check("weights outside the ConstPool: runs, a miss", p.returncode == 0 and HIT not in p.stderr, p.stderr[-500:])
+if p.returncode == 0:
+    mu, var = x.mean(axis=1, keepdims=True), x.var(axis=1, keepdims=True)
+    s.check("weights outside the ConstPool vs numpy", *close(np.load(os.path.join(out, "out.npy")),
+                                                        (x - mu) / np.sqrt(var + 1e-5) * gam + bet, 1e-4, 1e-4))
 
 # four processes at once on a fresh cache: all right, one whole manifest that the next process reads
 cache2 = tempfile.mkdtemp()
