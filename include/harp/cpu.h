@@ -71,6 +71,13 @@ harp_status rt_cpu_compile_code(harp_error *e, tiny_graph *g, const tiny_symtab 
                                 const char *const *gen_syms, const int64_t *gen_hi, int ngen,
                                 const struct rg_partition *replay, const struct rt_plans *plans, rt_compile **out);
 harp_status rt_cpu_adopt(harp_error *e, rt_compile *c, rt_cpu_model **out);
+/* A ShapeSet object found through its manifest (src/runtime/sgen_manifest.h):
+ * the entry so_name of o's compile cache, loaded as a model of g (prepared
+ * at the corner hi; g and syms borrowed) whose Function f (no partition)
+ * it takes, freed with the model or on error.  An entry that is gone or
+ * damaged fails (the caller compiles the corners instead). */
+harp_status rt_cpu_load_cached(harp_error *e, tiny_graph *g, const tiny_symtab *syms, const rt_cpu_opts *o,
+                               struct fn_function *f, const char *so_name, rt_cpu_model **out);
 harp_status rt_cpu_run_bound(harp_error *e, rt_cpu_model *m, const tiny_graph *gb, const long long *syms,
                              const ut_tensor *inputs, int ninputs, ut_tensor *outputs);
 /* inputs[] follow tiny_inputs(g) (weights included); outputs[] follow

@@ -75,7 +75,11 @@ const char *rt_sgen_fallback(const rt_sgen *s);
 int rt_sgen_objects(const rt_sgen *s);
 /* Of them, those the C compiler built (the rest came from the disk cache). */
 int rt_sgen_cc_runs(const rt_sgen *s);
-/* The generated C of the one object (NULL in fallback). */
+/* Whether the box's decision (the one object, or the fallback's reason)
+ * came from the compile cache's manifest of an earlier process with the
+ * same model, box, options and harp build: no corner was compiled. */
+bool rt_sgen_from_manifest(const rt_sgen *s);
+/* The generated C of the one object (NULL in fallback or from a manifest). */
 const char *rt_sgen_source(const rt_sgen *s);
 /* What a standalone package of the one object needs to check a binding and
  * size its outputs without harp (harp compile --shapeset): the graph

@@ -90,6 +90,10 @@ typedef struct tiny_symtab {
   int n, cap;
   char **names;
   int64_t *values;
+  /* A ShapeSet's (harp/sgen.h): a symbol's dim bound to 1 is broadcast to
+   * as at any other size (normalize keeps the EXPAND), so the graph is the
+   * same node for node at every binding of the box. */
+  bool sym_broadcasts;
 } tiny_symtab;
 void tiny_symtab_init(tiny_symtab *t);
 void tiny_symtab_free(tiny_symtab *t);

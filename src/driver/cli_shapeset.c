@@ -77,8 +77,8 @@ harp_status cli_shapeset_compile_with(harp_error *e, const cli_opts *o, const cl
   tiny_graph_free(raw);
   if (!st && o->time_stages) {
     const char *why = rt_sgen_fallback(*out);
-    fprintf(stderr, "harp: shapeset: %s%s (%.1f ms)\n", why ? "a compile per binding: " : "one object for the box", why ? why : "",
-            ut_now_ms() - t0);
+    fprintf(stderr, "harp: shapeset: %s%s (%.1f ms%s)\n", why ? "a compile per binding: " : "one object for the box", why ? why : "",
+            ut_now_ms() - t0, rt_sgen_from_manifest(*out) ? "; from the cache's manifest, no corner compiled" : "");
   }
   return st;
 }

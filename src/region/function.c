@@ -375,7 +375,8 @@ harp_status fn_constpool_from_tensors(harp_error *e, const fn_function *f, const
     if (b->kind != FN_PARAM) continue;
     if (k >= nparams || params[k].dtype != b->dtype || params[k].nbytes != b->size) {
       fn_constpool_free(out);
-      return ut_fail(e, HARP_E_INPUT_MISMATCH, f->part->g->nodes[b->node].id, "weight %d does not match the model", k);
+      return ut_fail(e, HARP_E_INPUT_MISMATCH, f->part ? f->part->g->nodes[b->node].id : NULL, /* a ShapeSet manifest's has none */
+                     "weight %d does not match the model", k);
     }
     memcpy(out->data + b->offset, params[k].data, b->size);
     k++;

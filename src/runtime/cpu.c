@@ -19,6 +19,7 @@
 #endif
 
 #include "cache.h"
+#include "compile.h"
 #include "harp/cpu.h"
 #include "harp/function.h"
 #include "harp/pipeline.h"
@@ -284,6 +285,41 @@ harp_status rt_cpu_adopt(harp_error *e, rt_compile *c, rt_cpu_model **out) {
     rt_cpu_free(m);
     return st;
   }
+  m->compile_ms = ut_now_ms() - t0;
+  *out = m;
+  return HARP_OK;
+}
+
+harp_status rt_cpu_load_cached(harp_error *e, tiny_graph *g, const tiny_symtab *syms, const rt_cpu_opts *o,
+                               struct fn_function *f, const char *so_name, rt_cpu_model **out) {
+  *out = NULL;
+  double t0 = ut_now_ms();
+  rt_cpu_model *m = ut_xcalloc(1, sizeof *m);
+  rt_compile *c = ut_xcalloc(1, sizeof *c);
+  if (!m || !c) {
+    free(m), free(c), fn_free(f);
+    return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  }
+  pthread_mutex_init(&m->mu, NULL);
+  pthread_mutex_init(&m->t0mu, NULL);
+  m->c = c;
+  rt_knobs k;
+  rt_compile_opts co = compile_opts(o, &k);
+  *c = (rt_compile){.target = &rt_target_cpu, .knobs = k, .opts = co, .g = g, .syms = syms, .f = f, .e = e, .cache_hit = true};
+  c->opts.knobs = &c->knobs;
+  char *dir = rt_cc_cache_dir(&(rt_cc_opts){.cache_dir = c->knobs.cache_dir});
+  size_t n = dir ? strlen(dir) + strlen(so_name) + 2 : 0;
+  harp_status st = dir && (c->so_path = ut_xmalloc(n)) ? HARP_OK : ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  if (!st) snprintf(c->so_path, n, "%s/%s", dir, so_name);
+  free(dir);
+  if (!st && !rt_cache_verify(c->so_path)) st = ut_fail_at(e, HARP_E_IO, c->so_path, 0, 0, "the cached object is gone or damaged");
+  if (!st) st = load_so(e, m);
+  if (!st && !m->run_syms) st = ut_fail(e, HARP_E_INTERNAL, NULL, "the cached object is not a ShapeSet object");
+  if (st) {
+    rt_cpu_free(m);
+    return st;
+  }
+  c->ran[RT_STAGE_BUILD] = true;
   m->compile_ms = ut_now_ms() - t0;
   *out = m;
   return HARP_OK;

@@ -20,6 +20,7 @@
 #include "harp/function.h"
 #include "harp/pipeline.h"
 #include "harp/sgen.h"
+#include "sgen_manifest.h"
 #include "util/util.h"
 
 #define SGEN_MAX_VARIANTS 16
@@ -60,6 +61,7 @@ struct rt_sgen {
   tiny_graph *glast;
   sgen_variant var[SGEN_MAX_VARIANTS];
   int nvar, objects, cc_runs; /* objects made; of them, by the C compiler (not the disk cache) */
+  bool from_manifest;      /* the box's decision came from the cache's manifest: no corner compiled */
   pthread_mutex_t mu;      /* one run at a time: the binding state is shared */
 };
 
@@ -67,6 +69,7 @@ struct rt_sgen {
 static harp_status prepare_at(harp_error *e, const rt_sgen *s, const int64_t *vals, tiny_graph **g, tiny_symtab *t) {
   *g = NULL;
   tiny_symtab_init(t);
+  t->sym_broadcasts = true; /* a symbol at 1 broadcasts as at 2: one graph for the box */
   for (int i = 0; i < s->nsyms; i++)
     if (tiny_symtab_set(e, t, s->syms[i].name, vals[i])) return e->code;
   if (tiny_load_json(e, s->text, strlen(s->text), NULL, g) || tiny_dsym_bind(e, *g, t)) return e->code;
@@ -290,19 +293,15 @@ static harp_status compile_corners(harp_error *e, rt_sgen *s, int64_t *lo, const
                    s->gen_names[i]);
   bool bigger = false;
   if (!st) st = derived_gens(e, s, why, sizeof why);
-  if (!st && !why[0] && !same_graph(glo, s->ghi, &bigger)) {
-    snprintf(why, sizeof why, "the graph differs between the box's corners");
-    if (raise_ones(s, lo)) { /* a size 1 broadcasts: the object from 2 up, 1 compiled on its own */
-      tiny_graph_free(glo), tiny_graph_free(s->ghi);
-      tiny_symtab_free(&symlo), tiny_symtab_free(&s->symhi);
-      s->ghi = NULL;
-      return compile_corners(e, s, lo, hi);
-    }
-  }
+  if (!st && !why[0] && !same_graph(glo, s->ghi, &bigger)) snprintf(why, sizeof why, "the graph differs between the box's corners");
   /* the upper corner decides the regions and plans (the cost model at the box's largest sizes); the lower replays them */
   if (!st && !why[0]) st = rt_cpu_compile_code(e, s->ghi, &s->symhi, &s->cpu, s->gen_names, s->gen_hi, s->ngen, NULL, NULL, &chi);
-  if (!st && !why[0])
-    st = rt_cpu_compile_code(e, glo, &symlo, &s->cpu, s->gen_names, s->gen_hi, s->ngen, chi->part, &chi->plans, &clo);
+  if (!st && !why[0]) { /* a lower corner that cannot replay them (other units at 1) is a reason, not an error */
+    harp_error le = {0};
+    if (rt_cpu_compile_code(&le, glo, &symlo, &s->cpu, s->gen_names, s->gen_hi, s->ngen, chi->part, &chi->plans, &clo))
+      snprintf(why, sizeof why, "the box's lower corner does not replay the upper's regions: %.500s", le.msg);
+    harp_error_clear(&le);
+  }
   if (!st && !why[0] && !same_function(clo->f, chi->f))
     snprintf(why, sizeof why, "the regions or the Function differ between the box's corners");
   if (!st && !why[0]) {
@@ -320,6 +319,12 @@ static harp_status compile_corners(harp_error *e, rt_sgen *s, int64_t *lo, const
   rt_compile_free(clo);
   tiny_graph_free(glo);
   tiny_symtab_free(&symlo);
+  if (!st && why[0] && raise_ones(s, lo)) { /* at 1 a loop over the symbol is one point, a reshape may fold: */
+    rt_compile_free(chi);                   /* the corners from 2; 1 on the object where its graph is the same */
+    tiny_graph_free(s->ghi), tiny_symtab_free(&s->symhi);
+    s->ghi = NULL;
+    return compile_corners(e, s, lo, hi);
+  }
   if (!st && why[0]) {
     rt_compile_free(chi);
     if (!(s->fallback = sg_strdup(why))) st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
@@ -331,6 +336,83 @@ static harp_status compile_corners(harp_error *e, rt_sgen *s, int64_t *lo, const
   }
   st = rt_cpu_adopt(e, chi, &s->m);
   if (!st) s->objects++, s->cc_runs += !rt_cpu_cache_hit(s->m);
+  return st;
+}
+
+/* s's state as box_setup left it (a manifest that did not fit). */
+static void unload_manifest(rt_sgen *s) {
+  tiny_graph_free(s->ghi);
+  s->ghi = NULL;
+  tiny_symtab_free(&s->symhi);
+  tiny_symtab_init(&s->symhi);
+  s->ngen = s->nbase;
+}
+
+/* Whether Function f (a manifest's) runs graph g: one argument per input
+ * (an INPUT node each, weights in the ConstPool), one result per output. */
+static bool function_fits(const fn_function *f, const tiny_graph *g) {
+  int *in = NULL;
+  int nin = tiny_inputs(g, &in);
+  bool ok = in && f->nargs == nin && f->nret == g->noutputs;
+  for (int a = 0; ok && a < nin; a++) {
+    const fn_buffer *b = &f->buffers[f->args[a]];
+    ok = b->node == in[a] && (b->kind == FN_INPUT || b->kind == FN_PARAM);
+  }
+  for (int k = 0; ok && k < f->nret; k++) ok = f->buffers[f->ret[k]].node == g->outputs[k];
+  free(in);
+  return ok;
+}
+
+/* The box's decision from the manifest at path (sgen_manifest.h): the
+ * corner hi prepared, the object loaded from the cache, or the fallback's
+ * reason; no corner compiled.  False (s as before) on any misfit: a
+ * missing, damaged or stale manifest, a gone object. */
+static bool from_manifest(rt_sgen *s, const char *path, const int64_t *hi) {
+  harp_error e = {0};
+  rt_ssm mf = {0};
+  char why[640] = "";
+  bool ok = !corner_at(&e, s, hi, "upper", &s->ghi, &s->symhi) && rt_ssm_load(path, s->ghi->n, s->nsyms, &mf);
+  if (ok && !mf.fallback) {
+    ok = function_fits(mf.f, s->ghi) && !derived_gens(&e, s, why, sizeof why) && !why[0];
+    fn_function *f = mf.f;
+    mf.f = NULL; /* the model's now, or freed */
+    ok = ok ? !rt_cpu_load_cached(&e, s->ghi, &s->symhi, &s->cpu, f, mf.so, &s->m) : (fn_free(f), false);
+  }
+  if (ok) {
+    memcpy(s->glo, mf.glo, (size_t)s->nsyms * sizeof *s->glo);
+    s->fallback = mf.fallback, mf.fallback = NULL;
+    s->objects += s->m != NULL, s->from_manifest = true;
+  } else {
+    unload_manifest(s);
+  }
+  rt_ssm_free(&mf);
+  harp_error_clear(&e);
+  return ok;
+}
+
+/* The box's decision into the manifest at path (a failure to write it only
+ * costs the next process the corners). */
+static void store_manifest(const rt_sgen *s, const char *path) {
+  rt_ssm mf = {.nsyms = s->nsyms, .fallback = s->fallback};
+  const fn_function *f = s->m ? rt_cpu_function(s->m) : NULL;
+  const rt_compile *c = s->m ? rt_cpu_stages(s->m) : NULL;
+  if (!s->ghi || s->nsyms > 64 || (s->m && (!c->so_path || !strrchr(c->so_path, '/')))) return;
+  if (s->m) snprintf(mf.so, sizeof mf.so, "%s", strrchr(c->so_path, '/') + 1);
+  memcpy(mf.glo, s->glo, (size_t)s->nsyms * sizeof *s->glo);
+  mf.f = (fn_function *)f;
+  harp_error e = {0};
+  rt_ssm_store(&e, path, &mf, s->ghi->n);
+  harp_error_clear(&e);
+}
+
+/* The box's decision: from the manifest when one fits, else the corners
+ * compiled (compile_corners) and the manifest written. */
+static harp_status decide_box(harp_error *e, rt_sgen *s, int64_t *lo, const int64_t *hi) {
+  char path[4400];
+  bool keep = rt_ssm_path(s->text, s->syms, s->nsyms, &s->cpu, path, sizeof path);
+  if (keep && from_manifest(s, path, hi)) return HARP_OK;
+  harp_status st = compile_corners(e, s, lo, hi);
+  if (!st && keep) store_manifest(s, path);
   return st;
 }
 
@@ -390,7 +472,7 @@ harp_status rt_sgen_compile(harp_error *e, const tiny_graph *g, const rt_sgen_sy
   }
   if (!st) st = box_setup(e, s, lo, hi);
   if (!st && s->o.per_binding) s->fallback = sg_strdup("per-binding compiles were asked for");
-  else if (!st) st = compile_corners(e, s, lo, hi);
+  else if (!st) st = decide_box(e, s, lo, hi);
   free(lo);
   free(hi);
   if (st) {
@@ -487,6 +569,14 @@ static harp_status bound_graph(harp_error *e, rt_sgen *s, const int64_t *vals, c
   return HARP_OK;
 }
 
+/* Whether binding vals puts a symbol below the corner the object was
+ * compared from (1, where the corners were compared from 2: raise_ones). */
+static bool below_corner(const rt_sgen *s, const int64_t *vals) {
+  for (int i = 0; i < s->nsyms; i++)
+    if (vals[i] < s->glo[i]) return true;
+  return false;
+}
+
 /* The binding of inputs into vals (nsyms <= 64: box_setup), refused when
  * outside the box unless recompile_outside; *on_object: the one object
  * serves it (else a compile of its own). */
@@ -510,7 +600,12 @@ static harp_status binding_checked(harp_error *e, rt_sgen *s, const ut_tensor *i
   bool inside = in_box(s, vals, what, sizeof what);
   if (!inside && !s->o.recompile_outside) return ut_fail(e, HARP_E_INPUT_MISMATCH, NULL, "%s", what);
   *on_object = s->m && inside;
-  for (int i = 0; i < s->nsyms && *on_object; i++) *on_object = vals[i] >= s->glo[i]; /* else compiled on its own */
+  if (*on_object && below_corner(s, vals)) { /* a symbol at 1: the object's when the graph is, else a compile of its own */
+    const tiny_graph *gb;
+    harp_error pe = {0};
+    *on_object = !bound_graph(&pe, s, vals, &gb);
+    harp_error_clear(&pe);
+  }
   return HARP_OK;
 }
 
@@ -559,11 +654,10 @@ harp_status rt_sgen_bind(harp_error *e, rt_sgen *s, const ut_tensor *inputs, int
   const tiny_graph *gb;
   harp_status st = binding_of(e, s, s->ghi, inputs, ninputs, vals);
   if (!st && !in_box(s, vals, what, sizeof what)) st = ut_fail(e, HARP_E_INPUT_MISMATCH, NULL, "%s", what);
-  for (int i = 0; !st && i < s->nsyms; i++)
-    if (vals[i] < s->glo[i])
-      st = ut_fail(e, HARP_E_INPUT_MISMATCH, NULL, "%s = %" PRId64 ": the object serves it from %" PRId64 " (compiled on its own)",
-                   s->syms[i].name, vals[i], s->glo[i]);
+  bool below = !st && below_corner(s, vals);
   if (!st) st = bound_graph(e, s, vals, &gb);
+  if (st && below) /* the graph at 1 is not the object's */
+    st = restate(e, HARP_E_INPUT_MISMATCH, "a symbol at 1, below the corner 2 the object was compared from (compiled on its own)");
   if (!st) st = gen_values(e, s, vals, syms);
   pthread_mutex_unlock(&s->mu);
   return st;
@@ -581,6 +675,7 @@ harp_status rt_sgen_run(harp_error *e, rt_sgen *s, const ut_tensor *inputs, int 
 const char *rt_sgen_fallback(const rt_sgen *s) { return s->fallback; }
 int rt_sgen_objects(const rt_sgen *s) { return s->objects; }
 int rt_sgen_cc_runs(const rt_sgen *s) { return s->cc_runs; }
+bool rt_sgen_from_manifest(const rt_sgen *s) { return s->from_manifest; }
 const char *rt_sgen_source(const rt_sgen *s) { return s->m ? rt_cpu_source(s->m) : NULL; }
 
 bool rt_sgen_layout_of(const rt_sgen *s, rt_sgen_layout *l) {

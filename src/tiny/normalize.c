@@ -25,6 +25,7 @@ typedef struct nctx {
   int *remap;     /* old index -> new index */
   bool allow_unknown;
   bool changed;
+  bool sym_broadcasts; /* tiny_symtab.sym_broadcasts */
   ut_strmap imm;  /* an immediate broadcast to a shape (value, dtype, shape) -> its new node: one CONST + views per kind */
 } nctx;
 
@@ -117,7 +118,7 @@ static int fit_operand(nctx *c, const tiny_node *n, int k, const tiny_shape *in,
   bool needs_expand = false;
   for (int a = 0; a < R; a++) {
     const tiny_dim *m = &mid.d[a];
-    needs_expand |= (!m->sym && m->n == 1) && !(out->d[a].n == 1);
+    needs_expand |= (!m->sym && m->n == 1) && !(out->d[a].n == 1 && !(c->sym_broadcasts && out->d[a].sym));
   }
   if (needs_expand) {
     tiny_arg_expand ea = {0};
@@ -163,6 +164,8 @@ static harp_status norm_elementwise(nctx *c, const tiny_node *n, tiny_src *src) 
   for (int k = 0; k < n->nsrc; k++) {
     tiny_dtype want = (n->op == TINY_WHERE && k == 0) ? TINY_BOOL : common;
     bool same_shape = tiny_shape_equal(shapes[k], &b.out) && n->src[k].node >= 0;
+    for (int a = 0; same_shape && c->sym_broadcasts && a < b.out.rank; a++) /* a 1 broadcast to a symbol at 1 */
+      same_shape = !(b.out.d[a].sym && !shapes[k]->d[a].sym);
     bool same_dt = n->src[k].node < 0 || dts[k] == want;
     if (same_shape && same_dt) continue;
     int r = fit_operand(c, n, k, shapes[k], b.map[k], &b.out, n->src[k].node >= 0 ? dts[k] : want, want);
@@ -270,7 +273,8 @@ static harp_status normalize_once(nctx *c) {
 }
 
 harp_status tiny_normalize(harp_error *e, tiny_graph *g, const tiny_symtab *syms, bool allow_unknown) {
-  nctx c = {e, g, tiny_graph_new_sharing(g), ut_xcalloc((size_t)g->n + 1, sizeof(int)), allow_unknown, false, {0}};
+  nctx c = {e, g, tiny_graph_new_sharing(g), ut_xcalloc((size_t)g->n + 1, sizeof(int)), allow_unknown, false,
+            syms && syms->sym_broadcasts, {0}};
   if (!c.ng || !c.remap) {
     tiny_graph_discard_sharing(c.ng);
     free(c.remap);
