@@ -227,6 +227,19 @@ static const conv_case CONV_CASES[] = {
       {"N=1", "H=30", "W=40", "C=3", "K=16"},
       {"N=2", "H=64", "W=64", "C=3", "K=16"}},
      2e-2, 1}, /* five convs deep, values to ~2e5, F(4x4): 8.6e-3 at 60x20, bitwise the specialised object's */
+    /* fp32 convs reading their input in place, the columns outside a row
+     * as zeros (no padded copy): 96 input channels (blocked), a 5x5 with
+     * pad 2, a 3x3 padded only vertically; rows of one tile (5, 9, 11), of
+     * several even tiles (13 -> 7 + 6, 19, 33, 40) */
+    {"conv_pad_hw.harp",
+     {{"N", 1, 1}, {"H", 5, 40}, {"W", 5, 40}, {"C", 96, 96}, {"K", 32, 32}},
+     5,
+     {{"N=1", "H=5", "W=5", "C=96", "K=32"},
+      {"N=1", "H=40", "W=40", "C=96", "K=32"},
+      {"N=1", "H=13", "W=19", "C=96", "K=32"},
+      {"N=1", "H=9", "W=33", "C=96", "K=32"},
+      {"N=1", "H=27", "W=11", "C=96", "K=32"}},
+     1e-2, 2}, /* values to ~1e4: 1.1e-4 at 5x5, 3.3e-3 at 40x40 (the 3x3s on Winograd F(4x4)); a lost tap is ~0.1 */
     /* pools: a 2x2 max (stride 2, column phases) and a 3x3 average at
      * stride 1 of a ReLU; rows and vectors of a row behind run-time switches */
     {"pool_hw.harp",
