@@ -62,7 +62,7 @@ typedef struct dc {
   const cgen_conv_spec *s0;
   bool bf;                  /* channel pairs multiplied with vdpbf16ps (cgen_bf16.c's scheme) */
   bool rt;                  /* sizes read at run time (s->n_expr, h_expr, w_expr): sizes here are the
-                               upper corner's, the input a zero-padded copy (cgen_dconv_rt.c) */
+                               upper corner's; the input read in place or a zero-padded copy (rt_copies) */
   int64_t G, ICG, OCG, OH, OW, HW, OHW, K;
   int nv, ob, nob, mr, nt;
   int64_t cb, nrb;          /* channels per block (cb >= ICG: one block), row blocks */
