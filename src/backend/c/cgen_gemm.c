@@ -281,14 +281,19 @@ static void emit_pack_a(cg_out *o, const cg_mm *p, const cg_tile *t) {
     cg_emit(o, "    int mr = %ldL - ir < %d ? (int)(%ldL - ir) : %d;\n", (long)p->M, t->mr, (long)p->M, t->mr);
   }
   if (!p->m_expr) cg_emit(o, "    float *restrict d = Ap + ir * kc;\n");
-  cg_emit(o, "    if (mr < %d) for (long k = 0; k < kc; k++) for (int i = mr < 0 ? 0 : mr; i < %d; i++) d[k * %d + i] = 0.0f;\n",
-          t->mr, t->mr, t->mr);
-  if (p->a_sk == 1 && p->adt == TINY_FP32 && o->isa->id == CGEN_ISA_AVX512 && t->mr <= 16) {
+  /* the permutes below: every panel of a run-time M (its rows past mr as
+   * zero rows; a few rows' panels are short, emit_rows_split), else full ones */
+  bool perm = p->a_sk == 1 && p->adt == TINY_FP32 && o->isa->id == CGEN_ISA_AVX512 && t->mr <= 16, zrows = perm && p->m_expr;
+  if (!zrows)
+    cg_emit(o, "    if (mr < %d) for (long k = 0; k < kc; k++) for (int i = mr < 0 ? 0 : mr; i < %d; i++) d[k * %d + i] = 0.0f;\n",
+            t->mr, t->mr, t->mr);
+  if (perm) {
     /* MR rows x 16 k -> 16 k x MR floats in registers: output vector j takes
      * lane e from row (16j+e) % MR, column (16j+e) / MR; rows are paired into
      * two-source permutes and merged by lane masks */
     int mr = t->mr, npair = (mr + 1) / 2;
-    cg_emit(o, "    if (mr == %d) {\n      long k = 0;\n", mr);
+    if (zrows) cg_emit(o, "    {\n      long k = 0;\n");
+    else cg_emit(o, "    if (mr == %d) {\n      long k = 0;\n", mr);
     for (int j = 0; j < mr; j++)
       for (int q = 0; q < npair; q++) {
         cg_emit(o, "      const __m512i ix%d_%d = _mm512_setr_epi32(", j, q);
@@ -303,7 +308,10 @@ static void emit_pack_a(cg_out *o, const cg_mm *p, const cg_tile *t) {
       }
     cg_emit(o, "      for (; k + 16 <= kc; k += 16) {\n");
     for (int i = 0; i < mr; i++)
-      cg_emit(o, "        __m512 r%d = _mm512_loadu_ps(A + (ir + %d) * cx->lda + pc + k);\n", i, i);
+      if (zrows)
+        cg_emit(o, "        __m512 r%d = %d < mr ? _mm512_loadu_ps(A + (ir + %d) * cx->lda + pc + k) : _mm512_setzero_ps();\n", i, i,
+                i);
+      else cg_emit(o, "        __m512 r%d = _mm512_loadu_ps(A + (ir + %d) * cx->lda + pc + k);\n", i, i);
     if (mr % 2) cg_emit(o, "        __m512 r%d = r%d;\n", mr, mr - 1);
     for (int j = 0; j < mr; j++) {
       cg_emit(o, "        { __m512 v = _mm512_permutex2var_ps(r0, ix%d_0, r1);\n", j);
@@ -315,8 +323,8 @@ static void emit_pack_a(cg_out *o, const cg_mm *p, const cg_tile *t) {
     cg_emit(o, "      }\n");
     /* the k tail, only where a block depth leaves one (GCC warns about a loop it proves empty) */
     if (t->kc % 16 || (p->K % t->kc) % 16)
-      cg_emit(o, "      for (int i = 0; i < %d; i++) for (long kk = k; kk < kc; kk++) d[kk * %d + i] = A[(ir + i) * cx->lda + pc + kk];\n",
-              mr, mr);
+      cg_emit(o, "      for (int i = 0; i < %d; i++) for (long kk = k; kk < kc; kk++) d[kk * %d + i] = %sA[(ir + i) * cx->lda + pc + kk];\n",
+              mr, mr, zrows ? "i >= mr ? 0.0f : " : "");
     cg_emit(o, "      continue;\n    }\n");
   }
   if (p->a_sk == 1 && p->adt != TINY_FP32 && o->isa->id != CGEN_ISA_SCALAR) {
