@@ -136,8 +136,9 @@ static void test_models(void **state) {
 
 /* GEMMs over their rows, 96 columns (a panel of 64 and one of 32): below
  * 2 MR panels of rows the tasks split along N at run time (resolve_tile's
- * choice made again at the run's M; M split at the upper corner), and
- * below 228 rows they run on the calling thread; the rest as before */
+ * choice made again at the run's M; M split at the upper corner), below
+ * 228 rows they run on the calling thread, and few rows are cut into
+ * even panels; the rest as before */
 static void test_gemm_rows_split(void **state) {
   (void)state;
   rt_sgen_sym box[2] = {{"M", 2, 300}, {"D", 96, 96}};
@@ -145,11 +146,13 @@ static void test_gemm_rows_split(void **state) {
   if (rt_sgen_fallback(s)) fail_msg("not one object: %s", rt_sgen_fallback(s));
   assert_non_null(strstr(rt_sgen_source(s), "resolve_tile's choice at this M"));
   assert_non_null(strstr(rt_sgen_source(s), "if (cx.M < 228L) pool = NULL"));
-  const char *at[6][3] = {{"M=2", "D=96"}, {"M=5", "D=96"}, {"M=7", "D=96"}, {"M=227", "D=96"}, {"M=228", "D=96"},
-                          {"M=300", "D=96"}};
+  /* 7, 13, 25 rows: even row panels at run time (4 + 3, 5 + 5 + 3, 5 x 5) */
+  const char *at[8][3] = {{"M=2", "D=96"},   {"M=5", "D=96"},   {"M=7", "D=96"},   {"M=13", "D=96"},
+                          {"M=25", "D=96"},  {"M=227", "D=96"}, {"M=228", "D=96"}, {"M=300", "D=96"}};
+  assert_non_null(strstr(rt_sgen_source(s), "cx.pr = cx.M <="));
   /* four GEMMs 96 deep, inputs in [-4, 4]: 4.8e-3 at M = 300 (the upper corner's own split; the
    * specialised objects differ from the interpreter as much: summation order) */
-  for (int b = 0; b < 6; b++) check_at(s, "gemm_chain4.json", at[b], 1, 1e-2);
+  for (int b = 0; b < 8; b++) check_at(s, "gemm_chain4.json", at[b], 1, 1e-2);
   assert_int_equal(rt_sgen_objects(s), 1);
   rt_sgen_free(s);
 }
@@ -231,6 +234,19 @@ static const conv_case CONV_CASES[] = {
       {"N=1", "H=30", "W=40", "C=3", "K=16"},
       {"N=2", "H=64", "W=64", "C=3", "K=16"}},
      2e-2, 1}, /* five convs deep, values to ~2e5, F(4x4): 8.6e-3 at 60x20, bitwise the specialised object's */
+    /* fp32 convs reading their input in place, the columns outside a row
+     * as zeros (no padded copy): 96 input channels (blocked), a 5x5 with
+     * pad 2, a 3x3 padded only vertically; rows of one tile (5, 9, 11), of
+     * several even tiles (13 -> 7 + 6, 19, 33, 40) */
+    {"conv_pad_hw.harp",
+     {{"N", 1, 1}, {"H", 5, 40}, {"W", 5, 40}, {"C", 96, 96}, {"K", 32, 32}},
+     5,
+     {{"N=1", "H=5", "W=5", "C=96", "K=32"},
+      {"N=1", "H=40", "W=40", "C=96", "K=32"},
+      {"N=1", "H=13", "W=19", "C=96", "K=32"},
+      {"N=1", "H=9", "W=33", "C=96", "K=32"},
+      {"N=1", "H=27", "W=11", "C=96", "K=32"}},
+     1e-2, 2}, /* values to ~1e4: 1.1e-4 at 5x5, 3.3e-3 at 40x40 (the 3x3s on Winograd F(4x4)); a lost tap is ~0.1 */
     /* pools: a 2x2 max (stride 2, column phases) and a 3x3 average at
      * stride 1 of a ReLU; rows and vectors of a row behind run-time switches */
     {"pool_hw.harp",

@@ -62,7 +62,7 @@ typedef struct dc {
   const cgen_conv_spec *s0;
   bool bf;                  /* channel pairs multiplied with vdpbf16ps (cgen_bf16.c's scheme) */
   bool rt;                  /* sizes read at run time (s->n_expr, h_expr, w_expr): sizes here are the
-                               upper corner's, the input a zero-padded copy (cgen_dconv_rt.c) */
+                               upper corner's; the input read in place or a zero-padded copy (rt_copies) */
   int64_t G, ICG, OCG, OH, OW, HW, OHW, K;
   int nv, ob, nob, mr, nt;
   int64_t cb, nrb;          /* channels per block (cb >= ICG: one block), row blocks */
@@ -70,6 +70,9 @@ typedef struct dc {
   int npf;                  /* lines of the next block's weights prefetched per channel step (0: none) */
   int pfd;                  /* input rows prefetched this many channels ahead */
   bool ocb_fast;            /* task order: channel blocks fastest (else row blocks) */
+  bool rtcopy;              /* rt: the input through a zero-padded copy (rt_copies) */
+  bool edge;                /* rt, no copy, padding left or right: the kernels take the tile's columns left
+                               (zl) and right (zr) of the row as arguments and broadcast zeros there */
   int nl, nr;               /* edge tiles on the left (0..nl-1) and right (nt-nr..nt-1) */
   int nsig, tsig[2 * DC_MAX_EDGE + 1]; /* edge tiles' signature index; last: interior */
   dc_sig sig[2 * DC_MAX_EDGE + 1];
@@ -107,6 +110,37 @@ static int sig_index(dc *d, const dc_sig *g) {
   return d->nsig++;
 }
 
+/* Whether the direct kernel with run-time sizes reads a zero-padded copy
+ * of the input: a half-precision input (widened there), or more columns
+ * of padding than a window spans (a column could lie left and right of
+ * the row at once).  Else it reads the input itself: the kernel rows
+ * inside it (emit_kh_range), and the columns left or right of it as
+ * zeros (d->edge). */
+static bool rt_copies(const cgen_conv_spec *s) {
+  return s->x_dtype != TINY_FP32 || s->pad[1] + s->pad[3] > (s->kw - 1) * s->dil[1];
+}
+
+/* The tile patterns of a conv whose sizes are read at run time (d->rt,
+ * a zero-padded input: every tile reads all of its taps): every width from
+ * mr down to rt_half(d) (a row of ow >= rt_half pixels is cut into
+ * ceil(ow / mr) tiles of even widths, which lie in that range: 14 -> 7 + 7,
+ * not mr = 11 and a tile of 3), then half of the last, its half ... 1 (a
+ * narrower row in those, each taken when it fits). */
+static int rt_half(const dc *d) { return (d->mr + 1) / 2; }
+
+static void rt_patterns(dc *d) {
+  dc_sig g;
+  d->nsig = 0;
+  for (int np = d->mr;; np = np > rt_half(d) ? np - 1 : (np + 1) / 2) {
+    memset(&g, 0, sizeof g);
+    g.np = np;
+    for (int kw = 0; kw < d->s->kw; kw++) g.hi[kw] = np;
+    d->sig[d->nsig++] = g;
+    if (np == 1) break;
+  }
+  d->tsig[2 * DC_MAX_EDGE] = 0;
+}
+
 /* Blocking and the tile patterns; false (with *why) when the direct kernel
  * does not apply. */
 static bool plan_tiles(dc *d, const cgen_conv_spec *s, const char **why) {
@@ -131,6 +165,7 @@ static bool plan_tiles(dc *d, const cgen_conv_spec *s, const char **why) {
    * 1.12, and stride 1 gains too (128 @28 0.88 -> 0.81 ms, 64 @56 0.90 ->
    * 0.82, 2 threads). */
   double best = -1;
+  int bmx = 0; /* the chosen nv's register bound on mr */
   for (int nv = 1; nv <= 2; nv++) {
     int mx = (31 - (int)s->kw * nv) / nv; /* registers: MR*NV acc, KW*NV weights, a broadcast */
     if (mx > DC_MAX_MR) mx = DC_MAX_MR;
@@ -144,9 +179,10 @@ static bool plan_tiles(dc *d, const cgen_conv_spec *s, const char **why) {
       cost += (double)(np * s->kw * nv + s->kw * nv + (np - 1) * s->stride[1] + (s->kw - 1) * s->dil[1] + 1);
     }
     cost *= (double)nob;
-    if (best < 0 || cost < best - 1e-9) best = cost, d->nv = nv, d->mr = (int)mr;
+    if (best < 0 || cost < best - 1e-9) best = cost, d->nv = nv, d->mr = (int)mr, bmx = mx;
   }
   if (best < 0) return *why = "the kernel's weights do not fit the registers", false;
+  if (d->rt) d->mr = bmx; /* a run's row: even tiles of at most bmx pixels (rt_patterns) */
   d->ob = 16 * d->nv;
   d->nob = (int)((d->OCG + d->ob - 1) / d->ob);
   if (s->n * d->G * d->OH * d->nob >= (1L << 30)) return *why = "too many row tasks", false;
@@ -200,18 +236,9 @@ static bool plan_tiles(dc *d, const cgen_conv_spec *s, const char **why) {
    * the input is read once, not once per channel block (56x56x64: +5%). */
   d->ocb_fast = d->nob > 1 && d->nob * d->K * d->ob * 4 <= 512 * 1024;
   dc_sig g;
-  if (d->rt) { /* a zero-padded input: every tile reads all its taps; patterns of mr, mr/2, mr/4 ... 1 pixels */
-    d->nsig = 0;
-    for (int np = d->mr;; np = (np + 1) / 2) {
-      memset(&g, 0, sizeof g);
-      g.np = np;
-      for (int kw = 0; kw < s->kw; kw++) g.hi[kw] = np;
-      d->sig[d->nsig++] = g;
-      if (np == 1) break;
-    }
-    d->tsig[2 * DC_MAX_EDGE] = 0;
-    return true;
-  }
+  d->rtcopy = d->rt && rt_copies(s);
+  d->edge = d->rt && !d->rtcopy && (s->pad[1] || s->pad[3]);
+  if (d->rt) return rt_patterns(d), true;
   int nl = 0, nrt = 0;
   while (nl < d->nt) {
     tile_sig(d, nl, &g);
@@ -323,8 +350,10 @@ static void emit_kernel(cg_out *o, const dc *d, int si) {
   int np = g->np, nv = d->nv, kw_n = (int)s->kw, sw = (int)s->stride[1], dw = (int)s->dil[1];
   bool blocked = d->cb < d->ICG;
   cg_emit(o, "static %s void $P_dk%d(const $P_dtt *tt, const float *restrict xr0, long col0,"
-             " const float *restrict wt, int nkh, long o0, long q0%s%s) {\n", d->bf ? CG_BF16_ATTR : "$T", si,
-          blocked ? ", long ncb, float *restrict ws, int first, int last" : "", d->npf ? ", uintptr_t pf" : "");
+             " const float *restrict wt, int nkh, long o0, long q0%s%s%s) {\n", d->bf ? CG_BF16_ATTR : "$T", si,
+          blocked ? ", long ncb, float *restrict ws, int first, int last" : "", d->npf ? ", uintptr_t pf" : "",
+          d->edge ? ", int zl, int zr" : "");
+  if (d->edge) cg_emit(o, "  static const float zf = 0.0f;\n");
   /* the input's plane and row steps in bytes: constants, or the padded copy's (run-time sizes) */
   char hs[32], rs[32];
   if (d->rt) {
@@ -384,6 +413,9 @@ static void emit_kernel(cg_out *o, const dc *d, int si) {
       for (int kw = 0; kw < kw_n; kw++)
         if (p * sw + kw * dw == j && valid(g, p, kw)) {
           if (!any && d->bf) cg_emit(o, "      { __m512bh b = (__m512bh)_mm512_set1_epi32(((const int *)xr)[%d]);", j);
+          else if (!any && d->edge && (j < s->pad[1] || jmax - j < s->pad[3])) /* maybe outside the row */
+            cg_emit(o, "      { __m512 b = _mm512_set1_ps(*(%s > %d ? &zf : xr + %d));", j < s->pad[1] ? "zl" : "zr",
+                    j < s->pad[1] ? j : jmax - j, j);
           else if (!any) cg_emit(o, "      { __m512 b = _mm512_set1_ps(xr[%d]);", j);
           any = true;
           for (int v = 0; v < nv; v++)
@@ -420,6 +452,15 @@ static void emit_kernel(cg_out *o, const dc *d, int si) {
     }
   }
   cg_emit(o, "}\n");
+}
+
+/* Vertical padding: the kernel rows [kh0, kh1) of output row oh that land
+ * inside the input of h rows (an expression: a constant, or this run's). */
+static void emit_kh_range(cg_out *o, const dc *d, const char *h) {
+  const cgen_conv_spec *s = d->s;
+  cg_emit(o, "  long ih = oh * %ldL - %ldL;\n  int kh0 = 0, kh1 = %d;\n", (long)s->stride[0], (long)s->pad[0], (int)s->kh);
+  cg_emit(o, "  while (kh0 < %d && ih + kh0 * %ldL < 0) kh0++;\n", (int)s->kh, (long)s->dil[0]);
+  cg_emit(o, "  while (kh1 > kh0 && ih + (kh1 - 1) * %ldL >= %s) kh1--;\n", (long)s->dil[0], h);
 }
 
 static void emit_task(cg_out *o, const dc *d) {
@@ -468,10 +509,9 @@ static void emit_task(cg_out *o, const dc *d) {
   if (d->npf)
     cg_emit(o, "  uintptr_t pfb = (uintptr_t)wb + (uintptr_t)(c0 + ncb) * %ldu;\n", (long)(s->kh * s->kw * d->ob) * 4);
   cg_emit(o, "  for (long oh = rb * %dL; oh < oh1; oh++) {\n", d->rb);
-  /* vertical padding: only the kernel rows that land inside the input */
-  cg_emit(o, "  long ih = oh * %ldL - %ldL;\n  int kh0 = 0, kh1 = %d;\n", (long)s->stride[0], (long)s->pad[0], (int)s->kh);
-  cg_emit(o, "  while (kh0 < %d && ih + kh0 * %ldL < 0) kh0++;\n", (int)s->kh, (long)s->dil[0]);
-  cg_emit(o, "  while (kh1 > kh0 && ih + (kh1 - 1) * %ldL >= %ldL) kh1--;\n", (long)s->dil[0], (long)s->h);
+  char hx[24];
+  snprintf(hx, sizeof hx, "%ldL", (long)s->h);
+  emit_kh_range(o, d, hx);
   cg_emit(o, "  const float *xr0 = x + c0 * %ldL + (kh1 > kh0 ? (ih + kh0 * %ldL) * %ldL : 0);\n", (long)d->HW,
           (long)s->dil[0], (long)s->w);
   cg_emit(o, "  const float *wt = wb + c0 * %ldL + kh0 * %ldL;\n", (long)(s->kh * s->kw * d->ob), (long)(s->kw * d->ob));
@@ -508,12 +548,9 @@ static void emit_task(cg_out *o, const dc *d) {
  * per whole tile of the upper corner's row, one per narrower pattern. */
 static int rt_slots(const dc *d) { return d->nt + d->nsig; }
 
-/* The blocked channels' and the weight prefetch's arguments of a call of
- * pattern si at pixel q (d->rt) into ba. */
-static void rt_tile_args(const dc *d, int si, char *ba, size_t cap) {
-  char slot[64];
-  if (si) snprintf(slot, sizeof slot, "cx->ow / %dL + %d", d->mr, si);
-  else snprintf(slot, sizeof slot, "q / %dL", d->mr);
+/* The blocked channels' and the weight prefetch's arguments of a call
+ * whose partial-sum slot in its row is `slot` (d->rt) into ba. */
+static void rt_tile_args(const dc *d, const char *slot, char *ba, size_t cap) {
   size_t l = 0;
   ba[0] = 0;
   if (d->cb < d->ICG)
@@ -524,13 +561,24 @@ static void rt_tile_args(const dc *d, int si, char *ba, size_t cap) {
              d->npf * 64);
 }
 
+/* d->edge: zl and zr, the columns of a tile at pixel q of np pixels (an
+ * expression) that lie left and right of the input row (at most pad[1]
+ * and pad[3]; emit_kernel broadcasts zeros there). */
+static void rt_edge_args(cg_out *o, const dc *d, const char *np, const char *ind) {
+  const cgen_conv_spec *s = d->s;
+  if (!d->edge) return;
+  cg_emit(o, "%slong cl_ = q * %ldL - %ldL, ce_ = cl_ + (%s - 1) * %ldL + %ldL;\n", ind, (long)s->stride[1], (long)s->pad[1], np,
+          (long)s->stride[1], (long)((s->kw - 1) * s->dil[1]));
+  cg_emit(o, "%sint zl = cl_ < 0 ? (int)-cl_ : 0, zr = ce_ >= cx->w ? (int)(ce_ - cx->w + 1) : 0;\n", ind);
+}
+
 /* The task of a conv whose sizes are read at run time (d->rt; d's sizes
  * are the upper corner's): this run's rows, row blocks and column blocks
- * (cx->ncol of cx->cw pixels, a multiple of mr: work for every thread
+ * (cx->ncol of cx->cw tiles each: work for every thread
  * where the rows are few, as a 1x1 conv's single row of pixels) from cx, over the
  * zero-padded copy cx->xp (planes of cx->hp x cx->wp), so every tile reads
- * all of its taps; a row in tiles of mr pixels, its rest (ow % mr) in tiles
- * of the narrower patterns (d->sig: mr, mr/2, ... 1 pixels). */
+ * all of its taps along a row (the kernel rows are those inside the input,
+ * as emit_task's); a row in even tiles (rt_patterns). */
 static void emit_task_rt(cg_out *o, const dc *d) {
   const cgen_conv_spec *s = d->s;
   bool blocked = d->cb < d->ICG;
@@ -570,27 +618,58 @@ static void emit_task_rt(cg_out *o, const dc *d) {
   }
   if (d->npf) cg_emit(o, "  uintptr_t pfb = (uintptr_t)wb + (uintptr_t)(c0 + ncb) * %ldu;\n", kstep * 4);
   cg_emit(o, "  for (long oh = rb * %dL; oh < oh1; oh++) {\n", d->rb);
-  cg_emit(o, "  const float *xr0 = x + c0 * hwp + oh * %ldL * cx->wp, *wt = wb + c0 * %ldL;\n", (long)s->stride[0], kstep);
-  cg_emit(o, "  long q0 = oh * cx->ow;\n");
-  /* whole tiles from pixel q, then the rest of the row (< mr pixels) in
-   * tiles of mr/2, mr/4, ... 1 pixels, each taken when it fits: exact, as
-   * each width is at most twice the next */
-  char ba[320];
-  rt_tile_args(d, 0, ba, sizeof ba);
-  cg_emit(o, "  long q = col * cx->cw, qe = q + cx->cw < cx->ow ? q + cx->cw : cx->ow;\n");
-  cg_emit(o, "  for (; q + %d <= qe; q += %d) $P_dk0(&tt, xr0, q * %ldL, wt, %d, o0, q0 + q%s);\n", d->mr, d->mr,
-          (long)s->stride[1], (int)s->kh, ba);
-  for (int i = 1; i < d->nsig; i++) {
-    rt_tile_args(d, i, ba, sizeof ba);
-    cg_emit(o, "  if (q + %d <= qe) { $P_dk%d(&tt, xr0, q * %ldL, wt, %d, o0, q0 + q%s); q += %d; }\n", d->sig[i].np, i,
-            (long)s->stride[1], (int)s->kh, ba, d->sig[i].np);
+  emit_kh_range(o, d, "cx->h");
+  if (d->rtcopy) /* the padded plane: row ih + pad[0] */
+    cg_emit(o, "  const float *xr0 = x + c0 * hwp + (oh * %ldL + kh0 * %ldL) * cx->wp;\n", (long)s->stride[0], (long)s->dil[0]);
+  else
+    cg_emit(o, "  const float *xr0 = x + c0 * hwp + (kh1 > kh0 ? (ih + kh0 * %ldL) * cx->wp : 0);\n", (long)s->dil[0]);
+  cg_emit(o, "  const float *wt = wb + c0 * %ldL + kh0 * %ldL;\n", kstep, (long)(s->kw * d->ob));
+  cg_emit(o, "  int nkh = kh1 - kh0;\n  long q0 = oh * cx->ow;\n");
+  /* even tiles t of this column block (cx->cw of them), tile t at pixel
+   * t * ow / nt, each width's kernel behind a switch; a row narrower than
+   * rt_half(d) in the narrower patterns (one column block) */
+  char ba[320], col0[48];
+  int nbal = d->mr - rt_half(d) + 1;
+  const char *za = d->edge ? ", zl, zr" : "";
+  /* the tile's first column: in the padded plane, or in the row itself (maybe left of it) */
+  if (d->rtcopy) snprintf(col0, sizeof col0, "q * %ldL", (long)s->stride[1]);
+  else snprintf(col0, sizeof col0, "q * %ldL - %ldL", (long)s->stride[1], (long)s->pad[1]);
+  rt_tile_args(d, "t", ba, sizeof ba);
+  cg_emit(o, "  if (cx->ow >= %d) {\n", rt_half(d));
+  cg_emit(o, "    long te = (col + 1) * cx->cw < cx->nt ? (col + 1) * cx->cw : cx->nt;\n");
+  cg_emit(o, "    for (long t = col * cx->cw; t < te; t++) {\n");
+  cg_emit(o, "      long q = t * cx->ow / cx->nt, np = (t + 1) * cx->ow / cx->nt - q;\n");
+  rt_edge_args(o, d, "np", "      ");
+  cg_emit(o, "      switch (np) {\n");
+  for (int i = 0; i < nbal; i++) {
+    char lab[24];
+    if (i + 1 < nbal) snprintf(lab, sizeof lab, "case %d", d->sig[i].np);
+    else snprintf(lab, sizeof lab, "default");
+    cg_emit(o, "      %s: $P_dk%d(&tt, xr0, %s, wt, nkh, o0, q0 + q%s%s); break;\n", lab, i, col0, ba, za);
   }
+  /* (the default: mr - nbal + 1 pixels, the narrowest even width) */
+  cg_emit(o, "      }\n    }\n  } else {\n    long q = 0;\n");
+  for (int i = nbal; i < d->nsig; i++) {
+    char slot[16];
+    snprintf(slot, sizeof slot, "%d", i - nbal);
+    rt_tile_args(d, slot, ba, sizeof ba);
+    char np[16];
+    snprintf(np, sizeof np, "%dL", d->sig[i].np);
+    cg_emit(o, "    if (q + %d <= cx->ow) {\n", d->sig[i].np);
+    rt_edge_args(o, d, np, "      ");
+    cg_emit(o, "      $P_dk%d(&tt, xr0, %s, wt, nkh, o0, q0 + q%s%s);\n      q += %d;\n    }\n", i, col0, ba, za, d->sig[i].np);
+  }
+  cg_emit(o, "  }\n");
   cg_emit(o, blocked ? "  }\n  }\n}\n" : "  }\n}\n");
 }
 
 /* One (image, channel) plane of the input per task into the zero-padded
  * copy: cx->hp rows of cx->wp columns, the input at row pad[0], column
- * pad[1] (rows and columns no window reads are left out or zero). */
+ * pad[1]; rows no tile reads (emit_kh_range) are left out.  A row by
+ * vectors of 16 columns, each a masked load of the input's columns in it
+ * (none outside the row is touched; half precision widened) and a store
+ * with the padding as zeros: no per-row library calls, which cost more
+ * than the copy at 14 x 14. */
 static void emit_pad_copy(cg_out *o, const dc *d) {
   const cgen_conv_spec *s = d->s;
   const char *xt = cg_ctype(s->x_dtype);
@@ -600,24 +679,22 @@ static void emit_pad_copy(cg_out *o, const dc *d) {
   cg_emit(o, "  const %s *x = (const %s *)cx->B + (long)task * h * w;\n", xt, xt);
   cg_emit(o, "  float *d = cx->xp + (long)task * cx->hp * wp;\n");
   cg_emit(o, "  for (long r = 0; r < cx->hp; r++, d += wp) {\n    long ih = r - %ldL;\n", (long)s->pad[0]);
-  cg_emit(o, "    if (ih < 0 || ih >= h) { memset(d, 0, (size_t)wp * 4u); continue; }\n");
-  cg_emit(o, "    const %s *xr = x + ih * w;\n", xt);
-  if (pl) cg_emit(o, "    memset(d, 0, %ldu);\n", pl * 4);
-  if (s->x_dtype == TINY_FP32) {
-    cg_emit(o, "    memcpy(d + %ldL, xr, (size_t)w * 4u);\n", pl);
-  } else {
+  cg_emit(o, "    if (ih < 0 || ih >= h) continue;\n");
+  cg_emit(o, "    uintptr_t xr = (uintptr_t)(x + ih * w);\n");
+  cg_emit(o, "    for (long j = 0; j < wp; j += 16) {\n");
+  cg_emit(o, "      __mmask16 k = (__mmask16)($P_mk((int)(%ldL + w - j)) & ~$P_mk((int)(%ldL - j)));\n", pl, pl);
+  char ptr[96];
+  snprintf(ptr, sizeof ptr, "(const void *)(xr + (uintptr_t)(j - %ldL) * %du)", pl, s->x_dtype == TINY_FP32 ? 4 : 2);
+  if (s->x_dtype == TINY_FP32) cg_emit(o, "      __m512 v = _mm512_maskz_loadu_ps(k, %s);\n", ptr);
+  else if (s->x_dtype == TINY_FP16) cg_emit(o, "      __m512 v = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, %s));\n", ptr);
+  else if (s->x_dtype == TINY_BF16) cg_emit(o, "      __m512 v = $P_b2v(_mm256_maskz_loadu_epi16(k, %s));\n", ptr);
+  else { /* another type: element by element */
     char ld[300];
-    cg_scalar_ld(o, ld, sizeof ld, s->x_dtype, "xr", "i");
-    cg_emit(o, "    for (long i = 0; i < w; i++) d[%ldL + i] = %s;\n", pl, ld);
+    cg_scalar_ld(o, ld, sizeof ld, s->x_dtype, "xs", "i");
+    cg_emit(o, "      float t[16];\n      const %s *xs = (const %s *)%s;\n", xt, xt, ptr);
+    cg_emit(o, "      for (int i = 0; i < 16; i++) t[i] = k >> i & 1 ? %s : 0.0f;\n      __m512 v = _mm512_loadu_ps(t);\n", ld);
   }
-  cg_emit(o, "    memset(d + %ldL + w, 0, (size_t)(wp - %ldL - w) * 4u);\n  }\n}\n", pl, pl);
-}
-
-/* Whether the direct kernel with run-time sizes reads a zero-padded copy
- * of the input (else the input itself: fp32, no padding, so every window
- * lies inside it). */
-static bool rt_copies(const cgen_conv_spec *s) {
-  return s->x_dtype != TINY_FP32 || s->pad[0] || s->pad[1] || s->pad[2] || s->pad[3];
+  cg_emit(o, "      _mm512_mask_storeu_ps(d + j, $P_mk((int)(wp - j)), v);\n    }\n  }\n}\n");
 }
 
 /* The packing and the convolution in one pool run (sizes read at run
@@ -651,30 +728,30 @@ static void emit_run_rt(cg_out *o, const dc *d, long wbytes, long npack, long ws
           (long)(s->pad[0] + s->pad[2] - s->dil[0] * (s->kh - 1) - 1), (long)(s->pad[1] + s->pad[3] - s->dil[1] * (s->kw - 1) - 1));
   cg_emit(o, "  cx.oh = eh / %ldL + 1; cx.ow = ew / %ldL + 1;\n", (long)s->stride[0], (long)s->stride[1]);
   cg_emit(o, "  cx.nt = (cx.ow + %d) / %d; cx.nrb = (cx.oh + %d) / %d;\n", d->mr - 1, d->mr, d->rb - 1, d->rb);
-  if (rt_copies(s)) {
+  if (d->rtcopy) {
     cg_emit(o, "  cx.hp = (cx.oh - 1) * %ldL + %ldL;\n", (long)s->stride[0], (long)((s->kh - 1) * s->dil[0] + 1));
-    cg_emit(o, "  cx.wp = (cx.nt * %dL - 1) * %ldL + %ldL;\n  if (cx.wp < %ldL + cx.w) cx.wp = %ldL + cx.w;\n", d->mr,
+    /* the row's tiles end at its last pixel (emit_task_rt) */
+    cg_emit(o, "  cx.wp = (cx.ow - 1) * %ldL + %ldL;\n  if (cx.wp < %ldL + cx.w) cx.wp = %ldL + cx.w;\n",
             (long)s->stride[1], (long)((s->kw - 1) * s->dil[1] + 1), (long)s->pad[1], (long)s->pad[1]);
     /* this run's plane (the pool keeps the largest; without one, a malloc of the run's size) */
     cg_emit(o, "  if (hprt_scratch_get(pool, (size_t)(%ldL + cx.n * %ldL * cx.hp * cx.wp * 4), %ldUL, &cx.sc)) return -1;\n", xoff,
             (long)s->c, wsb);
     cg_emit(o, "  cx.xp = (float *)(cx.sc.shared + %ldL);\n", xoff);
-  } else { /* no padding, fp32: the windows read inside the input itself */
+  } else { /* the input itself (d->edge: the columns outside it as zeros) */
     cg_emit(o, "  cx.hp = cx.h; cx.wp = cx.w;\n");
     cg_emit(o, "  if (hprt_scratch_get(pool, %ldUL, %ldUL, &cx.sc)) return -1;\n", xoff, wsb);
     cg_emit(o, "  cx.xp = (float *)B;\n");
   }
   /* the padded copy in a pool run of its own (its tasks would make the
    * convolution's wait for them longer than a hand-over) */
-  if (rt_copies(s)) cg_emit(o, "  hprt_pool_run(pool, (int)(cx.n * cx.c), $P_dpad, &cx);\n");
-  cg_emit(o, "  long ntask = cx.n * %ldL * cx.nrb, ntile = (cx.ow + %d) / %d;\n", (long)(d->G * d->nob), d->mr - 1, d->mr);
+  if (d->rtcopy) cg_emit(o, "  hprt_pool_run(pool, (int)(cx.n * cx.c), $P_dpad, &cx);\n");
+  cg_emit(o, "  long ntask = cx.n * %ldL * cx.nrb;\n", (long)(d->G * d->nob));
   /* column blocks while the tasks are fewer than 8, or of at most ~256
    * pixels (a 1x1 conv's single row: the input of a block stays in cache
-   * for its output channel blocks); a task keeps at least one tile */
+   * for its output channel blocks); cx.cw tiles a block, at least one */
   cg_emit(o, "  cx.ncol = ntask < 8 ? (8 + ntask - 1) / ntask : 1;\n  if (cx.ncol < cx.ow / 256) cx.ncol = cx.ow / 256;\n");
-  cg_emit(o, "  if (cx.ncol > ntile) cx.ncol = ntile;\n");
-  cg_emit(o, "  cx.cw = (ntile + cx.ncol - 1) / cx.ncol * %d;\n  cx.ncol = (cx.ow + cx.cw - 1) / cx.cw;\n  ntask *= cx.ncol;\n",
-          d->mr);
+  cg_emit(o, "  if (cx.ncol > cx.nt) cx.ncol = cx.nt;\n");
+  cg_emit(o, "  cx.cw = (cx.nt + cx.ncol - 1) / cx.ncol;\n  cx.ncol = (cx.nt + cx.cw - 1) / cx.cw;\n  ntask *= cx.ncol;\n");
   if (s->prepack_w) {
     cg_emit(o, "  cx.Wp = (float *)A;\n  hprt_pool_run(pool, (int)ntask, $P_dtask, &cx);\n");
   } else {
@@ -801,7 +878,7 @@ harp_status cg_dconv_variant(harp_error *e, cg_out *o, const cgen_conv_spec *s0,
     cg_emit(o, "  hprt_pool_run(pool, %ld, $P_dpack, &cx);\n%s  return 0;\n}\n", npack, bf ? "  free(w2);\n" : "");
   }
   if (d.rt) { /* the padded copy (which widens a half-precision input) and the run */
-    if (rt_copies(s)) emit_pad_copy(o, &d);
+    if (d.rtcopy) emit_pad_copy(o, &d);
     emit_run_rt(o, &d, wbytes, npack, wsb);
     cg_emit(o, "#endif /* HPRT_X86 */\n");
     return HARP_OK;

@@ -275,26 +275,32 @@ static void emit_pack_a(cg_out *o, const cg_mm *p, const cg_tile *t) {
   cg_emit(o, "  const %s *A = (const %s *)cx->A + b0 * %ldL + b1 * %ldL;\n", at, at, (long)p->a_sb[0], (long)p->a_sb[1]);
   cg_emit(o, "  long pc = pb * cx->kc, kc = cx->K - pc < cx->kc ? cx->K - pc : cx->kc;\n");
   cg_emit(o, "  float *Ap = cx->Ap + ba * cx->K * %ldL + pc * %ldL;\n", (long)t->mp, (long)t->mp);
-  if (p->m_expr) { /* this run's rows, cx->ppg panels a task */
-    cg_emit(o, "  long step = cx->ppg * %d, mpr = (cx->M + %d) / %d * %d;\n", t->mr, t->mr - 1, t->mr, t->mr);
+  if (p->m_expr) { /* this run's rows, cx->ppg panels of cx->pr rows a task (emit_rows_split) */
+    cg_emit(o, "  long step = cx->ppg * cx->pr, mpr = (cx->M + cx->pr - 1) / cx->pr * cx->pr;\n");
     cg_emit(o, "  long ir1 = (g + 1) * step < mpr ? (g + 1) * step : mpr;\n");
-    cg_emit(o, "  for (long ir = g * step; ir < ir1; ir += %d) {\n", t->mr);
-    cg_emit(o, "    int mr = cx->M - ir < %d ? (int)(cx->M - ir) : %d;\n", t->mr, t->mr);
+    cg_emit(o, "  for (long ir = g * step; ir < ir1; ir += cx->pr) {\n");
+    cg_emit(o, "    int mr = cx->M - ir < cx->pr ? (int)(cx->M - ir) : (int)cx->pr;\n");
+    cg_emit(o, "    float *restrict d = Ap + ir / cx->pr * %d * kc;\n", t->mr);
   } else {
     cg_emit(o, "  long ir1 = (g + 1) * %ldL < %ldL ? (g + 1) * %ldL : %ldL;\n", (long)(t->ppg * t->mr), (long)t->mp,
             (long)(t->ppg * t->mr), (long)t->mp);
     cg_emit(o, "  for (long ir = g * %ldL; ir < ir1; ir += %d) {\n", (long)(t->ppg * t->mr), t->mr);
     cg_emit(o, "    int mr = %ldL - ir < %d ? (int)(%ldL - ir) : %d;\n", (long)p->M, t->mr, (long)p->M, t->mr);
   }
-  cg_emit(o, "    float *restrict d = Ap + ir * kc;\n");
-  cg_emit(o, "    if (mr < %d) for (long k = 0; k < kc; k++) for (int i = mr < 0 ? 0 : mr; i < %d; i++) d[k * %d + i] = 0.0f;\n",
-          t->mr, t->mr, t->mr);
-  if (p->a_sk == 1 && p->adt == TINY_FP32 && o->isa->id == CGEN_ISA_AVX512 && t->mr <= 16) {
+  if (!p->m_expr) cg_emit(o, "    float *restrict d = Ap + ir * kc;\n");
+  /* the permutes below: every panel of a run-time M (its rows past mr as
+   * zero rows; a few rows' panels are short, emit_rows_split), else full ones */
+  bool perm = p->a_sk == 1 && p->adt == TINY_FP32 && o->isa->id == CGEN_ISA_AVX512 && t->mr <= 16, zrows = perm && p->m_expr;
+  if (!zrows)
+    cg_emit(o, "    if (mr < %d) for (long k = 0; k < kc; k++) for (int i = mr < 0 ? 0 : mr; i < %d; i++) d[k * %d + i] = 0.0f;\n",
+            t->mr, t->mr, t->mr);
+  if (perm) {
     /* MR rows x 16 k -> 16 k x MR floats in registers: output vector j takes
      * lane e from row (16j+e) % MR, column (16j+e) / MR; rows are paired into
      * two-source permutes and merged by lane masks */
     int mr = t->mr, npair = (mr + 1) / 2;
-    cg_emit(o, "    if (mr == %d) {\n      long k = 0;\n", mr);
+    if (zrows) cg_emit(o, "    {\n      long k = 0;\n");
+    else cg_emit(o, "    if (mr == %d) {\n      long k = 0;\n", mr);
     for (int j = 0; j < mr; j++)
       for (int q = 0; q < npair; q++) {
         cg_emit(o, "      const __m512i ix%d_%d = _mm512_setr_epi32(", j, q);
@@ -309,7 +315,10 @@ static void emit_pack_a(cg_out *o, const cg_mm *p, const cg_tile *t) {
       }
     cg_emit(o, "      for (; k + 16 <= kc; k += 16) {\n");
     for (int i = 0; i < mr; i++)
-      cg_emit(o, "        __m512 r%d = _mm512_loadu_ps(A + (ir + %d) * cx->lda + pc + k);\n", i, i);
+      if (zrows)
+        cg_emit(o, "        __m512 r%d = %d < mr ? _mm512_loadu_ps(A + (ir + %d) * cx->lda + pc + k) : _mm512_setzero_ps();\n", i, i,
+                i);
+      else cg_emit(o, "        __m512 r%d = _mm512_loadu_ps(A + (ir + %d) * cx->lda + pc + k);\n", i, i);
     if (mr % 2) cg_emit(o, "        __m512 r%d = r%d;\n", mr, mr - 1);
     for (int j = 0; j < mr; j++) {
       cg_emit(o, "        { __m512 v = _mm512_permutex2var_ps(r0, ix%d_0, r1);\n", j);
@@ -321,8 +330,8 @@ static void emit_pack_a(cg_out *o, const cg_mm *p, const cg_tile *t) {
     cg_emit(o, "      }\n");
     /* the k tail, only where a block depth leaves one (GCC warns about a loop it proves empty) */
     if (t->kc % 16 || (p->K % t->kc) % 16)
-      cg_emit(o, "      for (int i = 0; i < %d; i++) for (long kk = k; kk < kc; kk++) d[kk * %d + i] = A[(ir + i) * cx->lda + pc + kk];\n",
-              mr, mr);
+      cg_emit(o, "      for (int i = 0; i < %d; i++) for (long kk = k; kk < kc; kk++) d[kk * %d + i] = %sA[(ir + i) * cx->lda + pc + kk];\n",
+              mr, mr, zrows ? "i >= mr ? 0.0f : " : "");
     cg_emit(o, "      continue;\n    }\n");
   }
   if (a_pairs(p, o)) {
@@ -585,16 +594,21 @@ static void emit_task(cg_out *o, const cg_mm *p, const cg_tile *t) {
     cg_emit(o, "      for (long jq = 0; jq < nc; jq += %d) $P_bfcv(Bs + jq * kc, kc, %d);\n", t->nr, t->nr);
   cg_emit(o, "      const float *Ap = Ab + pc * %ldL;\n", (long)t->mp);
   if (t->order != 2) cg_emit(o, icl, (long)t->mc, (long)t->mc, (long)t->mc);
+  /* the row panels: MR rows, or this run's cx->pr (emit_rows_split), each
+   * stored at MR rows a k */
+  char pr[16], ap[48];
+  snprintf(pr, sizeof pr, p->m_expr ? "cx->pr" : "%d", t->mr);
+  snprintf(ap, sizeof ap, p->m_expr ? "Ap + ir / cx->pr * %d * kc" : "Ap + ir * kc", t->mr);
   if (t->jr_outer) {
     cg_emit(o, "      for (long jr = 0; jr < nc; jr += %d) {\n", t->nr);
     cg_emit(o, "        int nr = nc - jr < %d ? (int)(nc - jr) : %d;\n", t->nr, t->nr);
-    cg_emit(o, "        for (long ir = ic; ir < ie; ir += %d) {\n", t->mr);
-    cg_emit(o, "          const float *a = Ap + ir * kc;\n");
-    cg_emit(o, "          int mr = ie - ir < %d ? (int)(ie - ir) : %d;\n          (void)mr;\n", t->mr, t->mr);
+    cg_emit(o, "        for (long ir = ic; ir < ie; ir += %s) {\n", pr);
+    cg_emit(o, "          const float *a = %s;\n", ap);
+    cg_emit(o, "          int mr = ie - ir < %s ? (int)(ie - ir) : %s;\n          (void)mr;\n", pr, pr);
   } else {
-    cg_emit(o, "      for (long ir = ic; ir < ie; ir += %d) {\n", t->mr);
-    cg_emit(o, "        const float *a = Ap + ir * kc;\n");
-    cg_emit(o, "        int mr = ie - ir < %d ? (int)(ie - ir) : %d;\n        (void)mr;\n", t->mr, t->mr);
+    cg_emit(o, "      for (long ir = ic; ir < ie; ir += %s) {\n", pr);
+    cg_emit(o, "        const float *a = %s;\n", ap);
+    cg_emit(o, "        int mr = ie - ir < %s ? (int)(ie - ir) : %s;\n        (void)mr;\n", pr, pr);
     cg_emit(o, "        for (long jr = 0; jr < nc; jr += %d) {\n", t->nr);
     cg_emit(o, "          int nr = nc - jr < %d ? (int)(nc - jr) : %d;\n", t->nr, t->nr);
   }
@@ -663,8 +677,11 @@ static void emit_rows_split(cg_out *o, const cg_mm *p, const cg_tile *t) {
   cg_emit(o, "  cx.M = %s;\n  if (cx.M < 1 || cx.M > %ldL) return -1;\n", p->m_expr, (long)p->M);
   cg_emit(o, "  long nrow = (cx.M + %d) / %d;\n  cx.sm = nrow < %ldL ? nrow : %ldL;\n", t->mr - 1, t->mr, (long)t->sm,
           (long)t->sm);
-  cg_emit(o, "  cx.tm = ((cx.M + cx.sm - 1) / cx.sm + %d) / %d * %d;\n  cx.sm = (cx.M + cx.tm - 1) / cx.tm;\n", t->mr - 1,
-          t->mr, t->mr);
+  /* rows a panel: as even as the panels allow (7 rows: 4 + 3, not 6 and a
+   * 1-row tail, which streams B again at a quarter of the FMAs); MR where
+   * the rows span several MC blocks (their step stays whole panels) */
+  cg_emit(o, "  cx.pr = cx.M <= %ldL ? (cx.M + nrow - 1) / nrow : %d;\n", (long)t->mc, t->mr);
+  cg_emit(o, "  cx.tm = ((cx.M + cx.sm - 1) / cx.sm + cx.pr - 1) / cx.pr * cx.pr;\n  cx.sm = (cx.M + cx.tm - 1) / cx.tm;\n");
   cg_emit(o, "  cx.ppg = (nrow + %ldL) / %ldL;\n", (long)t->groups - 1, (long)t->groups);
   cg_emit(o, "  cx.sn = %ldL; cx.tn = %ldL;\n", (long)t->sn, (long)t->tn);
   emit_cols_split(o, p, t);
@@ -845,7 +862,7 @@ static harp_status gen_mm(harp_error *e, const cg_mm *p, const char *fn, ut_str 
           tiny_dtype_name(p->bdt), tiny_dtype_name(p->cdt));
   cg_emit_scalar_conv(&o);
   cg_emit(&o, "typedef struct { const void *A, *B, *X; void *C; const void *const *ep; hprt_scratch sc; float *Ap; long K, kc, lda, nkb%s; } "
-             "$F_ctx;\n", p->m_expr ? ", M, tm, sm, ppg, sn, tn" : "");
+             "$F_ctx;\n", p->m_expr ? ", M, tm, sm, ppg, sn, tn, pr" : "");
   cg_emit(&o, "typedef struct { char *c; const void *ep[%d]; float *ws; long wm0, wn0; } $F_tt;\n", CGEN_MAX_EPI);
   const char *pxwhy;
   for (int i = 0; i < CGEN_ISA_COUNT; i++) {

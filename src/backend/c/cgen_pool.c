@@ -321,6 +321,46 @@ void cg_emit_plane_rt(cg_out *o, int rows, int vecs, cg_block_fn blk, const void
   cg_emit(o, "  default: break;\n  }\n");
 }
 
+/* The output plane of a run whose rows are u vectors, the last one's
+ * lastc lanes: the whole row a block, blocks of `rows` rows, then the rows
+ * left behind a switch. */
+static void emit_plane_exact(cg_out *o, int rows, int u, cg_block_fn blk, const void *k) {
+  cg_emit(o, "  const int lastc = (int)(ow_ - %d);\n  const long ow = 0;\n  long oh = 0;\n", (u - 1) * o->isa->w);
+  cg_emit(o, "  for (; oh + %d <= oh_; oh += %d)\n", rows, rows);
+  blk(o, k, rows, u, -1);
+  if (rows == 1) return;
+  cg_emit(o, "  switch (oh_ - oh) {\n");
+  for (int r = 1; r < rows; r++) {
+    cg_emit(o, "  case %d:\n", r);
+    blk(o, k, r, u, -1);
+    cg_emit(o, "  break;\n");
+  }
+  cg_emit(o, "  default: break;\n  }\n");
+}
+
+/* The output plane of this run in blocks shaped for its width: a run whose
+ * rows are u < vecs vectors takes blocks of u vectors by 8 / u rows (8
+ * accumulators, as a specialised plane of that width has: 28 x 28 is 4
+ * rows of 2 vectors, where the upper corner's 2 rows of 4 would leave it 2
+ * rows of 2), a wider one the upper corner's blocks of rows x vecs and the
+ * rest of each row behind a switch. */
+static void emit_plane_by_width(cg_out *o, int rows, int vecs, cg_block_fn blk, const void *k) {
+  int w = o->isa->w;
+  if (vecs == 1) {
+    cg_emit_plane_rt(o, rows, 1, blk, k);
+    return;
+  }
+  cg_emit(o, "  switch ((ow_ + %d) / %d) {\n", w - 1, w);
+  for (int u = 1; u < vecs; u++) {
+    cg_emit(o, "  case %d: {\n", u);
+    emit_plane_exact(o, 8 / u, u, blk, k);
+    cg_emit(o, "  } break;\n");
+  }
+  cg_emit(o, "  default: {\n");
+  cg_emit_plane_rt(o, rows, vecs, blk, k);
+  cg_emit(o, "  } break;\n  }\n");
+}
+
 /* The pool's block for cg_emit_plane_rt: k is a pool_blk. */
 typedef struct pool_blk {
   const cgen_pool_spec *s;
@@ -331,13 +371,6 @@ typedef struct pool_blk {
 static void pool_block(cg_out *o, const void *k, int rows, int u, int last) {
   const pool_blk *b = k;
   emit_block(o, b->s, b->g, rows, u, last, b->op);
-}
-
-/* The output plane of this run: blocks of g->rows rows while they fit
- * oh_, then the rest (1 .. rows - 1 rows) behind a switch. */
-static void emit_plane_rt(cg_out *o, const cgen_pool_spec *s, const pl_geo *g, int op) {
-  pool_blk b = {s, g, op};
-  cg_emit_plane_rt(o, g->rows, g->vecs, pool_block, &b);
 }
 
 /* Stride 2 of the plane copy of this run, what every row shares (emitted
@@ -383,23 +416,11 @@ static void emit_pair_row_rt(cg_out *o, const cgen_pool_spec *s, const char *fv,
   cg_emit(o, "    for (long i = ie; i < wq; i++) d[i] = d[wq + i] = %s;\n", fv);
 }
 
-/* The output plane of this run in blocks shaped for its width: the upper
- * corner's (g) blocks of several vectors a row when this run's rows are
- * wider than one vector, else blocks of one vector times 8 rows (8
- * accumulators, as a specialised narrow plane has; the corner's would
- * leave a narrow image few). */
+/* The output plane of this run in blocks shaped for its width
+ * (emit_plane_by_width). */
 static void emit_plane_rt_any(cg_out *o, const cgen_pool_spec *s, const pl_geo *g, int op) {
-  if (g->vecs == 1) {
-    emit_plane_rt(o, s, g, op);
-    return;
-  }
-  pl_geo gn = *g;
-  gn.vecs = 1, gn.rows = 8;
-  cg_emit(o, "  if (ow_ <= %d) {\n", o->isa->w);
-  emit_plane_rt(o, s, &gn, op);
-  cg_emit(o, "  } else {\n");
-  emit_plane_rt(o, s, g, op);
-  cg_emit(o, "  }\n");
+  pool_blk b = {s, g, op};
+  emit_plane_by_width(o, g->rows, g->vecs, pool_block, &b);
 }
 
 /* Stride 1 of the plane copy of this run, what every row shares (before
@@ -529,21 +550,24 @@ static void emit_block_direct(cg_out *o, const void *k, int rows, int u, int las
     for (int j = 0; j < u; j++) cg_emit(o, "        $P_v a%d_%d;\n", i, j);
   for (int kh = 0; kh < s->kh; kh++) {
     cg_emit(o, "        { const float *r = x + (oh * %ldL + %dL) * w + ow * %ldL;\n", SH, kh, SW);
+    /* a pointer per input row: the taps' offsets from it constants (row
+     * offsets i * w kept apart spilled registers: 2 x 4 vectors, 3x3) */
+    for (int i = 0; i < rows; i++) cg_emit(o, "          const float *r%d = r + %ld * w;\n", i, (long)i * SH);
     for (int i = 0; i < rows; i++)
       for (int j = 0; j < u; j++) {
         bool part = j == u - 1 && last != w;
         snprintf(a, sizeof a, "a%d_%d", i, j);
         if (SW == 1) {
           for (int kw = 0; kw < s->kw; kw++) {
-            if (part) snprintf(v, sizeof v, "$P_ldn(r + %ld * w + %d, %s)", (long)i * SH, j * w + kw, nl);
-            else snprintf(v, sizeof v, "$P_ld(r + %ld * w + %d)", (long)i * SH, j * w + kw);
+            if (part) snprintf(v, sizeof v, "$P_ldn(r%d + %d, %s)", i, j * w + kw, nl);
+            else snprintf(v, sizeof v, "$P_ld(r%d + %d)", i, j * w + kw);
             cg_emit(o, "          { $P_v t_ = %s;\n", v);
             combine(o, a, "t_", kh == 0 && kw == 0, op);
             cg_emit(o, "          }\n");
           }
           continue;
         }
-        cg_emit(o, "          { const float *p_ = r + %ld * w + %d;\n", (long)i * SH, 2 * j * w);
+        cg_emit(o, "          { const float *p_ = r%d + %d;\n", i, 2 * j * w);
         if (part)
           cg_emit(o, "            $P_v l_ = $P_ldn(p_, 2 * %s), h_ = $P_ldn(p_ + %d, 2 * %s - %d), ev, od;\n", nl, w, nl, w);
         else cg_emit(o, "            $P_v l_ = $P_ld(p_), h_ = $P_ld(p_ + %d), ev, od;\n", w);
@@ -566,16 +590,11 @@ static void emit_block_direct(cg_out *o, const void *k, int rows, int u, int las
   cg_emit(o, "      }\n");
 }
 
-/* The output plane of this run read in place, in emit_plane_rt_any's
+/* The output plane of this run read in place, in emit_plane_by_width's
  * blocks. */
 static void emit_plane_direct(cg_out *o, const cgen_pool_spec *s, const pl_geo *g, int op) {
   pool_blk b = {s, g, op};
-  if (g->vecs > 1) cg_emit(o, "  if (ow_ <= %d) {\n", o->isa->w);
-  cg_emit_plane_rt(o, g->vecs > 1 ? 8 : g->rows, 1, emit_block_direct, &b);
-  if (g->vecs == 1) return;
-  cg_emit(o, "  } else {\n");
-  cg_emit_plane_rt(o, g->rows, g->vecs, emit_block_direct, &b);
-  cg_emit(o, "  }\n");
+  emit_plane_by_width(o, g->rows, g->vecs, emit_block_direct, &b);
 }
 
 /* $P_plane of the run-time variant reading the input in place (direct_rt):
