@@ -4,15 +4,17 @@ a fill expanded to a shape and then padded (a Concat of two fills, as
 ConstantOfShape + Concat import; a pad of another value), read by the CPU
 kernels that take constants as literals: the map kernel alone and with an
 input (contract_map.c), a row reduction, the recurrent-cell template's gate
-math over a small GEMM (cell_c.c).  Each kernel once took the constant as
-its value everywhere, the pad included: a silent wrong result.  Checked
-against numpy, in ordinary compiles at two sizes and in one ShapeSet
-object (harp run --shapeset) at three bindings."""
+math over a small GEMM (cell_c.c), and the GPU's simple elementwise kernel
+(contract_ewise.c, run on the CPU SIMT simulator, tests/cuda_sim).  Each
+kernel once took the constant as its value everywhere, the pad included:
+a silent wrong result.  Checked against numpy, in ordinary compiles at two
+sizes and in one ShapeSet object (harp run --shapeset) at three bindings."""
 import os
 import tempfile
 
 import numpy as np
 
+import cuda_sim
 from harp_test import MODELS, Suite, close, run, shapeset_run
 
 s = Suite("const_pad")
@@ -74,4 +76,14 @@ s.check("cell_pad: runs", p.returncode == 0, p.stderr[-600:])
 h = x @ w
 check_outputs("cell_pad", out, {"y": h * fills(8, [(0.5, 16), (-1.0, 32)]),
                                 "z": np.maximum(h, fills(8, [(0.25, 20), (-0.5, 28)]))})
+
+# the CUDA translation unit (sm80) on the simulator
+if cuda_sim.have_gxx():
+    x = rng.standard_normal((6, 40)).astype(np.float32)
+    p, d = cuda_sim.dump(ROWS, "sm80", ("R=6",))
+    s.check("const_pad_rows sm80: dump", p.returncode == 0, p.stderr[-600:])
+    outs, err = cuda_sim.run(d, {"x": x}) if p.returncode == 0 else ({}, "no dump")
+    s.check("const_pad_rows sm80: runs on the simulator", err is None, str(err)[-600:])
+    for name, w in want_rows(x).items():
+        s.check(f"const_pad_rows sm80: {name} vs numpy", *close(np.asarray(outs.get(name, np.zeros(0))), w, 1e-5, 1e-5))
 s.close()
