@@ -4,7 +4,8 @@ a fill expanded to a shape and then padded (a Concat of two fills, as
 ConstantOfShape + Concat import; a pad of another value), read by the CPU
 kernels that take constants as literals: the map kernel alone and with an
 input (contract_map.c), a row reduction, the recurrent-cell template's gate
-math over a small GEMM (cell_c.c), and the GPU's simple elementwise kernel
+math over a small GEMM (cell_c.c), the GEMM template's clamp epilogue
+(contract.c), and the GPU's simple elementwise kernel
 (contract_ewise.c, run on the CPU SIMT simulator, tests/cuda_sim).  Each
 kernel once took the constant as its value everywhere, the pad included:
 a silent wrong result.  Checked against numpy, in ordinary compiles at two
@@ -76,6 +77,20 @@ s.check("cell_pad: runs", p.returncode == 0, p.stderr[-600:])
 h = x @ w
 check_outputs("cell_pad", out, {"y": h * fills(8, [(0.5, 16), (-1.0, 32)]),
                                 "z": np.maximum(h, fills(8, [(0.25, 20), (-0.5, 28)]))})
+
+# the GEMM template's epilogue: a max with a constant is a clamp only where no pad of it is read
+GEMM = """graph<M=64> main(x: f32[M, 32], w: f32[32, 48]) -> (y: f32[M, 48]) {
+    y = max(x @ w, pad(expand(0.5, [M, 32]), [[0, 0], [8, 8]], value=-1.0))
+    return y
+}
+"""
+gemm = os.path.join(D, "gemm_pad.harp")
+with open(gemm, "w") as f:
+    f.write(GEMM)
+x = rng.standard_normal((64, 32)).astype(np.float32)
+p, out = run(gemm, {"x": x, "w": w}, params={"w"}, backend="cpu")
+s.check("gemm_pad: runs", p.returncode == 0, p.stderr[-600:])
+check_outputs("gemm_pad", out, {"y": np.maximum(x @ w, fills(64, [(-1.0, 8), (0.5, 32), (-1.0, 8)]))})
 
 # the CUDA translation unit (sm80) on the simulator
 if cuda_sim.have_gxx():
