@@ -5,7 +5,8 @@ ConstantOfShape + Concat import; a pad of another value), read by the CPU
 kernels that take constants as literals: the map kernel alone and with an
 input (contract_map.c), a row reduction, the recurrent-cell template's gate
 math over a small GEMM (cell_c.c), the GEMM template's clamp epilogue
-(contract.c), and the GPU's simple elementwise kernel
+(contract.c), the softmax template's scale (contract_row.c; layernorm's
+constants alike), and the GPU's simple elementwise kernel
 (contract_ewise.c, run on the CPU SIMT simulator, tests/cuda_sim).  Each
 kernel once took the constant as its value everywhere, the pad included:
 a silent wrong result.  Checked against numpy, in ordinary compiles at two
@@ -92,6 +93,23 @@ p, out = run(gemm, {"x": x, "w": w}, params={"w"}, backend="cpu")
 s.check("gemm_pad: runs", p.returncode == 0, p.stderr[-600:])
 check_outputs("gemm_pad", out, {"y": np.maximum(x @ w, fills(64, [(-1.0, 8), (0.5, 32), (-1.0, 8)]))})
 
+# the softmax template (both targets): a constant factor is its scale only where no pad of it is read
+SOFTMAX = """graph<R=8> main(x: f32[R, 64]) -> (y: f32[R, 64]) {
+    y = softmax(x * pad(expand(0.5, [R, 48]), [[0, 0], [8, 8]], value=2.0))
+    return y
+}
+"""
+sm = os.path.join(D, "softmax_pad.harp")
+with open(sm, "w") as f:
+    f.write(SOFTMAX)
+x = rng.standard_normal((8, 64)).astype(np.float32)
+t = x * fills(8, [(2.0, 8), (0.5, 48), (2.0, 8)])
+e = np.exp(t - t.max(axis=1, keepdims=True))
+want_sm = {"y": e / e.sum(axis=1, keepdims=True)}
+p, out = run(sm, {"x": x}, backend="cpu")
+s.check("softmax_pad: runs", p.returncode == 0, p.stderr[-600:])
+check_outputs("softmax_pad", out, want_sm)
+
 # the CUDA translation unit (sm80) on the simulator
 if cuda_sim.have_gxx():
     x = rng.standard_normal((6, 40)).astype(np.float32)
@@ -101,4 +119,12 @@ if cuda_sim.have_gxx():
     s.check("const_pad_rows sm80: runs on the simulator", err is None, str(err)[-600:])
     for name, w in want_rows(x).items():
         s.check(f"const_pad_rows sm80: {name} vs numpy", *close(np.asarray(outs.get(name, np.zeros(0))), w, 1e-5, 1e-5))
+    x = rng.standard_normal((8, 64)).astype(np.float32)
+    p, d = cuda_sim.dump(sm, "sm80")
+    outs, err = cuda_sim.run(d, {"x": x}) if p.returncode == 0 else ({}, p.stderr[-600:])
+    s.check("softmax_pad sm80: runs on the simulator", err is None, str(err)[-600:])
+    t = x * fills(8, [(2.0, 8), (0.5, 48), (2.0, 8)])
+    e = np.exp(t - t.max(axis=1, keepdims=True))
+    s.check("softmax_pad sm80: y vs numpy", *close(np.asarray(outs.get("y", np.zeros(0))), e / e.sum(axis=1, keepdims=True),
+                                                   1e-5, 1e-5))
 s.close()
