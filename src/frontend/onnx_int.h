@@ -236,9 +236,8 @@ bool ox_const_scalar(ox_val *x, double *v);
 hg_val ox_operand(ox_ctx *c, int i, int other_rank);
 /* Input i as integers known at import (required). */
 harp_status ox_const_ints(ox_ctx *c, int i, const char *what, int64_t *out, int cap, int *n);
-/* onnx_ops_move.c: fill (of type dt) expanded to shape s, an expression of
- * shape variables; read from a one-element weight (a literal's expansion,
- * padded by a Concat, loses its pad in the CPU's map kernels). */
+/* onnx_ops_move.c: the literal fill (of type dt) expanded to shape s, whose
+ * sizes may be expressions of shape variables. */
 hg_val ox_fill_sym(ox_ctx *c, double fill, tiny_dtype dt, const fe_shape *s);
 /* onnx_fold_fsym.c: whether d >= 0 at every binding of its sizes (a
  * constant plus non-negative multiples of sizes, after bounding a

@@ -214,23 +214,18 @@ OP(Constant) {
 }
 
 hg_val ox_fill_sym(ox_ctx *c, double fill, tiny_dtype dt, const fe_shape *s) {
-  ut_tensor t;
-  if (ut_tensor_alloc(c->e, &t, dt, 1, (int64_t[]){1})) return -1;
-  ut_tensor_set(&t, 0, (float)fill);
-  if (dt == TINY_I32) ((int32_t *)t.data)[0] = (int32_t)fill;
-  hg_val w = ox_weight(c, "fill", &t);
-  return w < 0 ? -1 : fe_expand(c->g, fe_reshape(c->g, w, &(fe_shape){.rank = 0}), s);
+  return fe_expand(c->g, fe_reshape(c->g, hg_const_typed(c->g, fill, dt), &(fe_shape){.rank = 0}), s);
 }
 
 /* A fill of a shape known at run time only (sizes a host op gave), or of
- * expressions of shape variables (sym): the value expanded in the graph. */
-static harp_status fill_runtime(ox_ctx *c, ox_val *sv, double fill, int oty, bool sym) {
+ * expressions of shape variables (a ShapeSet's): the value expanded in the graph. */
+static harp_status fill_runtime(ox_ctx *c, ox_val *sv, double fill, int oty) {
   tiny_dtype dt;
   if (sv->irank != 1 || sv->in > TINY_MAX_RANK) return ox_fail(c, HARP_E_INVALID_ARG, "the shape must be 1-D (at most %d values)", TINY_MAX_RANK);
   if (!ox_dtype(oty, &dt)) return ox_fail(c, HARP_E_UNSUPPORTED, "value of type %s", ox_type_name(oty));
   fe_shape s = {.rank = (int)sv->in};
   for (int i = 0; i < s.rank; i++) s.d[i] = sv->iv[i];
-  hg_val v = sym ? ox_fill_sym(c, fill, dt, &s) : fe_expand(c->g, fe_reshape(c->g, hg_const_typed(c->g, fill, dt), &(fe_shape){.rank = 0}), &s);
+  hg_val v = ox_fill_sym(c, fill, dt, &s);
   if (v < 0) return c->e->code;
   if (ox_def(c, 0, v)) return c->e->code;
   ox_val *y = ox_find(c, c->node->output[0]);
@@ -256,7 +251,7 @@ OP(ConstantOfShape) {
       ut_tensor_free(&v.t);
       if (!one) return ox_fail(c, HARP_E_INVALID_ARG, "value must have one element");
     }
-    return fill_runtime(c, sv, fill, oty, sym);
+    return fill_runtime(c, sv, fill, oty);
   }
   if (ox_const_ints(c, 0, "shape", shp, TINY_MAX_RANK, &n)) return c->e->code;
   int64_t numel = 1;

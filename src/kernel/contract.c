@@ -117,6 +117,15 @@ typedef struct epi_map {
   const rg_operand *x[CT_MAX_EPI]; /* the tensor added (bias or residual, classified by the caller) */
 } epi_map;
 
+/* Whether block bi reads tensor t through padding anywhere (a constant
+ * padded with another value is no literal). */
+static bool reads_pad_of(const ct_src *c, int bi, int t) {
+  const poly_block_info *b = poly_block(c->pv, bi);
+  for (int a = 0; a < b->naccess; a++)
+    if (!b->access[a].write && b->access[a].tensor == t && b->access[a].nfill) return true;
+  return false;
+}
+
 /* The region's epilogue as template steps; additions of a tensor are left
  * as CT_EPI_RESIDUAL with x[] set, for the caller to place.  reshape_ok: a
  * RESHAPE is no step (the grouped conv's [n, g, oc/g, oh, ow] -> [n, oc, oh, ow]:
@@ -165,6 +174,7 @@ static bool map_epilogue(const ct_src *c, const fn_kernel *K, const rg_info *inf
       if (ep->nextra != 1 || ep->extra[0].cast >= 0) return false;
       const tiny_node *t = &g->nodes[ep->extra[0].node];
       if (t->op != TINY_CONST || !tiny_dtype_is_float(t->dtype) || isnan(t->a.cnst.value)) return false;
+      if (reads_pad_of(c, ep->block, ep->extra[0].node)) return false; /* not one value at every point */
       float v = (float)t->a.cnst.value;
       ct_epi *prev = em->n ? &em->epi[em->n - 1] : NULL;
       if (ek == TE_UPPER && prev && prev->kind == CT_EPI_CLAMP && prev->hi == INFINITY) {

@@ -179,8 +179,10 @@ static void ew_block(ew_read *r, int k, const tiny_shape *os) {
       if (poly_access_is_pointwise(&e2, w->s->pv, w->R->blocks[k], a, &pw) || !pw)
         r->bad = "reads a value of the region at another point";
       val[a] = r->vof[t] - 1;
+    } else if (node(w, t)->op == TINY_CONST) { /* a literal only where no point reads a pad of it */
+      val[a] = b->access[a].nfill ? (r->bad = "reads a constant through padding", -1) : ew_const(r, node(w, t));
     } else {
-      val[a] = node(w, t)->op == TINY_CONST ? ew_const(r, node(w, t)) : ew_input(r, w->R->blocks[k], a, t);
+      val[a] = ew_input(r, w->R->blocks[k], a, t);
     }
   }
   if (r->bad) return;

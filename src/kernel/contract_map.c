@@ -179,6 +179,9 @@ static bool read_flat(const ct_src *s, int kernel, bool (*ok)(tiny_op op), ct_ma
         if (!poly_access_identity(s->pv, bi, q)) DECLINE("map: a value of the region read other than point for point");
         *arg = (ct_map_arg){'v', j, 0};
       } else if (tn->op == TINY_CONST) {
+        /* a literal everywhere only where no point of the block reads a pad
+         * of it (a fill padded by a concat: the pieces path cuts the slabs) */
+        if (b->access[q].nfill) DECLINE(PADDED_READ);
         float v = (float)tn->a.cnst.value;
         if (tn->dtype == TINY_FP16) v = ut_round_f16(v);
         else if (tn->dtype == TINY_BF16) v = ut_round_bf16(v);

@@ -79,9 +79,12 @@ static int base_src(const ct_row *w, int n, int k) {
   return bi < 0 ? -1 : poly_block(w->s->pv, bi)->access[k].tensor;
 }
 
-static bool is_const(const ct_row *w, int n, double *v) {
-  if (n < 0 || node(w, n)->op != TINY_CONST) return false;
-  if (v) *v = node(w, n)->a.cnst.value;
+/* Whether source k of n is a constant read as one value (no pad of it
+ * read anywhere: a padded fill is no scale or eps), its value into *v. */
+static bool const_src(const ct_row *w, int n, int k, double *v) {
+  int bi = ct_row_block_of(w, n), c = base_src(w, n, k);
+  if (c < 0 || node(w, c)->op != TINY_CONST || poly_block(w->s->pv, bi)->access[k].nfill) return false;
+  if (v) *v = node(w, c)->a.cnst.value;
   return true;
 }
 
@@ -185,7 +188,7 @@ bool ct_read_softmax(const ct_row *w, ct_softmax *out, const char **why) {
   const tiny_node *p0 = node(w, ns[0]);
   if (n >= 6 && (p0->op == TINY_MUL || p0->op == TINY_FDIV)) {
     int a = base_src(w, ns[0], 0), b = base_src(w, ns[0], 1);
-    bool cb = is_const(w, b, &pc), ca = p0->op == TINY_MUL && !cb && is_const(w, a, &pc);
+    bool cb = const_src(w, ns[0], 1, &pc), ca = p0->op == TINY_MUL && !cb && const_src(w, ns[0], 0, &pc);
     if ((cb || ca) && pc > 0 && isfinite(pc)) {
       pre = ns[k++];
       pre_x = cb ? a : b;
@@ -206,7 +209,7 @@ bool ct_read_softmax(const ct_row *w, ct_softmax *out, const char **why) {
   if (!last_axis_reduce(w, mx, TINY_RMAX) || node(w, d)->op != TINY_SUB || base_src(w, d, 0) != xin ||
       base_src(w, d, 1) != mx)
     return false;
-  if (t >= 0 && (base_src(w, t, 0) != d || !is_const(w, base_src(w, t, 1), &c) || !(c > 0))) return false;
+  if (t >= 0 && (base_src(w, t, 0) != d || !const_src(w, t, 1, &c) || !(c > 0))) return false;
   if (!((t >= 0 && node(w, ex)->op == TINY_EXP2 && base_src(w, ex, 0) == t) ||
         (t < 0 && node(w, ex)->op == TINY_EXP && base_src(w, ex, 0) == d)))
     return false;
@@ -244,14 +247,14 @@ bool ct_read_layernorm(const ct_row *w, ct_layernorm *out, const char **why) {
   int x = base_src(w, s1, 0);
   double inv = 0, inv2 = 0, eps = 0;
   if (!last_axis_reduce(w, s1, TINY_RSUM) || node(w, mean)->op != TINY_MUL || base_src(w, mean, 0) != s1 ||
-      !is_const(w, base_src(w, mean, 1), &inv))
+      !const_src(w, mean, 1, &inv))
     return false;
   if (node(w, xc)->op != TINY_SUB || base_src(w, xc, 0) != x || base_src(w, xc, 1) != mean) return false;
   if (node(w, sq)->op != TINY_MUL || base_src(w, sq, 0) != xc || base_src(w, sq, 1) != xc) return false;
   if (!last_axis_reduce(w, s2, TINY_RSUM) || base_src(w, s2, 0) != sq || node(w, var)->op != TINY_MUL ||
-      base_src(w, var, 0) != s2 || !is_const(w, base_src(w, var, 1), &inv2))
+      base_src(w, var, 0) != s2 || !const_src(w, var, 1, &inv2))
     return false;
-  if (node(w, ve)->op != TINY_ADD || base_src(w, ve, 0) != var || !is_const(w, base_src(w, ve, 1), &eps)) return false;
+  if (node(w, ve)->op != TINY_ADD || base_src(w, ve, 0) != var || !const_src(w, ve, 1, &eps)) return false;
   if (node(w, rs)->op != TINY_RSQRT || base_src(w, rs, 0) != ve) return false;
   if (node(w, y)->op != TINY_MUL || base_src(w, y, 0) != xc || base_src(w, y, 1) != rs) return false;
   int k = 9, gamma = -1, beta = -1, cur = y, pb[2] = {-1, -1};

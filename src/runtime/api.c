@@ -378,6 +378,14 @@ const char *harp_output_source_name(const harp_compiled *c, int k) {
   return c->out_src && c->out_src[k] ? c->out_src[k] : harp_output_name(c, k);
 }
 
+/* Whether one of the n "NAME=..." assignments in a names symbol name. */
+static bool names_sym(const char *const *a, int n, const char *name) {
+  size_t len = strlen(name);
+  for (int k = 0; k < n; k++)
+    if (!strncmp(a[k], name, len) && a[k][len] == '=') return true;
+  return false;
+}
+
 /* Load the model src names or holds (its format: src->format, else the
  * path's extension), then compile it as harp_compile_file does. */
 static harp_status load_graph(harp_error *e, const api_src *src, const char *fmt, const harp_options *o, tiny_graph **g,
@@ -431,8 +439,9 @@ harp_status api_compile_src(harp_error *e, const api_src *src, const harp_option
   if (!syms || !buf) st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   for (int i = 0; !st && o && o->syms && o->syms[i] && n < 64; i++) syms[n++] = o->syms[i];
   for (int i = 0; !st && i < defaults.n; i++) {
-    bool given = false;
-    for (int k = 0; k < n; k++) given |= !strncmp(syms[k], defaults.names[i], strlen(defaults.names[i])) && syms[k][strlen(defaults.names[i])] == '=';
+    /* a symbol the caller binds, or a ShapeSet's (bound per run), keeps no default */
+    bool given = names_sym(syms, n, defaults.names[i]);
+    for (int k = 0; o && o->shapesets && o->shapesets[k] && !given; k++) given = names_sym(&o->shapesets[k], 1, defaults.names[i]);
     if (given) continue;
     snprintf(buf[i], sizeof buf[i], "%s=%lld", defaults.names[i], (long long)defaults.values[i]);
     syms[n++] = buf[i];

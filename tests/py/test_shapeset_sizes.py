@@ -7,7 +7,8 @@ runs at three bindings on a cache of its own, each output against
 onnxruntime; where every kernel reads its sizes at run time it is one
 object (the first run builds it, the next two build nothing).  A size
 harp cannot keep symbolic (a quotient by a size) says so and compiles the
-binding alone, still right."""
+binding alone, still right.  Fills of a Shape-derived size concatenated
+and added to x: one object, right at four bindings."""
 import os
 import sys
 import tempfile
@@ -110,6 +111,18 @@ m4 = model([mk("Shape", ["x"], ["s"]), mk("Gather", ["s", "zero"], ["w"]), mk("R
            [vi("x", ["w", 4])], [vi("y", None), vi("cat", None)],
            [ints("zero", 0), ints("one", 1), ints("ax0", [0]), ints("ax1", [1]), init("tenth", np.array(0.1, np.float32))])
 check("range_constantofshape", m4, "w=1..50", [(6, 4), (50, 4), (1, 4)], one_object=False)
+
+# fills of a Shape-derived size side by side (ConstantOfShape [r, 24] of 1.5 and [r, 16] of -2), times x plus
+# themselves: literal fills read through the Concat's pads (the map kernels once wrote 1.5 + -2 everywhere);
+# each fill a slab of the output, its rows read at run time: one object
+neg2 = onnx.helper.make_tensor("v", TensorProto.FLOAT, [1], [-2.0])
+m7 = model([mk("Shape", ["x"], ["s"]), mk("Slice", ["s", "zero1", "one1"], ["r"]), mk("Concat", ["r", "n24"], ["s1"], axis=0),
+            mk("Concat", ["r", "n16"], ["s2"], axis=0), mk("ConstantOfShape", ["s1"], ["a"], value=fill),
+            mk("ConstantOfShape", ["s2"], ["b"], value=neg2), mk("Concat", ["a", "b"], ["c"], axis=1),
+            mk("Mul", ["x", "c"], ["xc"]), mk("Add", ["xc", "c"], ["y"])],
+           [vi("x", ["r", 40])], [vi("y", None)],
+           [ints("zero1", [0]), ints("one1", [1]), ints("n24", [24]), ints("n16", [16])])
+check("fills_concat_x", m7, "r=2..30", [(5, 40), (30, 40), (2, 40), (17, 40)])
 
 # Ceil and Round (no ties: an odd denominator) of a size cast to float, as a ConstantOfShape's shape
 m6 = model([mk("Shape", ["x"], ["s"]), mk("Gather", ["s", "zero1"], ["w"]), mk("Cast", ["w"], ["wf"], to=TensorProto.FLOAT),

@@ -142,7 +142,8 @@ static bool read_arg(const rc_ctx *c, const fn_kernel *K, cell_spec *s, int b, i
   const tiny_node *tn = &c->g->nodes[t];
   int64_t st[POLY_MAX_VARS], off;
   bool aff = false;
-  if (tn->op == TINY_CONST) {
+  if (tn->op == TINY_CONST) { /* a literal only where no point reads a pad of it */
+    if (pb->access[k].nfill) DECLINE("a gate math read of a constant through padding");
     *a = (cell_arg){'c', 0, tn->a.cnst.value, tn->dtype};
     return true;
   }

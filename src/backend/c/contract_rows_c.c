@@ -286,8 +286,10 @@ static void map_walk_exprs(const rc_ctx *c, int r, const ct_map *mp, const tiny_
   for (int k = -1; k < (mp->ystrided ? mp->nin : 0); k++) {
     const tiny_shape *t = k < 0 ? ys : mp->in[k].bcast ? NULL : rc_slot_shape(c, r, mp->in[k].t.slot);
     int d1 = t ? dims_ending(t, t->rank, mp->cols, mp->nouter == 0) : -1;
+    bool slab = false; /* a slab of y cut along an inner axis (a fill's piece of a concat): its rows are y's outer dims */
+    if (d1 < 0 && k < 0 && t && mp->ystrided && mp->nouter > 0) slab = (d1 = dims_ending(t, t->rank, mp->yostride[mp->nouter - 1], false)) > 0;
     if (d1 < 0) continue;
-    if (!s->cols_expr && rc_size_expr(c, t, d1, t->rank, mp->cols, x[nx], 160)) s->cols_expr = x[nx++];
+    if (!slab && !s->cols_expr && rc_size_expr(c, t, d1, t->rank, mp->cols, x[nx], 160)) s->cols_expr = x[nx++];
     for (int d = mp->nouter - 1; d >= 0 && d1 > 0; d--) {
       int d0 = dims_ending(t, d1, mp->outer[d], d == 0);
       if (d0 < 0) break;

@@ -1,0 +1,219 @@
+#!/usr/bin/env python3
+"""test_shapeset_models.py — issue 25's acceptance, generated: every model
+of tests/models (.json, .harp, .onnx; the list globbed, not kept by hand)
+compiled ONCE as a ShapeSet session (harp.InferenceSession(...,
+shapesets=BOX), harp.h's shapesets) over a box of one or two of its
+symbols, then run at two or more bindings inside, each output against the
+reference interpreter (providers=["interp"]) on the same feeds.
+
+The table below holds, per model, the box, the symbols kept fixed, the
+bindings and what the compile gives today: ONE (one object serves the box,
+one C compile), or a piece of the reason it compiles per binding instead
+(rt_sgen_fallback, `--time-stages`' "a compile per binding: ..."), or a
+piece of the error the model gets on the CPU at all (it then runs nowhere:
+recorded, not skipped).  Either way the numbers must agree.  A model with
+fixed shapes gets a symbol by a rewrite of its text (REWRITE: the batch or
+a spatial dim), a file's ONNX input its dim_param.  A model in
+tests/models without a row fails the test: add one.  Runs in about
+30 s on 2 loaded cores; HARP_SS_MODELS=name,... runs some only."""
+import glob
+import os
+import re
+import tempfile
+import time
+
+from harp_py import SRC, Suite, harp, np
+
+s = Suite("shapeset_models")
+D = tempfile.mkdtemp()
+CACHE = tempfile.mkdtemp()
+ONE = "one object"
+
+
+def row(box, at, fixed=None, expect=ONE, tol=1e-4, rewrite=None, slow=False):
+    """box {SYM: (lo, hi)}, bindings at [{SYM: v}] (two or more), fixed {SYM: v}; expect ONE or a
+    piece of the fallback reason; tol: |a - b| <= tol (1 + max |b|); slow: run only with HARP_TEST_SLOW=1."""
+    return dict(box=box, at=at, fixed=fixed or {}, expect=expect, tol=tol, rewrite=rewrite, slow=slow)
+
+
+ATT = {"B": 1, "H": 2, "N": 24, "D": 16, "Dv": 16}
+PER_BINDING = "depends on the binding"
+TABLE = {
+    # ---- Tiny IR (JSON)
+    "attention_full.json": row({"M": (2, 40)}, [{"M": 2}, {"M": 40}, {"M": 17}], ATT),
+    "attention_full_fp16.json": row({"M": (2, 40)}, [{"M": 2}, {"M": 40}, {"M": 17}], ATT, tol=2e-2),
+    # the causal mask's iota nests print their bounds
+    "attention_full_causal.json": row({"M": (2, 24)}, [{"M": 2}, {"M": 13}], ATT, "model_k0_body " + PER_BINDING),
+    "attention_full_causal_fp16.json": row({"M": (2, 24)}, [{"M": 2}, {"M": 13}], ATT, "model_k0_body " + PER_BINDING,
+                                           2e-2, slow=True),
+    "attention_full_mask.json": row({"N": (3, 40)}, [{"N": 3}, {"N": 40}, {"N": 21}], {"B": 2, "H": 2, "M": 12, "D": 16, "Dv": 16}),
+    # a batched fp16 GEMM: its row micro-kernels print M
+    "attention_qkt.json": row({"M": (2, 24)}, [{"M": 2}, {"M": 9}], {"B": 1, "H": 2, "N": 16, "D": 16},
+                              "model_k0_gemm_avx512_row4 " + PER_BINDING, 2e-2),
+    "conv3x3_bias_silu.json": row({"H": (4, 20)}, [{"H": 4}, {"H": 20}, {"H": 11}], {"N": 1, "C": 8, "W": 12, "O": 16}),
+    "conv3x3_bias_silu_fp16.json": row({"H": (4, 20)}, [{"H": 4}, {"H": 20}, {"H": 11}], {"N": 1, "C": 8, "W": 12, "O": 16}, tol=2e-2),
+    "dsym_names.json": row({"W": (2, 40)}, [{"W": 2}, {"W": 40}, {"W": 18}]),
+    # a strided read of a derived size: the copy's nest prints its step
+    "dsym_skip.json": row({"H": (2, 41)}, [{"H": 2}, {"H": 20}], {"N": 3}, "model_k0_gx " + PER_BINDING),
+    "gelu_bias_rows.json": row({"R": (2, 300)}, [{"R": 2}, {"R": 300}, {"R": 77}]),
+    "gemm_chain4.json": row({"M": (2, 40)}, [{"M": 2}, {"M": 40}, {"M": 13}], {"D": 16}, tol=1e-3),
+    "layernorm.json": row({"R": (2, 48)}, [{"R": 2}, {"R": 48}, {"R": 20}]),
+    "layernorm_fp16.json": row({"R": (2, 40)}, [{"R": 2}, {"R": 40}, {"R": 9}], tol=2e-2),
+    # valid only where 4 R == 8 H: R made the derived symbol 2 H by a rewrite, H the box
+    "reshape_rows.json": row({"H": (1, 20)}, [{"H": 1}, {"H": 20}, {"H": 7}],
+                             rewrite=[('"R"', '"ds_r"'), ('"outputs"', '"derived": {"ds_r": "2*H"},\n "outputs"')]),
+    "seed000_gemm_bias_relu.json": row({"M": (3, 61)}, [{"M": 3}, {"M": 61}, {"M": 29}], {"K": 19, "N": 70}, tol=1e-3),
+    # the spec's attention as loops (no template): the nest prints M
+    "seed001_attention.json": row({"M": (2, 24)}, [{"M": 2}, {"M": 24}], {"B": 1, "H": 2, "N": 6, "D": 4},
+                                  "model_k0_body " + PER_BINDING),
+    # the spec's conv names its output size (Oy, Ox) as symbols of their own: the batch varies
+    "seed001_conv.json": row({"N": (1, 3)}, [{"N": 1}, {"N": 3}],
+                             {"Cin_total": 3, "H": 7, "W": 6, "Cout": 4, "Cin": 3, "Kh": 3, "Kw": 3, "pt": 1, "pb": 1, "pl": 1,
+                              "pr": 1, "Sh": 2, "Sw": 1, "Dh": 1, "Dw": 2, "G": 1, "Rcout": 4, "Oy": 4, "Ox": 4}),
+    "seed001_gemm.json": row({"M": (2, 40)}, [{"M": 2}, {"M": 40}, {"M": 9}], {"K": 16, "N": 24}, tol=2e-2),
+    "softmax_rows.json": row({"R": (1, 48)}, [{"R": 1}, {"R": 48}, {"R": 19}], {"L": 33}),
+    # ---- the DSL
+    # the fused QKV's head split: loop nests over S with a constant bound
+    "attention_fused_qkv.harp": row({"S": (2, 40)}, [{"S": 2}, {"S": 17}], {"B": 2}, "model_k1_body " + PER_BINDING,
+                                    1e-3, slow=True),
+    "attention_heads_mask.harp": row({"N": (3, 40)}, [{"N": 3}, {"N": 40}, {"N": 19}], {"B": 2, "M": 24}, slow=True),
+    "bert_base_2layers.harp": row({"S": (8, 24)}, [{"S": 8}, {"S": 24}], tol=1e-3, slow=True),
+    "cat_hw.harp": row({"H": (4, 20)}, [{"H": 4}, {"H": 20}, {"H": 9}], {"N": 1, "W": 12}),
+    "const_pad_rows.harp": row({"R": (2, 30)}, [{"R": 2}, {"R": 30}, {"R": 17}]),
+    "cnn_hw.harp": row({"H": (6, 20)}, [{"H": 6}, {"H": 20}, {"H": 12}], {"N": 1, "W": 10}, tol=1e-3, slow=True),
+    "d2s_hw.harp": row({"H": (2, 12)}, [{"H": 2}, {"H": 12}, {"H": 5}], {"N": 1, "W": 8}),
+    # a conv and a pool over derived sizes ((H + 1) / 2): their templates print them
+    "dsym_cnn.harp": row({"H": (5, 21)}, [{"H": 5}, {"H": 12}], {"N": 1, "W": 9}, "model_k1_conv " + PER_BINDING, 1e-3,
+                         slow=True),
+    "dsym_reshape.harp": row({"n": (4, 64)}, [{"n": 4}, {"n": 64}, {"n": 28}]),
+    "dw_hw.harp": row({"N": (1, 3)}, [{"N": 1}, {"N": 3}, {"N": 2}], {"H": 16, "W": 16}, tol=1e-3),
+    "mha_proj.harp": row({"S": (2, 40)}, [{"S": 2}, {"S": 40}, {"S": 23}], tol=1e-3, slow=True),
+    "pool_hw.harp": row({"H": (4, 20)}, [{"H": 4}, {"H": 20}, {"H": 10}], {"N": 1, "W": 12}),
+    "pool_pad_hw.harp": row({"H": (5, 21)}, [{"H": 5}, {"H": 21}, {"H": 12}], {"N": 1, "W": 11}, slow=True),
+    "scale_hw.harp": row({"H": (4, 20)}, [{"H": 4}, {"H": 20}, {"H": 9}], {"N": 1, "W": 8}),
+    "se_hw.harp": row({"H": (4, 20)}, [{"H": 4}, {"H": 20}, {"H": 9}], {"N": 1, "W": 8}, tol=1e-3),
+    # main's input has a fixed size: made the symbol L by a rewrite
+    "seed002_multi_output.harp": row({"L": (1, 100)}, [{"L": 1}, {"L": 100}, {"L": 37}],
+                                     rewrite=[("graph main(", "graph<L=10> main("), ("f32[10]", "f32[L]")]),
+    "seed002_subgraph.harp": row({"D": (1, 50)}, [{"D": 1}, {"D": 50}, {"D": 19}], {"B": 2}),
+    # the upsampled sizes are symbols of their own (G = 2 H, P = 4 H): boxed with H, bound together
+    "up2_add.harp": row({"H": (2, 12), "G": (4, 24)}, [{"H": 2, "G": 4}, {"H": 12, "G": 24}, {"H": 5, "G": 10}],
+                        {"N": 1, "W": 8, "V": 16}),
+    "up2_crop.harp": row({"H": (2, 12), "G": (4, 24)}, [{"H": 2, "G": 4}, {"H": 12, "G": 24}, {"H": 5, "G": 10}],
+                         {"N": 1, "W": 8, "V": 15}),
+    "upcat_hw.harp": row({"H": (2, 8), "G": (4, 16), "P": (8, 32)}, [{"H": 2, "G": 4, "P": 8}, {"H": 7, "G": 14, "P": 28}],
+                         {"N": 1, "W": 4, "V": 8, "Q": 16}),
+    # ---- ONNX: fixed shapes, the batch made a dim_param
+    # the max pool's and the classifier GEMM's kernels print the batch
+    "small_cnn.onnx": row({"batch": (1, 6)}, [{"batch": 1}, {"batch": 4}], expect="model_k1_pool " + PER_BINDING, tol=1e-3),
+}
+DTYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(int32)": np.int32}
+
+
+def model_path(name, r):
+    """The model file, rewritten where its row says (text substitutions; an ONNX input's batch a dim_param)."""
+    path = os.path.join(SRC, "tests", "models", name)
+    if name.endswith(".onnx"):
+        import onnx
+        m = onnx.load(path)
+        for i in m.graph.input:
+            i.type.tensor_type.shape.dim[0].dim_param = "batch"
+        for o in m.graph.output:
+            o.type.tensor_type.shape.dim[0].dim_param = "batch"
+        path = os.path.join(D, name)
+        onnx.save(m, path)
+        return path
+    if not r["rewrite"]:
+        return path
+    text = open(path).read()
+    for old, new in r["rewrite"]:
+        text = text.replace(old, new)
+    path = os.path.join(D, name)
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def syms_at(r, b):
+    """The bindings of every symbol at binding b: box symbols from b, the rest fixed."""
+    env = dict(r["fixed"])
+    env.update(b)
+    return env
+
+
+def feeds_for(ref, rng, shapes):
+    """Uniform feeds in [-2, 2] for the reference session's inputs (shapes {name: dims} where it has them)."""
+    return {i.name: rng.uniform(-2, 2, shapes.get(i.name, i.shape)).astype(DTYPES.get(i.type, np.float32))
+            for i in ref.get_inputs()}
+
+
+def check_model(name, r):
+    path = model_path(name, r)
+    fixed = dict(r["fixed"])
+    onnx_model = name.endswith(".onnx")
+    opts = {"cache_dir": CACHE, "progress": False, "syms": {} if onnx_model else fixed}
+    want_error = r["expect"].startswith("error:")
+    try:
+        sess = harp.InferenceSession(path, opts, shapesets=r["box"])
+    except harp.HarpError as ex:
+        s.check(f"{name}: compiles over {r['box']}" if not want_error else f"{name}: refused on the CPU, as recorded",
+                want_error, str(ex)[:400])
+        if want_error:
+            print(f"  {name}: {str(ex)[:160]}")
+        return
+    s.check(f"{name}: compiles (the table says it does not: {r['expect']})", not want_error)
+    rng = np.random.default_rng(25)
+    for b in r["at"]:
+        env = syms_at(r, b)
+        shapes = onnx_shapes(path, b) if onnx_model else {}
+        ref = harp.InferenceSession(path, {"syms": {} if onnx_model else env, "progress": False,
+                                           "shapes": {k: tuple(v) for k, v in shapes.items()}}, providers=["interp"])
+        feeds = feeds_for(ref, rng, shapes)
+        want = ref.run(None, feeds)
+        try:
+            got = sess.run(None, feeds)
+        except harp.HarpError as ex:
+            s.check(f"{name} at {b}: runs", False, str(ex)[:400])
+            continue
+        for k, (g, w) in enumerate(zip(got, want)):
+            g32, w32 = np.asarray(g, np.float32), np.asarray(w, np.float32)
+            scale = 1 + (float(np.max(np.abs(w32))) if w32.size else 0)
+            ok = g32.shape == w32.shape and bool(np.all(np.abs(g32 - w32) <= r["tol"] * scale))
+            err = float(np.max(np.abs(g32 - w32))) if g32.shape == w32.shape and g32.size else -1
+            s.check(f"{name} at {b}: output {k} vs the interpreter", ok, f"shapes {g32.shape} {w32.shape}, max abs err {err}")
+    objs, built, why = sess.shapeset_objects()
+    if r["expect"] == ONE:  # a binding at 1 where a size 1 broadcasts differently compiles apart (the object serves 2..hi)
+        apart = any(v == 1 for b in r["at"] for v in b.values())
+        s.check(f"{name}: one object for the box", why is None and (objs == 1 or (apart and objs == 2)), f"{objs} object(s): {why}")
+    else:
+        s.check(f"{name}: a compile per binding, as recorded ({r['expect']})", why is not None and r["expect"] in why,
+                f"{objs} object(s): {why}")
+    print(f"  {name}: {objs} object(s), {built} built; {why or ONE}")
+
+
+def onnx_shapes(path, b):
+    """An ONNX model's input shapes at binding b of its batch: {name: [dims]}."""
+    import onnx
+    m = onnx.load(path)
+    return {i.name: [b["batch"] if d.dim_param == "batch" else d.dim_value for d in i.type.tensor_type.shape.dim]
+            for i in m.graph.input}
+
+
+names = sorted(os.path.basename(p) for p in glob.glob(os.path.join(SRC, "tests", "models", "*"))
+               if re.search(r"\.(json|harp|onnx)$", p))
+only = [n for n in os.environ.get("HARP_SS_MODELS", "").split(",") if n]
+for name in names:
+    if only and name not in only:
+        continue
+    if name not in TABLE:
+        s.check(f"{name}: has a row in the table (box, bindings, what it gives)", False)
+        continue
+    r = TABLE[name]
+    if r["slow"] and not only and os.environ.get("HARP_TEST_SLOW") != "1":
+        print(f"  {name}: slow, skipped (HARP_TEST_SLOW=1 runs it)")
+        continue
+    t = time.time()
+    check_model(name, r)
+    print(f"  {name}: {time.time() - t:.1f} s")
+s.check("every row names a model that exists", all(n in names for n in TABLE), str([n for n in TABLE if n not in names]))
+s.close()
