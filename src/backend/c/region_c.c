@@ -67,7 +67,7 @@ static harp_status emit_gather(emit *m, const char *fn, long *chunk_len) {
 }
 
 harp_status rc_emit_gather(rc_ctx *c, int r, const char *fn, ut_str *out, long *chunk_len) {
-  rc_nest_ctx nc = {c->e, c->g, c->pv, c->f, c->arena, c->gpu, false};
+  rc_nest_ctx nc = {c->e, c->g, c->pv, c->f, c->arena, c->gpu, .half_rows = false};
   emit m;
   if (rc_emit_init(&m, &nc, r, out)) return c->e->code;
   harp_status st = emit_gather(&m, fn, chunk_len);
@@ -79,7 +79,11 @@ harp_status rc_emit_loops(rc_ctx *c, int r, const char *fn, const char *why, ut_
   const fn_function *f = c->f;
   const rg_region *R = &f->part->regions[f->kernels[r].region];
   const tiny_graph *g = c->g;
-  rc_nest_ctx nc = {c->e, c->g, c->pv, c->f, c->arena, c->gpu, .half_rows = c->bf16};
+  int64_t *now = c->ngen_syms ? ut_arena_alloc(c->arena, sizeof(int64_t) * (size_t)c->ngen_syms) : NULL;
+  if (c->ngen_syms && !now) return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  if (now) rc_sym_now(c, now);
+  rc_nest_ctx nc = {c->e, c->g, c->pv, c->f, c->arena, c->gpu, .half_rows = c->bf16, .nsyms = c->ngen_syms,
+                    .syms = c->gen_syms, .sym_now = now, .sym_hi = c->gen_hi};
   emit m;
   if (rc_emit_init(&m, &nc, r, out)) return c->e->code;
   harp_status st = HARP_OK;
@@ -96,16 +100,19 @@ harp_status rc_emit_loops(rc_ctx *c, int r, const char *fn, const char *why, ut_
   long outer = m.prefix >= 1 ? (long)s0->d[cv].n : 0;
   bool run_len = m.prefix >= 1 && rc_size_expr(c, s0, cv, cv + 1, outer, len_expr, sizeof len_expr);
   poly_ast_opts opts = {.prefix = m.prefix, .chunk_outer = outer > 1 || run_len, .chunk_var = cv,
-                        .chunk_extent = run_len ? outer : 0};
+                        .chunk_extent = run_len ? outer : 0, .nsyms = c->ngen_syms, .syms = c->gen_syms,
+                        .sym_now = now, .sym_hi = c->gen_hi};
+  if (run_len && m.prefix >= 1) opts.chunk_sym = rc_nest_sym(&nc, &s0->d[cv]) + 1;
   poly_ast *tree;
   if ((st = poly_ast_gen(c->e, c->pv, m.stmts, m.nstmts, &opts, c->arena, &tree))) goto done;
   if (!rt_knobs_or_default(c->knobs)->no_coalesce && (st = rc_coalesce(&m, tree))) goto done;
   *chunk_len = opts.chunk_outer ? outer : 0;
   bool floors = false; /* HP_NOTRAP (rc_prelude.c) for a kernel that calls floorf */
   for (int k = 0; k < R->nblocks && !floors; k++) floors = g->nodes[poly_block(c->pv, R->blocks[k])->node].op == TINY_FLOOR;
-  ut_str_printf(out, "%sHP_KERNEL static int %s_body(void *const *bufs, long hp_lo, long hp_hi) {\n", floors ? "HP_NOTRAP " : "",
-                fn);
+  ut_str_printf(out, "%sHP_KERNEL static int %s_body(void *const *bufs, %slong hp_lo, long hp_hi) {\n", floors ? "HP_NOTRAP " : "",
+                fn, c->ngen_syms ? "const long *hp_sv, " : "");
   if (!opts.chunk_outer) ut_str_puts(out, "  (void)hp_lo; (void)hp_hi;\n");
+  rc_emit_sv_locals(c, out);
   /* one typed restrict pointer per buffer: live buffers never overlap */
   for (int k = 0; k < m.K->nreads + m.K->nwrites; k++) {
     int b = k < m.K->nreads ? m.K->reads[k] : m.K->writes[k - m.K->nreads];
@@ -135,15 +142,20 @@ harp_status rc_emit_loops(rc_ctx *c, int r, const char *fn, const char *why, ut_
   /* Threads take slices of the outermost shared loop (its iterations are
    * independent: every dependence in the region is the identity on the
    * shared loops).  Small kernels stay on the calling thread. */
-  double work = 0;
+  double work = 0, work_hi = 0;
   for (int k = 0; k < R->nblocks; k++) {
     const poly_block_info *b = poly_block(c->pv, R->blocks[k]);
     const tiny_node *n = &g->nodes[b->node];
-    double w = (double)tiny_shape_numel(&n->shape);
-    if (b->kind == POLY_REDUCE || b->kind == POLY_CONTRACTION) w = (double)tiny_shape_numel(&g->nodes[n->src[0].node].shape);
-    work += w;
+    const tiny_shape *ws = b->kind == POLY_REDUCE || b->kind == POLY_CONTRACTION ? &g->nodes[n->src[0].node].shape : &n->shape;
+    work += (double)tiny_shape_numel(ws);
+    work_hi += (double)rc_size_hi(c, ws, 0, ws->rank);
   }
-  if (run_len) { /* the same choice as below, at run time */
+  if (c->ngen_syms) { /* a ShapeSet object: the sizes passed to the body, the choice at run time */
+    double per = opts.chunk_outer ? work_hi / (double)rc_size_hi(c, s0, cv, cv + 1) : 0;
+    char clen[32];
+    snprintf(clen, sizeof clen, "%ldL", *chunk_len > 0 ? *chunk_len : 0L);
+    rc_emit_sv_entry(c, fn, run_len ? len_expr : clen, opts.chunk_outer, per, out);
+  } else if (run_len) { /* the same choice as below, at run time */
     ut_str_printf(out,
                   "static void %s_task(void *ctx, int t, int tid) {\n"
                   "  hp_chunks *c = ctx;\n  (void)tid;\n"
