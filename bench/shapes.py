@@ -4,6 +4,7 @@ input sizes, as an OCR service sees them: harp's ShapeSets against the
 exactly-specialised build and onnxruntime.
 
     python3 bench/shapes.py [--harp build/harp] [--n 5] [--specialised 1] [--only det,rec]
+                            [--box rec=128..800]
 
 For each model, n input sizes (seeded: the detector H x W in multiples of 32
 from 320 to 960, the recogniser 48 x W in multiples of 8 from 96 to 800), one
@@ -23,7 +24,10 @@ and, for the first --specialised sizes only:
              object at that size, the specialised one in the same process)
              when one object serves the box; else the ShapeSet's runs are the
              specialised object's (a compile per binding)
-Printed per model: the C compiles of the ShapeSet and of the specialised
+--box KIND=LO..HI sets every dynamic dim of a model's box to LO..HI and
+draws its sizes inside it (PP-OCRv4 rec at 96..800 compiles per binding:
+at W = 96 its maps' rows of 12 tokens take other kernels than at 800; from
+128 it is one object).  Printed per model: the C compiles of the ShapeSet and of the specialised
 build (one per size), the time spent before results, the per-run latencies
 (medians) and the largest absolute error against onnxruntime, with the
 largest |output| beside it (on random inputs the detector's map is all near
@@ -56,11 +60,15 @@ MODELS = {"det": ("ppocr_v4_det", [("p2o_DynamicDimension_1", 320, 960), ("p2o_D
           "rec": ("ppocr_v4_rec", [("p2o_DynamicDimension_1", 96, 800)], (3,))}
 
 
-def sizes(kind, n, seed=7):
+def sizes(kind, n, box, seed=7):
+    """n sizes inside the box (its first dim's bounds): the detector's H x W in
+    multiples of 32, the recogniser's 48 x W in multiples of 8."""
     rng = np.random.default_rng(seed)
+    lo, hi = box[0][1], box[0][2]
     if kind == "det":
-        return [(1, 3, 32 * int(rng.integers(10, 31)), 32 * int(rng.integers(10, 31))) for _ in range(n)]
-    return [(1, 3, 48, 8 * int(rng.integers(12, 101))) for _ in range(n)]
+        return [(1, 3, 32 * int(rng.integers(-(-lo // 32), hi // 32 + 1)), 32 * int(rng.integers(-(-lo // 32), hi // 32 + 1)))
+                for _ in range(n)]
+    return [(1, 3, 48, 8 * int(rng.integers(-(-lo // 8), hi // 8 + 1))) for _ in range(n)]
 
 
 def model_path(name):
@@ -119,6 +127,11 @@ def harp_set_bench(exe, path, box, dims, shape, cache):
 
 def one_model(a, kind):
     name, box, dims = MODELS[kind]
+    for b in a.box:  # --box KIND=LO..HI: every dim of the model's box
+        k, rng_ = b.split("=")
+        if k == kind:
+            lo, hi = (int(v) for v in rng_.split(".."))
+            box = [(s, lo, hi) for s, _, _ in box]
     path = model_path(name)
     work = tempfile.mkdtemp(prefix="harp-shapes-")
     cache = tempfile.mkdtemp(dir=work)
@@ -130,7 +143,7 @@ def one_model(a, kind):
     t = {"set_wall": [], "ort": [], "spec": [], "spec_compile": [], "set_run": [], "set_ratio": []}
     built, why, err, ymax = 0, None, 0.0, 0.0
     rng = np.random.default_rng(1)
-    for i, shape in enumerate(sizes(kind, a.n)):
+    for i, shape in enumerate(sizes(kind, a.n, box)):
         x = rng.random(shape, dtype=np.float32)
         wall, b, w, got = harp_set(a.harp, path, box, x, work, cache)
         t["set_wall"].append(wall)
@@ -166,6 +179,7 @@ def main():
     ap.add_argument("--n", type=int, default=5)
     ap.add_argument("--specialised", type=int, default=1)
     ap.add_argument("--only", default="det,rec")
+    ap.add_argument("--box", action="append", default=[], help="KIND=LO..HI: that model's box (all its dims)")
     a = ap.parse_args()
     for kind in a.only.split(","):
         one_model(a, kind)

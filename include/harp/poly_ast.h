@@ -59,6 +59,17 @@ typedef struct poly_ast_opts {
   int64_t chunk_extent;      /* > 0: hp_hi <= chunk_extent as well (the caller's chunks never pass the
                                 loop's end), so the loop's bound is hp_hi alone and the extent appears
                                 nowhere in the code: a ShapeSet object passes it at run time */
+  /* A ShapeSet object's symbols (astgen_sym.c; nsyms 0: every size a
+   * constant).  A statement of a box block loops over an axis whose size is
+   * symbol i up to the C parameter hp_sv<i> (1 <= hp_sv<i> <= sym_hi[i]),
+   * and its single-piece accesses (a padded one: its real elements where the
+   * index lies in the tensor's box of such parameters) are built on that
+   * domain; each is checked against this graph's own at sym_now. */
+  int nsyms;
+  const char *const *syms;  /* the symbols' names (tiny_dim.sym) */
+  const int64_t *sym_now;   /* their values in this graph */
+  const int64_t *sym_hi;    /* the largest values a run takes */
+  int chunk_sym;            /* > 0 (with chunk_extent): hp_hi <= hp_sv<chunk_sym - 1> too */
 } poly_ast_opts;
 
 typedef enum poly_ast_kind { PA_FOR, PA_IF, PA_BLOCK, PA_USER } poly_ast_kind;

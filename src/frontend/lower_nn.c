@@ -355,12 +355,28 @@ int lw_softmax(lw *L) {
   return lw_cast_if(L, y, TINY_FP32, dt);
 }
 
+/* POOL w's windows [N, C, Oh, Ow, kh, kw] reshaped to n's own sizes where
+ * a window count is an expression of symbols lowered for a ShapeSet
+ * (L->derive; an ordinary lowering keeps its graph as it was): Tiny's
+ * POOL counts its windows as numbers, the reshape gives them the names
+ * (derived symbols) the importer gave n's dims, as a conv's result has
+ * them, and the reductions keep them; else w. */
+static int named_windows(lw *L, const fe_node *n, int w, const fe_dim *kh, const fe_dim *kw) {
+  int64_t v;
+  bool sym = false;
+  for (int i = 0; i < n->shape.rank; i++) sym |= !fe_dim_is_int(n->shape.d[i], &v);
+  if (!sym || !L->derive || w < 0 || n->shape.rank != 4) return w;
+  fe_shape s = n->shape;
+  s.rank = 6, s.d[4] = kh, s.d[5] = kw;
+  return lw_reshape(L, w, &s);
+}
+
 int lw_pool2d(lw *L) {
   const fe_node *n = L->cur;
   tiny_dtype dt = n->dtype;
   ut_arena *A = L->fp->arena;
-  int w = pool(L, lw_tin(L, 0, dt), fe_dim_int(A, n->a.pool.kernel[0]), fe_dim_int(A, n->a.pool.kernel[1]),
-               n->a.pool.stride, NULL);
+  const fe_dim *kh = fe_dim_int(A, n->a.pool.kernel[0]), *kw = fe_dim_int(A, n->a.pool.kernel[1]);
+  int w = named_windows(L, n, pool(L, lw_tin(L, 0, dt), kh, kw, n->a.pool.stride, NULL), kh, kw);
   const int axes[2] = {4, 5};
   if (n->op == HG_OP_MAX_POOL2D) return lw_reduce(L, w, TINY_RMAX, axes, 2, dt);
   int s = lw_reduce(L, w, TINY_RSUM, axes, 2, TINY_FP32);

@@ -30,6 +30,7 @@ typedef struct gen {
   const poly_ast_opts *opts;
   ut_arena *A;
   harp_status st;
+  bool *symdom; /* per statement: its domain is over the symbols' parameters (astgen_sym.c) */
 } gen;
 
 static harp_status gfail(gen *g, const char *what) {
@@ -157,7 +158,7 @@ static int stmt_vars(const poly_view *pv, const poly_stmt_spec *s) {
 }
 
 /* Rename the set's tuple to S<k> and drop reduced variables for INIT/FINAL. */
-static __isl_give isl_set *stmt_domain(gen *g, int k) {
+static __isl_give isl_set *concrete_domain(gen *g, int k) {
   const poly_stmt_spec *s = &g->stmts[k];
   const poly_blk *b = &g->pv->blocks[s->block];
   isl_set *d = isl_set_copy(b->domain);
@@ -174,6 +175,19 @@ static __isl_give isl_set *stmt_domain(gen *g, int k) {
   }
   char name[32];
   return isl_set_set_tuple_name(d, stmt_name(k, name, sizeof name));
+}
+
+/* Statement k's domain: over the symbols' parameters where g->symdom[k]
+ * (a ShapeSet object), else the block's numbers. */
+static __isl_give isl_set *stmt_domain(gen *g, int k) {
+  isl_set *d = concrete_domain(g, k);
+  if (!g->symdom || !g->symdom[k]) return d;
+  char name[32];
+  const poly_blk *b = &g->pv->blocks[g->stmts[k].block];
+  isl_set *p = poly_sym_domain(g->pv, b, stmt_vars(g->pv, &g->stmts[k]), g->opts, stmt_name(k, name, sizeof name), d);
+  if (!p) return d; /* checked when symdom was set: only out of memory */
+  isl_set_free(d);
+  return p;
 }
 
 /* S<k>[v..] -> [v0..v(p-1), g, v(p).., 0.., pos] of length len. */
@@ -255,6 +269,15 @@ static __isl_give isl_pw_multi_aff *stmt_access(gen *g, int k, int a, __isl_keep
     m = isl_map_project_out(m, isl_dim_in, (unsigned)b->pub.nout, (unsigned)(b->pub.nvars - b->pub.nout));
   char name[32];
   m = isl_map_set_tuple_name(m, isl_dim_in, stmt_name(k, name, sizeof name));
+  if (g->symdom && g->symdom[k]) { /* one affine function: over the parameters too */
+    isl_set *cd = concrete_domain(g, k);
+    isl_map *p = poly_sym_access(g->pv, stmt_acc(g, k, a), g->opts, isl_map_copy(m), dom, cd);
+    isl_set_free(cd);
+    if (p) {
+      isl_map_free(m);
+      return isl_pw_multi_aff_from_map(p);
+    }
+  }
   m = isl_map_align_params(m, isl_set_get_space(dom));
   m = isl_map_intersect_domain(m, isl_set_copy(dom));
   return isl_pw_multi_aff_from_map(m);
@@ -442,6 +465,31 @@ static poly_ast *convert(gen *g, __isl_keep isl_ast_node *n, int depth) {
   return a;
 }
 
+/* ctx restricted to c's parameters (taken; NULL: ctx as it was). */
+static __isl_give isl_set *with_context(__isl_take isl_set *ctx, __isl_take isl_set *c) {
+  if (!c) return ctx;
+  c = isl_set_align_params(c, isl_set_get_space(ctx));
+  return isl_set_intersect_params(isl_set_align_params(ctx, isl_set_get_space(c)), c);
+}
+
+/* g->symdom: which statements loop over the symbols' parameters (a box
+ * block with an axis of a symbol's size, checked at the symbols' values). */
+static harp_status mark_sym_domains(gen *g) {
+  g->symdom = ut_arena_alloc(g->A, sizeof(bool) * (size_t)g->nstmts);
+  if (!g->symdom) return g->st = ut_fail(g->e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  for (int k = 0; k < g->nstmts; k++) {
+    isl_set *d = concrete_domain(g, k);
+    char name[32];
+    isl_set *p = d ? poly_sym_domain(g->pv, &g->pv->blocks[g->stmts[k].block], stmt_vars(g->pv, &g->stmts[k]), g->opts,
+                                     stmt_name(k, name, sizeof name), d)
+                   : NULL;
+    g->symdom[k] = p != NULL;
+    isl_set_free(p);
+    isl_set_free(d);
+  }
+  return HARP_OK;
+}
+
 harp_status poly_ast_gen(harp_error *e, const poly_view *cpv, const poly_stmt_spec *stmts, int nstmts,
                        const poly_ast_opts *opts, ut_arena *arena, poly_ast **out) {
   poly_view *pv = (poly_view *)cpv; /* isl objects are shared (copied), never changed */
@@ -468,6 +516,7 @@ harp_status poly_ast_gen(harp_error *e, const poly_view *cpv, const poly_stmt_sp
     return ut_fail(e, HARP_E_INTERNAL, NULL, "chunking shared loop %d of %d", opts->chunk_var, opts->prefix);
   if (opts->fix_outer < 0 || opts->fix_outer > opts->prefix || (opts->fix_outer && (opts->chunk_outer || !opts->fix_extent)))
     return ut_fail(e, HARP_E_INTERNAL, NULL, "fixing %d of %d shared loops", opts->fix_outer, opts->prefix);
+  if (opts->nsyms > 0 && mark_sym_domains(&g)) return g.st;
   isl_union_map *sched = NULL;
   isl_union_set *doms = NULL;
   for (int k = 0; k < nstmts && !g.st; k++) {
@@ -497,9 +546,13 @@ harp_status poly_ast_gen(harp_error *e, const poly_view *cpv, const poly_stmt_sp
     isl_set *params = isl_union_set_params(isl_union_set_copy(doms));
     isl_set *ctxset = isl_set_universe(isl_set_get_space(params));
     isl_set_free(params);
+    if (opts->nsyms > 0) ctxset = with_context(ctxset, poly_sym_params(g.ctx, opts, false));
     if (opts->chunk_outer) {
       char cs[128];
-      if (opts->chunk_extent > 0)
+      if (opts->chunk_extent > 0 && opts->chunk_sym > 0)
+        snprintf(cs, sizeof cs, "[hp_lo, hp_hi, hp_sv%d] -> { : 0 <= hp_lo <= hp_hi <= hp_sv%d }", opts->chunk_sym - 1,
+                 opts->chunk_sym - 1);
+      else if (opts->chunk_extent > 0)
         snprintf(cs, sizeof cs, "[hp_lo, hp_hi] -> { : 0 <= hp_lo <= hp_hi <= %lld }", (long long)opts->chunk_extent);
       else
         snprintf(cs, sizeof cs, "[hp_lo, hp_hi] -> { : 0 <= hp_lo <= hp_hi }");

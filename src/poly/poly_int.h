@@ -95,6 +95,20 @@ __isl_give isl_aff *poly_aff(poly_view *pv, __isl_keep isl_local_space *ls, cons
 __isl_give isl_set *poly_cons_set(poly_view *pv, __isl_keep isl_space *space, const ib_cons *c, int n);
 /* Read relation (read pieces) and fill sets of an access, simplified. */
 harp_status poly_make_access(poly_view *pv, poly_blk *b, poly_acc *a, int tensor);
+/* ---- astgen_sym.c: a ShapeSet object's domains and accesses ---- */
+struct poly_ast_opts;
+/* The symbols' parameters hp_sv<i> bounded 1..sym_hi[i], or (now) fixed to sym_now[i]. */
+__isl_give isl_set *poly_sym_params(isl_ctx *ctx, const struct poly_ast_opts *o, bool now);
+/* Box block b's statement domain (nvars variables, tuple `tuple`) with each
+ * axis of a symbol's size bounded by its parameter; NULL where no axis is
+ * one, b is no box, or the set differs from `concrete` at sym_now. */
+__isl_give isl_set *poly_sym_domain(poly_view *pv, const poly_blk *b, int nvars, const struct poly_ast_opts *o,
+                                    const char *tuple, __isl_keep isl_set *concrete);
+/* Access a's relation m (a statement's tuple; taken) rebuilt on the
+ * parametric domain pdom; NULL where m is not one affine function (at most
+ * one pad value), or the result differs from m on cdom at sym_now. */
+__isl_give isl_map *poly_sym_access(poly_view *pv, const poly_acc *a, const struct poly_ast_opts *o, __isl_take isl_map *m,
+                                    __isl_keep isl_set *pdom, __isl_keep isl_set *cdom);
 /* ---- acc_cache.c: access relations reused across same-shaped blocks ---- */
 /* The key of access a of block b into a tensor of `rank` axes (arena);
  * NULL where it is not cached. */

@@ -104,9 +104,10 @@ static void test_json_round_trip(void **state) {
   tiny_graph *g = load_model("dsym_cnn.harp");
   char *a = tiny_write_json(g);
   if (getenv("DSYM_DEBUG")) fprintf(stderr, "%s", a);
-  assert_int_equal(g->ndsyms, 2);
+  assert_int_equal(g->ndsyms, 4); /* the conv's rows and columns, and the pool's (its windows named) */
   assert_non_null(strstr(a, "\"derived\""));
   assert_non_null(strstr(a, "\"ds_H_p1_d2\": \"(H + 1) floordiv 2\""));
+  assert_non_null(strstr(a, "\"ds_W_p1_d2_d2\": \"(W + 1) floordiv 2 floordiv 2\""));
   harp_error e = {0};
   tiny_graph *h = NULL;
   assert_ok(&e, tiny_load_json(&e, a, strlen(a), "round", &h));

@@ -322,44 +322,44 @@ typedef struct rep_rt {
   int64_t total;
 } rep_rt;
 
-/* *x for GEMM gm's repack (region of c): loop i walks the axis of A0's
- * tensor whose row-major stride and extent it has. */
-static void repack_rt(const rc_ctx *c, const ct_gemm *gm, rep_rt *x) {
+/* *x for a repack of n loops (extents size, source strides src) from a
+ * tensor of shape sh (of c): loop i walks the axis of sh whose row-major
+ * stride and extent it has. */
+static void repack_rt(const rc_ctx *c, const tiny_shape *sh, const int64_t *size, const int64_t *src, int n, rep_rt *x) {
   memset(x, 0, sizeof *x);
-  const tiny_shape *sh = &c->g->nodes[gm->A0.node].shape;
   int64_t st[TINY_MAX_RANK], acc = 1;
   for (int d = sh->rank - 1; d >= 0; d--) st[d] = acc, acc *= sh->d[d].n;
   x->total = 1;
-  for (int i = 0; i < gm->nrep; i++) {
-    int64_t hi = gm->rep_size[i];
+  for (int i = 0; i < n; i++) {
+    int64_t hi = size[i];
     for (int d = 0; d < sh->rank; d++) {
-      if (sh->d[d].n < 2 || sh->d[d].n != gm->rep_size[i] || st[d] != gm->rep_src[i]) continue;
+      if (sh->d[d].n < 2 || sh->d[d].n != size[i] || st[d] != src[i]) continue;
       if (rc_axis_expr(c, sh, d, hi, x->buf[2 * i], sizeof x->buf[0], &hi)) x->v[i] = x->buf[2 * i];
       break;
     }
-    if (rc_stride_expr(c, sh, gm->rep_src[i], x->buf[2 * i + 1], sizeof x->buf[0])) x->s[i] = x->buf[2 * i + 1];
+    if (rc_stride_expr(c, sh, src[i], x->buf[2 * i + 1], sizeof x->buf[0])) x->s[i] = x->buf[2 * i + 1];
     x->total *= hi;
   }
 }
 
 /* Copy A0 (n loops of extents vsize, source strides src_stride) into a
- * dense scratch `ap`; x: a ShapeSet object's run-time extents and strides
- * (NULL: all constants). */
-static void emit_repack(ut_str *o, const ct_tensor *A0, const int64_t *vsize, const int64_t *src_stride, int n,
-                        const rep_rt *x) {
+ * dense scratch `dst` (ap: A's); x: a ShapeSet object's run-time extents
+ * and strides (NULL: all constants). */
+static void emit_repack(ut_str *o, const char *dst, const ct_tensor *A0, const int64_t *vsize, const int64_t *src_stride,
+                        int n, const rep_rt *x) {
   const char *t = A0->dtype == TINY_FP32 ? "float" : "uint16_t";
   int64_t total = 1;
   for (int i = 0; i < n; i++) total *= vsize[i];
   if (x) total = x->total;
-  ut_str_printf(o, "  %s *ap = aligned_alloc(64, %" PRId64 "UL);\n  if (!ap) return 2;\n", t,
-                (total * tiny_dtype_size(A0->dtype) + 63) / 64 * 64);
+  ut_str_printf(o, "  %s *%s = aligned_alloc(64, %" PRId64 "UL);\n  if (!%s) return 2;\n", t, dst,
+                (total * tiny_dtype_size(A0->dtype) + 63) / 64 * 64, dst);
   ut_str_printf(o, "  { const %s *src = (const %s *)bufs[%d] + %" PRId64 ";\n    long at = 0;\n", t, t, A0->slot,
                 A0->offset);
   for (int i = 0; i < n; i++) {
     if (x && x->v[i]) ut_str_printf(o, "    %*sfor (long i%d = 0; i%d < %s; i%d++)\n", 2 * i, "", i, i, x->v[i], i);
     else ut_str_printf(o, "    %*sfor (long i%d = 0; i%d < %" PRId64 "L; i%d++)\n", 2 * i, "", i, i, vsize[i], i);
   }
-  ut_str_printf(o, "    %*sap[at++] = src[", 2 * n, "");
+  ut_str_printf(o, "    %*s%s[at++] = src[", 2 * n, "", dst);
   for (int i = 0; i < n; i++) {
     if (x && x->s[i]) ut_str_printf(o, "%si%d * %s", i ? " + " : "", i, x->s[i]);
     else ut_str_printf(o, "%si%d * %" PRId64 "L", i ? " + " : "", i, src_stride[i]);
@@ -567,6 +567,48 @@ static const char *gemm_rows_expr(const rc_ctx *c, int r, ct_gemm *gm, bool swap
   return buf;
 }
 
+/* A ShapeSet GEMM (rows m_now at this binding) whose A or residual is read
+ * with a stride of run-time value (a symbol's size: A transposed, [K][M]
+ * over the rows; a residual [N][M]): the template reads it dense instead,
+ * A from the repack scratch `ap` ([M][K]), a residual from rp<i>
+ * ([M][N], sym_dense_epi_copies), both copied per run at the binding's
+ * extents and strides (repack_rt). */
+static void sym_dense_operands(const rc_ctx *c, int r, ct_gemm *gm, int64_t m_now) {
+  char buf[96];
+  if (!gm->nrep && gm->a_sk != 1 && gm->A.slot >= 0 && gm->a_round == TINY_FP32 &&
+      rc_stride_expr(c, &c->g->nodes[gm->A.node].shape, gm->a_sk, buf, sizeof buf)) {
+    gm->A0 = gm->A;
+    gm->nrep = 2;
+    gm->rep_size[0] = m_now, gm->rep_src[0] = gm->a_sm;
+    gm->rep_size[1] = gm->K, gm->rep_src[1] = gm->a_sk;
+    gm->A.slot = -1, gm->A.offset = 0;
+    gm->a_sm = gm->K, gm->a_sk = 1;
+  }
+  for (int i = 0; i < gm->nepi; i++) {
+    ct_epi *ep = &gm->epi[i];
+    const tiny_shape *sh = ep->slot >= 0 ? rc_slot_shape(c, r, ep->slot) : NULL;
+    if (ep->kind == CT_EPI_RESIDUAL && ep->s_n != 1 && sh && rc_stride_expr(c, sh, ep->s_n, buf, sizeof buf))
+      ep->s_m = gm->N, ep->s_n = 1;
+  }
+}
+
+/* The copies sym_dense_operands asked for of gm's residuals (read: as the
+ * GEMM reads them), ep[i] pointed at each. */
+static void sym_dense_epi_copies(const rc_ctx *c, int r, const ct_gemm *read, const ct_gemm *gm, ut_str *out) {
+  for (int i = 0; i < gm->nepi; i++) {
+    const ct_epi *ep = &read->epi[i];
+    if (gm->epi[i].s_n == ep->s_n) continue;
+    char dst[16];
+    snprintf(dst, sizeof dst, "rp%d", i);
+    const ct_tensor t = {-1, ep->slot, ep->dtype, ep->off};
+    const int64_t size[2] = {read->M, read->N}, src[2] = {ep->s_m, ep->s_n};
+    rep_rt x;
+    repack_rt(c, rc_slot_shape(c, r, ep->slot), size, src, 2, &x);
+    emit_repack(out, dst, &t, size, src, 2, &x);
+    ut_str_printf(out, "  ep[%d] = %s;\n", i, dst);
+  }
+}
+
 /* The plan's split-K (algo_choice matmul splitk_reduce: plan_validate
  * refuses the other forms on the CPU) into s->tune.splitk, the slice count
  * of plan_splitk_factor, for the skinny kernel of region r.  A GEMM that
@@ -617,6 +659,7 @@ harp_status cc_emit_gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
   }
   char mexpr[160]; /* a ShapeSet object: the rows read at run time, tiled for the upper corner */
   const char *m_rt = gemm_rows_expr(c, r, &gm, swapped, mexpr, sizeof mexpr);
+  if (m_rt) sym_dense_operands(c, r, &gm, read->M);
   cgen_gemm_spec s;
   cgen_gemm_spec_init(&s, gm.M, gm.N, gm.K, TINY_FP32);
   s.m_expr = m_rt;
@@ -685,10 +728,13 @@ harp_status cc_emit_gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
   else ut_str_printf(&b, "(const char *)bufs[%d] + %" PRId64 " * %d", gm.B.slot, gm.B.offset, tiny_dtype_size(gm.B.dtype));
   if (s.prepack_a || s.prepack_b) ut_str_printf(out, "  /* %s packed by model_init */\n", s.prepack_a ? "A" : "B");
   rep_rt rx;
-  if (gm.nrep && m_rt) repack_rt(c, &gm, &rx);
-  if (gm.nrep) emit_repack(out, &gm.A0, gm.rep_size, gm.rep_src, gm.nrep, m_rt ? &rx : NULL);
+  if (gm.nrep && m_rt) repack_rt(c, &c->g->nodes[gm.A0.node].shape, gm.rep_size, gm.rep_src, gm.nrep, &rx);
+  if (gm.nrep) emit_repack(out, "ap", &gm.A0, gm.rep_size, gm.rep_src, gm.nrep, m_rt ? &rx : NULL);
+  if (m_rt) sym_dense_epi_copies(c, r, read, &gm, out);
   ut_str_printf(out, "  int rc = %s(pool, %s, %s, bufs[%d], ep) ? 2 : 0;\n", kfn, a.buf ? a.buf : "", b.buf ? b.buf : "",
                 gm.C.slot);
+  for (int i = 0; m_rt && i < gm.nepi; i++)
+    if (gm.epi[i].s_n != read->epi[i].s_n) ut_str_printf(out, "  free(rp%d);\n", i);
   ut_str_puts(out, gm.nrep ? "  free(ap);\n  return rc;\n}\n\n" : "  return rc;\n}\n\n");
   if (a.oom || b.oom) out->oom = true;
   ut_str_free(&a);
@@ -755,6 +801,8 @@ static bool conv_size_exprs(const rc_ctx *c, int r, const ct_conv *cv, cgen_conv
     if (!rc_axis_expr(c, xs, d, want[d], x[i], sizeof x[i], sz[i])) continue;
     *e[i] = x[i], any = true;
   }
+  const bool rt[2] = {s->h_expr != NULL, s->w_expr != NULL};
+  if (any) rc_window_pads(c, r, cv->X.node, s->stride, rt, s->pad);
   return any;
 }
 

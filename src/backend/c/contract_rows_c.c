@@ -204,6 +204,8 @@ harp_status cc_emit_pool(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
     int d = i ? i + 1 : 0;
     if (rc_axis_expr(c, xs, d, want[d], rtx[i], sizeof rtx[i], sz[i])) *ex[i] = rtx[i];
   }
+  const bool rt[2] = {s.h_expr != NULL, s.w_expr != NULL};
+  if (rt[0] || rt[1]) rc_window_pads(c, r, pl.X.node, s.stride, rt, s.pad);
   int64_t oh = pl.oh, ow = pl.ow; /* the upper corner's where the sizes are read at run time */
   if (s.n_expr || s.h_expr || s.w_expr) cgen_pool_out_hw(&s, &oh, &ow);
   char kfn[128];

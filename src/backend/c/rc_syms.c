@@ -5,7 +5,10 @@
  * (on the calling thread: a kernel reads its sizes there, before it hands
  * work to the pool).  Symbols are printed as indices, never by name.
  * Needs: region_c.h (rc_ctx.gen_syms).  Gives: rc_size_expr, rc_axis_expr, rc_stride_expr, rc_size_hi, rc_slot_shape,
- * rc_emit_sym_block, rc_emit_run_syms, rc_emit_arena_at. */
+ * rc_emit_sym_block, rc_emit_run_syms, rc_emit_arena_at, and for a generic
+ * loop nest (region_c.c) rc_sym_now, rc_emit_sv_locals, rc_emit_sv_entry:
+ * its body takes the run's symbols as hp_sv[] (a pool thread has no
+ * hp_sym_ of its own) and names them hp_sv<i>, isl's parameters. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -84,6 +87,44 @@ void rc_emit_sym_block(const rc_ctx *c, ut_str *out) {
                      "static _Thread_local long hp_sym_[%d] = {", c->ngen_syms);
   for (int i = 0; i < c->ngen_syms; i++) ut_str_printf(out, "%s%" PRId64 "L", i ? ", " : "", c->gen_hi[i]);
   ut_str_puts(out, "};\n");
+  ut_str_printf(out, "/* a generic loop nest's slices of a run, with the run's symbols (rc_emit_sv_entry) */\n"
+                     "typedef struct hp_chunks_sv { void *const *bufs; long len; int ntasks; int rc; long sv[%d]; } hp_chunks_sv;\n",
+                c->ngen_syms);
+}
+
+void rc_sym_now(const rc_ctx *c, int64_t *now) {
+  for (int i = 0; i < c->ngen_syms; i++) {
+    now[i] = -1;
+    for (int k = 0; k < c->g->n && now[i] < 0; k++)
+      for (int d = 0; d < c->g->nodes[k].shape.rank && now[i] < 0; d++)
+        if (c->g->nodes[k].shape.d[d].sym && !strcmp(c->g->nodes[k].shape.d[d].sym, c->gen_syms[i]))
+          now[i] = c->g->nodes[k].shape.d[d].n;
+  }
+}
+
+void rc_emit_sv_locals(const rc_ctx *c, ut_str *out) {
+  for (int i = 0; i < c->ngen_syms; i++)
+    ut_str_printf(out, "  const long hp_sv%d = hp_sv[%d];\n  (void)hp_sv%d;\n", i, i, i);
+}
+
+void rc_emit_sv_entry(const rc_ctx *c, const char *fn, const char *len, bool chunks, double per, ut_str *out) {
+  if (!chunks) {
+    ut_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n  (void)pool;\n  return %s_body(bufs, hp_sym_, 0, %s);\n}\n\n",
+                  fn, fn, len);
+    return;
+  }
+  ut_str_printf(out,
+                "static void %s_task(void *ctx, int t, int tid) {\n"
+                "  hp_chunks_sv *c = ctx;\n  (void)tid;\n"
+                "  if (%s_body(c->bufs, c->sv, c->len * t / c->ntasks, c->len * (t + 1) / c->ntasks)) c->rc = 1;\n}\n"
+                "static int %s(hprt_pool *pool, void *const *bufs) {\n"
+                "  long len = %s;\n"
+                "  if (len <= 1 || (double)len * %.17g < 32768.0) return %s_body(bufs, hp_sym_, 0, len);\n"
+                "  int nt = 2 * hprt_pool_size(pool);\n"
+                "  hp_chunks_sv c = {bufs, len, (int)(nt < len ? nt : len), 0, {0}};\n"
+                "  for (int i = 0; i < %d; i++) c.sv[i] = hp_sym_[i];\n"
+                "  hprt_pool_run(pool, c.ntasks, %s_task, &c);\n  return c.rc;\n}\n\n",
+                fn, fn, fn, len, per, fn, c->ngen_syms, fn);
 }
 
 void rc_emit_run_syms(const rc_ctx *c, const char *P, ut_str *out) {
@@ -131,4 +172,28 @@ void rc_emit_arena_at(const rc_ctx *c, const char *P, ut_str *out) {
                 "  size_t need = %s_arena_at_();\n  for (int i = 0; i < %d; i++) hp_sym_[i] = keep[i];\n  return need;\n}\n\n",
                 P, fixed, body.buf ? body.buf : "", P, P, P, P, P, c->ngen_syms, c->ngen_syms, P, c->ngen_syms);
   ut_str_free(&body);
+}
+
+/* The PAD a read of tensor node x in region r passes (the window's
+ * padding as the model wrote it), or NULL. */
+static const tiny_node *pad_before(const rc_ctx *c, int r, int x) {
+  const rg_region *R = &c->f->part->regions[c->f->kernels[r].region];
+  for (int k = 0; k < R->nblocks; k++) {
+    const poly_block_info *b = poly_block(c->pv, R->blocks[k]);
+    for (int a = 0; a < b->naccess; a++) {
+      if (b->access[a].write || b->access[a].tensor != x) continue;
+      for (int v = 0; v < b->access[a].nvia; v++)
+        if (c->g->nodes[b->access[a].via[v]].op == TINY_PAD) return &c->g->nodes[b->access[a].via[v]];
+    }
+  }
+  return NULL;
+}
+
+void rc_window_pads(const rc_ctx *c, int r, int x, const int64_t *stride, const bool *rt, int64_t *pad) {
+  const tiny_node *p = pad_before(c, r, x);
+  if (!p || p->a.pad.n < 2) return;
+  for (int q = 0; q < 2; q++) {
+    int64_t hi = p->a.pad.hi[p->a.pad.n - 2 + q].n, lo = p->a.pad.lo[p->a.pad.n - 2 + q].n;
+    if (rt[q] && lo == pad[q] && hi > pad[2 + q] && hi < pad[2 + q] + stride[q]) pad[2 + q] = hi;
+  }
 }

@@ -67,7 +67,7 @@ static harp_status emit_gather(emit *m, const char *fn, long *chunk_len) {
 }
 
 harp_status rc_emit_gather(rc_ctx *c, int r, const char *fn, ut_str *out, long *chunk_len) {
-  rc_nest_ctx nc = {c->e, c->g, c->pv, c->f, c->arena, c->gpu, false};
+  rc_nest_ctx nc = {c->e, c->g, c->pv, c->f, c->arena, c->gpu, .half_rows = false};
   emit m;
   if (rc_emit_init(&m, &nc, r, out)) return c->e->code;
   harp_status st = emit_gather(&m, fn, chunk_len);
@@ -75,11 +75,65 @@ harp_status rc_emit_gather(rc_ctx *c, int r, const char *fn, ut_str *out, long *
   return st;
 }
 
+/* The entry fn of kernel fn_body (region R of c): the body over the
+ * outermost shared loop (opts), whose length is len_expr at run time or
+ * chunk_len (outer: s0's extent there at this binding), split over the pool
+ * where the work pays.  Threads take slices of that loop (its iterations
+ * are independent: every dependence in the region is the identity on the
+ * shared loops); small kernels stay on the calling thread. */
+static void emit_entry(const rc_ctx *c, const rg_region *R, const char *fn, const poly_ast_opts *opts, const char *len_expr,
+                       const tiny_shape *s0, long outer, long chunk_len, ut_str *out) {
+  const tiny_graph *g = c->g;
+  double work = 0, work_hi = 0;
+  for (int k = 0; k < R->nblocks; k++) {
+    const poly_block_info *b = poly_block(c->pv, R->blocks[k]);
+    const tiny_node *n = &g->nodes[b->node];
+    const tiny_shape *ws = b->kind == POLY_REDUCE || b->kind == POLY_CONTRACTION ? &g->nodes[n->src[0].node].shape : &n->shape;
+    work += (double)tiny_shape_numel(ws);
+    work_hi += (double)rc_size_hi(c, ws, 0, ws->rank);
+  }
+  if (c->ngen_syms) { /* a ShapeSet object: the sizes passed to the body, the choice at run time */
+    double per = opts->chunk_outer ? work_hi / (double)rc_size_hi(c, s0, opts->chunk_var, opts->chunk_var + 1) : 0;
+    char clen[32];
+    snprintf(clen, sizeof clen, "%ldL", chunk_len > 0 ? chunk_len : 0L);
+    rc_emit_sv_entry(c, fn, len_expr ? len_expr : clen, opts->chunk_outer, per, out);
+  } else if (len_expr) { /* the same choice as below, at run time */
+    ut_str_printf(out,
+                  "static void %s_task(void *ctx, int t, int tid) {\n"
+                  "  hp_chunks *c = ctx;\n  (void)tid;\n"
+                  "  if (%s_body(c->bufs, c->len * t / c->ntasks, c->len * (t + 1) / c->ntasks)) c->rc = 1;\n}\n"
+                  "static int %s(hprt_pool *pool, void *const *bufs) {\n"
+                  "  long len = %s;\n"
+                  "  if (len <= 1 || (double)len * %.17g < 32768.0) return %s_body(bufs, 0, len);\n"
+                  "  int nt = 2 * hprt_pool_size(pool);\n"
+                  "  hp_chunks c = {bufs, len, (int)(nt < len ? nt : len), 0};\n"
+                  "  hprt_pool_run(pool, c.ntasks, %s_task, &c);\n  return c.rc;\n}\n\n",
+                  fn, fn, fn, len_expr, work / (double)outer, fn, fn);
+  } else if (chunk_len > 1 && work >= 32768.0) {
+    ut_str_printf(out,
+                  "static void %s_task(void *ctx, int t, int tid) {\n"
+                  "  hp_chunks *c = ctx;\n  (void)tid;\n"
+                  "  if (%s_body(c->bufs, c->len * t / c->ntasks, c->len * (t + 1) / c->ntasks)) c->rc = 1;\n}\n"
+                  "static int %s(hprt_pool *pool, void *const *bufs) {\n"
+                  "  long len = %ldL;\n  int nt = 2 * hprt_pool_size(pool);\n"
+                  "  hp_chunks c = {bufs, len, (int)(nt < len ? nt : len), 0};\n"
+                  "  hprt_pool_run(pool, c.ntasks, %s_task, &c);\n  return c.rc;\n}\n\n",
+                  fn, fn, fn, chunk_len, fn);
+  } else {
+    ut_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n  (void)pool;\n  return %s_body(bufs, 0, %ldL);\n}\n\n",
+                  fn, fn, chunk_len > 0 ? chunk_len : 0L);
+  }
+}
+
 harp_status rc_emit_loops(rc_ctx *c, int r, const char *fn, const char *why, ut_str *out, long *chunk_len) {
   const fn_function *f = c->f;
   const rg_region *R = &f->part->regions[f->kernels[r].region];
   const tiny_graph *g = c->g;
-  rc_nest_ctx nc = {c->e, c->g, c->pv, c->f, c->arena, c->gpu, .half_rows = c->bf16};
+  int64_t *now = c->ngen_syms ? ut_arena_alloc(c->arena, sizeof(int64_t) * (size_t)c->ngen_syms) : NULL;
+  if (c->ngen_syms && !now) return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  if (now) rc_sym_now(c, now);
+  rc_nest_ctx nc = {c->e, c->g, c->pv, c->f, c->arena, c->gpu, .half_rows = c->bf16, .nsyms = c->ngen_syms,
+                    .syms = c->gen_syms, .sym_now = now, .sym_hi = c->gen_hi};
   emit m;
   if (rc_emit_init(&m, &nc, r, out)) return c->e->code;
   harp_status st = HARP_OK;
@@ -96,16 +150,19 @@ harp_status rc_emit_loops(rc_ctx *c, int r, const char *fn, const char *why, ut_
   long outer = m.prefix >= 1 ? (long)s0->d[cv].n : 0;
   bool run_len = m.prefix >= 1 && rc_size_expr(c, s0, cv, cv + 1, outer, len_expr, sizeof len_expr);
   poly_ast_opts opts = {.prefix = m.prefix, .chunk_outer = outer > 1 || run_len, .chunk_var = cv,
-                        .chunk_extent = run_len ? outer : 0};
+                        .chunk_extent = run_len ? outer : 0, .nsyms = c->ngen_syms, .syms = c->gen_syms,
+                        .sym_now = now, .sym_hi = c->gen_hi};
+  if (run_len && m.prefix >= 1) opts.chunk_sym = rc_nest_sym(&nc, &s0->d[cv]) + 1;
   poly_ast *tree;
   if ((st = poly_ast_gen(c->e, c->pv, m.stmts, m.nstmts, &opts, c->arena, &tree))) goto done;
   if (!rt_knobs_or_default(c->knobs)->no_coalesce && (st = rc_coalesce(&m, tree))) goto done;
   *chunk_len = opts.chunk_outer ? outer : 0;
   bool floors = false; /* HP_NOTRAP (rc_prelude.c) for a kernel that calls floorf */
   for (int k = 0; k < R->nblocks && !floors; k++) floors = g->nodes[poly_block(c->pv, R->blocks[k])->node].op == TINY_FLOOR;
-  ut_str_printf(out, "%sHP_KERNEL static int %s_body(void *const *bufs, long hp_lo, long hp_hi) {\n", floors ? "HP_NOTRAP " : "",
-                fn);
+  ut_str_printf(out, "%sHP_KERNEL static int %s_body(void *const *bufs, %slong hp_lo, long hp_hi) {\n", floors ? "HP_NOTRAP " : "",
+                fn, c->ngen_syms ? "const long *hp_sv, " : "");
   if (!opts.chunk_outer) ut_str_puts(out, "  (void)hp_lo; (void)hp_hi;\n");
+  rc_emit_sv_locals(c, out);
   /* one typed restrict pointer per buffer: live buffers never overlap */
   for (int k = 0; k < m.K->nreads + m.K->nwrites; k++) {
     int b = k < m.K->nreads ? m.K->reads[k] : m.K->writes[k - m.K->nreads];
@@ -132,43 +189,7 @@ harp_status rc_emit_loops(rc_ctx *c, int r, const char *fn, const char *why, ut_
   rc_emit_locals(&m, out, "  ", heap ? "hp_heap" : NULL, NULL);
   if ((st = rc_print_ast(&m, tree, 1))) goto done;
   ut_str_puts(out, heap ? "  free(hp_heap);\n  return 0;\n}\n\n" : "  return 0;\n}\n\n");
-  /* Threads take slices of the outermost shared loop (its iterations are
-   * independent: every dependence in the region is the identity on the
-   * shared loops).  Small kernels stay on the calling thread. */
-  double work = 0;
-  for (int k = 0; k < R->nblocks; k++) {
-    const poly_block_info *b = poly_block(c->pv, R->blocks[k]);
-    const tiny_node *n = &g->nodes[b->node];
-    double w = (double)tiny_shape_numel(&n->shape);
-    if (b->kind == POLY_REDUCE || b->kind == POLY_CONTRACTION) w = (double)tiny_shape_numel(&g->nodes[n->src[0].node].shape);
-    work += w;
-  }
-  if (run_len) { /* the same choice as below, at run time */
-    ut_str_printf(out,
-                  "static void %s_task(void *ctx, int t, int tid) {\n"
-                  "  hp_chunks *c = ctx;\n  (void)tid;\n"
-                  "  if (%s_body(c->bufs, c->len * t / c->ntasks, c->len * (t + 1) / c->ntasks)) c->rc = 1;\n}\n"
-                  "static int %s(hprt_pool *pool, void *const *bufs) {\n"
-                  "  long len = %s;\n"
-                  "  if (len <= 1 || (double)len * %.17g < 32768.0) return %s_body(bufs, 0, len);\n"
-                  "  int nt = 2 * hprt_pool_size(pool);\n"
-                  "  hp_chunks c = {bufs, len, (int)(nt < len ? nt : len), 0};\n"
-                  "  hprt_pool_run(pool, c.ntasks, %s_task, &c);\n  return c.rc;\n}\n\n",
-                  fn, fn, fn, len_expr, work / (double)outer, fn, fn);
-  } else if (*chunk_len > 1 && work >= 32768.0) {
-    ut_str_printf(out,
-                  "static void %s_task(void *ctx, int t, int tid) {\n"
-                  "  hp_chunks *c = ctx;\n  (void)tid;\n"
-                  "  if (%s_body(c->bufs, c->len * t / c->ntasks, c->len * (t + 1) / c->ntasks)) c->rc = 1;\n}\n"
-                  "static int %s(hprt_pool *pool, void *const *bufs) {\n"
-                  "  long len = %ldL;\n  int nt = 2 * hprt_pool_size(pool);\n"
-                  "  hp_chunks c = {bufs, len, (int)(nt < len ? nt : len), 0};\n"
-                  "  hprt_pool_run(pool, c.ntasks, %s_task, &c);\n  return c.rc;\n}\n\n",
-                  fn, fn, fn, *chunk_len, fn);
-  } else {
-    ut_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n  (void)pool;\n  return %s_body(bufs, 0, %ldL);\n}\n\n",
-                  fn, fn, *chunk_len > 0 ? *chunk_len : 0L);
-  }
+  emit_entry(c, R, fn, &opts, run_len ? len_expr : NULL, s0, outer, *chunk_len, out);
   if (out->oom) st = ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
 done:
   rc_emit_free(&m);

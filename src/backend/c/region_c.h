@@ -83,6 +83,21 @@ void rc_emit_prelude(ut_str *out);
  * the ShapeSet's symbols into buf, when at least one of them is a symbol of
  * c->gen_syms and the product of their values is `want` (the size the
  * kernel reader computed); else false (print the constant). */
+/* now[i]: the value of symbol c->gen_syms[i] in c's graph (-1: no dim has it). */
+void rc_sym_now(const rc_ctx *c, int64_t *now);
+/* A generic loop nest's body's hp_sv<i> locals, from its hp_sv argument. */
+void rc_emit_sv_locals(const rc_ctx *c, ut_str *out);
+/* A ShapeSet object's entry fn of a generic loop nest fn_body: the body
+ * over [0, len) (C text), split over the pool when chunks and len times
+ * per (each index's work) reaches 32768; the symbols passed as hp_sv. */
+void rc_emit_sv_entry(const rc_ctx *c, const char *fn, const char *len, bool chunks, double per, ut_str *out);
+/* A ShapeSet object's window over tensor node x (region r) whose height /
+ * width is read at run time (rt[0], rt[1]): its bottom / right padding
+ * pad[2 + q] raised to the model's own (the PAD the read passes) where the
+ * reader kept only what this binding reads (less by under a stride: an
+ * even width at stride 2 never reads the last pad column, an odd one does,
+ * so the corners' pads would hold for their parity alone). */
+void rc_window_pads(const rc_ctx *c, int r, int x, const int64_t *stride, const bool *rt, int64_t *pad);
 bool rc_size_expr(const rc_ctx *c, const tiny_shape *s, int d0, int d1, int64_t want, char *buf, size_t cap);
 /* The product of s's dims [d0, d1) at the ShapeSet's upper corner (each
  * ShapeSet symbol at its hi, the other dims as they are): the size a

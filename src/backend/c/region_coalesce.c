@@ -159,10 +159,12 @@ typedef struct pair {
 } pair;
 
 /* The row-major offset of index over dims [from, rank) of shape (rc_linear's
- * sum) steps by ni * coef(i) along o. */
-static bool offset_ok(const pair *pr, const tiny_shape *shape, const char *const *index, int from) {
+ * sum) steps by ni * coef(i) along o.  A ShapeSet object's dim of a
+ * symbol's size (c) has a stride of run-time value: no. */
+static bool offset_ok(const rc_nest_ctx *c, const pair *pr, const tiny_shape *shape, const char *const *index, int from) {
   int64_t stride = 1, co = 0, ci = 0;
   for (int d = shape->rank - 1; d >= from; d--) {
+    if (rc_nest_sym(c, &shape->d[d]) >= 0) return false;
     if (shape->d[d].n != 1) {
       aff a;
       if (!affine(index[d], pr->o, pr->i, &a)) return false;
@@ -196,7 +198,7 @@ static bool body_ok(emit *m, const pair *pr, const poly_ast *a) {
     const tiny_shape *sh = &g->nodes[b->node].shape;
     int64_t size = 1;
     for (int d = m->prefix; d < b->nout; d++) size *= sh->d[d].n;
-    if (size > 1 && (b->nout != sh->rank || !offset_ok(pr, sh, a->vars, m->prefix))) return false;
+    if (size > 1 && (b->nout != sh->rank || !offset_ok(m->c, pr, sh, a->vars, m->prefix))) return false;
   }
   for (int k = 0; k < a->naccess && k < b->naccess; k++) {
     const poly_ast_access *ac = &a->access[k];
@@ -208,7 +210,7 @@ static bool body_ok(emit *m, const pair *pr, const poly_ast *a) {
     const value *v = &m->val[t];
     const tiny_shape *sh = &g->nodes[t].shape;
     if (v->kind == ST_CONST || (v->kind == ST_LOCAL && v->lsize <= 1)) continue; /* no offset */
-    if (ac->rank != sh->rank || !offset_ok(pr, sh, ac->index, v->kind == ST_BUF ? 0 : m->prefix)) return false;
+    if (ac->rank != sh->rank || !offset_ok(m->c, pr, sh, ac->index, v->kind == ST_BUF ? 0 : m->prefix)) return false;
   }
   return true;
 }

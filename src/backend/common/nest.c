@@ -19,11 +19,23 @@
 #include "backend/common/nest_int.h"
 #include "kernel/contract.h"
 
+int rc_nest_sym(const rc_nest_ctx *c, const tiny_dim *d) {
+  for (int i = 0; d->sym && i < c->nsyms; i++)
+    if (!strcmp(d->sym, c->syms[i]) && d->n == c->sym_now[i]) return i;
+  return -1;
+}
+
+/* Dim d's size, or the largest its symbol takes (a local array's room). */
+static int64_t dim_hi(const rc_nest_ctx *c, const tiny_dim *d) {
+  int i = rc_nest_sym(c, d);
+  return i < 0 ? d->n : c->sym_hi[i];
+}
+
 harp_status rc_emit_init(emit *m, const rc_nest_ctx *c, int r, ut_str *out) {
   const fn_function *f = c->f;
   const rg_region *R = &f->part->regions[f->kernels[r].region];
   *m = (emit){c, R, &f->kernels[r], out, 0, ut_xcalloc(3 * (size_t)R->nblocks + 1, sizeof(poly_stmt_spec)), 0,
-              ut_xcalloc((size_t)c->g->n + 1, sizeof(value)), {0}, NULL, {0}};
+              ut_xcalloc((size_t)c->g->n + 1, sizeof(value)), {0}, NULL, {0}, -1};
   if (m->val && m->stmts) return HARP_OK;
   rc_emit_free(m);
   return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
@@ -190,7 +202,7 @@ void rc_nest_setup(emit *m) {
       m->val[i].storage = f->buffers[f->buffer_of[i]].dtype;
     }
     int64_t size = 1;
-    for (int d = m->prefix; d < g->nodes[i].shape.rank; d++) size *= g->nodes[i].shape.d[d].n;
+    for (int d = m->prefix; d < g->nodes[i].shape.rank; d++) size *= dim_hi(c, &g->nodes[i].shape.d[d]);
     m->val[i].lsize = size;
   }
   /* Statements in block order, reductions in three steps; every INIT first
@@ -243,7 +255,7 @@ int64_t rc_emit_locals(emit *m, ut_str *out, const char *ind, const char *scratc
       if (acc ? !red : m->val[b->node].kind != ST_LOCAL) continue;
       int64_t size = 1;
       if (acc)
-        for (int d = m->prefix; d < b->nout; d++) size *= n->shape.d[d].n;
+        for (int d = m->prefix; d < b->nout; d++) size *= dim_hi(m->c, &n->shape.d[d]);
       else size = m->val[b->node].lsize;
       const char *type = rc_ctype(acc ? n->a.reduce.dtype : n->dtype);
       ut_str_printf(out, "%s%s %s", ind, type, scratch && size > 1 ? "*" : "");

@@ -26,7 +26,16 @@ typedef struct rc_nest_ctx {
   bool half_rows;  /* CPU: an innermost loop's fp16/bf16 store goes through a float row,
                       converted by a second loop (GCC vectorizes both; a conversion in
                       a loop of masked reads it leaves scalar) */
+  /* A ShapeSet object (nsyms > 0; the CPU's generic loops): a dim whose size
+   * is symbol i (tiny_dim.sym, at its value sym_now[i]) is hp_sv<i> in
+   * strides and loop bounds (poly_ast_opts.syms), sym_hi[i] in local arrays */
+  int nsyms;
+  const char *const *syms;
+  const int64_t *sym_now, *sym_hi;
 } rc_nest_ctx;
+
+/* The symbol of c whose value dim d is, or -1. */
+int rc_nest_sym(const rc_nest_ctx *c, const tiny_dim *d);
 
 /* The loop nest of a block-based region for a backend that prints the loops
  * itself (the CUDA backend: src/backend/cuda/generic_cuda.c).  The first

@@ -44,6 +44,7 @@ typedef struct emit {
    * (region_loops.c, half_row_begin): its iterator and first value, the
    * node stored, and the converting stores printed after the loop. */
   struct { const char *iter; long lo; int node; ut_str *tail; } row;
+  int reader; /* the node whose statement is reading (read_text), or -1 */
 } emit;
 
 /* Names and references the loop printers share (nest_stmt.c): a local's
@@ -52,7 +53,8 @@ void rc_acc_ref(emit *m, const poly_ast *u, const poly_block_info *b, ut_str *o)
 void rc_local_name(ut_str *o, const tiny_node *n, const char *prefix, int node);
 bool rc_nan_flag(const emit *m, const poly_block_info *b);
 void rc_flag_name(ut_str *o, const emit *m, const poly_block_info *b);
-void rc_linear(ut_str *o, const tiny_shape *shape, const char *const *index, int from);
+/* c (NULL: numbers only): a stride over symbols' dims printed with hp_sv<i> */
+void rc_linear(ut_str *o, const rc_nest_ctx *c, const tiny_shape *shape, const char *const *index, int from);
 /* One PA_USER node as C. */
 harp_status rc_stmt_body(emit *m, const poly_ast *u);
 /* Whether text holds tok as a whole identifier. */

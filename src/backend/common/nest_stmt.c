@@ -75,24 +75,45 @@ static size_t split_pair(const char *rem, const char *quo, int64_t n) {
   return x;
 }
 
+/* The stride text: lit times the symbols of syms[0..n) (hp_sv<i>). */
+static void stride_text(ut_str *o, int64_t lit, const int *syms, int n) {
+  if (!n) {
+    ut_str_printf(o, "%" PRId64 "L", lit);
+    return;
+  }
+  ut_str_putc(o, '(');
+  for (int k = 0; k < n; k++) ut_str_printf(o, "hp_sv%d * ", syms[k]);
+  ut_str_printf(o, "%" PRId64 "L)", lit);
+}
+
 /* Row-major linear index of dims [from, rank) of `shape` from index texts.
  * Two adjacent axes indexed (X / n, X % n), n the inner one's size, are X
- * times the inner stride: C's / and % give (X / n) * n + X % n == X. */
-void rc_linear(ut_str *o, const tiny_shape *shape, const char *const *index, int from) {
+ * times the inner stride: C's / and % give (X / n) * n + X % n == X.  With
+ * c's symbols, a dim of a symbol's size multiplies the strides outside it
+ * by its parameter hp_sv<i> (the literal factor: the other dims). */
+void rc_linear(ut_str *o, const rc_nest_ctx *c, const tiny_shape *shape, const char *const *index, int from) {
   int64_t stride = 1;
+  int syms[TINY_MAX_RANK], ns = 0;
   bool any = false;
   ut_str_putc(o, '(');
   for (int d = shape->rank - 1; d >= from; d--) {
     size_t x = d > from && shape->d[d].n > 1 ? split_pair(index[d], index[d - 1], shape->d[d].n) : 0;
     if (x) {
-      ut_str_printf(o, "%s(%.*s) * %" PRId64 "L", any ? " + " : "", (int)x, index[d] + 1, stride);
+      ut_str_printf(o, "%s(%.*s) * ", any ? " + " : "", (int)x, index[d] + 1);
+      stride_text(o, stride, syms, ns);
       any = true;
-      stride *= shape->d[d--].n;
+      int i = c ? rc_nest_sym(c, &shape->d[d]) : -1;
+      if (i >= 0) syms[ns++] = i;
+      else stride *= shape->d[d].n;
+      d--;
     } else if (shape->d[d].n != 1 && strcmp(index[d], "0")) { /* "0": an axis left out (uniform_guard_index) */
-      ut_str_printf(o, "%s(%s) * %" PRId64 "L", any ? " + " : "", index[d], stride);
+      ut_str_printf(o, "%s(%s) * ", any ? " + " : "", index[d]);
+      stride_text(o, stride, syms, ns);
       any = true;
     }
-    stride *= shape->d[d].n;
+    int i = c ? rc_nest_sym(c, &shape->d[d]) : -1;
+    if (i >= 0) syms[ns++] = i;
+    else stride *= shape->d[d].n;
   }
   if (!any) ut_str_putc(o, '0');
   ut_str_putc(o, ')');
@@ -154,9 +175,9 @@ static bool uniform_guard_index(ut_str *o, emit *m, const tiny_node *n, const po
     keep[d] = k ? a->index[d] : "0", rest[d] = k ? "0" : a->index[d];
   }
   if (!any) return false;
-  rc_linear(o, &n->shape, keep, 0);
+  rc_linear(o, m->c, &n->shape, keep, 0);
   ut_str_puts(o, " + ");
-  rc_linear(o, &n->shape, rest, 0);
+  rc_linear(o, m->c, &n->shape, rest, 0);
   ut_str_printf(o, " * (long)(%s)", guard);
   return true;
 }
@@ -168,10 +189,38 @@ static void local_ref(emit *m, const poly_ast_access *a, int t, ut_str *idx) {
   ut_str *o = m->o;
   rc_local_name(o, n, "L", t);
   if (m->val[t].lsize > 1) {
-    rc_linear(idx, &n->shape, a->index, m->prefix);
+    rc_linear(idx, m->c, &n->shape, a->index, m->prefix);
     if (idx->oom) o->oom = true;
     ut_str_printf(o, "[%s]", idx->buf ? idx->buf : "");
   }
+}
+
+/* A ShapeSet object's mean: constant t read by m->reader, an FDIV of a
+ * REDUCE by t (through reshapes and expands) where t is the count of
+ * elements it sums and the count is of symbols' sizes; the count printed
+ * as their product, hp_sv<i> (rc_linear's names).  False: t as it is. */
+static bool mean_count(emit *m, int t, ut_str *o) {
+  const tiny_graph *g = m->c->g;
+  if (!m->c->nsyms || m->reader < 0 || g->nodes[m->reader].op != TINY_FDIV) return false;
+  const tiny_node *d = &g->nodes[m->reader], *red = &g->nodes[d->src[0].node];
+  int c = d->src[1].node;
+  while (c >= 0 && c != t && (g->nodes[c].op == TINY_RESHAPE || g->nodes[c].op == TINY_EXPAND)) c = g->nodes[c].src[0].node;
+  if (c != t || red->op != TINY_REDUCE || red->nsrc < 1) return false;
+  const tiny_shape *xs = &g->nodes[red->src[0].node].shape;
+  int64_t lit = 1, count = 1;
+  ut_str x;
+  ut_str_init(&x);
+  for (int k = 0; k < red->a.reduce.n; k++) {
+    const tiny_dim *dm = &xs->d[red->a.reduce.axis_idx[k]];
+    int i = rc_nest_sym(m->c, dm);
+    count *= dm->n;
+    if (i >= 0) ut_str_printf(&x, "hp_sv%d * ", i);
+    else lit *= dm->n;
+  }
+  bool ok = x.len && !x.oom && (double)count == g->nodes[t].a.cnst.value;
+  if (ok) ut_str_printf(o, "((float)(%s%" PRId64 "L))", x.buf, lit);
+  ut_str_free(&x);
+  return ok;
 }
 
 /* The value a statement reads through access a (to node t), as C. */
@@ -191,9 +240,9 @@ static void read_value(emit *m, const poly_ast_access *a, int t, tiny_dtype want
   if (m->val[t].kind == ST_CONST) {
     double v = n->a.cnst.value;
     if (is_int(n->dtype)) ut_str_printf(o, "((int32_t)%d)", n->dtype == TINY_BOOL ? v != 0 : (int)v);
-    else float_const(o, n->dtype, v);
+    else if (!mean_count(m, t, o)) float_const(o, n->dtype, v);
   } else if (m->val[t].kind == ST_BUF) {
-    rc_linear(&idx, &n->shape, a->index, 0);
+    rc_linear(&idx, m->c, &n->shape, a->index, 0);
     if (idx.oom) o->oom = true; /* the statement is incomplete: the emission fails */
     if (!idx.buf) {
     } else if (sel && !idx.oom) {
@@ -251,7 +300,7 @@ static void store_value(emit *m, const poly_ast_access *a, int t, const char *ex
   ut_str idx;
   ut_str_init(&idx);
   if (m->val[t].kind == ST_BUF) {
-    rc_linear(&idx, &n->shape, a->index, 0);
+    rc_linear(&idx, m->c, &n->shape, a->index, 0);
     if (idx.oom || !expr) { /* an allocation failed: the statement would be wrong */
       o->oom = true;
       ut_str_free(&idx);
@@ -321,7 +370,9 @@ static char *read_text(emit *m, const poly_ast *u, int a, int t) {
   ut_str *save = m->o, s;
   ut_str_init(&s);
   m->o = &s;
+  m->reader = poly_block(m->c->pv, m->stmts[u->stmt].block)->node;
   read_value(m, &u->access[a], t, m->c->g->nodes[t].dtype);
+  m->reader = -1;
   m->o = save;
   return ut_str_take(&s);
 }
@@ -380,7 +431,7 @@ void rc_acc_ref(emit *m, const poly_ast *u, const poly_block_info *b, ut_str *o)
   for (int d = m->prefix; d < b->nout; d++) size *= n->shape.d[d].n;
   if (size > 1) {
     ut_str_putc(o, '[');
-    rc_linear(o, &n->shape, u->vars, m->prefix);
+    rc_linear(o, m->c, &n->shape, u->vars, m->prefix);
     ut_str_putc(o, ']');
   }
 }

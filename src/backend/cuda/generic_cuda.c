@@ -209,7 +209,7 @@ harp_status cuda_gen_generic(cuda_rctx *c, int r, const char *name, const char *
   const rg_region *R = &c->f->part->regions[K->region];
   if (R->nblocks == 0) return gen_gather(c, r, name);
   if (cuda_module_helpers(c->e, c->mod, generic_helpers)) return c->e->code;
-  rc_nest_ctx rc = {c->e, c->g, c->pv, c->f, c->arena, true, false};
+  rc_nest_ctx rc = {c->e, c->g, c->pv, c->f, c->arena, true, .half_rows = false};
   rc_nest nest;
   harp_status st = rc_nest_build(&rc, r, &nest);
   if (st) return st;

@@ -1,0 +1,154 @@
+/* astgen_sym.c — a ShapeSet object's loop nests: statement domains and
+ * accesses over the symbols' parameters instead of this graph's sizes
+ * (docs/architecture.md, "One object per ShapeSet").
+ *
+ * The graph is prepared at one binding, so every block's domain is a box of
+ * numbers.  Where an axis's size is a ShapeSet symbol (its IndexBook size
+ * is named after it and has its value here), the statement loops over
+ * 0 <= v < hp_sv<i> instead, hp_sv<i> an isl parameter in
+ * 1..poly_ast_opts.sym_hi[i]; an access that is one affine function f is
+ * rebuilt on that domain (a padded read with one pad value: its real
+ * elements are the points where f lies in the read tensor's box, each
+ * symbolic axis bounded by its parameter).  Every such set and map is
+ * checked against the graph's own at sym_now; where one differs, or cannot
+ * be built, the caller keeps the numbers (the ShapeSet's corner check then
+ * compiles per binding).
+ * Needs: poly_int.h (blocks, accesses), harp/poly_ast.h (the options).
+ * Gives: poly_sym_params, poly_sym_domain, poly_sym_access. */
+#include <stdio.h>
+#include <string.h>
+
+#include <isl/aff.h>
+
+#include "harp/poly_ast.h"
+#include "poly/poly_int.h"
+#include "util/util.h"
+
+/* "[hp_sv0, .., hp_sv<n-1>] -> " */
+static void params_text(ut_str *s, const poly_ast_opts *o) {
+  ut_str_putc(s, '[');
+  for (int i = 0; i < o->nsyms; i++) ut_str_printf(s, "%shp_sv%d", i ? ", " : "", i);
+  ut_str_puts(s, "] -> ");
+}
+
+/* The symbol whose value the size n named `sym` is, or -1. */
+static int sym_of(const poly_ast_opts *o, const char *sym, int64_t n) {
+  for (int i = 0; sym && i < o->nsyms; i++)
+    if (!strcmp(sym, o->syms[i]) && o->sym_now[i] == n) return i;
+  return -1;
+}
+
+__isl_give isl_set *poly_sym_params(isl_ctx *ctx, const poly_ast_opts *o, bool now) {
+  ut_str s;
+  ut_str_init(&s);
+  params_text(&s, o);
+  ut_str_puts(&s, "{ : ");
+  for (int i = 0; i < o->nsyms; i++) {
+    if (now) ut_str_printf(&s, "%shp_sv%d = %lld", i ? " and " : "", i, (long long)o->sym_now[i]);
+    else ut_str_printf(&s, "%s1 <= hp_sv%d <= %lld", i ? " and " : "", i, (long long)o->sym_hi[i]);
+  }
+  ut_str_puts(&s, " }");
+  isl_set *r = s.oom ? NULL : isl_set_read_from_str(ctx, s.buf);
+  ut_str_free(&s);
+  return r;
+}
+
+/* a and b equal once both are restricted to the parameters at sym_now. */
+static bool equal_now(isl_ctx *ctx, const poly_ast_opts *o, __isl_take isl_map *a, __isl_take isl_map *b) {
+  isl_set *now = poly_sym_params(ctx, o, true);
+  a = isl_map_align_params(a, isl_set_get_space(now));
+  b = isl_map_align_params(b, isl_set_get_space(now));
+  a = isl_map_intersect_params(a, isl_set_copy(now));
+  b = isl_map_intersect_params(b, now);
+  isl_bool eq = isl_map_is_equal(a, b);
+  isl_map_free(a);
+  isl_map_free(b);
+  return eq == isl_bool_true;
+}
+
+__isl_give isl_set *poly_sym_domain(poly_view *pv, const poly_blk *b, int nvars, const poly_ast_opts *o,
+                                    const char *tuple, __isl_keep isl_set *concrete) {
+  if (!o->nsyms || !b->is_box) return NULL;
+  const ib_info *f = ib_get(pv->ib, b->var_node);
+  ut_str s;
+  ut_str_init(&s);
+  params_text(&s, o);
+  ut_str_printf(&s, "{ %s[", tuple);
+  for (int v = 0; v < nvars; v++) ut_str_printf(&s, "%sv%d", v ? ", " : "", v);
+  ut_str_puts(&s, "] : ");
+  bool any = false;
+  for (int v = 0; v < nvars; v++) {
+    int i = b->lo[v] == 0 ? sym_of(o, f->axes[v].size.sym, b->hi[v] + 1) : -1;
+    if (i >= 0) ut_str_printf(&s, "%s0 <= v%d < hp_sv%d", v ? " and " : "", v, i);
+    else ut_str_printf(&s, "%s%lld <= v%d <= %lld", v ? " and " : "", (long long)b->lo[v], v, (long long)b->hi[v]);
+    any |= i >= 0;
+  }
+  ut_str_puts(&s, " }");
+  isl_set *d = any && !s.oom ? isl_set_read_from_str(pv->ctx, s.buf) : NULL;
+  ut_str_free(&s);
+  if (d && !equal_now(pv->ctx, o, isl_map_from_range(isl_set_copy(d)), isl_map_from_range(isl_set_copy(concrete)))) {
+    isl_set_free(d);
+    d = NULL;
+  }
+  if (!d) isl_ctx_reset_error(pv->ctx);
+  return d;
+}
+
+static isl_stat take_piece(__isl_take isl_set *set, __isl_take isl_multi_aff *ma, void *user) {
+  isl_set_free(set);
+  isl_multi_aff **out = user;
+  isl_multi_aff_free(*out);
+  *out = ma;
+  return isl_stat_ok;
+}
+
+/* The box of tensor node t over params: each axis of a symbol's size below
+ * its parameter, the others below their sizes; in space sp (taken). */
+static __isl_give isl_set *tensor_box(poly_view *pv, const poly_ast_opts *o, int t, __isl_take isl_space *sp) {
+  const tiny_shape *sh = &pv->g->nodes[t].shape;
+  ut_str s;
+  ut_str_init(&s);
+  params_text(&s, o);
+  ut_str_puts(&s, "{ [");
+  for (int d = 0; d < sh->rank; d++) ut_str_printf(&s, "%so%d", d ? ", " : "", d);
+  ut_str_puts(&s, "] : ");
+  for (int d = 0; d < sh->rank; d++) {
+    int i = sym_of(o, sh->d[d].sym, sh->d[d].n);
+    if (i >= 0) ut_str_printf(&s, "%s0 <= o%d < hp_sv%d", d ? " and " : "", d, i);
+    else ut_str_printf(&s, "%s0 <= o%d < %lld", d ? " and " : "", d, (long long)sh->d[d].n);
+  }
+  ut_str_puts(&s, " }");
+  isl_set *box = s.oom || isl_space_dim(sp, isl_dim_set) != sh->rank ? NULL : isl_set_read_from_str(pv->ctx, s.buf);
+  ut_str_free(&s);
+  if (box && isl_space_has_tuple_id(sp, isl_dim_set) == isl_bool_true)
+    box = isl_set_set_tuple_id(box, isl_space_get_tuple_id(sp, isl_dim_set));
+  isl_space_free(sp);
+  return box;
+}
+
+__isl_give isl_map *poly_sym_access(poly_view *pv, const poly_acc *a, const poly_ast_opts *o, __isl_take isl_map *m,
+                                    __isl_keep isl_set *pdom, __isl_keep isl_set *cdom) {
+  if (a->nfill > 1) {
+    isl_map_free(m);
+    return NULL;
+  }
+  isl_map *want = isl_map_intersect_domain(isl_map_copy(m), isl_set_copy(cdom));
+  isl_pw_multi_aff *pma = isl_pw_multi_aff_coalesce(isl_pw_multi_aff_from_map(isl_map_coalesce(m)));
+  isl_multi_aff *ma = NULL;
+  if (pma && isl_pw_multi_aff_n_piece(pma) == 1) isl_pw_multi_aff_foreach_piece(pma, take_piece, &ma);
+  isl_pw_multi_aff_free(pma);
+  isl_map *r = ma ? isl_map_from_multi_aff(ma) : NULL;
+  if (r) {
+    r = isl_map_align_params(r, isl_set_get_space(pdom));
+    r = isl_map_intersect_domain(r, isl_set_copy(pdom));
+  }
+  if (r && a->nfill == 1) {
+    isl_set *box = tensor_box(pv, o, a->ib.src, isl_space_range(isl_map_get_space(r)));
+    box = box ? isl_set_align_params(box, isl_map_get_space(r)) : NULL;
+    r = box ? isl_map_intersect_range(r, box) : isl_map_free(r);
+  }
+  if (r && !equal_now(pv->ctx, o, isl_map_copy(r), isl_map_copy(want))) r = isl_map_free(r);
+  isl_map_free(want);
+  if (!r) isl_ctx_reset_error(pv->ctx);
+  return r;
+}
