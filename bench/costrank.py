@@ -3,7 +3,7 @@
 convolutions and compare its estimates with the measured times of the tuned points.
 
     python3 bench/costrank.py [--harp build/harp] [--repeat 10] [--budget 10]
-                              [--only SUBSTR] [--uncalibrated] [--json F]
+                              [--only SUBSTR] [--uncalibrated] [--json F] [--verbose]
 
 Per shape: `harp tune --no-store` (every point of the search the tuner keeps, the
 default first, the region's kernel timed alone, all points interleaved; median and
@@ -13,7 +13,8 @@ minimum of --repeat rounds), then
   dflt      the default plan's median over the best median (<= 1.10: "within 10%")
 Pooled: Spearman over every point of every shape of (estimate / the shape's default
 estimate) vs (median / the shape's default median): ranks within shapes, shape size
-divided out.  (The raw pooled Spearman of absolute times is printed too but is
+divided out.  --verbose prints every point (estimate, median, minimum, plan) under
+its shape, the estimates' order next to the measured one.  (The raw pooled Spearman of absolute times is printed too but is
 dominated by the shapes' sizes, so it says little about ranking plans.)
 The calibration (harp calibrate) is measured at first use, in the cache directory
 ($HARP_CACHE_DIR); a conv tuned both ways leaves Winograd's measured speed-up in it,
@@ -113,6 +114,14 @@ def fmt(v):
     return "  n/a" if v is None else f"{v:+.2f}"
 
 
+def verbose_points(pts):
+    """--verbose: a shape's points, each with its rank by estimate and by median (1: fastest)."""
+    re_, rm = ranks([q[0] for q in pts]), ranks([q[1] for q in pts])
+    print("    #   estimate_ms  median_ms     min_ms  rank_est rank_med  plan")
+    for i, (e, med, mn, plan) in enumerate(pts):
+        print(f"   {i:2d} {e:12.4f} {med:10.4f} {mn:10.4f} {re_[i] + 1:8.1f} {rm[i] + 1:8.1f}  {plan}")
+
+
 def tune(a, harp, model, syms, log):
     """One `harp tune --no-store` of model: parse()'s regions, or None when it failed."""
     cmd = [harp, "tune", model, *syms, "--repeat", str(a.repeat), "--budget", str(a.budget), "--no-store", "--log", log]
@@ -157,6 +166,7 @@ def main():
     ap.add_argument("--only", default="")
     ap.add_argument("--uncalibrated", action="store_true")
     ap.add_argument("--json", default="")
+    ap.add_argument("--verbose", action="store_true", help="print every point of every shape")
     ap.add_argument("--stability", type=int, default=0, help="RUNS: tune each shape RUNS times, print the spread")
     ap.add_argument("--base", default="", help="with --stability: another harp, alternated with --harp")
     a = ap.parse_args()
@@ -186,6 +196,8 @@ def main():
                     raw_m.append(m)
                 print(f"{name:28s} {region:10s} pts {len(pts):2d}  rho_med {fmt(r['rho_med'])}  rho_min "
                       f"{fmt(r['rho_min'])}  dflt/best {r['default_over_best']:.3f}", flush=True)
+                if a.verbose:
+                    verbose_points(pts)
     within = [r for r in rows if r["default_over_best"] is not None and r["default_over_best"] <= 1.10]
     rho = [r["rho_med"] for r in rows if r["rho_med"] is not None]
     summary = {"model": "uncalibrated" if a.uncalibrated else "calibrated", "regions": len(rows),
