@@ -4,20 +4,20 @@
  * Needs: plan_calib_rate (calib.c), cpu_winograd_speedup's factors (cost.c).
  * Gives: plan_cpu_time, plan_cpu_wino_filter_s, plan_cpu_winograd_min_pixels.
  *
- * The template as the model sees it (cgen_gemm.c, resolve_tile):
+ * The template as the model sees it (cgen_gemm.c, resolve_tile; gemm_time):
  *   - the plan's warp tile is the register micro-tile MR x NR, its tile
- *     [BM, BN, BK] the blocking mc, nc, kc (kc at most K, nc at most a task's
- *     columns);
- *   - the work splits into tasks over batch, then N (or M) so that their
- *     count is a multiple of the threads; a thread runs ceil(tasks/threads)
- *     rounds (thread balance);
- *   - a task multiplies whole micro-tiles: its rows and columns rounded up
- *     to MR and NR (edge waste), at the micro-kernel's measured rate for
- *     (MR, NR, kc, nc) (tile efficiency);
- *   - A is packed once over all threads, each task packs the B columns it
- *     reads, and every K block but the last adds its partial C (packing
- *     traffic, at the measured packing bandwidth);
- *   - two parallel calls (pack, compute) per kernel; DRAM traffic of the
+ *     [BM, BN, BK] the blocking mc, nc, kc (kc at most K);
+ *   - the work splits into tasks exactly as resolve_tile splits it (batch,
+ *     then N or M), taken by whichever thread is free (thread balance);
+ *   - a task calls the full micro-kernel and the tails' (whole vectors of
+ *     the last columns, the last rows), each at its cycles a k step from
+ *     FMAs, loads and latency, scaled to the calibrated rate of the full
+ *     tile (tile efficiency, tails), plus a per-call cost per K block;
+ *   - A is packed every call unless a model parameter, B once at model_init
+ *     when it is one (else per task), and every K block but the first adds
+ *     its partial C, from L3 when it does not stay in L2 (packing traffic,
+ *     at the measured packing bandwidth);
+ *   - the parallel calls at their measured cost; DRAM traffic of the
  *     operands bounds it from below.
  * Convolutions the template runs on the direct kernel (fp32, AVX-512,
  * overlapping windows) or on Winograd read none of the tiles: their time
@@ -213,7 +213,11 @@ static double gemm_time(const plan_t *p, const plan_region_info *r, const plan_g
     int64_t rows = i & 2 ? M - (s.sm - 1) * s.tm : s.tm, cols = i & 1 ? N - (s.sn - 1) * s.tn : s.tn;
     double t = task_cycles(rows, cols, K, nkb, mr, nr, lanes) * cyc;
     if (!b_once) t += (double)cols * (double)K * 8 / gbs;                    /* pack B: read + write */
-    t += (double)(nkb - 1) * (double)rows * (double)cols * 8 / gbs;          /* C += per K block */
+    /* C += per K block: the block of C a K block updates (the task's rows
+     * by nc columns) is read back from L3 unless it stays in L2 beside the
+     * packed B block (then its re-reads hide behind the calls: CALL_STEPS) */
+    double cblk = (double)rows * (double)UT_MIN(nc, cols) * 4, bblk = (double)kc * (double)UT_MIN(nc, cols) * 4;
+    if (cblk + bblk > (double)m->l2_bytes) t += (double)(nkb - 1) * (double)rows * (double)cols * 8 / gbs;
     task_s[i] = t;
   }
   int64_t ntask = nbat * s.sm * s.sn;
