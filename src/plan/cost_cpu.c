@@ -192,13 +192,25 @@ static double gemm_time(const plan_t *p, const plan_region_info *r, const plan_g
   const plan_calib *c = &m->calib;
   int64_t M = g->M, N = g->N, K = g->K, nbat = UT_MAX(g->batch, 1);
   int lanes = UT_MAX(m->simd_bytes / 4, 1);
-  int mr = p->warp_m > 0 ? p->warp_m : 6, nr = p->warp_n > 0 ? p->warp_n : lanes * 4;
-  int64_t kc = tile_on(p, r, g->k), nc = tile_on(p, r, g->n);
+  /* the template's own micro-tile (resolve_tile): 6x64 AVX-512, 6x16 AVX2 */
+  int mr = lanes >= 8 ? 6 : 4, nr = lanes >= 16 ? 4 * lanes : lanes >= 8 ? 2 * lanes : 4;
+  int64_t kc = tile_on(p, r, g->k), nc = 0;
+  /* a conv whose plan has the pixels as M runs with them as the template's N
+   * and reads only BK of the plan (contract_c.c, cc_plan_tuning) */
+  bool swap = r->pattern == PLAN_PAT_CONV && r->conv_oh > 0 && r->conv_ow > 0 && g->M == r->conv_oh * r->conv_ow;
+  if (swap) {
+    M = g->N, N = g->M;
+  } else {
+    if (p->warp_m > 0 && p->warp_n > 0) mr = p->warp_m, nr = p->warp_n;
+    nc = tile_on(p, r, g->n);
+  }
   kc = kc > 0 ? UT_MIN(kc, K) : UT_MIN(256, K);
   nc = rup(nc > 0 ? nc : 512, nr);
   int tin = UT_MAX(tiny_dtype_size(r->in_dtype), 1), tout = UT_MAX(tiny_dtype_size(r->out_dtype), 1);
-  bool a_once = r->a_param && r->in_dtype == TINY_FP32, b_once = !a_once && r->b_param && M > 8 && nbat == 1;
-  bool pm = bound_block(p, r, g->m), pn = bound_block(p, r, g->n);
+  /* a conv's weight is the template's A (packed once when a parameter) */
+  bool a_param = r->pattern == PLAN_PAT_CONV ? r->conv_w_per_call == 0 : r->a_param;
+  bool a_once = a_param && r->in_dtype == TINY_FP32, b_once = !a_once && r->b_param && M > 8 && nbat == 1;
+  bool pm = bound_block(p, r, swap ? g->n : g->m), pn = bound_block(p, r, swap ? g->m : g->n);
   int threads = pm || pn ? UT_MAX(UT_MIN(m->sm_count, 64), 1) : 1;
   if ((double)M * N * K * nbat < SMALL_WORK && (double)K * N * tin < SMALL_BYTES) threads = 1;
   gemm_split s = task_split(M, N, nbat, threads, mr, nr, lanes, pm, pn, b_once);

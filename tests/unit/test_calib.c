@@ -331,6 +331,16 @@ static void test_calibrated_gemm_terms(void **state) {
   r = f32_gemm(96, 96, 96);
   double one = 2.0 * 96 * 96 * 96 / 200e9, small = point_est(&r, &m, 256, 64);
   if (!(small > 0.95 * one && small < 1.6 * one)) fail_msg("96^3: %.4g s, one core %.4g s", small, one);
+  /* a 1x1 conv whose plan has the pixels as M runs with the template's own
+   * micro-tile and panel, reading only BK: its points of one depth are one
+   * kernel (harp tune: "same kernel"), and tie */
+  r = f32_gemm(56 * 56, 256, 64);
+  r.pattern = PLAN_PAT_CONV;
+  r.conv_kh = r.conv_kw = r.conv_sh = r.conv_sw = r.conv_dh = r.conv_dw = 1;
+  r.conv_oh = r.conv_ow = 56;
+  double c64 = point_est(&r, &m, 256, 64), c48 = point_est(&r, &m, 256, 48);
+  assert_true(c64 > 0);
+  if (c48 != c64) fail_msg("1x1 conv: 6x64 %.6g s, 8x48 %.6g s", c64, c48);
 }
 
 /* A 3x3 stride-1 fp32 conv on AVX-512: the direct kernel or Winograd, whose
