@@ -68,15 +68,19 @@ static double best_rate(const plan_calib *c) {
 }
 
 /* The micro-kernel's rate for a plan: the calibration's at (mr, nr, kc, nc),
- * except that rates within RATE_NOISE of the best measured one count as the
- * best (harp calibrate's figures for one core scatter by ~2-3% from one run
- * to the next, and the tile shapes run at the same rate on the cores
- * measured: a 1% difference in the file is no ranking between plans).  The
- * depth's own cost is the per-call term of gemm_compute. */
+ * except that rates within RATE_NOISE of the best measured for that
+ * micro-tile (any kc, nc) count as that best: harp calibrate's figures
+ * scatter by ~2-3% from one (kc, nc) to the next and from run to run, so a
+ * 1% difference between two depths in the file ranks nothing, while the
+ * best of a tile's six measurements is a steady figure for the tile (the
+ * depth's own cost is the per-call term of task_cycles). */
 #define RATE_NOISE 0.97
 static double tile_rate(const plan_calib *c, int mr, int nr, int64_t kc, int64_t nc) {
-  double best = best_rate(c), r = plan_calib_rate(c, mr, nr, kc, nc);
-  return r <= 0 || r >= RATE_NOISE * best ? best : r;
+  double best = 0, r = plan_calib_rate(c, mr, nr, kc, nc);
+  for (int i = 0; i < c->nmk; i++)
+    if (c->mk[i].mr == mr && c->mk[i].nr == nr) best = UT_MAX(best, c->mk[i].gflops);
+  if (best <= 0) return best_rate(c); /* a micro-tile the calibration did not time */
+  return r >= RATE_NOISE * best ? best : r;
 }
 
 /* The micro-kernel's cycles per k step for `rows` rows by `vecs` vectors
