@@ -84,12 +84,15 @@ static double tile_rate(const plan_calib *c, int mr, int nr, int64_t kc, int64_t
 }
 
 /* The micro-kernel's cycles per k step for `rows` rows by `vecs` vectors
- * (design of cgen_gemm.c's emit_kernel: one FMA per row and vector, a load
- * per vector of B and a broadcast per row of A): x86 cores issue two FMAs
- * and two loads a cycle, and an accumulator waits ~4 cycles for its last
- * FMA, so fewer than 8 accumulators leave the FMA units idle.  The full
- * tile (6x4, 8x3 vectors) is FMA-bound; the tails the template emits for
- * the last rows (M % MR) and columns (N % NR, in whole vectors) are not. */
+ * (cgen_gemm.c's emit_kernel: one FMA per row and vector, a load per
+ * vector of B and a broadcast per row of A): x86 cores issue two FMAs a
+ * cycle, and an accumulator waits ~4 cycles for its last FMA, so fewer
+ * than 8 accumulators leave the FMA units idle; loads and broadcasts at
+ * 1.5 a cycle fit harp tune's 480x64x512 (8x48's 8 x 1-vector tail, 8 FMAs
+ * and 9 loads a step: 8x48 1.12-1.15x the 6x64's time, about 6 cycles a
+ * step for the tail).  The full tiles (6x4, 8x3 vectors) are FMA-bound;
+ * the tails the template emits for the last rows (M % MR) and columns
+ * (N % NR, in whole vectors) may not be. */
 #define FMA_PER_CYCLE 2.0
 #define LOAD_PER_CYCLE 1.5
 #define FMA_LATENCY 4.0
@@ -149,9 +152,10 @@ static bool bound_block(const plan_t *p, const plan_region_info *r, int axis) {
   return false;
 }
 
-/* The micro-kernel cycles of one task of rows x cols (cols ending at N's
- * last column when `last_n`): full MR x NR calls, the row tail's and the
- * column tail's (in whole vectors), each K block's depth plus CALL_STEPS. */
+/* The micro-kernel cycles of one task of rows x cols: full MR x NR calls,
+ * the row tail's and the column tail's (in whole vectors; only the task at
+ * M's or N's end has one, as tasks hold whole micro-tiles), each K block's
+ * depth plus CALL_STEPS. */
 static double task_cycles(int64_t rows, int64_t cols, int64_t K, int64_t nkb, int mr, int nr, int lanes) {
   int nv = UT_MAX(nr / lanes, 1);
   int64_t fr = rows / mr, fc = cols / nr;
@@ -222,7 +226,8 @@ static double gemm_time(const plan_t *p, const plan_region_info *r, const plan_g
   double rate = tile_rate(c, mr, nr, kc, UT_MIN(nc, s.tn));
   if (rate <= 0) return INFINITY;
   /* seconds per cycle of step_cycles: the full tile at the calibrated rate */
-  double cyc = 2.0 * mr * (nr / lanes) * lanes / (rate * 1e9) / step_cycles(mr, nr / lanes);
+  int nv = UT_MAX(nr / lanes, 1);
+  double cyc = 2.0 * mr * nv * lanes / (rate * 1e9) / step_cycles(mr, nv);
   double gbs = c->pack_gbs * 1e9;
   double task_s[4]; /* a full task; the last along N; along M; both */
   for (int i = 0; i < 4; i++) {
