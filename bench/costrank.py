@@ -3,7 +3,7 @@
 convolutions and compare its estimates with the measured times of the tuned points.
 
     python3 bench/costrank.py [--harp build/harp] [--repeat 10] [--budget 10]
-                              [--only SUBSTR] [--uncalibrated] [--json F]
+                              [--only SUBSTR] [--uncalibrated] [--json F] [--verbose]
 
 Per shape: `harp tune --no-store` (every point of the search the tuner keeps, the
 default first, the region's kernel timed alone, all points interleaved; median and
@@ -13,7 +13,8 @@ minimum of --repeat rounds), then
   dflt      the default plan's median over the best median (<= 1.10: "within 10%")
 Pooled: Spearman over every point of every shape of (estimate / the shape's default
 estimate) vs (median / the shape's default median): ranks within shapes, shape size
-divided out.  (The raw pooled Spearman of absolute times is printed too but is
+divided out.  --verbose prints every point (estimate, median, minimum, plan) under
+its shape, the estimates' order next to the measured one.  (The raw pooled Spearman of absolute times is printed too but is
 dominated by the shapes' sizes, so it says little about ranking plans.)
 The calibration (harp calibrate) is measured at first use, in the cache directory
 ($HARP_CACHE_DIR); a conv tuned both ways leaves Winograd's measured speed-up in it,
@@ -22,6 +23,14 @@ which the next run's estimates use.  --uncalibrated runs with the knob cpu_calib
 2-core machine with a cold compile cache (13 shapes x 10 points).
 Goals (issue 27): Spearman >= 0.6; the default within 10% of the best on >= 90% of
 the regions.  Not a test: figures go to bench/RESULTS.md.
+
+    python3 bench/costrank.py --models OTHER_HARP [--budget 16] [--only gemm]
+
+compares two cost models on the same measurements: each shape is tuned by --harp
+(the timings), and OTHER_HARP estimates the same points (`harp tune --repeat 1`, its
+own timings unused); per shape the Spearman of either model's estimates against
+--harp's medians and minima, over the points both list (--budget 16: every point
+of the CPU search space, so both list the same ones).
 
     python3 bench/costrank.py --stability 4 [--base OTHER_HARP] [--only "gemm 1000x512x50"]
 
@@ -113,6 +122,14 @@ def fmt(v):
     return "  n/a" if v is None else f"{v:+.2f}"
 
 
+def verbose_points(pts):
+    """--verbose: a shape's points, each with its rank by estimate and by median (1: fastest)."""
+    re_, rm = ranks([q[0] for q in pts]), ranks([q[1] for q in pts])
+    print("    #   estimate_ms  median_ms     min_ms  rank_est rank_med  plan")
+    for i, (e, med, mn, plan) in enumerate(pts):
+        print(f"   {i:2d} {e:12.4f} {med:10.4f} {mn:10.4f} {re_[i] + 1:8.1f} {rm[i] + 1:8.1f}  {plan}")
+
+
 def tune(a, harp, model, syms, log):
     """One `harp tune --no-store` of model: parse()'s regions, or None when it failed."""
     cmd = [harp, "tune", model, *syms, "--repeat", str(a.repeat), "--budget", str(a.budget), "--no-store", "--log", log]
@@ -149,6 +166,44 @@ def stability(a):
                           " ".join(f"{x:.3f}" for x in meds) + f" | {max(mins) / min(mins):.2f}x", flush=True)
 
 
+def plan_key(plan):
+    """A point's plan without the tuner's '(same kernel as #N)' note."""
+    return plan.split(" (same kernel")[0].strip()
+
+
+def models(a):
+    """--models: this harp's and another's estimates against this harp's timings."""
+    print(f"load {os.getloadavg()[0]:.1f}, --repeat {a.repeat} --budget {a.budget}; rho vs medians / minima")
+    print(f"{'shape':28s} {'pts':>3s}  {'this med':>8s} {'this min':>8s}  {'other med':>9s} {'other min':>9s}")
+    sums = {"this": [], "other": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        log = os.path.join(tmp, "tune.csv")
+        for name, model, syms in shapes(tmp):
+            if a.only and a.only not in name:
+                continue
+            mine = tune(a, a.harp, model, syms, log)
+            rep = a.repeat
+            a.repeat = 1
+            other = tune(a, a.models, model, syms, log)
+            a.repeat = rep
+            if not mine or not other:
+                continue
+            est_o = {plan_key(q[3]): q[0] for q in other[0][1]}
+            pts = [q for q in mine[0][1] if plan_key(q[3]) in est_o]
+            med, mn = [q[1] for q in pts], [q[2] for q in pts]
+            r = {"this": [q[0] for q in pts], "other": [est_o[plan_key(q[3])] for q in pts]}
+            rho = {k: (spearman(v, med), spearman(v, mn)) for k, v in r.items()}
+            for k in sums:
+                sums[k].append(rho[k])
+            print(f"{name:28s} {len(pts):3d}  {fmt(rho['this'][0]):>8s} {fmt(rho['this'][1]):>8s}  "
+                  f"{fmt(rho['other'][0]):>9s} {fmt(rho['other'][1]):>9s}", flush=True)
+    for k, v in sums.items():
+        med = [x[0] for x in v if x[0] is not None]
+        mn = [x[1] for x in v if x[1] is not None]
+        if med and mn:
+            print(f"{k:5s} model: mean rho vs medians {sum(med) / len(med):+.2f}, vs minima {sum(mn) / len(mn):+.2f}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--harp", default=os.path.join(ROOT, "build", "harp"))
@@ -157,9 +212,13 @@ def main():
     ap.add_argument("--only", default="")
     ap.add_argument("--uncalibrated", action="store_true")
     ap.add_argument("--json", default="")
+    ap.add_argument("--verbose", action="store_true", help="print every point of every shape")
     ap.add_argument("--stability", type=int, default=0, help="RUNS: tune each shape RUNS times, print the spread")
     ap.add_argument("--base", default="", help="with --stability: another harp, alternated with --harp")
+    ap.add_argument("--models", default="", help="OTHER_HARP: its estimates of the same points (same timings)")
     a = ap.parse_args()
+    if a.models:
+        return models(a)
     if a.stability > 0:
         return stability(a)
     load = os.getloadavg()[0]
@@ -186,6 +245,8 @@ def main():
                     raw_m.append(m)
                 print(f"{name:28s} {region:10s} pts {len(pts):2d}  rho_med {fmt(r['rho_med'])}  rho_min "
                       f"{fmt(r['rho_min'])}  dflt/best {r['default_over_best']:.3f}", flush=True)
+                if a.verbose:
+                    verbose_points(pts)
     within = [r for r in rows if r["default_over_best"] is not None and r["default_over_best"] <= 1.10]
     rho = [r["rho_med"] for r in rows if r["rho_med"] is not None]
     summary = {"model": "uncalibrated" if a.uncalibrated else "calibrated", "regions": len(rows),

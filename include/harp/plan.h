@@ -418,6 +418,8 @@ typedef struct plan_region_info {
   int64_t conv_oh, conv_ow;               /* output rows / columns per image, 0 if unknown */
   int64_t conv_w_per_call; /* the weight's elements when it is no model parameter (0: a parameter, or unknown):
                               a CPU Winograd transforms it every call, not at model_init (plan_cpu_wino_filter_s) */
+  bool a_param, b_param;   /* a matmul's left (M rows) / right (N columns) operand is a model parameter: the
+                              CPU template packs it once at model_init, not every call (cost_cpu.c) */
 } plan_region_info;
 
 /* A conv region whose window steps by 1 without dilation (or not known). */

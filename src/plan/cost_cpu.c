@@ -4,20 +4,20 @@
  * Needs: plan_calib_rate (calib.c), cpu_winograd_speedup's factors (cost.c).
  * Gives: plan_cpu_time, plan_cpu_wino_filter_s, plan_cpu_winograd_min_pixels.
  *
- * The template as the model sees it (cgen_gemm.c, resolve_tile):
+ * The template as the model sees it (cgen_gemm.c, resolve_tile; gemm_time):
  *   - the plan's warp tile is the register micro-tile MR x NR, its tile
- *     [BM, BN, BK] the blocking mc, nc, kc (kc at most K, nc at most a task's
- *     columns);
- *   - the work splits into tasks over batch, then N (or M) so that their
- *     count is a multiple of the threads; a thread runs ceil(tasks/threads)
- *     rounds (thread balance);
- *   - a task multiplies whole micro-tiles: its rows and columns rounded up
- *     to MR and NR (edge waste), at the micro-kernel's measured rate for
- *     (MR, NR, kc, nc) (tile efficiency);
- *   - A is packed once over all threads, each task packs the B columns it
- *     reads, and every K block but the last adds its partial C (packing
- *     traffic, at the measured packing bandwidth);
- *   - two parallel calls (pack, compute) per kernel; DRAM traffic of the
+ *     [BM, BN, BK] the blocking mc, nc, kc (kc at most K);
+ *   - the work splits into tasks exactly as resolve_tile splits it (batch,
+ *     then N or M), taken by whichever thread is free (thread balance);
+ *   - a task calls the full micro-kernel and the tails' (whole vectors of
+ *     the last columns, the last rows), each at its cycles a k step from
+ *     FMAs, loads and latency, scaled to the calibrated rate of the full
+ *     tile (tile efficiency, tails), plus a per-call cost per K block;
+ *   - A is packed every call unless a model parameter, B once at model_init
+ *     when it is one (else per task), and every K block but the first adds
+ *     its partial C, from L3 when it does not stay in L2 (packing traffic,
+ *     at the measured packing bandwidth);
+ *   - the parallel calls at their measured cost; DRAM traffic of the
  *     operands bounds it from below.
  * Convolutions the template runs on the direct kernel (fp32, AVX-512,
  * overlapping windows) or on Winograd read none of the tiles: their time
@@ -26,6 +26,7 @@
  * entries), else cost.c's factors from another machine; plus, when the
  * weight is no parameter, its filter transform every call. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "plan_int.h"
@@ -66,41 +67,194 @@ static double best_rate(const plan_calib *c) {
   return b;
 }
 
-/* The template's task split (resolve_tile): *sm x *sn tasks per batch. */
-static void task_split(int64_t M, int64_t N, int64_t nbat, int threads, int mr, int nr, int64_t *sm, int64_t *sn) {
-  int64_t need = nbat >= 4 * threads ? 1 : threads / plan_gcd(nbat, threads);
-  int64_t ncol = cdiv(N, nr), nrow = cdiv(M, mr);
-  *sm = *sn = 1;
-  if (need <= 1) return;
-  if (N >= M && ncol >= 2) *sn = UT_MIN(need, ncol);
-  else if (nrow >= 2) *sm = UT_MIN(need, nrow);
-  else *sn = UT_MIN(need, ncol);
+/* The micro-kernel's rate for a plan: the calibration's at (mr, nr, kc, nc),
+ * except that rates within RATE_NOISE of the best measured for that
+ * micro-tile (any kc, nc) count as that best: harp calibrate's figures
+ * scatter by ~2-3% from one (kc, nc) to the next and from run to run, so a
+ * 1% difference between two depths in the file ranks nothing, while the
+ * best of a tile's six measurements is a steady figure for the tile (the
+ * depth's own cost is the per-call term of task_cycles). */
+#define RATE_NOISE 0.97
+static double tile_rate(const plan_calib *c, int mr, int nr, int64_t kc, int64_t nc) {
+  double best = 0, r = plan_calib_rate(c, mr, nr, kc, nc);
+  for (int i = 0; i < c->nmk; i++)
+    if (c->mk[i].mr == mr && c->mk[i].nr == nr) best = UT_MAX(best, c->mk[i].gflops);
+  if (best <= 0) return best_rate(c); /* a micro-tile the calibration did not time */
+  return r >= RATE_NOISE * best ? best : r;
 }
 
-/* Seconds of a GEMM-shaped plan on the template. */
+/* The micro-kernel's cycles per k step for `rows` rows by `vecs` vectors
+ * (cgen_gemm.c's emit_kernel: one FMA per row and vector, a load per
+ * vector of B and a broadcast per row of A): x86 cores issue two FMAs a
+ * cycle, and an accumulator waits ~4 cycles for its last FMA, so fewer
+ * than 8 accumulators leave the FMA units idle; loads and broadcasts at
+ * 1.5 a cycle fit harp tune's 480x64x512 (8x48's 8 x 1-vector tail, 8 FMAs
+ * and 9 loads a step: 8x48 1.12-1.15x the 6x64's time, about 6 cycles a
+ * step for the tail).  The full tiles (6x4, 8x3 vectors) are FMA-bound;
+ * the tails the template emits for the last rows (M % MR) and columns
+ * (N % NR, in whole vectors) may not be. */
+#define FMA_PER_CYCLE 2.0
+#define LOAD_PER_CYCLE 1.5
+#define FMA_LATENCY 4.0
+static double step_cycles(int rows, int vecs) {
+  if (rows <= 0 || vecs <= 0) return 0;
+  double fma = rows * vecs / FMA_PER_CYCLE, ld = (rows + vecs) / LOAD_PER_CYCLE;
+  return UT_MAX(UT_MAX(fma, ld), FMA_LATENCY);
+}
+
+/* Each call of the micro-kernel loads and stores its C tile and enters and
+ * leaves its K loop: about this many k steps' worth (the calibrated rate
+ * rises ~1-2% from kc 128 to 384; a K block of 2 left by kc 128 on K 130
+ * ran ~4% slower than one of 130). */
+#define CALL_STEPS 4.0
+
+/* The template's task split for a plan (cgen_gemm.c, resolve_tile, in the
+ * same order of tests): the number of tasks along M and N per batch, each
+ * tm x tn (whole micro-tiles), so that the tasks fill the threads; both
+ * bound, the split whose slowest thread computes fewer rows x columns
+ * (plus, when B is packed per task, 16 multiply-adds' worth a B element). */
+typedef struct gemm_split {
+  int64_t tm, tn, sm, sn;
+} gemm_split;
+static gemm_split task_split(int64_t M, int64_t N, int64_t nbat, int threads, int mr, int nr, int lanes, bool pm,
+                             bool pn, bool b_packed) {
+  int64_t need = nbat >= 4 * threads ? 1 : threads / plan_gcd(nbat, threads);
+  int64_t ncol = cdiv(N, nr), nrow = cdiv(M, mr), sm = 1, sn = 1;
+  if (!pm && !pn) pm = pn = true;
+  if (need > 1) {
+    if (pn && pm && N >= M && ncol >= 2 && nrow >= 2) {
+      int64_t cn = UT_MIN(need, ncol), cm = UT_MIN(need, nrow);
+      double pack = b_packed ? 0 : 16;
+      int64_t tn = rup(cdiv(N, cn), nr), tm = rup(cdiv(M, cm), mr);
+      int64_t rn = cdiv(nbat * cdiv(N, tn), threads), rm = cdiv(nbat * cdiv(M, tm), threads);
+      double wn = (double)rn * (double)UT_MIN(tn, N) * ((double)rup(M, mr) + pack);
+      double wm = (double)rm * (double)rup(N, lanes) * ((double)UT_MIN(tm, M) + pack);
+      if (wm < wn) sm = cm;
+      else sn = cn;
+    } else if (pn && (!pm || N >= M) && ncol >= 2) sn = UT_MIN(need, ncol);
+    else if (pm && nrow >= 2) sm = UT_MIN(need, nrow);
+    else if (pn) sn = UT_MIN(need, ncol);
+  }
+  gemm_split s = {rup(cdiv(M, sm), mr), rup(cdiv(N, sn), nr), 0, 0};
+  s.sm = cdiv(M, s.tm), s.sn = cdiv(N, s.tn);
+  return s;
+}
+
+/* Is axis (an index into r->axes) bound to block.* by p (the template's
+ * par_m / par_n: the task split may cut it)? */
+static bool bound_block(const plan_t *p, const plan_region_info *r, int axis) {
+  if (axis < 0) return false;
+  char nm[PLAN_NAME_MAX];
+  snprintf(nm, sizeof nm, "%.50s.o", r->axes[axis].name);
+  for (int i = 0; i < p->nbind; i++)
+    if (plan_target_is_block(p->bind[i].target) && (!strcmp(p->bind[i].axis, nm) || !strcmp(p->bind[i].axis, r->axes[axis].name)))
+      return true;
+  return false;
+}
+
+/* The micro-kernel cycles of one task of rows x cols: full MR x NR calls,
+ * the row tail's and the column tail's (in whole vectors; only the task at
+ * M's or N's end has one, as tasks hold whole micro-tiles), each K block's
+ * depth plus CALL_STEPS. */
+static double task_cycles(int64_t rows, int64_t cols, int64_t K, int64_t nkb, int mr, int nr, int lanes) {
+  int nv = UT_MAX(nr / lanes, 1);
+  int64_t fr = rows / mr, fc = cols / nr;
+  int rt = (int)(rows % mr), vt = (int)cdiv(cols % nr, lanes);
+  double per_step = (double)fr * (double)fc * step_cycles(mr, nv) + (double)fr * step_cycles(mr, vt) +
+                    (double)fc * step_cycles(rt, nv) + step_cycles(rt, vt);
+  return per_step * ((double)K + (double)nkb * CALL_STEPS);
+}
+
+/* The slowest thread's seconds over the tasks: they are taken in order by
+ * whichever thread is free (hprt_pool_run), each of `task_s(i)` seconds.
+ * Few tasks are simulated one by one; many (a batch split) in rounds. */
+static double makespan(const double *task_s, int64_t ntask, int threads) {
+  double load[64] = {0}, worst = 0;
+  threads = UT_MAX(UT_MIN(threads, 64), 1);
+  for (int64_t i = 0; i < ntask; i++) {
+    int t = 0;
+    for (int j = 1; j < threads; j++)
+      if (load[j] < load[t]) t = j;
+    load[t] += task_s[i];
+  }
+  for (int j = 0; j < threads; j++) worst = UT_MAX(worst, load[j]);
+  return worst;
+}
+
+/* The template's work below this (M N K, B under 1 MiB) runs on the calling
+ * thread alone (contract_c.c, SMALL_WORK / SMALL_BYTES). */
+#define SMALL_WORK (double)(1 << 21)
+#define SMALL_BYTES (double)(1 << 20)
+
+/* Seconds of a GEMM-shaped plan on the template (cgen_gemm.c):
+ *   - the plan's warp tile is MR x NR, its tile [BM, BN, BK] mc, nc, kc (kc
+ *     at most K); B packed once at model_init when it is a parameter (and A
+ *     is not), else per task; A packed every call unless a parameter;
+ *   - the tasks (task_split) are taken by the threads as they come; each
+ *     computes its rows x columns in micro-kernel calls (task_cycles, at the
+ *     calibrated rate of the full tile), packs its B columns (unless packed
+ *     once) and adds its partial C for every K block but the first;
+ *   - the parallel calls (pack A, tasks) cost the calibrated task_us; DRAM
+ *     traffic of the operands bounds the whole from below. */
 static double gemm_time(const plan_t *p, const plan_region_info *r, const plan_gemm_view *g, const plan_machine *m) {
   const plan_calib *c = &m->calib;
   int64_t M = g->M, N = g->N, K = g->K, nbat = UT_MAX(g->batch, 1);
-  int mr = p->warp_m > 0 ? p->warp_m : 6, nr = p->warp_n > 0 ? p->warp_n : UT_MAX(m->simd_bytes / 4, 1) * 4;
-  int64_t kc = tile_on(p, r, g->k), nc = tile_on(p, r, g->n);
+  int lanes = UT_MAX(m->simd_bytes / 4, 1);
+  /* the template's own micro-tile (resolve_tile): 6x64 AVX-512, 6x16 AVX2 */
+  int mr = lanes >= 8 ? 6 : 4, nr = lanes >= 16 ? 4 * lanes : lanes >= 8 ? 2 * lanes : 4;
+  int64_t kc = tile_on(p, r, g->k), nc = 0;
+  /* a conv whose plan has the pixels as M runs with them as the template's N
+   * and reads only BK of the plan (contract_c.c, cc_plan_tuning) */
+  bool swap = r->pattern == PLAN_PAT_CONV && r->conv_oh > 0 && r->conv_ow > 0 && g->M == r->conv_oh * r->conv_ow;
+  if (swap) {
+    M = g->N, N = g->M;
+  } else {
+    if (p->warp_m > 0 && p->warp_n > 0) mr = p->warp_m, nr = p->warp_n;
+    nc = tile_on(p, r, g->n);
+  }
   kc = kc > 0 ? UT_MIN(kc, K) : UT_MIN(256, K);
   nc = rup(nc > 0 ? nc : 512, nr);
-  int threads = UT_MAX(UT_MIN(m->sm_count, 64), 1);
-  int64_t sm, sn;
-  task_split(M, N, nbat, threads, mr, nr, &sm, &sn);
-  int64_t tm = rup(cdiv(M, sm), mr), tn = rup(cdiv(N, sn), nr);
-  nc = UT_MIN(nc, tn);
-  int64_t tasks = nbat * cdiv(M, tm) * cdiv(N, tn), rounds = cdiv(tasks, threads);
-  double rate = plan_calib_rate(c, mr, nr, kc, nc);
-  if (rate <= 0) rate = best_rate(c);
-  double task_flops = 2.0 * (double)tm * (double)tn * (double)K; /* whole micro-tiles: edge waste */
-  double gbs = c->pack_gbs * 1e9;
-  double pack_b = (double)tn * (double)K * 8 / gbs;                           /* read + write */
-  double partial = (double)(cdiv(K, kc) - 1) * (double)tm * (double)tn * 8 / gbs; /* C += per K block */
-  double task = task_flops / (rate * 1e9) + pack_b + partial;
-  double pack_a = (double)rup(M, mr) * (double)K * 8 * (double)nbat / gbs / threads;
-  double t = (double)rounds * task + pack_a + 2 * c->task_us * 1e-6;
   int tin = UT_MAX(tiny_dtype_size(r->in_dtype), 1), tout = UT_MAX(tiny_dtype_size(r->out_dtype), 1);
+  /* a conv's weight is the template's A (packed once when a parameter) */
+  bool a_param = r->pattern == PLAN_PAT_CONV ? r->conv_w_per_call == 0 : r->a_param;
+  bool a_once = a_param && r->in_dtype == TINY_FP32, b_once = !a_once && r->b_param && M > 8 && nbat == 1;
+  bool pm = bound_block(p, r, swap ? g->n : g->m), pn = bound_block(p, r, swap ? g->m : g->n);
+  int threads = pm || pn ? UT_MAX(UT_MIN(m->sm_count, 64), 1) : 1;
+  if ((double)M * N * K * nbat < SMALL_WORK && (double)K * N * tin < SMALL_BYTES) threads = 1;
+  gemm_split s = task_split(M, N, nbat, threads, mr, nr, lanes, pm, pn, b_once);
+  int64_t nkb = cdiv(K, kc);
+  double rate = tile_rate(c, mr, nr, kc, UT_MIN(nc, s.tn));
+  if (rate <= 0) return INFINITY;
+  /* seconds per cycle of step_cycles: the full tile at the calibrated rate */
+  int nv = UT_MAX(nr / lanes, 1);
+  double cyc = 2.0 * mr * nv * lanes / (rate * 1e9) / step_cycles(mr, nv);
+  double gbs = c->pack_gbs * 1e9;
+  double task_s[4]; /* a full task; the last along N; along M; both */
+  for (int i = 0; i < 4; i++) {
+    int64_t rows = i & 2 ? M - (s.sm - 1) * s.tm : s.tm, cols = i & 1 ? N - (s.sn - 1) * s.tn : s.tn;
+    double t = task_cycles(rows, cols, K, nkb, mr, nr, lanes) * cyc;
+    if (!b_once) t += (double)cols * (double)K * 8 / gbs;                    /* pack B: read + write */
+    /* C += per K block: the block of C a K block updates (the task's rows
+     * by nc columns) is read back from L3 unless it stays in L2 beside the
+     * packed B block (then its re-reads hide behind the calls: CALL_STEPS) */
+    double cblk = (double)rows * (double)UT_MIN(nc, cols) * 4, bblk = (double)kc * (double)UT_MIN(nc, cols) * 4;
+    if (cblk + bblk > (double)m->l2_bytes) t += (double)(nkb - 1) * (double)rows * (double)cols * 8 / gbs;
+    task_s[i] = t;
+  }
+  int64_t ntask = nbat * s.sm * s.sn;
+  double span;
+  if (ntask <= 4096) {
+    double tt[4096];
+    for (int64_t i = 0; i < ntask; i++) {
+      int64_t tn = i % s.sn, tm = i / s.sn % s.sm;
+      tt[i] = task_s[(tn == s.sn - 1 ? 1 : 0) | (tm == s.sm - 1 ? 2 : 0)];
+    }
+    span = makespan(tt, ntask, threads);
+  } else {
+    span = (double)cdiv(ntask, threads) * task_s[0];
+  }
+  double pack_a = a_once ? 0 : (double)rup(M, mr) * (double)K * 8 * (double)nbat / gbs / threads;
+  double t = span + pack_a + (threads > 1 ? 2 * c->task_us * 1e-6 : 0);
   double dram = ((double)(M * K + K * N) * tin + (double)(M * N) * tout) * (double)nbat / (c->mem_gbs * 1e9);
   return t > dram ? t : dram;
 }

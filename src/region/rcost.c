@@ -284,6 +284,7 @@ static void contraction_axes(rg_ctx *c, int K, rg_eval *ev) {
         else ev->info.conv_kw = (int)w, ev->info.conv_sw = st, ev->info.conv_dw = dl, ev->info.conv_ow = o;
       }
   }
+  if (!nwin) ev->info.a_param = is_param(c->g, k->lhs), ev->info.b_param = is_param(c->g, k->rhs);
   if (nwin && win_side[0] != win_side[1] && !is_param(c->g, win_side[0] ? k->rhs : k->lhs))
     ev->info.conv_w_per_call = (win_side[0] ? N : M) * R; /* the weight: its own out channels by the reduction */
   double all = 1;

@@ -242,7 +242,9 @@ static void test_calibrated_model(void **state) {
   m.calib = sample_calib(200, 100);
   plan_t pts[PLAN_TUNE_POINTS];
   plan_cost costs[PLAN_TUNE_POINTS];
-  /* edge waste: N = 64 is one 6x64 micro-tile column but pads to 96 with 8x48 */
+  /* edge waste: N = 64 is one 6x64 micro-tile column; 8x48 runs its full
+   * tile and, for the last 16 columns, the template's one-vector tail kernel
+   * (not a padded 48-column tile: 96/64 = 1.5x, as this test once said) */
   plan_region_info r = f32_gemm(480, 64, 512);
   int n = points(&r, &m, pts, costs);
   double t64 = 0, t48 = 0;
@@ -252,8 +254,9 @@ static void test_calibrated_model(void **state) {
     if (pts[i].warp_n == 48) t48 = costs[i].time_est;
   }
   assert_true(t64 > 0 && t48 > 0);
-  /* compute is most of it: 96/64 = 1.5x the multiply-adds */
-  if (!(t48 > 1.3 * t64)) fail_msg("8x48 %.3g s, 6x64 %.3g s", t48, t64);
+  /* the tail's 8 FMAs and 9 loads a k step are load-bound: harp tune
+   * measured 8x48 at 1.12-1.15x the 6x64's time (2-core EPYC, minima) */
+  if (!(t48 > 1.06 * t64 && t48 < 1.3 * t64)) fail_msg("8x48 %.3g s, 6x64 %.3g s", t48, t64);
   assert_int_equal(pts[0].warp_n, 64); /* the default avoids the waste */
   /* the measured rate: kc 128 runs at half the rate of kc 256 */
   r = f32_gemm(960, 1024, 1024);
@@ -281,6 +284,63 @@ static void test_calibrated_model(void **state) {
   harp_error e = {0};
   assert_ok(&e, plan_cost_of(&pts[0], &r, &u, &uc, &e));
   assert_true(uc.time_est != costs[0].time_est);
+}
+
+/* The estimate of r's point with tile depth kc and micro-tile width nr
+ * (stages 2; the first such point: BM and BN do not change the CPU kernel's
+ * work), 0 when the space has none. */
+static double point_est(const plan_region_info *r, const plan_machine *m, int64_t kc, int nr) {
+  plan_t pts[PLAN_TUNE_POINTS];
+  plan_cost costs[PLAN_TUNE_POINTS];
+  int n = points(r, m, pts, costs);
+  for (int i = 0; i < n; i++)
+    if (pts[i].tile[2] == kc && pts[i].warp_n == nr && pts[i].stages == 2) return costs[i].time_est;
+  return 0;
+}
+
+/* Orderings of GEMM plans that the calibrated model gets from the template's
+ * own choices (cost_cpu.c), with every micro-kernel at one rate: estimates
+ * only, no timing.  Each was measured with harp tune (2-core EPYC, minima). */
+static void test_calibrated_gemm_terms(void **state) {
+  (void)state;
+  plan_machine m = fixed_cpu();
+  m.calib = sample_calib(200, 200);
+  /* 130^3: the template splits M (each task all 130 columns, a 2-column
+   * tail vector), 66 rows a task with 6x64, 72 with 8x48: 6x64 ran
+   * 0.0118-0.0119 ms, 8x48 0.0122-0.0124 (a split along N, 128 and 2
+   * columns, would have made 8x48's 96 + 34 columns the faster) */
+  plan_region_info r = f32_gemm(130, 130, 130);
+  double t64 = point_est(&r, &m, 256, 64), t48 = point_est(&r, &m, 256, 48);
+  assert_true(t64 > 0 && t48 > 0);
+  if (!(t64 < t48)) fail_msg("130^3: 6x64 %.4g s, 8x48 %.4g s", t64, t48);
+  /* ... and kc 128 leaves a K block of 2: one more pass over C and a call
+   * per micro-tile for two k steps (6x64 kc 128 ran 0.0121-0.0122 ms) */
+  double k128 = point_est(&r, &m, 128, 64);
+  if (!(k128 > 1.01 * t64)) fail_msg("130^3: kc 128 %.4g s, kc 256 %.4g s", k128, t64);
+  /* a B that is a model parameter is packed once at model_init, not by
+   * every task; an A parameter likewise (then B is packed per task) */
+  r = f32_gemm(480, 512, 512);
+  double plain = point_est(&r, &m, 256, 64);
+  r.b_param = true;
+  double b_once = point_est(&r, &m, 256, 64);
+  r.a_param = true;
+  double a_once = point_est(&r, &m, 256, 64);
+  if (!(b_once < 0.99 * plain && a_once < 0.99 * plain)) fail_msg("%.4g %.4g %.4g", plain, b_once, a_once);
+  /* M N K under 2^21 with B under 1 MiB: the template runs it on the
+   * calling thread alone, so one core's FLOPs */
+  r = f32_gemm(96, 96, 96);
+  double one = 2.0 * 96 * 96 * 96 / 200e9, small = point_est(&r, &m, 256, 64);
+  if (!(small > 0.95 * one && small < 1.6 * one)) fail_msg("96^3: %.4g s, one core %.4g s", small, one);
+  /* a 1x1 conv whose plan has the pixels as M runs with the template's own
+   * micro-tile and panel, reading only BK: its points of one depth are one
+   * kernel (harp tune: "same kernel"), and tie */
+  r = f32_gemm(56 * 56, 256, 64);
+  r.pattern = PLAN_PAT_CONV;
+  r.conv_kh = r.conv_kw = r.conv_sh = r.conv_sw = r.conv_dh = r.conv_dw = 1;
+  r.conv_oh = r.conv_ow = 56;
+  double c64 = point_est(&r, &m, 256, 64), c48 = point_est(&r, &m, 256, 48);
+  assert_true(c64 > 0);
+  if (c48 != c64) fail_msg("1x1 conv: 6x64 %.6g s, 8x48 %.6g s", c64, c48);
 }
 
 /* A 3x3 stride-1 fp32 conv on AVX-512: the direct kernel or Winograd, whose
@@ -359,6 +419,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_roundtrip),        cmocka_unit_test(test_bad_text),
       cmocka_unit_test(test_files),            cmocka_unit_test(test_calibrated_model),
+      cmocka_unit_test(test_calibrated_gemm_terms),
       cmocka_unit_test(test_calibrated_conv),  cmocka_unit_test(test_tune_pick),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
