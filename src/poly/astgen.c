@@ -493,7 +493,7 @@ static harp_status mark_sym_domains(gen *g) {
 harp_status poly_ast_gen(harp_error *e, const poly_view *cpv, const poly_stmt_spec *stmts, int nstmts,
                        const poly_ast_opts *opts, ut_arena *arena, poly_ast **out) {
   poly_view *pv = (poly_view *)cpv; /* isl objects are shared (copied), never changed */
-  gen g = {e, pv, pv->ctx, stmts, nstmts, opts, arena, HARP_OK};
+  gen g = {.e = e, .pv = pv, .ctx = pv->ctx, .stmts = stmts, .nstmts = nstmts, .opts = opts, .A = arena, .st = HARP_OK};
   *out = NULL;
   if (nstmts < 1) return ut_fail(e, HARP_E_INTERNAL, NULL, "no statements");
   int len = 0;
