@@ -86,6 +86,10 @@ typedef struct rt_t0_gmap {
 } rt_t0_gmap;
 harp_status rt_t0_gmap_run(harp_error *e, const rt_t0_gmap *m, int threads);
 
+/* fn(job) on the calling thread and up to nt - 1 more (fewer when a
+ * thread cannot start: the jobs' work counters hand out what is left). */
+void rt_t0_on_threads(void *(*fn)(void *), void *job, int nt);
+
 /* The ops the map kernel evaluates (ct_read_map's ok): unary, binary, CAST. */
 bool rt_t0_map_op_ok(tiny_op op);
 harp_status rt_t0_map_run(harp_error *e, const rt_t0_map *m, int threads);

@@ -302,12 +302,7 @@ static harp_status run_job(harp_error *e, job *j, int threads) {
   j->npanel = (int)((j->N + NR - 1) / NR);
   int nt = threads < j->npanel ? threads : j->npanel;
   if ((double)j->M * (double)j->N * (double)j->K < 1 << 18) nt = 1; /* a thread costs more than it saves */
-  pthread_t th[RT_T0_MAX_THREADS];
-  int started = 0;
-  for (int i = 1; i < nt && i < RT_T0_MAX_THREADS; i++)
-    if (!pthread_create(&th[started], NULL, worker, j)) started++;
-  worker(j);
-  for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+  rt_t0_on_threads(worker, j, nt);
   if (j->failed) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory for a %lld x 32 panel", (long long)j->K);
   return HARP_OK;
 }
@@ -418,12 +413,7 @@ static void *dw_worker(void *arg) {
 /* A depthwise conv (groups == channels == output channels): planes over threads. */
 static harp_status run_depthwise(const rt_t0_conv *cv, int threads) {
   dw_job j = {.cv = cv};
-  pthread_t th[RT_T0_MAX_THREADS];
-  int started = 0;
-  for (int i = 1; i < threads && i < RT_T0_MAX_THREADS; i++)
-    if (!pthread_create(&th[started], NULL, dw_worker, &j)) started++;
-  dw_worker(&j);
-  for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+  rt_t0_on_threads(dw_worker, &j, threads);
   return HARP_OK;
 }
 

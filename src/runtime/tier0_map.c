@@ -10,7 +10,8 @@
  * ops: each input's offset along a row tabled once per piece, its row's
  * start per row, the input gathered into the block unless it moves with
  * the row or stays put.
- * Needs: tier0.h, pthreads.  Gives: rt_t0_map_run, rt_t0_gmap_run, rt_t0_map_op_ok. */
+ * Needs: tier0.h, pthreads.  Gives: rt_t0_map_run, rt_t0_gmap_run, rt_t0_map_op_ok,
+ * rt_t0_on_threads. */
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -122,9 +123,8 @@ static void *map_worker(void *arg) {
   return NULL;
 }
 
-/* fn(job) on the calling thread and up to nt - 1 more (fewer when a
- * thread cannot start: the work counter hands out what is left). */
-static void on_threads(void *(*fn)(void *), void *job, int nt) {
+/* tier0.h's rt_t0_on_threads. */
+void rt_t0_on_threads(void *(*fn)(void *), void *job, int nt) {
   pthread_t th[RT_T0_MAX_THREADS];
   int started = 0;
   for (int i = 1; i < nt && i < RT_T0_MAX_THREADS; i++)
@@ -137,7 +137,7 @@ harp_status rt_t0_map_run(harp_error *e, const rt_t0_map *m, int threads) {
   map_job j = {.m = m, .nrows = 1, .nblk = (m->m.cols + BLOCK - 1) / BLOCK};
   for (int d = 0; d < m->m.nouter; d++) j.nrows *= m->m.outer[d];
   if (m->m.cols <= 0 || j.nrows <= 0) return HARP_OK;
-  on_threads(map_worker, &j, j.nrows * j.nblk < 8 ? 1 : threads);
+  rt_t0_on_threads(map_worker, &j, j.nrows * j.nblk < 8 ? 1 : threads);
   if (j.failed) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory for a map's values");
   return HARP_OK;
 }
@@ -248,7 +248,7 @@ harp_status rt_t0_gmap_run(harp_error *e, const rt_t0_gmap *m, int threads) {
     j.nblk = (j.n[g->nv - 1] + BLOCK - 1) / BLOCK;
     if (j.nrows <= 0 || j.nblk <= 0) continue;
     if (!gmap_inner(&j, kp)) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory for a map's offsets");
-    on_threads(gmap_worker, &j, j.nrows * j.nblk < 8 ? 1 : threads);
+    rt_t0_on_threads(gmap_worker, &j, j.nrows * j.nblk < 8 ? 1 : threads);
     free((void *)j.inner);
     if (j.failed) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory for a map's values");
   }
