@@ -3,7 +3,7 @@
 OpenVINO, each from nothing to the first output of a model.
 
     python3 bench/first_result.py [--harp build/harp] [--rounds 3] [--off] [--no-wait] [--only resnet50,mobilenetv2,bert_layer,ppocr_det]
-                                  [--ab KNOB=V[,KNOB=V...]]
+                                  [--ab KNOB=V[,KNOB=V...]] [--base OTHER_HARP]
 
 For each model, in interleaved rounds at 2 threads:
   harp t0   `harp run MODEL --knob tier0=auto` (the default) on an empty cache directory: the
@@ -18,6 +18,8 @@ For each model, in interleaved rounds at 2 threads:
   harp B    (--ab) the harp t0 run again with these knobs (e.g. no_poly_reuse=1:
             a compile-time cut switched off), in the same rounds: a before /
             after of one binary on one loaded machine
+  harp base (--base) the harp t0 run of another binary (e.g. main's build)
+            in the same rounds: a before / after of two builds
   harp off  (--off) the same with tier0=off: the whole C compile before the
             first run (what every cold run did before tier 0)
   ort       onnxruntime: InferenceSession(...) + the first run, in this process
@@ -147,6 +149,7 @@ def main():
     ap.add_argument("--off", action="store_true", help="also time tier0=off (the whole compile first: slow)")
     ap.add_argument("--no-off", action="store_true", help="(the default) skip the tier0=off runs")
     ap.add_argument("--ab", default="", help="KNOB=V[,KNOB=V...]: also time the t0 run with these knobs (harp B)")
+    ap.add_argument("--base", default="", help="another harp binary: also time its t0 run (harp base) in the same rounds")
     ap.add_argument("--no-wait", action="store_true",
                     help="stop each harp process at its first result (no exit / build / warm figures: a loaded machine)")
     a = ap.parse_args()
@@ -163,7 +166,7 @@ def main():
         work = tempfile.mkdtemp(prefix="harp-first-")
         path = os.path.join(work, name + ".onnx")
         onnx.save(m, path)
-        t = {"t0": [], "B": [], "exit": [], "build": [], "warm": [], "off": [], "ort": [], "ov": []}
+        t = {"t0": [], "base": [], "B": [], "exit": [], "build": [], "warm": [], "off": [], "ort": [], "ov": []}
         ab = [k for k in a.ab.split(",") if k]
         prec, err = "", float("nan")
         for _ in range(a.rounds):
@@ -171,6 +174,8 @@ def main():
             t["t0"].append(first), t["exit"].append(total), t["build"].append(build or float("nan"))
             if not a.no_wait:
                 t["warm"].append(harp_cold(a.harp, path, inputs, "auto", work, cache)[0])
+            if a.base:
+                t["base"].append(harp_cold(a.base, path, inputs, "auto", work, wait=False)[0])
             if ab:
                 t["B"].append(harp_cold(a.harp, path, inputs, "auto", work, wait=not a.no_wait, knobs=ab)[0])
             if a.off and not a.no_off:
@@ -184,6 +189,9 @@ def main():
         med = {k: float(np.median(v)) if v else float("nan") for k, v in t.items()}
         print(f"{name:12} {med['t0']:8.0f} {med['exit']:8.0f} {med['build']:8.0f} {med['warm']:7.0f} {med['off']:9.0f} {med['ort']:8.0f} "
               f"{med['ov']:8.0f} {med['t0'] / med['ort']:7.2f} {med['t0'] / med['ov']:7.2f}  {err:.1g}", flush=True)
+        if a.base:
+            print(f"  harp base ({a.base}): {med['base']:.0f} ms, base/ort {med['base'] / med['ort']:.2f}, "
+                  f"t0/base {med['t0'] / med['base']:.2f}")
         if ab:
             print(f"  harp B ({a.ab}): {med['B']:.0f} ms, B/ort {med['B'] / med['ort']:.2f}, t0/B {med['t0'] / med['B']:.2f}")
         for k, v in t.items():

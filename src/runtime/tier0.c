@@ -3,7 +3,8 @@
  * everything else on the reference interpreter.  The regions are read by
  * the kernel layer's readers (ct_kind, ct_read_gemm / conv / pool), the
  * same readers the C and CUDA templates print from, so tier 0 computes the
- * same fused regions (epilogues included) as the compiled object.  Only
+ * same fused regions (epilogues included) as the compiled object; maps
+ * read through floor divisions (ct_read_gmap) run on tier0_map.c too.  Only
  * fp32 regions take the fast path; a region the readers decline, or one
  * with fp16 / bf16 data, runs on the interpreter.  The readers run once,
  * in rt_t0_prepare (they reach isl through the Poly-View); the runs read
@@ -24,7 +25,8 @@
 
 /* One kernel as rt_t0_prepare read it: the fast kernel that takes it
  * (kind: 'g' GEMM, 'c' convolution, 'p' pooling, 'a' attention, 's'
- * softmax, 'l' layernorm, 'm' map; 0: the interpreter) and its reading. */
+ * softmax, 'l' layernorm, 'm' map, 'q' map through floor divisions; 0:
+ * the interpreter) and its reading. */
 typedef struct t0_read {
   char kind;
   union {
@@ -36,6 +38,7 @@ typedef struct t0_read {
     ct_layernorm l;
   } u;
   ct_map_set *ms; /* kind 'm' */
+  ct_gmap *gm;    /* kind 'q': a map read through floor divisions */
 } t0_read;
 
 struct rt_t0_prep {
@@ -53,10 +56,16 @@ typedef struct t0_ctx {
 /* The storage of slot `slot` of kernel K (reads, then writes) at element
  * offset off; a model output not yet allocated is allocated here with its
  * node's shape.  NULL (with e set) when out of memory or not fp32. */
+/* The buffer of slot `slot` of kernel K (reads, then writes), or -1. */
+static int slot_buffer(const fn_kernel *K, int slot) {
+  if (slot < 0 || slot >= K->nreads + K->nwrites) return -1;
+  return slot < K->nreads ? K->reads[slot] : K->writes[slot - K->nreads];
+}
+
 static float *slot_ptr(harp_error *e, const t0_ctx *x, const fn_kernel *K, ut_tensor *storage, int slot, int64_t off) {
   const fn_function *f = x->c->f;
-  if (slot < 0 || slot >= K->nreads + K->nwrites) return NULL;
-  int b = slot < K->nreads ? K->reads[slot] : K->writes[slot - K->nreads];
+  int b = slot_buffer(K, slot);
+  if (b < 0) return NULL;
   ut_tensor *t = &storage[b];
   if (!t->data && f->buffers[b].kind == FN_OUTPUT) {
     const tiny_node *n = &x->c->g->nodes[f->buffers[b].node];
@@ -175,13 +184,28 @@ static bool map_fp32(const ct_map_set *ms) {
   return true;
 }
 
-/* Kernel r as an elementwise map: its set in *out (malloc'd), else NULL. */
-static harp_status read_map(harp_error *e, const ct_src *src, int r, ct_map_set **out) {
+/* Map g's ops keep fp32 (no rounding CAST; ct_read_gmap checks the tensors). */
+static bool gmap_fp32(const ct_gmap *g) {
+  for (int p = 0; p < g->npiece; p++)
+    for (int o = 0; o < g->piece[p].nops; o++)
+      if (g->piece[p].ops[o].op == TINY_CAST && g->piece[p].ops[o].to != TINY_FP32) return false;
+  return true;
+}
+
+/* Kernel r as an elementwise map into k (kind 'm', its set malloc'd), else
+ * as one read through floor divisions (kind 'q'), else left alone. */
+static harp_status read_map(harp_error *e, const ct_src *src, int r, t0_read *k) {
   const char *why = NULL;
   ct_map_set *set = ut_xmalloc(sizeof *set);
-  if (!set) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
-  if (ct_read_map(src, r, rt_t0_map_op_ok, set, &why) && map_fp32(set)) *out = set;
-  else free(set);
+  ct_gmap *gm = set ? ut_xmalloc(sizeof *gm) : NULL;
+  if (!gm) {
+    free(set);
+    return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  }
+  if (ct_read_map(src, r, rt_t0_map_op_ok, set, &why) && map_fp32(set)) k->ms = set, k->kind = 'm', set = NULL;
+  else if (ct_read_gmap(src, r, rt_t0_map_op_ok, gm, &why) && gmap_fp32(gm)) k->gm = gm, k->kind = 'q', gm = NULL;
+  free(set);
+  free(gm);
   return HARP_OK;
 }
 
@@ -195,8 +219,7 @@ static harp_status read_kernel(harp_error *e, const ct_src *src, int r, t0_read 
   if (kind) return HARP_OK;
   if (read_pool(src, r, &k->u.p)) k->kind = 'p';
   else if ((k->kind = read_row(src, r, k))) return HARP_OK;
-  else if (read_map(e, src, r, &k->ms)) return e->code;
-  else if (k->ms) k->kind = 'm';
+  else return read_map(e, src, r, k);
   return HARP_OK;
 }
 
@@ -222,7 +245,7 @@ harp_status rt_t0_prepare(harp_error *e, const rt_compile *c, rt_t0_prep **out) 
 
 void rt_t0_prep_free(rt_t0_prep *p) {
   if (!p) return;
-  for (int r = 0; r < p->n; r++) free(p->k[r].ms);
+  for (int r = 0; r < p->n; r++) free(p->k[r].ms), free(p->k[r].gm);
   free(p->k);
   free(p);
 }
@@ -348,6 +371,28 @@ static harp_status run_map(harp_error *e, t0_ctx *x, const fn_kernel *K, const c
   return st;
 }
 
+/* The map g of kernel K read through floor divisions: each input's
+ * strides dense over its buffer's shape (as the kernel layer read it). */
+static harp_status run_gmap(harp_error *e, t0_ctx *x, const fn_kernel *K, const ct_gmap *g, ut_tensor *storage, bool *done) {
+  const fn_function *f = x->c->f;
+  rt_t0_gmap m = {.g = g};
+  for (int kp = 0; kp < g->npiece; kp++)
+    for (int k = 0; k < g->piece[kp].nin; k++) {
+      const ct_gmap_in *in = &g->piece[kp].in[k];
+      int b = slot_buffer(K, in->t.slot);
+      const tiny_shape *sh = b < 0 ? NULL : &x->c->g->nodes[f->buffers[b].node].shape;
+      if (!sh || sh->rank != in->rank || !(m.in[kp][k] = slot_ptr(e, x, K, storage, in->t.slot, 0))) return e->code;
+      int64_t st = 1;
+      for (int a = in->rank - 1; a >= 0; st *= sh->d[a].n, a--) m.st[kp][k][a] = st;
+    }
+  int64_t n = 1;
+  for (int v = 0; v < g->nv; v++) n *= g->size[v];
+  int yb = slot_buffer(K, g->y.slot);
+  if (yb < 0 || (int64_t)(f->buffers[yb].size / 4) < n || !(m.y = slot_ptr(e, x, K, storage, g->y.slot, 0))) return e->code;
+  *done = true;
+  return rt_t0_gmap_run(e, &m, x->threads);
+}
+
 /* Kernel r on the fast kernel its reading names, if any. */
 static harp_status run_read(harp_error *e, t0_ctx *x, int r, ut_tensor *storage, bool *done) {
   const t0_read *k = &x->prep->k[r];
@@ -360,6 +405,7 @@ static harp_status run_read(harp_error *e, t0_ctx *x, int r, ut_tensor *storage,
     case 's':
     case 'l': return run_row(e, x, K, k, storage, done);
     case 'm': return run_map(e, x, K, k->ms, storage, done);
+    case 'q': return run_gmap(e, x, K, k->gm, storage, done);
     default: return HARP_OK;
   }
 }

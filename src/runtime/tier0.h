@@ -4,7 +4,8 @@
  * (src/kernel/contract*.c) runs on the shape-generic kernels compiled into
  * libharp (run-time sizes and strides, tier0_gemm.c), every other region on
  * the reference interpreter; attention, softmax and layernorm regions on
- * row kernels (tier0_rows.c), elementwise maps on tier0_map.c.  No C compiler is involved, so a never-seen
+ * row kernels (tier0_rows.c), elementwise maps (also those read through
+ * floor divisions: upsampling, depth-to-space) on tier0_map.c.  No C compiler is involved, so a never-seen
  * model starts at once while its specialised object builds (cpu.c).
  * Internal to src/runtime. */
 #ifndef HARP_RT_TIER0_H
@@ -15,6 +16,7 @@
 
 #include "harp/pipeline.h"
 #include "kernel/contract.h"
+#include "kernel/gmap.h"
 
 #define RT_T0_MAX_THREADS 16
 
@@ -71,6 +73,22 @@ typedef struct rt_t0_map {
   const float *in[CT_MAP_MAX_IN];
   float *y;
 } rt_t0_map;
+
+/* An elementwise map read through floor divisions (kernel/gmap.h: a
+ * nearest upsample, a depth-to-space, a concatenation of them): g's
+ * pieces with their inputs resolved, each input dense row-major with the
+ * element strides st (from its buffer's shape), y dense over g's domain. */
+typedef struct rt_t0_gmap {
+  const ct_gmap *g;
+  const float *in[CT_MAP_MAX_PIECES][CT_MAP_MAX_IN];
+  int64_t st[CT_MAP_MAX_PIECES][CT_MAP_MAX_IN][TINY_MAX_RANK];
+  float *y;
+} rt_t0_gmap;
+harp_status rt_t0_gmap_run(harp_error *e, const rt_t0_gmap *m, int threads);
+
+/* fn(job) on the calling thread and up to nt - 1 more (fewer when a
+ * thread cannot start: the jobs' work counters hand out what is left). */
+void rt_t0_on_threads(void *(*fn)(void *), void *job, int nt);
 
 /* The ops the map kernel evaluates (ct_read_map's ok): unary, binary, CAST. */
 bool rt_t0_map_op_ok(tiny_op op);

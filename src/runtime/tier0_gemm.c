@@ -302,12 +302,7 @@ static harp_status run_job(harp_error *e, job *j, int threads) {
   j->npanel = (int)((j->N + NR - 1) / NR);
   int nt = threads < j->npanel ? threads : j->npanel;
   if ((double)j->M * (double)j->N * (double)j->K < 1 << 18) nt = 1; /* a thread costs more than it saves */
-  pthread_t th[RT_T0_MAX_THREADS];
-  int started = 0;
-  for (int i = 1; i < nt && i < RT_T0_MAX_THREADS; i++)
-    if (!pthread_create(&th[started], NULL, worker, j)) started++;
-  worker(j);
-  for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+  rt_t0_on_threads(worker, j, nt);
   if (j->failed) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory for a %lld x 32 panel", (long long)j->K);
   return HARP_OK;
 }
@@ -320,7 +315,31 @@ static float *pack_all_a(const rt_t0_gemm *g, const float *a) {
   return ap;
 }
 
-harp_status rt_t0_gemm_run(harp_error *e, const rt_t0_gemm *g, int threads) {
+/* g as its transpose, C^T = B^T x A^T: the same sums in the same order
+ * (each output's products in k order), the epilogue's per-row and
+ * per-column steps swapped. */
+static rt_t0_gemm transposed(const rt_t0_gemm *g) {
+  rt_t0_gemm t = *g;
+  t.M = g->N, t.N = g->M, t.a = g->b, t.b = g->a;
+  for (int i = 0; i < 2; i++) t.a_sb[i] = g->b_sb[i], t.b_sb[i] = g->a_sb[i];
+  t.a_sm = g->b_sn, t.a_sk = g->b_sk, t.b_sk = g->a_sk, t.b_sn = g->a_sm;
+  t.c_sm = g->c_sn, t.c_sn = g->c_sm;
+  for (int i = 0; i < g->nepi; i++) {
+    ct_epi *s = &t.epi[i].e;
+    if (s->kind == CT_EPI_BIAS_M || s->kind == CT_EPI_BIAS_N) s->kind = s->kind == CT_EPI_BIAS_M ? CT_EPI_BIAS_N : CT_EPI_BIAS_M;
+    int64_t sm = s->s_m;
+    s->s_m = s->s_n, s->s_n = sm;
+  }
+  return t;
+}
+
+harp_status rt_t0_gemm_run(harp_error *e, const rt_t0_gemm *g0, int threads) {
+  /* C stored by columns (a 1x1 conv read as pixels x channels: C's rows
+   * are its pixels, adjacent in memory): computed as the transpose, so
+   * that a tile's rows are stored contiguous and B's rows copied whole */
+  rt_t0_gemm gt;
+  const rt_t0_gemm *g = g0;
+  if (g0->M > 1 && g0->c_sm == 1 && g0->c_sn != 1) gt = transposed(g0), g = &gt;
   harp_status st = HARP_OK;
   for (int64_t b0 = 0; b0 < g->batch[0] && !st; b0++)
     for (int64_t b1 = 0; b1 < g->batch[1] && !st; b1++) {
@@ -394,12 +413,7 @@ static void *dw_worker(void *arg) {
 /* A depthwise conv (groups == channels == output channels): planes over threads. */
 static harp_status run_depthwise(const rt_t0_conv *cv, int threads) {
   dw_job j = {.cv = cv};
-  pthread_t th[RT_T0_MAX_THREADS];
-  int started = 0;
-  for (int i = 1; i < threads && i < RT_T0_MAX_THREADS; i++)
-    if (!pthread_create(&th[started], NULL, dw_worker, &j)) started++;
-  dw_worker(&j);
-  for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+  rt_t0_on_threads(dw_worker, &j, threads);
   return HARP_OK;
 }
 

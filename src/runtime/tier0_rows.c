@@ -39,12 +39,7 @@ static void *rows_worker(void *arg) {
 static harp_status run_rows(harp_error *e, int64_t nrows, void (*row)(const void *, int64_t, float *), const void *k,
                             size_t scratch, int threads) {
   rows_job j = {.nrows = nrows, .row = row, .k = k, .scratch = scratch};
-  pthread_t th[RT_T0_MAX_THREADS];
-  int started = 0, nt = nrows < 16 ? 1 : threads;
-  for (int i = 1; i < nt && i < RT_T0_MAX_THREADS; i++)
-    if (!pthread_create(&th[started], NULL, rows_worker, &j)) started++;
-  rows_worker(&j);
-  for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+  rt_t0_on_threads(rows_worker, &j, nrows < 16 ? 1 : threads);
   if (j.failed) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory for a row's scratch");
   return HARP_OK;
 }

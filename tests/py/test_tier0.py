@@ -134,6 +134,44 @@ case("conv1x1 + batchnorm", [conv("x", "w", None, "c"),
                              helper.make_node("BatchNormalization", ["c", "sc", "sh", "mu", "var"], ["y"])],
      {"x": x}, [("y", (1, 33, 6, 7))], {"w": w, "sc": sc, "sh": sh, "mu": mu, "var": var}, 1)
 
+# a 1x1 conv read as a GEMM over pixels x channels, its output stored by
+# columns: computed as the transpose (tier0_gemm.c), its bias and residual
+# steps swapped to the other axis; odd sizes, neither a tile's multiple
+x, w, b, r = rand(1, 13, 9, 11), rand(21, 13, 1, 1, scale=0.3), rand(21), rand(1, 21, 9, 11)
+case("conv1x1 bias + residual + relu (transposed GEMM)",
+     [conv("x", "w", "b", "c"), helper.make_node("Add", ["c", "r"], ["a"]), helper.make_node("Relu", ["a"], ["y"])],
+     {"x": x, "r": r}, [("y", (1, 21, 9, 11))], {"w": w, "b": b}, 1, max_interp=0)
+
+# maps read through floor divisions (kernel/gmap.h) on tier0_map.c, none
+# on the interpreter: a nearest Resize x2 added to a lateral branch and
+# concatenated with it (a piece per slab); a DepthToSpace in both modes
+# with a sigmoid; a text detector's head of 2x2 stride-2 ConvTransposes
+fpn_path = os.path.join(tempfile.mkdtemp(), "fpn.onnx")
+onnx.save(om.fpn_s2(rng), fpn_path)
+case("resize x2 + add + concat (gmap)", None, {"x": rand(1, 3, 14, 22)}, [("y", (1, 8, 14, 22))], None, 4, path=fpn_path,
+     max_interp=0)
+# the slabs cut along rows (a concatenation on H): y's channel stride is
+# the whole image's, not a slab's
+u, v = rand(1, 3, 4, 5), rand(1, 3, 6, 10)
+case("resize x2 concat on rows (gmap)",
+     [helper.make_node("Resize", ["u", "", "sc"], ["r"], mode="nearest"), helper.make_node("Sigmoid", ["v"], ["sv"]),
+      helper.make_node("Concat", ["r", "sv"], ["y"], axis=2)],
+     {"u": u, "v": v}, [("y", (1, 3, 14, 10))], {"sc": np.array([1, 1, 2, 2], np.float32)}, 1, max_interp=0)
+x, w = rand(1, 3, 7, 9), rand(12, 3, 1, 1, scale=0.5)
+case("depth-to-space DCR + sigmoid, CRD (gmap)",
+     [conv("x", "w", None, "c"), helper.make_node("DepthToSpace", ["c"], ["d"], blocksize=2, mode="DCR"),
+      helper.make_node("Sigmoid", ["d"], ["y"]), helper.make_node("DepthToSpace", ["c"], ["z"], blocksize=2, mode="CRD")],
+     {"x": x}, [("y", (1, 3, 14, 18)), ("z", (1, 3, 14, 18))], {"w": w}, 3, max_interp=0)
+x, hw = rand(1, 3, 9, 7), {"w0": rand(4, 3, 3, 3, scale=0.3), "b0": rand(4, scale=0.1), "t1": rand(4, 4, 2, 2, scale=0.4),
+                           "c1": rand(4, scale=0.1), "t2": rand(4, 1, 2, 2, scale=0.4), "c2": rand(1, scale=0.1)}
+case("conv transpose 2x2/2 head (gmap)",
+     [conv("x", "w0", "b0", "a", pads=[1, 1, 1, 1]), helper.make_node("Relu", ["a"], ["r"]),
+      helper.make_node("ConvTranspose", ["r", "t1", "c1"], ["u"], kernel_shape=[2, 2], strides=[2, 2]),
+      helper.make_node("Relu", ["u"], ["v"]),
+      helper.make_node("ConvTranspose", ["v", "t2", "c2"], ["t"], kernel_shape=[2, 2], strides=[2, 2]),
+      helper.make_node("Sigmoid", ["t"], ["y"])],
+     {"x": x}, [("y", (1, 1, 36, 28))], hw, 3, max_interp=0)
+
 # Gemm with transB and a bias, then a sigmoid; a batched MatMul
 a, wt, bb = rand(45, 37), rand(19, 37, scale=0.3), rand(19)
 case("gemm transB bias sigmoid", [helper.make_node("Gemm", ["a", "wt", "bb"], ["g"], transB=1),
