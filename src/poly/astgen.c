@@ -260,7 +260,10 @@ static const poly_acc *stmt_acc(gen *g, int k, int a) {
   return s->stage[a] ? &b->stage[a][s->stage[a] - 1] : &b->acc[a]; /* checked by poly_ast_gen */
 }
 
-/* The access of statement k as a function on its domain (S<k> space). */
+/* The access of statement k as a function on its domain (S<k> space).  Over
+ * the symbols (g->symdom[k]) an access astgen_sym.c cannot rebuild keeps its
+ * numbers, less what statement k's concrete domain already says: a guard the
+ * domain implies at this corner is implied at every smaller binding. */
 static __isl_give isl_pw_multi_aff *stmt_access(gen *g, int k, int a, __isl_keep isl_set *dom) {
   const poly_stmt_spec *s = &g->stmts[k];
   const poly_blk *b = &g->pv->blocks[s->block];
@@ -272,11 +275,12 @@ static __isl_give isl_pw_multi_aff *stmt_access(gen *g, int k, int a, __isl_keep
   if (g->symdom && g->symdom[k]) { /* one affine function: over the parameters too */
     isl_set *cd = concrete_domain(g, k);
     isl_map *p = poly_sym_access(g->pv, stmt_acc(g, k, a), g->opts, isl_map_copy(m), dom, cd);
-    isl_set_free(cd);
     if (p) {
+      isl_set_free(cd);
       isl_map_free(m);
       return isl_pw_multi_aff_from_map(p);
     }
+    m = isl_map_gist_domain(m, cd); /* the numbers: only what the domain does not already say */
   }
   m = isl_map_align_params(m, isl_set_get_space(dom));
   m = isl_map_intersect_domain(m, isl_set_copy(dom));
@@ -298,6 +302,7 @@ static __isl_give isl_set *fill_domain(gen *g, int k, int a, int q, __isl_keep i
     f = isl_set_project_out(f, isl_dim_set, (unsigned)b->pub.nout, (unsigned)(b->pub.nvars - b->pub.nout));
   char name[32];
   f = isl_set_set_tuple_name(f, stmt_name(k, name, sizeof name));
+  if (g->symdom && g->symdom[k]) f = isl_set_gist(f, concrete_domain(g, k)); /* as stmt_access */
   f = isl_set_align_params(f, isl_set_get_space(dom));
   return isl_set_intersect(f, isl_set_copy(dom));
 }

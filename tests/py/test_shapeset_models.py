@@ -63,9 +63,8 @@ TABLE = {
     "reshape_rows.json": row({"H": (1, 20)}, [{"H": 1}, {"H": 20}, {"H": 7}],
                              rewrite=[('"R"', '"ds_r"'), ('"outputs"', '"derived": {"ds_r": "2*H"},\n "outputs"')]),
     "seed000_gemm_bias_relu.json": row({"M": (3, 61)}, [{"M": 3}, {"M": 61}, {"M": 29}], {"K": 19, "N": 70}, tol=1e-3),
-    # the spec's attention as loops (no template): the nest prints M
-    "seed001_attention.json": row({"M": (2, 24)}, [{"M": 2}, {"M": 24}], {"B": 1, "H": 2, "N": 6, "D": 4},
-                                  "model_k0_body " + PER_BINDING),
+    # the spec's attention as loops (no template): the nest reads M at run time
+    "seed001_attention.json": row({"M": (2, 24)}, [{"M": 2}, {"M": 24}, {"M": 11}], {"B": 1, "H": 2, "N": 6, "D": 4}),
     # the spec's conv names its output size (Oy, Ox) as symbols of their own: the batch varies
     "seed001_conv.json": row({"N": (1, 3)}, [{"N": 1}, {"N": 3}],
                              {"Cin_total": 3, "H": 7, "W": 6, "Cout": 4, "Cin": 3, "Kh": 3, "Kw": 3, "pt": 1, "pb": 1, "pl": 1,
@@ -81,6 +80,8 @@ TABLE = {
     "cat_hw.harp": row({"H": (4, 20)}, [{"H": 4}, {"H": 20}, {"H": 9}], {"N": 1, "W": 12}),
     "const_pad_rows.harp": row({"R": (2, 30)}, [{"R": 2}, {"R": 30}, {"R": 17}]),
     "cnn_hw.harp": row({"H": (6, 20)}, [{"H": 6}, {"H": 20}, {"H": 12}], {"N": 1, "W": 10}, tol=1e-3, slow=True),
+    # the 3x3 convs run Winograd at the upper corner: its error
+    "conv_pad_hw.harp": row({"H": (6, 20)}, [{"H": 6}, {"H": 20}, {"H": 11}], {"N": 1, "W": 16}, tol=1e-2),
     "d2s_hw.harp": row({"H": (2, 12)}, [{"H": 2}, {"H": 12}, {"H": 5}], {"N": 1, "W": 8}),
     # a conv and a pool over derived sizes ((H + 1) / 2): their templates print them
     "dsym_cnn.harp": row({"H": (5, 21)}, [{"H": 5}, {"H": 12}], {"N": 1, "W": 9}, "model_k1_conv " + PER_BINDING, 1e-3,
@@ -92,6 +93,7 @@ TABLE = {
     "pool_pad_hw.harp": row({"H": (5, 21)}, [{"H": 5}, {"H": 21}, {"H": 12}], {"N": 1, "W": 11}, slow=True),
     "scale_hw.harp": row({"H": (4, 20)}, [{"H": 4}, {"H": 20}, {"H": 9}], {"N": 1, "W": 8}),
     "se_hw.harp": row({"H": (4, 20)}, [{"H": 4}, {"H": 20}, {"H": 9}], {"N": 1, "W": 8}, tol=1e-3),
+    "seq_nest.harp": row({"W": (8, 64)}, [{"W": 8}, {"W": 64}, {"W": 22}], {"N": 1}),
     # main's input has a fixed size: made the symbol L by a rewrite
     "seed002_multi_output.harp": row({"L": (1, 100)}, [{"L": 1}, {"L": 100}, {"L": 37}],
                                      rewrite=[("graph main(", "graph<L=10> main("), ("f32[10]", "f32[L]")]),
@@ -104,8 +106,7 @@ TABLE = {
     "upcat_hw.harp": row({"H": (2, 8), "G": (4, 16), "P": (8, 32)}, [{"H": 2, "G": 4, "P": 8}, {"H": 7, "G": 14, "P": 28}],
                          {"N": 1, "W": 4, "V": 8, "Q": 16}),
     # ---- ONNX: fixed shapes, the batch made a dim_param
-    # the max pool's and the classifier GEMM's kernels print the batch
-    "small_cnn.onnx": row({"batch": (1, 6)}, [{"batch": 1}, {"batch": 4}], expect="model_k1_pool " + PER_BINDING, tol=1e-3),
+    "small_cnn.onnx": row({"batch": (1, 6)}, [{"batch": 1}, {"batch": 4}, {"batch": 6}], tol=1e-3),
 }
 DTYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(int32)": np.int32}
 
