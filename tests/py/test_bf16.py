@@ -374,6 +374,20 @@ for prec, knob, want in (("bf16", [], chain_ref(bf16(r1), bf16(r1))), ("fp32", [
         e = np.abs(np.load(os.path.join(d, o + ".npy")).astype(np.float64) - want[o])
         s.check(f"bf16 activations, {prec}: {o} = numpy's exactly", float(e.max()) == 0.0, f"max err {e.max():.3g}")
 
+# a bare 1x1 conv (nothing fused after it) reads r1 as a contraction operand too: r1 stored in bf16
+bpath = mk(chain[:3], {"x": cx}, ["c2"], {"w1": cw1, "b1": cb1, "w2": cw2})
+p, d = run(bpath, {"x": cx}, backend="cpu", extra=["--precision", "bf16", "--dump", "c", "--dump-dir", dump])
+s.check("bf16 activations, a bare conv: runs", p.returncode == 0, p.stderr[-400:])
+if p.returncode == 0:
+    src = open(os.path.join(dump, "model.c")).read()
+    s.check("bf16 activations, a bare conv: r1 stored in bf16 (written and read so)",
+            re.search(r"gemm 32x90x32 [^\n]*fp32\*fp32->bf16", src) is not None and
+            re.search(r"gemm 32x90x32 [^\n]*fp32\*bf16->fp32", src) is not None, "")
+    e = np.abs(np.load(os.path.join(d, "c2.npy")).astype(np.float64) -
+               np.einsum("nchw,oc->nohw", bf16(r1), cw2[:, :, 0, 0]))
+    s.check("bf16 activations, a bare conv: c2 = numpy's conv of bf16(r1) exactly", float(e.max()) == 0.0,
+            f"max err {e.max():.3g}")
+
 # ---- a matmul whose A is a bf16 activation (its pairs packed as words, cgen_bf16.c) ----------------
 # h = relu(x @ wa + ba) is stored in bf16 and is the A of y = h @ wb (+ bb, or a bare MatMul: a region
 # of one contraction block, nothing fused after it, reads its operands as a contraction's too).  Small
