@@ -101,7 +101,16 @@ static int add_buffer(fn_function *f, const tiny_graph *g, int node, fn_buf_kind
 
 static int *ints(ut_arena *a, int n) { return ut_arena_alloc(a, sizeof(int) * (size_t)(n + 1)); }
 
-/* Per node: read as an operand of a contraction block (fn_options.half_mma_operands);
+/* Whether region info runs as a contraction kernel: a contraction with its
+ * epilogue, attention, or a lone contraction block (a bare MatMul or Conv). */
+static bool contraction_region(const poly_view *pv, const rg_info *info) {
+  if (!info) return false;
+  if (info->shape == RG_SHAPE_CONTRACTION || info->shape == RG_SHAPE_ATTENTION) return true;
+  return info->shape == RG_SHAPE_SINGLE && info->anchor >= 0 && poly_block(pv, info->anchor)->con;
+}
+
+/* Per node: read as an operand of a contraction block of a contraction region,
+ * fused epilogue or not (fn_options.half_mma_operands, bf16_operand_temps);
  * NULL without a Poly-View or memory. */
 static bool *mma_operands(ut_arena *a, const rg_partition *p, int nnodes) {
   const poly_view *pv = p->formed ? p->formed->pv : NULL;
@@ -110,7 +119,7 @@ static bool *mma_operands(ut_arena *a, const rg_partition *p, int nnodes) {
   memset(op, 0, sizeof(bool) * (size_t)(nnodes + 1));
   for (int r = 0; r < p->n; r++) {
     const rg_info *info = p->regions[r].info;
-    if (!info || (info->shape != RG_SHAPE_CONTRACTION && info->shape != RG_SHAPE_ATTENTION)) continue;
+    if (!contraction_region(pv, info)) continue;
     for (int i = 0; i < info->nblocks; i++) {
       const poly_block_info *b = poly_block(pv, info->blocks[i]);
       if (!b->con) continue;

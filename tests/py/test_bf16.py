@@ -374,28 +374,47 @@ for prec, knob, want in (("bf16", [], chain_ref(bf16(r1), bf16(r1))), ("fp32", [
         e = np.abs(np.load(os.path.join(d, o + ".npy")).astype(np.float64) - want[o])
         s.check(f"bf16 activations, {prec}: {o} = numpy's exactly", float(e.max()) == 0.0, f"max err {e.max():.3g}")
 
+# a bare 1x1 conv (nothing fused after it) reads r1 as a contraction operand too: r1 stored in bf16
+bpath = mk(chain[:3], {"x": cx}, ["c2"], {"w1": cw1, "b1": cb1, "w2": cw2})
+p, d = run(bpath, {"x": cx}, backend="cpu", extra=["--precision", "bf16", "--dump", "c", "--dump-dir", dump])
+s.check("bf16 activations, a bare conv: runs", p.returncode == 0, p.stderr[-400:])
+if p.returncode == 0:
+    src = open(os.path.join(dump, "model.c")).read()
+    s.check("bf16 activations, a bare conv: r1 stored in bf16 (written and read so)",
+            re.search(r"gemm 32x90x32 [^\n]*fp32\*fp32->bf16", src) is not None and
+            re.search(r"gemm 32x90x32 [^\n]*fp32\*bf16->fp32", src) is not None, "")
+    e = np.abs(np.load(os.path.join(d, "c2.npy")).astype(np.float64) -
+               np.einsum("nchw,oc->nohw", bf16(r1), cw2[:, :, 0, 0]))
+    s.check("bf16 activations, a bare conv: c2 = numpy's conv of bf16(r1) exactly", float(e.max()) == 0.0,
+            f"max err {e.max():.3g}")
+
 # ---- a matmul whose A is a bf16 activation (its pairs packed as words, cgen_bf16.c) ----------------
-# h = relu(x @ wa + ba) is stored in bf16 and is the A of y = h @ wb.  Small integers keep every sum exact
-# in fp32 and h's integers need more than bf16's 8 bits, so y = bf16(h) @ wb exactly (numpy), which the
-# fp32 h would miss.  29 rows (a part panel), K = 777 (odd: the last pair half empty; over one block).
-# (y's bias: a region of a bare MatMul does not count as a contraction's, so h would stay fp32.)
+# h = relu(x @ wa + ba) is stored in bf16 and is the A of y = h @ wb (+ bb, or a bare MatMul: a region
+# of one contraction block, nothing fused after it, reads its operands as a contraction's too).  Small
+# integers keep every sum exact in fp32 and h's integers need more than bf16's 8 bits, so y = bf16(h) @ wb
+# exactly (numpy), which the fp32 h would miss.  29 rows (a part panel), K = 777 (odd: the last pair half
+# empty; over one block).
 mx, mwa, mba, mwb = ints(-15, 15, 29, 40), ints(-15, 15, 40, 777), ints(-60, 60, 777), ints(-3, 3, 777, 45)
 mbb = ints(-9, 9, 45)
-mpath = mk([helper.make_node("MatMul", ["x", "wa"], ["g"]), helper.make_node("Add", ["g", "ba"], ["gb"]),
-            helper.make_node("Relu", ["gb"], ["h"]), helper.make_node("MatMul", ["h", "wb"], ["y0"]),
-            helper.make_node("Add", ["y0", "bb"], ["y"])],
-           {"x": mx}, ["y"], {"wa": mwa, "ba": mba, "wb": mwb, "bb": mbb})
 mh = np.maximum(mx.astype(np.float64) @ mwa + mba, 0)
 s.check("bf16 A of a matmul: the case rounds h (more than 8 significant bits)", bool(np.mean(bf16(mh) != mh) > 0.1))
-mdump = tempfile.mkdtemp()
-p, d = run(mpath, {"x": mx}, backend="cpu", extra=["--precision", "bf16", "--dump", "c", "--dump-dir", mdump])
-s.check("bf16 A of a matmul: runs", p.returncode == 0, p.stderr[-400:])
-if p.returncode == 0:
-    src = open(os.path.join(mdump, "model.c")).read()
-    s.check("bf16 A of a matmul: h stored in bf16, packed as pair words",
-            re.search(r"gemm 29x45x777 [^\n]*bf16\*fp32->fp32", src) is not None and "memcpy(q, s + k, 4)" in src, "")
-    e = np.abs(np.load(os.path.join(d, "y.npy")).astype(np.float64) - (bf16(mh) @ mwb + mbb))
-    s.check("bf16 A of a matmul: y = numpy's bf16(h) @ wb + bb exactly", float(e.max()) == 0.0, f"max err {e.max():.3g}")
+for bias in (True, False):
+    tail = [helper.make_node("MatMul", ["h", "wb"], ["y0"]), helper.make_node("Add", ["y0", "bb"], ["y"])] if bias \
+        else [helper.make_node("MatMul", ["h", "wb"], ["y"])]
+    minits = {"wa": mwa, "ba": mba, "wb": mwb, **({"bb": mbb} if bias else {})}
+    mpath = mk([helper.make_node("MatMul", ["x", "wa"], ["g"]), helper.make_node("Add", ["g", "ba"], ["gb"]),
+                helper.make_node("Relu", ["gb"], ["h"])] + tail, {"x": mx}, ["y"], minits)
+    tag = "bf16 A of a matmul" + ("" if bias else " (bare)")
+    mdump = tempfile.mkdtemp()
+    p, d = run(mpath, {"x": mx}, backend="cpu", extra=["--precision", "bf16", "--dump", "c", "--dump-dir", mdump])
+    s.check(f"{tag}: runs", p.returncode == 0, p.stderr[-400:])
+    if p.returncode == 0:
+        src = open(os.path.join(mdump, "model.c")).read()
+        s.check(f"{tag}: h stored in bf16, packed as pair words",
+                re.search(r"gemm 29x45x777 [^\n]*bf16\*fp32->fp32", src) is not None and "memcpy(q, s + k, 4)" in src, "")
+        e = np.abs(np.load(os.path.join(d, "y.npy")).astype(np.float64) - (bf16(mh) @ mwb + (mbb if bias else 0)))
+        s.check(f"{tag}: y = numpy's bf16(h) @ wb{' + bb' if bias else ''} exactly", float(e.max()) == 0.0,
+                f"max err {e.max():.3g}")
 
 # ---- a standalone package (harp compile --target cpu --precision bf16) ------------------------------
 a_, w_ = arr(29, 70), arr(70, 45)
