@@ -10,6 +10,7 @@ computes what its int8 kernels compute: onnx_qdq.c).  Runs on the interpreter an
 """
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -727,6 +728,50 @@ def test_narrow_operand_kept():
                 f"{within:.4%} within one step, max {err.max():.2f} steps")
 
 
+def two_convs():
+    """fp32: y1 = relu(conv1x1 stride 2 (x)) 256 -> 512 and y2 = relu(conv1x1 (x))
+    256 -> 128 on x of 14x14, both at M N K / (input + output elements) 85.3
+    (ResNet-50's conv2d_354 and cast_377), as the QDQ file under a temporary directory."""
+    rng = np.random.default_rng(13)
+    C = 256
+    nodes = [h.make_node("Conv", ["x", "ws", "bs"], ["cs"], strides=[2, 2]), h.make_node("Relu", ["cs"], ["y1"]),
+             h.make_node("Conv", ["x", "wg", "bg"], ["cg"]), h.make_node("Relu", ["cg"], ["y2"])]
+    shapes = {"ws": (512, C, 1, 1), "bs": (512,), "wg": (128, C, 1, 1), "bg": (128,)}
+    inits = [init(k, (rng.standard_normal(v) * (1 / np.sqrt(C) if len(v) > 1 else 0.1)).astype(np.float32)) for k, v in shapes.items()]
+    fp32 = model(nodes, [vi("x", T.FLOAT, [1, C, 14, 14])], [vi("y1", T.FLOAT, [1, 512, 7, 7]), vi("y2", T.FLOAT, [1, 128, 14, 14])],
+                 inits, opset=13)
+    return quantize_random(fp32, (1, C, 14, 14), rng)
+
+
+def test_q8_pays_by_template():
+    """Which convs take the int8 kernel by default (cc_q8_pays, contract_q8.c):
+    at the same ratio of multiply-adds to converted elements, the strided 1x1
+    conv (the direct conv template, ~1.5x the GEMM template's time a
+    multiply-add) goes int8 and the stride-1 1x1 (the GEMM template) stays
+    bf16; both outputs within one step of onnxruntime's int8 run."""
+    qdq = two_convs()
+    src, err = compiled_c(qdq)
+    names = dict(re.findall(r"/\* kernel (\d+): region (\w+) \*/", src))  # the kernels by the regions' names (their outputs')
+    q8 = sorted(names.get(k, "?") for k in re.findall(r"static int \w+?_k(\d+)_q8\(hprt_pool", src))
+    print("q8 pays by template: int8 kernels of", q8, "of", sorted(names.values()))
+    S.check("q8 pays by template: the strided conv int8, the 1x1 bf16", q8 == ["y1"] and "y2" in names.values(),
+            f"{q8} {err[-300:]}")
+    x = RNG.standard_normal((1, 256, 14, 14)).astype(np.float32)
+    want = ort_run(qdq, {"x": x})
+    m = onnx.load(qdq)
+    inits = {i.name: nh.to_array(i) for i in m.graph.initializer}
+    p, d = ht.run(qdq, {"x": x}, backend="cpu")
+    S.check("q8 pays by template: runs", p.returncode == 0, p.stderr[-600:])
+    for y in ("y1", "y2"):
+        step = float(inits[[n for n in m.graph.node if n.output[0] == y][0].input[1]])
+        if p.returncode == 0:
+            err = np.abs(np.load(os.path.join(d, y + ".npy")) - want[y]) / step
+            within = float(np.mean(err <= 1 + 1e-3))
+            print(f"q8 pays by template: {y} {within:.4%} within one step, max {err.max():.2f} steps")
+            S.check(f"q8 pays by template: {y} within one step of onnxruntime's int8 run", within >= 0.999 and err.max() <= 2,
+                    f"{within:.4%} within one step, max {err.max():.2f} steps")
+
+
 test_quantize_edges()
 test_round_epilogue()
 test_contractions()
@@ -744,4 +789,5 @@ test_requant_epilogue()
 test_q8_depthwise()
 test_q8_depthwise_held()
 test_narrow_operand_kept()
+test_q8_pays_by_template()
 S.close()

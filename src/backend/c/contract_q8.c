@@ -37,6 +37,14 @@
 
 #define Q8_DEPTH 24
 #define Q8_GAIN 256.0
+/* What a multiply-add of the direct conv template (strided, k x k, the
+ * stem) costs against one of the GEMM template's (1x1 stride 1, x W):
+ * ResNet-50 QDQ, harp bench --profile, 2 threads, ms alone: the direct
+ * template ~3.5 ps a multiply-add (conv2d_556 3.8, conv2d_354 3.3, the 7x7
+ * stem 3.6), the GEMM template ~2.4, the int8 kernel ~1.4; the strided convs
+ * ran 1.5-2.4x faster on it at M N K / (input + output) 85-230, where
+ * stride-1 1x1 convs at 51-85 ran slower. */
+#define Q8_DIRECT 4.0
 
 /* The int8 kernels' per-call buffers (the input as u8, the sums): one block
  * per calling thread, grown and kept, so that no call maps fresh pages
@@ -135,6 +143,7 @@ typedef struct q8_job {
   ct_tensor X, W, Y;
   int64_t nb, x_bs, y_bs, xrows, xlen, yrows, ylen, wch, wk;
   bool bias_col;
+  bool direct; /* on the direct conv template (not a GEMM's): its multiply-adds weigh Q8_DIRECT */
   int nepi;
   const ct_epi *epi;
   q8_rq rq;
@@ -397,9 +406,10 @@ static void q8_wrapper(ut_str *out, const rc_ctx *c, int r, const char *fn, cons
 }
 
 /* Worth it when the multiply-adds saved (the int8 kernel does about twice
- * the bf16 template's rate: ~2 ps saved per multiply-add at 2 threads)
+ * the bf16 GEMM template's rate: ~2 ps saved per multiply-add at 2 threads)
  * outweigh the extra passes over the input and the output (~0.5 ns an
- * element): M N K >= Q8_GAIN (input + output elements). */
+ * element): M N K >= Q8_GAIN (input + output elements); mnk is weighted by
+ * the template's own cost (Q8_DIRECT for the direct conv template). */
 bool cc_q8_pays(double mnk, double xel, double yel) { return mnk >= Q8_GAIN * (xel + yel); }
 
 int cc_q8_whole(const rc_ctx *c, int r, const ct_tensor *t, int64_t n, const ct_epi *epi, int nepi) {
@@ -433,7 +443,7 @@ static bool q8_emit(rc_ctx *c, int r, const char *fn, ut_str *out, const q8_job 
   ut_str_init(&tasks);
   harp_error e2 = {0};
   bool ok = cgen_qgemm(&e2, &j->q, kfn, &body) == HARP_OK && q8_tasks(&tasks, fn, j);
-  double mnk = (double)j->q.m * (double)j->q.n * (double)j->q.k, xel = (double)j->xrows * j->xlen, yel = (double)j->yrows * j->ylen;
+  double mnk = (double)j->q.m * (double)j->q.n * (double)j->q.k * (j->direct ? Q8_DIRECT : 1.0), xel = (double)j->xrows * j->xlen, yel = (double)j->yrows * j->ylen;
   if (ok && rt_knobs_or_default(c->knobs)->int8 != RT_INT8_FORCE && !cc_q8_pays(mnk, j->held_in ? 0 : xel, j->held_out ? 0 : yel)) {
     ok = false; /* a candidate should buffers it touches be held */
     if (c->q8) c->q8->k[r] = (cc_q8_fact){.cand = true, .mnk = mnk, .xel = xel, .yel = yel, .xbuf = j->xbuf, .ybuf = j->ybuf, .zo = zo};
@@ -468,8 +478,9 @@ static bool q8_ok(const rc_ctx *c, bool prepacked, const ct_tensor *w, const ct_
  * int8 (the caller then runs the template), and the packed form 1 (pk).
  * False, emitting nothing, when cv is not one it takes: groups, a weight
  * not packed once, an input not proven 8-bit (cc_q8_input), padding not
- * the same on both sides, an epilogue step it does not apply. */
-bool cc_emit_q8conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_conv *cv, bool prepacked, rc_packed *pk) {
+ * the same on both sides, an epilogue step it does not apply.  direct: cv
+ * is on the direct conv template (not a 1x1 GEMM's), priced as such. */
+static bool q8_conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_conv *cv, bool prepacked, bool direct, rc_packed *pk) {
   int za;
   if (cv->groups != 1 || !q8_ok(c, prepacked, &cv->W, &cv->X, &za)) return false;
   int64_t oh = (cv->h + cv->pad[0] + cv->pad[2] - cv->dil[0] * (cv->kh - 1) - 1) / cv->stride[0] + 1;
@@ -477,7 +488,7 @@ bool cc_emit_q8conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_conv
   int64_t oh2 = (cv->h + 2 * cv->pad[0] - cv->dil[0] * (cv->kh - 1) - 1) / cv->stride[0] + 1;
   int64_t ow2 = (cv->w + 2 * cv->pad[1] - cv->dil[1] * (cv->kw - 1) - 1) / cv->stride[1] + 1;
   if (oh != oh2 || ow != ow2 || oh < 1 || ow < 1) return false;
-  q8_job j = {.X = cv->X, .W = cv->W, .Y = cv->Y, .nb = cv->n, .nepi = cv->nepi, .epi = cv->epi};
+  q8_job j = {.X = cv->X, .W = cv->W, .Y = cv->Y, .nb = cv->n, .nepi = cv->nepi, .epi = cv->epi, .direct = direct};
   cgen_qgemm_spec *q = &j.q;
   cgen_qgemm_spec_init(q, cv->oc, oh * ow, cv->c * cv->kh * cv->kw);
   q->weight_a = true, q->w_kmajor = false;
@@ -488,6 +499,11 @@ bool cc_emit_q8conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_conv
   j.xrows = cv->c, j.xlen = cv->h * cv->w, j.yrows = cv->oc, j.ylen = oh * ow;
   j.x_bs = j.xrows * j.xlen, j.y_bs = j.yrows * j.ylen, j.wch = cv->oc, j.wk = q->k;
   return q8_emit(c, r, fn, out, &j, pk);
+}
+
+/* cc_emit_q8conv: a conv of the direct conv template's. */
+bool cc_emit_q8conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_conv *cv, bool prepacked, rc_packed *pk) {
+  return q8_conv(c, r, fn, out, cv, prepacked, true, pk);
 }
 
 /* GEMM g on the int8 kernel: a 1x1 conv in NCHW (C[n][oc][p] = W[oc][c]
@@ -508,7 +524,7 @@ bool cc_emit_q8gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_gemm
                   .nepi = g->nepi};
     cv.stride[0] = cv.stride[1] = cv.dil[0] = cv.dil[1] = 1;
     memcpy(cv.epi, g->epi, sizeof cv.epi);
-    return cc_emit_q8conv(c, r, fn, out, &cv, true, pk);
+    return q8_conv(c, r, fn, out, &cv, true, false, pk);
   }
   bool kmaj = g->b_sn == 1 && g->b_sk == N, cmaj = g->b_sk == 1 && g->b_sn == K;
   if (!prepack_b || g->b_sb[0] || !(kmaj || cmaj) || g->a_sk != 1 || g->a_sm != K || (nb > 1 && g->a_sb[0] != M * K) ||
