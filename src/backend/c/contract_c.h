@@ -97,7 +97,7 @@ typedef struct cc_q8_fact {
   bool q8;                /* emitted with the int8 kernel */
   bool cand;              /* would be, but its conversion passes cost more than it saves (cc_q8_pays)
                              unless a buffer it reads or writes is held */
-  double mnk, xel, yel;   /* its multiply-adds, input and output elements (cand) */
+  double mnk, xel, yel;   /* its multiply-adds (weighted by template, cc_q8_pays), input and output elements (cand) */
   int xbuf, ybuf;         /* its input's / output's buffer, read / written whole from offset 0; else -1 */
   int zo;                 /* its epilogue requantizes: the output's bytes are x + zo; else -1 */
   bool held_in, held_out; /* emitted holding its input / output as bytes */
