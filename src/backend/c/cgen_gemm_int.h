@@ -51,4 +51,22 @@ bool cg_skinny_ok(const cg_mm *p, const cg_isa *isa);
 bool cg_skinny_splitk_ok(const cg_mm *p);
 void cg_emit_skinny_variant(cg_out *o, const cg_mm *p);
 
+/* Does this variant multiply in bf16 (tune.bf16, AVX-512; cgen_bf16.c)?
+ * And are its fp32 panels rewritten as pairs after packing (a GEMM; a
+ * conv's view packs pairs already)? */
+static inline bool cg_mm_use_bf16(const cg_mm *p, const cg_out *o) { return p->tune.bf16 && o->isa->id == CGEN_ISA_AVX512; }
+static inline bool cg_mm_use_bfcv(const cg_mm *p, const cg_out *o) { return cg_mm_use_bf16(p, o) && !p->pairs; }
+/* ... and is B (unit stride along N) packed as pairs straight away? */
+static inline bool cg_mm_b_pairs(const cg_mm *p, const cg_out *o) { return cg_mm_use_bfcv(p, o) && !p->conv && p->b_sn == 1; }
+/* ... and is A (bf16, unit stride along K) packed as pairs straight away? */
+static inline bool cg_mm_a_pairs(const cg_mm *p, const cg_out *o) { return cg_mm_use_bfcv(p, o) && p->adt == TINY_BF16 && p->a_sk == 1; }
+
+/* The packers (cgen_gemm_pack.c): A's MR-row panels; a GEMM's B; a conv's B
+ * gathered by rows / by points; whether B^T is read by 16x16 transposes. */
+void cg_emit_pack_a(cg_out *o, const cg_mm *p, const cg_tile *t);
+void cg_emit_pack_b_gemm(cg_out *o, const cg_mm *p, const cg_tile *t);
+void cg_emit_pack_b_conv_rows(cg_out *o, const cg_mm *p, const cg_tile *t);
+void cg_emit_pack_b_conv(cg_out *o, const cg_mm *p, const cg_tile *t);
+bool cg_bt_transposes(const cg_mm *p, const cg_isa *isa, const cg_tile *t);
+
 #endif
