@@ -434,6 +434,9 @@ typedef struct plan_gemm_view {
   int64_t M, N, K, batch;
 } plan_gemm_view;
 harp_status plan_region_gemm_view(const plan_region_info *r, plan_gemm_view *out, harp_error *e);
+/* Is axis (an index into r->axes; < 0: none) bound to block.* by p, as
+ * "<axis>.o" or the axis itself (the CPU template's task split may cut it)? */
+bool plan_axis_bound_block(const plan_t *p, const plan_region_info *r, int axis);
 /* Seconds a CPU Winograd conv spends on its filter transform each call (0
  * when r's weight is a model parameter, transformed once at model_init):
  * harp tune takes it out of the measured Winograd time before it records

@@ -140,18 +140,6 @@ static gemm_split task_split(int64_t M, int64_t N, int64_t nbat, int threads, in
   return s;
 }
 
-/* Is axis (an index into r->axes) bound to block.* by p (the template's
- * par_m / par_n: the task split may cut it)? */
-static bool bound_block(const plan_t *p, const plan_region_info *r, int axis) {
-  if (axis < 0) return false;
-  char nm[PLAN_NAME_MAX];
-  snprintf(nm, sizeof nm, "%.50s.o", r->axes[axis].name);
-  for (int i = 0; i < p->nbind; i++)
-    if (plan_target_is_block(p->bind[i].target) && (!strcmp(p->bind[i].axis, nm) || !strcmp(p->bind[i].axis, r->axes[axis].name)))
-      return true;
-  return false;
-}
-
 /* The micro-kernel cycles of one task of rows x cols: full MR x NR calls,
  * the row tail's and the column tail's (in whole vectors; only the task at
  * M's or N's end has one, as tasks hold whole micro-tiles), each K block's
@@ -218,7 +206,7 @@ static double gemm_time(const plan_t *p, const plan_region_info *r, const plan_g
   /* a conv's weight is the template's A (packed once when a parameter) */
   bool a_param = r->pattern == PLAN_PAT_CONV ? r->conv_w_per_call == 0 : r->a_param;
   bool a_once = a_param && r->in_dtype == TINY_FP32, b_once = !a_once && r->b_param && M > 8 && nbat == 1;
-  bool pm = bound_block(p, r, swap ? g->n : g->m), pn = bound_block(p, r, swap ? g->m : g->n);
+  bool pm = plan_axis_bound_block(p, r, swap ? g->n : g->m), pn = plan_axis_bound_block(p, r, swap ? g->m : g->n);
   int threads = pm || pn ? UT_MAX(UT_MIN(m->sm_count, 64), 1) : 1;
   if ((double)M * N * K * nbat < SMALL_WORK && (double)K * N * tin < SMALL_BYTES) threads = 1;
   gemm_split s = task_split(M, N, nbat, threads, mr, nr, lanes, pm, pn, b_once);

@@ -1,7 +1,8 @@
 /* validate.c — check a plan against the region it schedules and the machine
  * it runs on.
  * Needs: plan_core.c (plan_check), resource.c.  Gives: plan_validate,
- * plan_fill_from_region, plan_region_gemm_view, plan_axis_extent.
+ * plan_fill_from_region, plan_region_gemm_view, plan_axis_extent,
+ * plan_axis_bound_block.
  *
  * Order of the checks (the first failure is reported): the plan's own
  * consistency, arch, axes, the roles of the tiled axes, tails, vector
@@ -111,6 +112,16 @@ static int64_t extent_rec(const plan_t *p, const plan_region_info *r, const char
 
 int64_t plan_axis_extent(const plan_t *p, const plan_region_info *r, const char *axis) {
   return extent_rec(p, r, axis, 0);
+}
+
+bool plan_axis_bound_block(const plan_t *p, const plan_region_info *r, int axis) {
+  if (axis < 0) return false;
+  char nm[PLAN_NAME_MAX];
+  snprintf(nm, sizeof nm, "%.50s.o", r->axes[axis].name);
+  for (int i = 0; i < p->nbind; i++)
+    if (plan_target_is_block(p->bind[i].target) && (!strcmp(p->bind[i].axis, nm) || !strcmp(p->bind[i].axis, r->axes[axis].name)))
+      return true;
+  return false;
 }
 
 /* ---- validation --------------------------------------------------------------------- */

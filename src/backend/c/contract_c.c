@@ -129,16 +129,6 @@ static int tile_of(const plan_t *p, const plan_region_info *ri, int axis) {
   return 0;
 }
 
-static bool bound_block(const plan_t *p, const plan_region_info *ri, int axis) {
-  if (axis < 0) return false;
-  char nm[PLAN_NAME_MAX];
-  snprintf(nm, sizeof nm, "%.50s.o", ri->axes[axis].name);
-  for (int i = 0; i < p->nbind; i++)
-    if (plan_target_is_block(p->bind[i].target) && (!strcmp(p->bind[i].axis, nm) || !strcmp(p->bind[i].axis, ri->axes[axis].name)))
-      return true;
-  return false;
-}
-
 static int order_pos(const plan_t *p, const char *base, const char *suffix) {
   char nm[PLAN_NAME_MAX];
   snprintf(nm, sizeof nm, "%.50s%s", base, suffix);
@@ -185,8 +175,8 @@ rt_plan_choice *cc_plan_tuning(const rc_ctx *c, int r, char kind, bool swap, cge
   t->simd = p->vec_width >= 16 ? 16 : p->vec_width >= 8 ? 8 : p->vec_width > 0 ? 1 : 0;
   if (p->vec_width > 0 && p->vec_width < 8) cc_note_add(ch, "vector width below 8: scalar code (no SSE variant)");
   t->prefetch = 4 * p->stages;
-  t->par_m = bound_block(p, ri, m_ax);
-  t->par_n = bound_block(p, ri, n_ax);
+  t->par_m = plan_axis_bound_block(p, ri, m_ax);
+  t->par_n = plan_axis_bound_block(p, ri, n_ax);
   int cores = c->f->part->formed ? c->f->part->formed->machine.sm_count : 2;
   t->threads = t->par_m || t->par_n ? (cores < 1 ? 1 : cores > 64 ? 64 : cores) : 1;
   if (!t->par_m && !t->par_n) cc_note_add(ch, "M.o and N.o not bound: one task over M x N");
