@@ -256,7 +256,7 @@ static harp_status compile_and_load(harp_error *e, const rt_cpu_model *base, con
     /* auto, unless a kept source or the caller's analysis (dumps of the
      * regions) wants the object's regions now: tier 0 on the greedy
      * regions, the exact search on the builder thread */
-    co.greedy_regions = m->tier0 == RT_TIER0_AUTO && !co.keep_source && !co.keep_analysis;
+    co.greedy_regions = m->tier0 == RT_TIER0_AUTO && !k.tier0_exact && !co.keep_source && !co.keep_analysis;
     co.keep_analysis = true;
     co.until = co.greedy_regions ? RT_STAGE_FUNCTION : RT_STAGE_PLANS;
   }
