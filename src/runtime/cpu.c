@@ -1,10 +1,11 @@
 /* cpu.c — the CPU backend: the compile pipeline on the CPU target (regions,
  * the Function, plans, C, cc; target_cpu.c), the shared object loaded;
  * then runs.  With the knob tier0 (auto, the default) a compile returns
- * after the plans stage and prints the C and builds the object (or finds
- * it in the disk cache) on a thread of its own; runs before it is ready go
- * to tier 0 (tier0.c), the first one after it loads it.  tier0=force:
- * every run on tier 0, no compiler.
+ * after the function stage of the greedy regions (tier 0's), and forms
+ * the exact regions, their Function and plans, prints the C and builds the
+ * object (or finds it in the disk cache) on a thread of its own; runs
+ * before it is ready go to tier 0 (tier0.c), the first one after it loads
+ * it.  tier0=force: every run on tier 0, no compiler.
  * Needs: pipeline.c, target_cpu.c, tier0.c.  Gives: harp/cpu.h. */
 #include <dlfcn.h>
 #include <errno.h>
