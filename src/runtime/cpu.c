@@ -116,7 +116,7 @@ static harp_status join_build_locked(harp_error *e, rt_cpu_model *m) {
   m->c->ran[RT_STAGE_BUILD] = !m->build_err.code;
   for (int s = 0; m->exact_on_thread && s < 3; s++) /* after the greedy pass the main thread timed */
     if (m->exact_ms[s] >= 0) m->c->ms[RT_STAGE_REGIONS + s] += m->exact_ms[s], m->c->ran[RT_STAGE_REGIONS + s] = true;
-  if (m->code_on_thread && !m->build_err.code) {
+  if (m->code_on_thread) {
     m->c->ms[RT_STAGE_CODE] = m->code_ms;
     m->c->ran[RT_STAGE_CODE] = m->c->source_bytes > 0;
   }
