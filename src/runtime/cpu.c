@@ -87,9 +87,9 @@ static void *build_main(void *arg) {
   int nice_now = getpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid));
   if (!errno) setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), nice_now + 10 < 19 ? nice_now + 10 : 19);
 #endif
-  double t0 = ut_now_ms();
   if (m->exact_on_thread) /* the object's regions first, on the Poly-View tier 0 is done reading */
     rt_cpu_exact_stages(m->c, false, m->exact_ms);
+  double t0 = ut_now_ms();
   if (m->code_on_thread && !m->build_err.code) { /* the C next: the runs read tier 0's reading, not the Poly-View */
     rt_cpu_code_unrecorded(m->c);
     m->code_ms = ut_now_ms() - t0;
