@@ -51,6 +51,7 @@ typedef struct rt_knobs {
   bool no_dedup;                /* HARP_NO_DEDUP: every kernel its own code */
   bool no_coalesce;             /* HARP_NO_COALESCE: loops are not merged */
   int tier0;                    /* HARP_TIER0: rt_knob_tier0 */
+  bool tier0_exact;             /* HARP_TIER0_EXACT: tier 0 (auto) waits for the exact region search */
   /* the CPU's description for the cost model */
   double cpu_ghz;               /* HARP_CPU_GHZ: clock (0: detected) */
   double cpu_bw_gbs;            /* HARP_CPU_BW_GBS: memory bandwidth (0: estimated) */

@@ -98,6 +98,8 @@ typedef struct rt_compile_opts {
   /* CPU */
   bool keep_source;       /* keep c->source after build */
   bool portable;          /* code for any x86-64 (packages); else this CPU's ISA */
+  bool greedy_regions;    /* regions by the greedy pass alone, no exact windows: tier 0's partition, the
+                             exact one formed after it (rt_cpu_exact_stages) */
   uint64_t max_memory;    /* one instance's arena plus weights at most (0: this machine's memory) */
   const char *const *gen_syms; /* a ShapeSet object (harp/sgen.h): sizes of these symbols read at run
                                   time where a template can; gen_hi their values in this compile */

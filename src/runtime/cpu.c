@@ -1,10 +1,11 @@
 /* cpu.c — the CPU backend: the compile pipeline on the CPU target (regions,
  * the Function, plans, C, cc; target_cpu.c), the shared object loaded;
  * then runs.  With the knob tier0 (auto, the default) a compile returns
- * after the plans stage and prints the C and builds the object (or finds
- * it in the disk cache) on a thread of its own; runs before it is ready go
- * to tier 0 (tier0.c), the first one after it loads it.  tier0=force:
- * every run on tier 0, no compiler.
+ * after the function stage of the greedy regions (tier 0's), and forms
+ * the exact regions, their Function and plans, prints the C and builds the
+ * object (or finds it in the disk cache) on a thread of its own; runs
+ * before it is ready go to tier 0 (tier0.c), the first one after it loads
+ * it.  tier0=force: every run on tier 0, no compiler.
  * Needs: pipeline.c, target_cpu.c, tier0.c.  Gives: harp/cpu.h. */
 #include <dlfcn.h>
 #include <errno.h>
@@ -49,6 +50,11 @@ struct rt_cpu_model {
   int built;             /* it finished (atomic) */
   pthread_t builder;
   bool code_on_thread;   /* the builder prints the C first (the code stage) */
+  bool exact_on_thread;  /* before that it forms the exact regions, the Function and the plans (c->part, c->f,
+                            c->plans are its own until joined): tier 0 runs t0f, of the greedy regions */
+  rg_partition *t0part;  /* tier 0's greedy partition and its Function, taken from the compile (exact_on_thread) */
+  fn_function *t0f;
+  double exact_ms[3];    /* the builder's regions, function and plans wall times (-1: did not finish) */
   harp_error build_err;  /* its error */
   double code_ms, build_ms; /* its wall times */
   rt_t0_prep *prep;      /* tier 0's reading of the kernels (tier0.c), made before the builder starts */
@@ -65,7 +71,7 @@ static harp_status tier0_locked(harp_error *e, rt_cpu_model *m, const ut_tensor 
   harp_status st = HARP_OK;
   if (!m->prep && (m->building || m->tier0 == RT_TIER0_OFF)) /* no reading, and the Poly-View is not this thread's or gone */
     st = ut_fail(e, HARP_E_INTERNAL, NULL, "tier 0 was not prepared for this model");
-  if (!st && !m->prep) st = rt_t0_prepare(e, m->c, &m->prep);
+  if (!st && !m->prep) st = rt_t0_prepare(e, m->c, m->c->f, &m->prep);
   if (!st) st = rt_tier0_run(e, m->c, m->prep, inputs, ninputs, outputs, stats);
   pthread_mutex_unlock(&m->t0mu);
   return st;
@@ -81,8 +87,10 @@ static void *build_main(void *arg) {
   int nice_now = getpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid));
   if (!errno) setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), nice_now + 10 < 19 ? nice_now + 10 : 19);
 #endif
+  if (m->exact_on_thread) /* the object's regions first, on the Poly-View tier 0 is done reading */
+    rt_cpu_exact_stages(m->c, false, m->exact_ms);
   double t0 = ut_now_ms();
-  if (m->code_on_thread) { /* the C first: the runs read tier 0's reading, not the Poly-View it uses */
+  if (m->code_on_thread && !m->build_err.code) { /* the C next: the runs read tier 0's reading, not the Poly-View */
     rt_cpu_code_unrecorded(m->c);
     m->code_ms = ut_now_ms() - t0;
     t0 = ut_now_ms();
@@ -106,6 +114,8 @@ static harp_status join_build_locked(harp_error *e, rt_cpu_model *m) {
   m->c->e = e;
   m->c->ms[RT_STAGE_BUILD] = m->build_ms; /* the stage table is this thread's */
   m->c->ran[RT_STAGE_BUILD] = !m->build_err.code;
+  for (int s = 0; m->exact_on_thread && s < 3; s++) /* after the greedy pass the main thread timed */
+    if (m->exact_ms[s] >= 0) m->c->ms[RT_STAGE_REGIONS + s] += m->exact_ms[s], m->c->ran[RT_STAGE_REGIONS + s] = true;
   if (m->code_on_thread) {
     m->c->ms[RT_STAGE_CODE] = m->code_ms;
     m->c->ran[RT_STAGE_CODE] = m->c->source_bytes > 0;
@@ -134,6 +144,8 @@ void rt_cpu_free(rt_cpu_model *m) {
   harp_error_clear(&e);
   if (m->dl) dlclose(m->dl);
   rt_t0_prep_free(m->prep);
+  fn_free(m->t0f);
+  rg_partition_free(m->t0part); /* before the compile's Poly-View, which it borrows */
   rt_compile_free(m->c);
   pthread_mutex_destroy(&m->mu);
   pthread_mutex_destroy(&m->t0mu);
@@ -186,31 +198,40 @@ static bool has_half(const tiny_graph *g) {
   return false;
 }
 
-/* After a tier-0 compile (stopped after plans): auto with a kept source
- * (packages, dumps) prints the C now and loads a cached object at once;
- * auto on a model with fp16 / bf16 values builds its object now (the
- * object's numbers first, as tier0=off).  Otherwise tier 0 reads the
- * kernels and, with auto, the builder thread starts, printing the C
- * itself: a warm model starts on tier 0 too, its object found by the
- * thread (a cache hit, no compiler) within the C's print time. */
+/* After a tier-0 compile (stopped after plans, or after the function of
+ * the greedy regions: rt_compile_opts.greedy_regions): auto with a kept
+ * source (packages, dumps) prints the C now and loads a cached object at
+ * once; auto on a model with fp16 / bf16 values builds its object now (the
+ * object's numbers first, as tier0=off; its exact regions formed first).
+ * Otherwise tier 0 reads the kernels (of the greedy regions, which it
+ * keeps, when the compile formed those) and, with auto, the builder thread
+ * starts, forming the exact regions and printing the C itself: a warm
+ * model starts on tier 0 too, its object found by the thread (a cache hit,
+ * no compiler) within the exact search's and the C's time. */
 static harp_status tier0_start(harp_error *e, rt_cpu_model *m) {
   rt_compile *c = m->c;
   bool half = m->tier0 == RT_TIER0_AUTO && has_half(c->g);
   bool code_now = m->tier0 == RT_TIER0_FORCE || c->opts.keep_source || half;
+  if (c->opts.greedy_regions && code_now && rt_cpu_exact_stages(c, true, NULL)) return e->code;
   if (code_now && rt_cpu_code_stage(c)) return e->code;
   if (half || (code_now && m->tier0 == RT_TIER0_AUTO && rt_cpu_object_cached(c))) {
     if (rt_cpu_build_stage(c)) return e->code;
     return load_so(e, m);
   }
-  if (rt_t0_prepare(e, c, &m->prep)) return e->code;
+  if (c->opts.greedy_regions) { /* tier 0's from here on; the compile forms the object's */
+    m->t0part = c->part, m->t0f = c->f, c->part = NULL, c->f = NULL;
+    m->exact_on_thread = true;
+  }
+  if (rt_t0_prepare(e, c, m->t0f ? m->t0f : c->f, &m->prep)) return e->code;
   if (m->tier0 == RT_TIER0_FORCE) return HARP_OK;
   m->code_on_thread = !code_now;
   if (m->code_on_thread) c->stopped = false;
   m->c->e = &m->build_err; /* the thread's own: this one goes on with e */
   if (pthread_create(&m->builder, NULL, build_main, m)) {
     m->c->e = e;
-    m->code_on_thread = false;
-    if (!code_now && rt_cpu_code_stage(c)) return e->code; /* no thread: print and build here */
+    m->code_on_thread = m->exact_on_thread = false;
+    if (c->opts.greedy_regions && rt_cpu_exact_stages(c, true, NULL)) return e->code; /* no thread: all here */
+    if (!code_now && rt_cpu_code_stage(c)) return e->code;
     if (rt_cpu_build_stage(m->c)) return e->code;
     return load_so(e, m);
   }
@@ -233,8 +254,21 @@ static harp_status compile_and_load(harp_error *e, const rt_cpu_model *base, con
   if (co.precision && strcmp(co.precision, "fp32")) /* tier 0 computes in fp32 only: the object's numbers first */
     m->tier0 = RT_TIER0_OFF;
   if (m->tier0 != RT_TIER0_OFF) { /* stop before the C: tier0_start decides */
+    /* auto, unless a kept source or the caller's analysis (dumps of the
+     * regions) wants the object's regions now: tier 0 on the greedy
+     * regions, the exact search on the builder thread */
+    co.greedy_regions = m->tier0 == RT_TIER0_AUTO && !k.tier0_exact && !co.keep_source && !co.keep_analysis;
     co.keep_analysis = true;
-    co.until = RT_STAGE_PLANS;
+    co.until = co.greedy_regions ? RT_STAGE_FUNCTION : RT_STAGE_PLANS;
+  }
+  if (base && base->building) { /* a variant reads base's regions and plans: its builder's until joined */
+    harp_error be = {0};
+    join_build(&be, (rt_cpu_model *)base); /* a failure stays base's warning */
+    harp_error_clear(&be);
+  }
+  if (base && !base->c->part) {
+    rt_cpu_free(m);
+    return ut_fail(e, HARP_E_INTERNAL, NULL, "the base model has no regions (its background build failed)");
   }
   harp_status st = base ? rt_compile_variant(e, base->c, &co, &m->c)
                       : rt_compile_run(e, &rt_target_cpu, (tiny_graph *)g, syms, &co, &m->c);
@@ -469,7 +503,22 @@ const char *rt_cpu_warning(const rt_cpu_model *m) {
   return !m->building && m->c->cc_warning[0] ? m->c->cc_warning : NULL;
 }
 double rt_cpu_compile_ms(const rt_cpu_model *m) { return m->compile_ms; }
-const struct fn_function *rt_cpu_function(const rt_cpu_model *m) { return m->c->f; }
+/* While the builder forms the object's regions, tier 0's Function: the
+ * same arguments, weights' layout and results (fn_buffers: graph order),
+ * other kernels; also when that failed. */
+const struct fn_function *rt_cpu_function(const rt_cpu_model *m) {
+  return (m->exact_on_thread && m->building) || !m->c->f ? m->t0f : m->c->f;
+}
+
+/* The object's Function (its kernels): the builder joined when it forms it. */
+static const fn_function *object_function(const rt_cpu_model *m) {
+  if (m->exact_on_thread && m->building) {
+    harp_error e = {0};
+    join_build(&e, (rt_cpu_model *)m); /* its error stays the model's warning */
+    harp_error_clear(&e);
+  }
+  return m->c->f;
+}
 const struct rt_compile *rt_cpu_stages(const rt_cpu_model *m) { return m->c; }
 
 /* The object for an instance: the background build waited for, or with
@@ -510,8 +559,8 @@ int rt_cpu_instance_run_kernel(const rt_cpu_model *m, void *inst, int k, const v
   return m->run_kernel ? m->run_kernel(inst, k, inputs, outputs) : -1;
 }
 int rt_cpu_kernel_of(const rt_cpu_model *m, const char *region) {
-  const fn_function *f = m->c->f;
-  for (int k = 0; k < f->nkernels; k++)
+  const fn_function *f = object_function(m);
+  for (int k = 0; f && k < f->nkernels; k++)
     if (!strcmp(f->kernels[k].name, region)) return k;
   return -1;
 }
@@ -525,6 +574,6 @@ const struct rt_plans *rt_cpu_plans(const rt_cpu_model *m) {
   return &m->c->plans;
 }
 const char *rt_cpu_error_kernel(const rt_cpu_model *m, int rc) {
-  const fn_function *f = m->c->f;
-  return rc >= 100 && rc - 100 < f->nkernels ? f->kernels[rc - 100].name : NULL;
+  const fn_function *f = object_function(m);
+  return f && rc >= 100 && rc - 100 < f->nkernels ? f->kernels[rc - 100].name : NULL;
 }

@@ -47,6 +47,9 @@ static const rt_knob table[] = {
         "CPU: the first runs before the compiled object is loaded, on libharp's shape-generic kernels + the interpreter "
         "(auto: while the object's C is printed and built, or found in the cache, in the background; off: the object "
         "first; force: always, no C compiler)"),
+    ROW(tier0_exact, "HARP_TIER0_EXACT", BOOL, "0", NULL, 0, 0,
+        "CPU, tier0=auto: the first run waits for the exact region search and runs the object's regions (else it runs "
+        "the greedy pass's while the exact search goes on in the background)"),
     ROW(cpu_ghz, "HARP_CPU_GHZ", DOUBLE, "0", NULL, 0.3, 10, "the CPU's clock for the cost model (0: detected)"),
     ROW(cpu_bw_gbs, "HARP_CPU_BW_GBS", DOUBLE, "0", NULL, 0.1, 100000,
         "the CPU's memory bandwidth in GB/s for the cost model (0: 10 per core, at most 200)"),

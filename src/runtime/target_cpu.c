@@ -4,8 +4,9 @@
  * Needs: pipeline.c, backend/c (cgen_emit_model), compile.c (rt_cc_build),
  * calibrate.c (the CPU's measured figures).
  * Gives: rt_target_cpu, rt_cpu_algo_mask, rt_cpu_object_cached,
- * rt_cpu_code_stage, rt_cpu_code_unrecorded, rt_cpu_build_stage, rt_cpu_build_unrecorded
- * (tier 0: the C and the build run after the rest, perhaps on another thread). */
+ * rt_cpu_code_stage, rt_cpu_code_unrecorded, rt_cpu_build_stage, rt_cpu_build_unrecorded,
+ * rt_cpu_exact_stages (tier 0: the exact regions, the C and the build run after
+ * the rest, perhaps on another thread). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,7 +33,8 @@ unsigned rt_cpu_algo_mask(void) {
 static harp_status cpu_regions(rt_compile *c) {
   plan_machine_detect_cpu_at(&c->machine, c->knobs.cpu_ghz, c->knobs.cpu_bw_gbs);
   rt_calib_apply(&c->machine, &c->knobs); /* the measured figures, when this machine has them */
-  rg_options ro = {.no_operand_casts = true, .replay = c->opts.replay_regions ? c->opts.replay_regions->formed : NULL};
+  rg_options ro = {.no_operand_casts = true, .replay = c->opts.replay_regions ? c->opts.replay_regions->formed : NULL,
+                   .window = c->opts.greedy_regions ? -1 : 0};
   return rt_form_regions(c, &ro);
 }
 
@@ -163,6 +165,27 @@ bool rt_cpu_object_cached(const rt_compile *c) {
   bool jcc;
   rt_cc_opts cc = cpu_cc_opts(c, host_flags, sizeof host_flags, &jcc);
   return c->source && rt_cc_cached(c->source, &cc);
+}
+
+harp_status rt_cpu_exact_stages(rt_compile *c, bool record, double *ms) {
+  c->opts.greedy_regions = false;
+  if (record) {
+    c->opts.until = RT_STAGE_PLANS; /* the compile stopped after the function */
+    c->stopped = false;
+    rt_stage_run(c, RT_STAGE_REGIONS, cpu_regions);
+    rt_stage_run(c, RT_STAGE_FUNCTION, cpu_function);
+    rt_stage_run(c, RT_STAGE_PLANS, cpu_plans);
+    return c->status;
+  }
+  rt_stage_fn fn[3] = {cpu_regions, cpu_function, cpu_plans};
+  for (int s = 0; ms && s < 3; s++) ms[s] = -1;
+  for (int s = 0; s < 3; s++) {
+    double t0 = ut_now_ms();
+    harp_status st = fn[s](c);
+    if (st) return st;
+    if (ms) ms[s] = ut_now_ms() - t0;
+  }
+  return HARP_OK;
 }
 
 harp_status rt_cpu_build_unrecorded(rt_compile *c) { return cpu_build(c); }

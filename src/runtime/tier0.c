@@ -42,6 +42,7 @@ typedef struct t0_read {
 } t0_read;
 
 struct rt_t0_prep {
+  const fn_function *f; /* the Function read: the compile's, or tier 0's own partition's (cpu.c) */
   int n;
   t0_read *k; /* per kernel of the Function */
 };
@@ -63,7 +64,7 @@ static int slot_buffer(const fn_kernel *K, int slot) {
 }
 
 static float *slot_ptr(harp_error *e, const t0_ctx *x, const fn_kernel *K, ut_tensor *storage, int slot, int64_t off) {
-  const fn_function *f = x->c->f;
+  const fn_function *f = x->prep->f;
   int b = slot_buffer(K, slot);
   if (b < 0) return NULL;
   ut_tensor *t = &storage[b];
@@ -223,17 +224,18 @@ static harp_status read_kernel(harp_error *e, const ct_src *src, int r, t0_read 
   return HARP_OK;
 }
 
-harp_status rt_t0_prepare(harp_error *e, const rt_compile *c, rt_t0_prep **out) {
+harp_status rt_t0_prepare(harp_error *e, const rt_compile *c, const fn_function *f, rt_t0_prep **out) {
   *out = NULL;
-  if (!c->f || !c->pv) return ut_fail(e, HARP_E_INTERNAL, NULL, "tier 0 needs the compile's Function and Poly-View");
+  if (!f || !c->pv) return ut_fail(e, HARP_E_INTERNAL, NULL, "tier 0 needs the compile's Function and Poly-View");
   rt_t0_prep *p = ut_xcalloc(1, sizeof *p);
-  if (p) p->k = ut_xcalloc((size_t)c->f->nkernels + 1, sizeof *p->k);
+  if (p) p->k = ut_xcalloc((size_t)f->nkernels + 1, sizeof *p->k);
   if (!p || !p->k) {
     free(p);
     return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   }
-  p->n = c->f->nkernels;
-  ct_src src = {.g = c->g, .pv = c->pv, .f = c->f};
+  p->f = f;
+  p->n = f->nkernels;
+  ct_src src = {.g = c->g, .pv = c->pv, .f = f};
   for (int r = 0; r < p->n; r++)
     if (read_kernel(e, &src, r, &p->k[r])) {
       rt_t0_prep_free(p);
@@ -374,7 +376,7 @@ static harp_status run_map(harp_error *e, t0_ctx *x, const fn_kernel *K, const c
 /* The map g of kernel K read through floor divisions: each input's
  * strides dense over its buffer's shape (as the kernel layer read it). */
 static harp_status run_gmap(harp_error *e, t0_ctx *x, const fn_kernel *K, const ct_gmap *g, ut_tensor *storage, bool *done) {
-  const fn_function *f = x->c->f;
+  const fn_function *f = x->prep->f;
   rt_t0_gmap m = {.g = g};
   for (int kp = 0; kp < g->npiece; kp++)
     for (int k = 0; k < g->piece[kp].nin; k++) {
@@ -396,7 +398,7 @@ static harp_status run_gmap(harp_error *e, t0_ctx *x, const fn_kernel *K, const 
 /* Kernel r on the fast kernel its reading names, if any. */
 static harp_status run_read(harp_error *e, t0_ctx *x, int r, ut_tensor *storage, bool *done) {
   const t0_read *k = &x->prep->k[r];
-  const fn_kernel *K = &x->c->f->kernels[r];
+  const fn_kernel *K = &x->prep->f->kernels[r];
   switch (k->kind) {
     case 'g': return run_gemm(e, x, K, &k->u.g, storage, done);
     case 'c': return run_conv(e, x, K, &k->u.c, storage, done);
@@ -416,7 +418,7 @@ static harp_status run_read(harp_error *e, t0_ctx *x, int r, ut_tensor *storage,
 static harp_status run_fast(void *ctx, harp_error *e, int r, ut_tensor *storage, bool *done) {
   t0_ctx *x = ctx;
   double t0 = ut_now_ms();
-  const fn_kernel *K = &x->c->f->kernels[r];
+  const fn_kernel *K = &x->prep->f->kernels[r];
   uint64_t unset = 0; /* writes without storage yet (the first 64) */
   for (int w = 0; w < K->nwrites && w < 64; w++) unset |= (uint64_t)!storage[K->writes[w]].data << w;
   harp_status st = run_read(e, x, r, storage, done);
@@ -428,8 +430,8 @@ static harp_status run_fast(void *ctx, harp_error *e, int r, ut_tensor *storage,
 }
 
 /* Each input as the model declares it (dtype, shape): said before any kernel runs. */
-static harp_status check_inputs(harp_error *e, const rt_compile *c, const ut_tensor *inputs, int ninputs) {
-  const fn_function *f = c->f;
+static harp_status check_inputs(harp_error *e, const rt_compile *c, const fn_function *f, const ut_tensor *inputs,
+                                int ninputs) {
   if (ninputs != f->nargs) return ut_fail(e, HARP_E_INPUT_MISMATCH, NULL, "%d inputs given, the model has %d", ninputs, f->nargs);
   for (int a = 0; a < f->nargs; a++) {
     const tiny_node *n = &c->g->nodes[f->buffers[f->args[a]].node];
@@ -444,13 +446,13 @@ static harp_status check_inputs(harp_error *e, const rt_compile *c, const ut_ten
 
 harp_status rt_tier0_run(harp_error *e, const rt_compile *c, const rt_t0_prep *prep, const ut_tensor *inputs, int ninputs,
                          ut_tensor *outputs, rt_t0_stats *stats) {
-  if (!c->f || !prep || prep->n != c->f->nkernels)
+  if (!prep || !prep->f || prep->n != prep->f->nkernels)
     return ut_fail(e, HARP_E_INTERNAL, NULL, "tier 0 needs the compile's reading (rt_t0_prepare)");
-  if (check_inputs(e, c, inputs, ninputs)) return e->code;
+  if (check_inputs(e, c, prep->f, inputs, ninputs)) return e->code;
   long nc = sysconf(_SC_NPROCESSORS_ONLN);
   t0_ctx x = {.c = c, .prep = prep, .threads = nc < 1 ? 1 : nc > RT_T0_MAX_THREADS ? RT_T0_MAX_THREADS : (int)nc};
   double t0 = ut_now_ms();
-  harp_status st = fn_playback_ex(e, c->f, c->syms, inputs, ninputs, outputs, run_fast, &x);
+  harp_status st = fn_playback_ex(e, prep->f, c->syms, inputs, ninputs, outputs, run_fast, &x);
   x.st.interp_ms = ut_now_ms() - t0 - x.st.fast_ms;
   if (stats) *stats = x.st;
   return st;

@@ -116,15 +116,16 @@ typedef struct rt_t0_stats {
   double fast_ms, interp_ms;
 } rt_t0_stats;
 
-/* Every kernel of compile c's Function read once (c kept its analysis:
- * the readers reach isl through the Poly-View, which is not to be shared
- * between threads): which fast kernel takes it, with its sizes and
- * strides.  The runs read only this, not the Poly-View. */
+/* Every kernel of Function f (the compile's, or one of tier 0's own over
+ * the same graph, cpu.c) read once through compile c's analysis (c kept
+ * it: the readers reach isl through the Poly-View, which is not to be
+ * shared between threads): which fast kernel takes it, with its sizes and
+ * strides.  The runs read only this, not the Poly-View; f outlives it. */
 typedef struct rt_t0_prep rt_t0_prep;
-harp_status rt_t0_prepare(harp_error *e, const rt_compile *c, rt_t0_prep **out);
+harp_status rt_t0_prepare(harp_error *e, const rt_compile *c, const struct fn_function *f, rt_t0_prep **out);
 void rt_t0_prep_free(rt_t0_prep *p);
 
-/* Run compile c's Function, as prep read it, on inputs (tiny_inputs
+/* Run the Function prep read (on compile c's graph and symbols), on inputs (tiny_inputs
  * order, weights included; checked against the model's dtypes and shapes
  * before any kernel runs); outputs[] follow g->outputs.  stats may be
  * NULL.  Touches neither c's Poly-View nor its plans or source. */
@@ -136,6 +137,13 @@ harp_status rt_tier0_run(harp_error *e, const rt_compile *c, const rt_t0_prep *p
  * compile that stopped after code (cpu.c runs it on a thread of its own,
  * with c->e pointing at that thread's error). */
 bool rt_cpu_object_cached(const rt_compile *c);
+/* After a compile that formed its regions by the greedy pass alone
+ * (rt_compile_opts.greedy_regions) and gave its partition and Function
+ * away to tier 0: the exact regions, the Function and the plans, as the
+ * stages REGIONS, FUNCTION and PLANS (recorded: the stage table is this
+ * thread's), or unrecorded on the builder thread with their wall times in
+ * ms[0..3) (NULL: not wanted). */
+harp_status rt_cpu_exact_stages(rt_compile *c, bool record, double *ms);
 harp_status rt_cpu_build_stage(rt_compile *c);
 /* The code stage (the C) after a compile that stopped after plans; and
  * the same unrecorded, for the builder thread (its fields: source,
