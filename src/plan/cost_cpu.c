@@ -1,7 +1,8 @@
 /* cost_cpu.c — the calibrated CPU cost model: a contraction plan's time on
  * the CPU template (src/backend/c/cgen_gemm.c) from this machine's measured
  * figures (plan_calib, docs/plan.md §19).
- * Needs: plan_calib_rate (calib.c), cpu_winograd_speedup's factors (cost.c).
+ * Needs: plan_calib_rate (calib.c), cpu_winograd_speedup's factors and
+ * plan_cache_miss (cost.c).
  * Gives: plan_cpu_time, plan_cpu_wino_filter_s, plan_cpu_winograd_min_pixels.
  *
  * The template as the model sees it (cgen_gemm.c, resolve_tile; gemm_time):
@@ -18,7 +19,7 @@
  *     its partial C, from L3 when it does not stay in L2 (packing traffic,
  *     at the measured packing bandwidth);
  *   - the parallel calls at their measured cost; DRAM traffic of the
- *     operands bounds it from below.
+ *     operands that do not stay in the caches bounds it from below.
  * Convolutions the template runs on the direct kernel (fp32, AVX-512,
  * overlapping windows) or on Winograd read none of the tiles: their time
  * depends on the shape alone; Winograd's against the direct kernel's is the
@@ -183,7 +184,7 @@ static double makespan(const double *task_s, int64_t ntask, int threads) {
  *     calibrated rate of the full tile), packs its B columns (unless packed
  *     once) and adds its partial C for every K block but the first;
  *   - the parallel calls (pack A, tasks) cost the calibrated task_us; DRAM
- *     traffic of the operands bounds the whole from below. */
+ *     traffic of the operands beyond the caches bounds the whole from below. */
 static double gemm_time(const plan_t *p, const plan_region_info *r, const plan_gemm_view *g, const plan_machine *m) {
   const plan_calib *c = &m->calib;
   int64_t M = g->M, N = g->N, K = g->K, nbat = UT_MAX(g->batch, 1);
@@ -243,7 +244,15 @@ static double gemm_time(const plan_t *p, const plan_region_info *r, const plan_g
   }
   double pack_a = a_once ? 0 : (double)rup(M, mr) * (double)K * 8 * (double)nbat / gbs / threads;
   double t = span + pack_a + (threads > 1 ? 2 * c->task_us * 1e-6 : 0);
-  double dram = ((double)(M * K + K * N) * tin + (double)(M * N) * tout) * (double)nbat / (c->mem_gbs * 1e9);
+  /* DRAM bounds it from below for the operands' bytes that do not stay in
+   * the caches from one call to the next (plan_cache_miss), not for all of
+   * them: a GEMM whose operands fit runs from cache (harp tune times it
+   * called again and again, and in a model its input was just written),
+   * and a floor of every byte at mem_gbs tied all its plans (a calibration
+   * measured under load, mem_gbs 4.2 GB/s: every GEMM of bench/costrank.py
+   * but 1024^3, whose estimates then said nothing). */
+  double bytes = ((double)(M * K + K * N) * tin + (double)(M * N) * tout) * (double)nbat;
+  double dram = bytes * plan_cache_miss(m, bytes) / (c->mem_gbs * 1e9);
   return t > dram ? t : dram;
 }
 

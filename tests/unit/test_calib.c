@@ -343,6 +343,33 @@ static void test_calibrated_gemm_terms(void **state) {
   if (c48 != c64) fail_msg("1x1 conv: 6x64 %.6g s, 8x48 %.6g s", c64, c48);
 }
 
+/* DRAM bounds a GEMM from below only for the operands' bytes that miss the
+ * caches: operands that fit run from cache, and their plans keep their
+ * order (a calibration taken under load, mem_gbs 4.2 GB/s, tied every plan
+ * of 200x256x100 at 0.0913 ms: the bytes at DRAM speed); operands far
+ * beyond the caches are bound by it, every plan alike. */
+static void test_calibrated_dram_floor(void **state) {
+  (void)state;
+  plan_machine m = fixed_cpu();
+  m.calib = sample_calib(200, 200);
+  m.calib.mem_gbs = 4.2;
+  plan_region_info r = f32_gemm(200, 256, 100); /* 0.39 MB */
+  double bytes = (200.0 * 100 + 100 * 256 + 200 * 256) * 4, floor_s = bytes / 4.2e9;
+  double t64 = point_est(&r, &m, 256, 64), t48 = point_est(&r, &m, 256, 48);
+  assert_true(t64 > 0 && t48 > 0);
+  if (!(t64 < 0.5 * floor_s && t48 < 0.5 * floor_s && t64 != t48))
+    fail_msg("200x256x100: 6x64 %.4g s, 8x48 %.4g s, all bytes at DRAM speed %.4g s", t64, t48, floor_s);
+  /* 1024^3 (12 MiB) on 1.5 MiB of caches: 1 - 0.75 / 12 of it from DRAM */
+  m.l3_bytes = 1024 * 1024, m.l2_bytes = 256 * 1024;
+  m.calib.mem_gbs = 0.5;
+  r = f32_gemm(1024, 1024, 1024);
+  bytes = 3.0 * 1024 * 1024 * 4;
+  floor_s = bytes * (1 - 0.75 * 1024 * 1024 / bytes) / 0.5e9;
+  t64 = point_est(&r, &m, 256, 64), t48 = point_est(&r, &m, 256, 48);
+  if (!(fabs(t64 / floor_s - 1) < 1e-9 && fabs(t48 / floor_s - 1) < 1e-9))
+    fail_msg("1024^3: 6x64 %.6g s, 8x48 %.6g s, the DRAM floor %.6g s", t64, t48, floor_s);
+}
+
 /* A 3x3 stride-1 fp32 conv on AVX-512: the direct kernel or Winograd, whose
  * estimates do not depend on the tiles. */
 static void test_calibrated_conv(void **state) {
@@ -419,7 +446,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_roundtrip),        cmocka_unit_test(test_bad_text),
       cmocka_unit_test(test_files),            cmocka_unit_test(test_calibrated_model),
-      cmocka_unit_test(test_calibrated_gemm_terms),
+      cmocka_unit_test(test_calibrated_gemm_terms), cmocka_unit_test(test_calibrated_dram_floor),
       cmocka_unit_test(test_calibrated_conv),  cmocka_unit_test(test_tune_pick),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
