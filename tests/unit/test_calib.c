@@ -370,6 +370,55 @@ static void test_calibrated_dram_floor(void **state) {
     fail_msg("1024^3: 6x64 %.6g s, 8x48 %.6g s, the DRAM floor %.6g s", t64, t48, floor_s);
 }
 
+/* A matmul whose C is unit-stride along M (a 1x1 conv in NCHW: the pixels
+ * as M, output channels N, input channels K) runs transposed with the
+ * template's own micro-tile and panel, reading only BK (harp tune, 64->256
+ * @56: every point of one prefetch distance "same kernel"); with 256 or
+ * more input channels it runs on the direct kernel and reads no tile at
+ * all (256->64 @56: all 16 points one kernel). */
+static void test_calibrated_conv1x1(void **state) {
+  (void)state;
+  plan_machine m = fixed_cpu();
+  m.calib = sample_calib(200, 200);
+  plan_region_info r = f32_gemm(56 * 56, 256, 64); /* 64 -> 256 @56 */
+  r.c_m_contig = true;
+  double c64 = point_est(&r, &m, 256, 64), c48 = point_est(&r, &m, 256, 48);
+  assert_true(c64 > 0);
+  if (c48 != c64) fail_msg("64->256: 6x64 %.6g s, 8x48 %.6g s", c64, c48);
+  /* the weight a parameter (the plan's B, the template's A): packed once,
+   * as a plain GEMM of the transposed shape with its A a parameter */
+  r.b_param = true;
+  plan_region_info t = f32_gemm(256, 56 * 56, 64);
+  t.a_param = true;
+  double once = point_est(&r, &m, 256, 64), plain = point_est(&t, &m, 256, 64);
+  if (!(once < c64 && fabs(once / plain - 1) < 1e-12)) fail_msg("64->256: %.6g s, transposed GEMM %.6g s", once, plain);
+  /* 256 -> 64: the direct kernel, the FLOPs at its rate on both cores,
+   * whatever the tile depth or micro-tile */
+  r = f32_gemm(56 * 56, 64, 256);
+  r.c_m_contig = true;
+  double want = 2.0 * 3136 * 64 * 256 / (200e9 * 0.8 * 2) + 2 * 5e-6;
+  double d[4] = {point_est(&r, &m, 256, 64), point_est(&r, &m, 256, 48), point_est(&r, &m, 128, 64),
+                 point_est(&r, &m, 128, 48)};
+  for (int i = 0; i < 4; i++)
+    if (!(fabs(d[i] / want - 1) < 1e-9)) fail_msg("256->64: point %d %.6g s, the direct kernel's %.6g s", i, d[i], want);
+  /* output channels short of whole vectors (40): the transposed GEMM,
+   * whose depth counts */
+  r = f32_gemm(56 * 56, 40, 256);
+  r.c_m_contig = true;
+  if (point_est(&r, &m, 256, 64) == point_est(&r, &m, 128, 64)) fail_msg("256->40: kc 128 and 256 tie");
+  /* 7x7 = 49 pixels, padded to 64 in the GEMM's vectors: the direct kernel
+   * from 128 input channels */
+  r = f32_gemm(49, 64, 128);
+  r.c_m_contig = true;
+  want = 2.0 * 49 * 64 * 128 / (200e9 * 0.8 * 2) + 2 * 5e-6;
+  double px49 = point_est(&r, &m, 256, 64);
+  if (!(fabs(px49 / want - 1) < 1e-9)) fail_msg("128->64 @7: %.6g s, the direct kernel's %.6g s", px49, want);
+  r = f32_gemm(56 * 56, 64, 256);
+  /* not unit-stride along M: the plain GEMM's micro-tiles differ */
+  r.c_m_contig = false;
+  if (point_est(&r, &m, 256, 64) == point_est(&r, &m, 256, 48)) fail_msg("256->64 as a plain GEMM: a tie");
+}
+
 /* A 3x3 stride-1 fp32 conv on AVX-512: the direct kernel or Winograd, whose
  * estimates do not depend on the tiles. */
 static void test_calibrated_conv(void **state) {
@@ -447,6 +496,7 @@ int main(void) {
       cmocka_unit_test(test_roundtrip),        cmocka_unit_test(test_bad_text),
       cmocka_unit_test(test_files),            cmocka_unit_test(test_calibrated_model),
       cmocka_unit_test(test_calibrated_gemm_terms), cmocka_unit_test(test_calibrated_dram_floor),
+      cmocka_unit_test(test_calibrated_conv1x1),
       cmocka_unit_test(test_calibrated_conv),  cmocka_unit_test(test_tune_pick),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
