@@ -2,7 +2,8 @@
  * trip and every kind of bad input (located errors, never a crash), the
  * runtime's load / measure / re-measure of a bad file, the knob cpu_calib,
  * the calibrated cost model (edge waste, the micro-kernel's measured rate,
- * tile-independent convolutions), and the tuner's choice of points
+ * the DRAM floor of operands beyond the caches, transposed and direct 1x1
+ * convs, tile-independent convolutions), and the tuner's choice of points
  * (rt_tune_pick: every algorithm's best is measured). */
 #include <math.h>
 #include <sys/stat.h>

@@ -2,7 +2,8 @@
  * regions of seed 000 §7.1 (GEMM + bias + ReLU), §7.2 (conv 3x3 + bias +
  * SiLU, with its halo), §7.3 (attention), LayerNorm, softmax, a chain of 4
  * GEMMs and its arena; every model played back region by region on the arena
- * equals whole-graph interpretation, bit for bit in fp32.  Each model is
+ * equals whole-graph interpretation, bit for bit in fp32; a 1x1 conv in NCHW
+ * summarised as a matmul with C unit-stride along M.  Each model is
  * formed for this CPU, an A100 and an H100. */
 #include "harp/frontend.h"
 #include "rgtest.h"
