@@ -420,6 +420,8 @@ typedef struct plan_region_info {
                               a CPU Winograd transforms it every call, not at model_init (plan_cpu_wino_filter_s) */
   bool a_param, b_param;   /* a matmul's left (M rows) / right (N columns) operand is a model parameter: the
                               CPU template packs it once at model_init, not every call (cost_cpu.c) */
+  bool c_m_contig;         /* a matmul's output is unit-stride along M, not N (a 1x1 conv in NCHW, the pixels
+                              as M): the CPU template runs it transposed, C^T = B^T A^T (cost_cpu.c) */
 } plan_region_info;
 
 /* A conv region whose window steps by 1 without dilation (or not known). */

@@ -1,7 +1,7 @@
 /* cost.c — the cost model of seed 000 §6 and the fusion Δtime of §4.1/§6.
  * Needs: resource.c, validate.c (GEMM view), cost_cpu.c (a calibrated CPU).
- * Gives: plan_time_formula, plan_cost_of, plan_cpu_winograd_speedup,
- * plan_splitk_factor, plan_fusion_delta.
+ * Gives: plan_time_formula, plan_cache_miss, plan_cost_of,
+ * plan_cpu_winograd_speedup, plan_splitk_factor, plan_fusion_delta.
  *
  *   time_est = max(FLOPs / (peak × occ × pipeline_eff), Bytes / (BW × occ))
  *
@@ -28,6 +28,11 @@
  * bandwidth per byte; each extra launch (zeroing, finishing pass) ~3 us. */
 #define SPLITK_ATOMIC_COST 8.0
 #define GPU_LAUNCH_S 3e-6
+
+double plan_cache_miss(const plan_machine *m, double bytes) {
+  double cache = plan_arch_is_gpu(m->arch) ? (double)m->l2_bytes : (double)m->l3_bytes + (double)m->l2_bytes * m->sm_count;
+  return bytes <= cache / 2 ? 0 : 1 - cache / 2 / bytes;
+}
 
 double plan_time_formula(double flops, double bytes, double peak, double bw, double occ, double pipeline_eff) {
   if (occ <= 0 || pipeline_eff <= 0 || peak <= 0 || bw <= 0) return INFINITY;
@@ -150,9 +155,7 @@ harp_status plan_cost_of(const plan_t *p, const plan_region_info *r, const plan_
     }
     double a_bytes = M * K * B * tin, b_bytes = K * N * B * tin;
     double reread = a_bytes * (double)(cdiv(g.N, bn) - 1) + b_bytes * (double)(cdiv(g.M, bm) - 1);
-    double cache = plan_arch_is_gpu(m->arch) ? (double)m->l2_bytes : (double)m->l3_bytes + (double)m->l2_bytes * m->sm_count;
-    double in = a_bytes + b_bytes, miss = in <= cache / 2 ? 0 : 1 - cache / 2 / in;
-    bytes += reread * miss;
+    bytes += reread * plan_cache_miss(m, a_bytes + b_bytes);
     if (out->splitk > 1) {
       double part = M * N * B * 4; /* fp32 partial tiles */
       /* parallel: every slice writes (or adds) its partial tile and the

@@ -1,7 +1,8 @@
 /* cost_cpu.c — the calibrated CPU cost model: a contraction plan's time on
  * the CPU template (src/backend/c/cgen_gemm.c) from this machine's measured
  * figures (plan_calib, docs/plan.md §19).
- * Needs: plan_calib_rate (calib.c), cpu_winograd_speedup's factors (cost.c).
+ * Needs: plan_calib_rate (calib.c), cpu_winograd_speedup's factors and
+ * plan_cache_miss (cost.c).
  * Gives: plan_cpu_time, plan_cpu_wino_filter_s, plan_cpu_winograd_min_pixels.
  *
  * The template as the model sees it (cgen_gemm.c, resolve_tile; gemm_time):
@@ -18,9 +19,10 @@
  *     its partial C, from L3 when it does not stay in L2 (packing traffic,
  *     at the measured packing bandwidth);
  *   - the parallel calls at their measured cost; DRAM traffic of the
- *     operands bounds it from below.
+ *     operands that do not stay in the caches bounds it from below.
  * Convolutions the template runs on the direct kernel (fp32, AVX-512,
- * overlapping windows) or on Winograd read none of the tiles: their time
+ * overlapping windows, and 1x1 convs in NCHW of 256 or more input channels)
+ * or on Winograd read none of the tiles: their time
  * depends on the shape alone; Winograd's against the direct kernel's is the
  * speed-up harp tune measured at the nearest shape (plan_calib's wino
  * entries), else cost.c's factors from another machine; plus, when the
@@ -183,7 +185,7 @@ static double makespan(const double *task_s, int64_t ntask, int threads) {
  *     calibrated rate of the full tile), packs its B columns (unless packed
  *     once) and adds its partial C for every K block but the first;
  *   - the parallel calls (pack A, tasks) cost the calibrated task_us; DRAM
- *     traffic of the operands bounds the whole from below. */
+ *     traffic of the operands beyond the caches bounds the whole from below. */
 static double gemm_time(const plan_t *p, const plan_region_info *r, const plan_gemm_view *g, const plan_machine *m) {
   const plan_calib *c = &m->calib;
   int64_t M = g->M, N = g->N, K = g->K, nbat = UT_MAX(g->batch, 1);
@@ -191,9 +193,12 @@ static double gemm_time(const plan_t *p, const plan_region_info *r, const plan_g
   /* the template's own micro-tile (resolve_tile): 6x64 AVX-512, 6x16 AVX2 */
   int mr = lanes >= 8 ? 6 : 4, nr = lanes >= 16 ? 4 * lanes : lanes >= 8 ? 2 * lanes : 4;
   int64_t kc = tile_on(p, r, g->k), nc = 0;
-  /* a conv whose plan has the pixels as M runs with them as the template's N
-   * and reads only BK of the plan (contract_c.c, cc_plan_tuning) */
-  bool swap = r->pattern == PLAN_PAT_CONV && r->conv_oh > 0 && r->conv_ow > 0 && g->M == r->conv_oh * r->conv_ow;
+  /* a conv whose plan has the pixels as M, and a matmul whose C is
+   * unit-stride along M (gemm_transpose: a 1x1 conv in NCHW), run with the
+   * plan's M as the template's N and read only BK of the plan (contract_c.c,
+   * cc_plan_tuning) */
+  bool swap = r->pattern == PLAN_PAT_CONV ? r->conv_oh > 0 && r->conv_ow > 0 && g->M == r->conv_oh * r->conv_ow
+                                          : r->c_m_contig;
   if (swap) {
     M = g->N, N = g->M;
   } else {
@@ -203,9 +208,12 @@ static double gemm_time(const plan_t *p, const plan_region_info *r, const plan_g
   kc = kc > 0 ? UT_MIN(kc, K) : UT_MIN(256, K);
   nc = rup(nc > 0 ? nc : 512, nr);
   int tin = UT_MAX(tiny_dtype_size(r->in_dtype), 1), tout = UT_MAX(tiny_dtype_size(r->out_dtype), 1);
-  /* a conv's weight is the template's A (packed once when a parameter) */
-  bool a_param = r->pattern == PLAN_PAT_CONV ? r->conv_w_per_call == 0 : r->a_param;
-  bool a_once = a_param && r->in_dtype == TINY_FP32, b_once = !a_once && r->b_param && M > 8 && nbat == 1;
+  /* a conv's weight is the template's A (packed once when a parameter);
+   * a transposed matmul's A is the plan's B */
+  bool conv = r->pattern == PLAN_PAT_CONV;
+  bool a_param = conv ? r->conv_w_per_call == 0 : swap ? r->b_param : r->a_param;
+  bool b_param = !conv && (swap ? r->a_param : r->b_param);
+  bool a_once = a_param && r->in_dtype == TINY_FP32, b_once = !a_once && b_param && M > 8 && nbat == 1;
   bool pm = plan_axis_bound_block(p, r, swap ? g->n : g->m), pn = plan_axis_bound_block(p, r, swap ? g->m : g->n);
   int threads = pm || pn ? UT_MAX(UT_MIN(m->sm_count, 64), 1) : 1;
   if ((double)M * N * K * nbat < SMALL_WORK && (double)K * N * tin < SMALL_BYTES) threads = 1;
@@ -243,15 +251,31 @@ static double gemm_time(const plan_t *p, const plan_region_info *r, const plan_g
   }
   double pack_a = a_once ? 0 : (double)rup(M, mr) * (double)K * 8 * (double)nbat / gbs / threads;
   double t = span + pack_a + (threads > 1 ? 2 * c->task_us * 1e-6 : 0);
-  double dram = ((double)(M * K + K * N) * tin + (double)(M * N) * tout) * (double)nbat / (c->mem_gbs * 1e9);
+  /* DRAM bounds it from below for the operands' bytes that do not stay in
+   * the caches from one call to the next (plan_cache_miss), not for all of
+   * them: a GEMM whose operands fit runs from cache (harp tune times it
+   * called again and again, and in a model its input was just written),
+   * and a floor of every byte at mem_gbs tied all its plans (a calibration
+   * measured under load, mem_gbs 4.2 GB/s: every GEMM of bench/costrank.py
+   * but 1024^3, whose estimates then said nothing). */
+  double bytes = ((double)(M * K + K * N) * tin + (double)(M * N) * tout) * (double)nbat;
+  double dram = bytes * plan_cache_miss(m, bytes) / (c->mem_gbs * 1e9);
   return t > dram ? t : dram;
 }
 
 /* The conv the template runs on its direct kernel (cgen_conv_direct): fp32,
- * an AVX-512 variant, windows overlapping along a row. */
-static bool direct_conv(const plan_region_info *r, const plan_machine *m) {
-  return r->pattern == PLAN_PAT_CONV && m->avx512 && r->in_dtype == TINY_FP32 && r->conv_kw > 0 &&
-         r->conv_kw > UT_MAX(r->conv_sw, 1);
+ * an AVX-512 variant, windows overlapping along a row; or a matmul that is
+ * a 1x1 conv in NCHW (C unit-stride along M, the pixels: contract_c.c,
+ * try_gemm_conv1x1) with whole vectors of output channels (g->N) and 256
+ * or more input channels (g->K), or pixels that would pad the GEMM's
+ * vectors by over 10% (cg_dconv_plan). */
+static bool direct_conv(const plan_region_info *r, const plan_gemm_view *g, const plan_machine *m) {
+  if (!m->avx512 || r->in_dtype != TINY_FP32) return false;
+  if (r->pattern == PLAN_PAT_MATMUL && r->c_m_contig) {
+    int64_t px = g->M, padded = rup(px, 16);
+    return g->N % 16 == 0 && (padded * 10 > px * 11 || g->K >= 256);
+  }
+  return r->pattern == PLAN_PAT_CONV && r->conv_kw > 0 && r->conv_kw > UT_MAX(r->conv_sw, 1);
 }
 
 /* The transformed points a side cgen_conv_wino_tile gives a conv of ow
@@ -272,7 +296,7 @@ bool plan_cpu_time(const plan_t *p, const plan_region_info *r, const plan_gemm_v
   if (r->pattern != PLAN_PAT_MATMUL && r->pattern != PLAN_PAT_CONV) return false;
   if (g->m < 0 || g->n < 0 || g->k < 0) return false;
   bool wino = r->pattern == PLAN_PAT_CONV && plan_algo_is_winograd(p->algo[PLAN_KEY_CONV]);
-  if (!wino && !direct_conv(r, m)) {
+  if (!wino && !direct_conv(r, g, m)) {
     *out = gemm_time(p, r, g, m);
     return true;
   }

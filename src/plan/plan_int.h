@@ -47,6 +47,10 @@ int plan_region_axis(const plan_region_info *r, const char *name);
  * text, which jansson has accepted; false if absent. */
 bool plan_json_value_span(const char *text, const char *path, size_t *start, size_t *end);
 
+/* cost.c: the share of `bytes` of operands that misses the caches from one
+ * pass (or call) to the next: none while they fit in half of the GPU's L2 or
+ * of the CPU's L3 plus its cores' L2, else the part beyond that half. */
+double plan_cache_miss(const plan_machine *m, double bytes);
 /* cost.c: how many times faster the CPU's Winograd kernel runs than the
  * direct one it replaces (measured factors, by output pixels). */
 double plan_cpu_winograd_speedup(const plan_region_info *r, const plan_gemm_view *g);

@@ -285,6 +285,9 @@ static void contraction_axes(rg_ctx *c, int K, rg_eval *ev) {
       }
   }
   if (!nwin) ev->info.a_param = is_param(c->g, k->lhs), ev->info.b_param = is_param(c->g, k->rhs);
+  /* the output's innermost axis (out variable v is the output's axis v) is
+   * one of M's: C is unit-stride along M (contract_c.c, gemm_transpose) */
+  for (int i = 0; !nwin && k->nout > 0 && i < k->nm; i++) ev->info.c_m_contig |= k->m[i] == k->nout - 1;
   if (nwin && win_side[0] != win_side[1] && !is_param(c->g, win_side[0] ? k->rhs : k->lhs))
     ev->info.conv_w_per_call = (win_side[0] ? N : M) * R; /* the weight: its own out channels by the reduction */
   double all = 1;
@@ -499,6 +502,7 @@ static void summary_key(ut_str *k, const plan_region_info *r) {
   key_int(k, r->conv_kh), key_int(k, r->conv_kw);
   key_int(k, r->conv_sh), key_int(k, r->conv_sw), key_int(k, r->conv_dh), key_int(k, r->conv_dw);
   key_int(k, r->conv_oh), key_int(k, r->conv_ow);
+  key_int(k, r->conv_w_per_call), key_int(k, r->a_param), key_int(k, r->b_param), key_int(k, r->c_m_contig);
 }
 
 static harp_status default_plan(rg_ctx *c, const plan_region_info *r, bool *has_plan, plan_t *plan, plan_cost *cost) {

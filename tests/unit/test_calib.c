@@ -2,7 +2,8 @@
  * trip and every kind of bad input (located errors, never a crash), the
  * runtime's load / measure / re-measure of a bad file, the knob cpu_calib,
  * the calibrated cost model (edge waste, the micro-kernel's measured rate,
- * tile-independent convolutions), and the tuner's choice of points
+ * the DRAM floor of operands beyond the caches, transposed and direct 1x1
+ * convs, tile-independent convolutions), and the tuner's choice of points
  * (rt_tune_pick: every algorithm's best is measured). */
 #include <math.h>
 #include <sys/stat.h>
@@ -343,6 +344,82 @@ static void test_calibrated_gemm_terms(void **state) {
   if (c48 != c64) fail_msg("1x1 conv: 6x64 %.6g s, 8x48 %.6g s", c64, c48);
 }
 
+/* DRAM bounds a GEMM from below only for the operands' bytes that miss the
+ * caches: operands that fit run from cache, and their plans keep their
+ * order (a calibration taken under load, mem_gbs 4.2 GB/s, tied every plan
+ * of 200x256x100 at 0.0913 ms: the bytes at DRAM speed); operands far
+ * beyond the caches are bound by it, every plan alike. */
+static void test_calibrated_dram_floor(void **state) {
+  (void)state;
+  plan_machine m = fixed_cpu();
+  m.calib = sample_calib(200, 200);
+  m.calib.mem_gbs = 4.2;
+  plan_region_info r = f32_gemm(200, 256, 100); /* 0.39 MB */
+  double bytes = (200.0 * 100 + 100 * 256 + 200 * 256) * 4, floor_s = bytes / 4.2e9;
+  double t64 = point_est(&r, &m, 256, 64), t48 = point_est(&r, &m, 256, 48);
+  assert_true(t64 > 0 && t48 > 0);
+  if (!(t64 < 0.5 * floor_s && t48 < 0.5 * floor_s && t64 != t48))
+    fail_msg("200x256x100: 6x64 %.4g s, 8x48 %.4g s, all bytes at DRAM speed %.4g s", t64, t48, floor_s);
+  /* 1024^3 (12 MiB) on 1.5 MiB of caches: 1 - 0.75 / 12 of it from DRAM */
+  m.l3_bytes = 1024 * 1024, m.l2_bytes = 256 * 1024;
+  m.calib.mem_gbs = 0.5;
+  r = f32_gemm(1024, 1024, 1024);
+  bytes = 3.0 * 1024 * 1024 * 4;
+  floor_s = bytes * (1 - 0.75 * 1024 * 1024 / bytes) / 0.5e9;
+  t64 = point_est(&r, &m, 256, 64), t48 = point_est(&r, &m, 256, 48);
+  if (!(fabs(t64 / floor_s - 1) < 1e-9 && fabs(t48 / floor_s - 1) < 1e-9))
+    fail_msg("1024^3: 6x64 %.6g s, 8x48 %.6g s, the DRAM floor %.6g s", t64, t48, floor_s);
+}
+
+/* A matmul whose C is unit-stride along M (a 1x1 conv in NCHW: the pixels
+ * as M, output channels N, input channels K) runs transposed with the
+ * template's own micro-tile and panel, reading only BK (harp tune, 64->256
+ * @56: every point of one prefetch distance "same kernel"); with 256 or
+ * more input channels it runs on the direct kernel and reads no tile at
+ * all (256->64 @56: all 16 points one kernel). */
+static void test_calibrated_conv1x1(void **state) {
+  (void)state;
+  plan_machine m = fixed_cpu();
+  m.calib = sample_calib(200, 200);
+  plan_region_info r = f32_gemm(56 * 56, 256, 64); /* 64 -> 256 @56 */
+  r.c_m_contig = true;
+  double c64 = point_est(&r, &m, 256, 64), c48 = point_est(&r, &m, 256, 48);
+  assert_true(c64 > 0);
+  if (c48 != c64) fail_msg("64->256: 6x64 %.6g s, 8x48 %.6g s", c64, c48);
+  /* the weight a parameter (the plan's B, the template's A): packed once,
+   * as a plain GEMM of the transposed shape with its A a parameter */
+  r.b_param = true;
+  plan_region_info t = f32_gemm(256, 56 * 56, 64);
+  t.a_param = true;
+  double once = point_est(&r, &m, 256, 64), plain = point_est(&t, &m, 256, 64);
+  if (!(once < c64 && fabs(once / plain - 1) < 1e-12)) fail_msg("64->256: %.6g s, transposed GEMM %.6g s", once, plain);
+  /* 256 -> 64: the direct kernel, the FLOPs at its rate on both cores,
+   * whatever the tile depth or micro-tile */
+  r = f32_gemm(56 * 56, 64, 256);
+  r.c_m_contig = true;
+  double want = 2.0 * 3136 * 64 * 256 / (200e9 * 0.8 * 2) + 2 * 5e-6;
+  double d[4] = {point_est(&r, &m, 256, 64), point_est(&r, &m, 256, 48), point_est(&r, &m, 128, 64),
+                 point_est(&r, &m, 128, 48)};
+  for (int i = 0; i < 4; i++)
+    if (!(fabs(d[i] / want - 1) < 1e-9)) fail_msg("256->64: point %d %.6g s, the direct kernel's %.6g s", i, d[i], want);
+  /* output channels short of whole vectors (40): the transposed GEMM,
+   * whose depth counts */
+  r = f32_gemm(56 * 56, 40, 256);
+  r.c_m_contig = true;
+  if (point_est(&r, &m, 256, 64) == point_est(&r, &m, 128, 64)) fail_msg("256->40: kc 128 and 256 tie");
+  /* 7x7 = 49 pixels, padded to 64 in the GEMM's vectors: the direct kernel
+   * from 128 input channels */
+  r = f32_gemm(49, 64, 128);
+  r.c_m_contig = true;
+  want = 2.0 * 49 * 64 * 128 / (200e9 * 0.8 * 2) + 2 * 5e-6;
+  double px49 = point_est(&r, &m, 256, 64);
+  if (!(fabs(px49 / want - 1) < 1e-9)) fail_msg("128->64 @7: %.6g s, the direct kernel's %.6g s", px49, want);
+  r = f32_gemm(56 * 56, 64, 256);
+  /* not unit-stride along M: the plain GEMM's micro-tiles differ */
+  r.c_m_contig = false;
+  if (point_est(&r, &m, 256, 64) == point_est(&r, &m, 256, 48)) fail_msg("256->64 as a plain GEMM: a tie");
+}
+
 /* A 3x3 stride-1 fp32 conv on AVX-512: the direct kernel or Winograd, whose
  * estimates do not depend on the tiles. */
 static void test_calibrated_conv(void **state) {
@@ -419,7 +496,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_roundtrip),        cmocka_unit_test(test_bad_text),
       cmocka_unit_test(test_files),            cmocka_unit_test(test_calibrated_model),
-      cmocka_unit_test(test_calibrated_gemm_terms),
+      cmocka_unit_test(test_calibrated_gemm_terms), cmocka_unit_test(test_calibrated_dram_floor),
+      cmocka_unit_test(test_calibrated_conv1x1),
       cmocka_unit_test(test_calibrated_conv),  cmocka_unit_test(test_tune_pick),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -2,8 +2,10 @@
  * regions of seed 000 §7.1 (GEMM + bias + ReLU), §7.2 (conv 3x3 + bias +
  * SiLU, with its halo), §7.3 (attention), LayerNorm, softmax, a chain of 4
  * GEMMs and its arena; every model played back region by region on the arena
- * equals whole-graph interpretation, bit for bit in fp32.  Each model is
+ * equals whole-graph interpretation, bit for bit in fp32; a 1x1 conv in NCHW
+ * summarised as a matmul with C unit-stride along M.  Each model is
  * formed for this CPU, an A100 and an H100. */
+#include "harp/frontend.h"
 #include "rgtest.h"
 
 static const plan_arch archs[] = {PLAN_ARCH_CPU, PLAN_ARCH_SM80, PLAN_ARCH_SM90};
@@ -47,6 +49,7 @@ static void test_gemm_bias_relu(void **state) {
       assert_true(I->plan_info.epilogue_known);
       assert_int_equal(I->plan_info.nepi, 2);
       assert_int_equal(I->plan_info.pattern, PLAN_PAT_MATMUL);
+      assert_false(I->plan_info.c_m_contig); /* C[M, N]: unit-stride along N */
       assert_true(I->has_plan);
       assert_true(I->dtime < 0);
       /* Region Buffer SSA: the internal values are deferred */
@@ -135,6 +138,37 @@ static void test_conv_bias_silu(void **state) {
         if (!s) rgt_playback(&t, f == 0);
         rgt_free(&t);
       }
+}
+
+/* A 1x1 conv in NCHW is a matmul with the pixels as M (the input x is its
+ * left operand) and its output unit-stride along them: the summary says so
+ * (plan_region_info.c_m_contig; the CPU template runs it transposed, and
+ * cost_cpu.c models that); at stride 2 (a window) and 3x3 it is a conv. */
+static void test_conv1x1_c_m_contig(void **state) {
+  (void)state;
+  static const char *text =
+      "graph<N=1, C=64, H=14, W=14, K=32> main(x: f32[N, C, H, W], w: f32[K, C, 1, 1], v: f32[K, K, 3, 3])\n"
+      "    -> (y: f32[N, K, H, W], z: f32[N, K, H / 2, W / 2], u: f32[N, K, H, W]) {\n"
+      "    y = conv2d(x, w)\n    z = conv2d(x, w, stride=2)\n    u = conv2d(y, v, pad=1)\n    return y, z, u\n}\n";
+  rgt t;
+  memset(&t, 0, sizeof t);
+  tiny_symtab_init(&t.syms);
+  hg_program *prog = NULL;
+  assert_ok(&t.e, hg_harp_load_text(&t.e, text, strlen(text), "conv1x1.harp", &prog));
+  assert_ok(&t.e, hg_lower(&t.e, prog, &t.g, &t.syms));
+  hg_program_free(prog);
+  assert_ok(&t.e, tiny_prepare(&t.e, t.g, &t.syms, false));
+  rgt_form(&t, PLAN_ARCH_CPU);
+  int mm = 0, conv = 0;
+  for (int i = 0; i < t.p->n; i++) {
+    const plan_region_info *r = t.p->regions[i].info ? &t.p->regions[i].info->plan_info : NULL;
+    if (!r || (r->pattern != PLAN_PAT_MATMUL && r->pattern != PLAN_PAT_CONV)) continue;
+    if (r->pattern == PLAN_PAT_CONV) conv++, assert_false(r->c_m_contig);
+    else mm++, assert_true(r->c_m_contig);
+  }
+  assert_int_equal(mm, 1);
+  assert_int_equal(conv, 2); /* the 3x3, and the 1x1 at stride 2 (a window: a conv) */
+  rgt_free(&t);
 }
 
 /* ---- §7.3 --------------------------------------------------------------------------- */
@@ -405,7 +439,7 @@ int main(void) {
       cmocka_unit_test(test_gemm_bias_relu),   cmocka_unit_test(test_conv_bias_silu), cmocka_unit_test(test_attention),
       cmocka_unit_test(test_attention_qkt),    cmocka_unit_test(test_layernorm),      cmocka_unit_test(test_softmax),
       cmocka_unit_test(test_gemm_chain_arena), cmocka_unit_test(test_playback_all),   cmocka_unit_test(test_builder_chain),
-      cmocka_unit_test(test_errors),
+      cmocka_unit_test(test_errors),           cmocka_unit_test(test_conv1x1_c_m_contig),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
