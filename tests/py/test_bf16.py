@@ -20,7 +20,9 @@ pairs: 7x7 stride 2, 3x3 without padding (words not shifted), an even 4x4
 window, groups, odd sizes and output channels; a dilated such conv, one
 with little work a pixel (3 -> 8 channels 3x3), a depthwise conv and a
 matmul of at most 8 rows stay fp32 (documented),
-checked against fp32 tightly.  A chain of stems (the second reads the
+checked against fp32 tightly.  1x1 convs where the direct kernel over
+channel pairs pays (7x7 pixels, 512 input channels and more, stride 2)
+run on it, one with fewer channels stays on the GEMM.  A chain of stems (the second reads the
 first's bf16 output) runs against onnxruntime.  A concat of upsampled maps
 (generic loops) stores the conv's operand in bf16 through a float row.
 A small CNN and an attention block run against onnxruntime fp32 within the
@@ -185,6 +187,20 @@ conv("px3x3_96_to_24", (1, 96, 13, 37), 24, 3, pad=1)
 conv("px5x5_odd_channels_batch2", (2, 33, 9, 20), 9, 5, pad=2)
 conv("px3x3_weight_input", (1, 17, 6, 31), 12, 3, pad=1, w_init=False)
 conv("depthwise", (1, 16, 10, 10), 16, 3, pad=1, groups=16, exact=True)
+# 1x1 windows on the direct kernel over channel pairs (the fp32 rule on the pair view, cg_dconv_plan):
+# pixels the GEMM would pad (7x7), 256 pairs and more (an odd 515: the last pair half empty), stride 2;
+# 60 pairs over 128 pixels stay on the GEMM
+DIRECT_1X1 = ("c1x1_7x7_direct", "c1x1_515ch_direct", "c1x1_s2_512ch_direct")
+conv("c1x1_7x7_direct", (1, 64, 7, 7), 48, 1)
+conv("c1x1_515ch_direct", (1, 515, 4, 16), 32, 1)
+conv("c1x1_s2_512ch_direct", (1, 512, 8, 9), 32, 1, stride=2)
+conv("c1x1_120ch_gemm", (1, 120, 8, 16), 32, 1)
+
+
+def kernel_chunks(src):
+    """{region name: its part of the generated C} (split at the `/* kernel N: region NAME */` headers)."""
+    parts = re.split(r"/\* kernel \d+: region (\S+) \*/", src)
+    return {parts[i]: parts[i + 1] for i in range(1, len(parts) - 1, 2)}
 
 path = mk(nodes, inputs, outs, inits)
 dump = tempfile.mkdtemp()
@@ -201,6 +217,11 @@ if p.returncode == 0:
             len(re.findall(r"direct conv \(bf16, output channels not a multiple of 16", src)) == 3)
     s.check("contractions: stems on the direct bf16 kernel over column pairs",
             len(re.findall(r"direct conv \(bf16, column pairs", src)) >= 4)
+    ks = kernel_chunks(src)
+    for n in DIRECT_1X1 + ("c1x1_120ch_gemm",):
+        on = "direct conv (bf16, channel pairs" in ks.get(n, "")
+        s.check(f"contractions: {n} {'on' if n in DIRECT_1X1 else 'not on'} the direct bf16 kernel",
+                on == (n in DIRECT_1X1), f"kernels: {sorted(ks)[:40]}")
     for c in cases:
         name, f32, bfr, absum, k = c[:5]
         exact = (len(c) > 5 and c[5]) or name == "mm_skinny"

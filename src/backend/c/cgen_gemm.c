@@ -705,16 +705,23 @@ bool cgen_conv_direct(const cgen_conv_spec *s, const char **why) {
     return false;
   }
   if (conv_bf16_cols(s)) return cg_dconv_cols_ok(s, why);
-  if (conv_bf16(s)) { /* overlapping windows: the direct kernel on channel pairs (cgen_dconv.c) */
+  if (conv_bf16(s)) { /* the direct kernel on channel pairs (cgen_dconv.c) where cg_dconv_plan takes the pair view */
     cgen_conv_spec q = cg_dconv_pairs(s);
     bool avx512 = cg_isa_set(&s->tune) >> CGEN_ISA_AVX512 & 1u;
     /* few output channels, not a multiple of 16: pixels in the lanes (cgen_dconv_px.c) */
     if (avx512 && s->tune.conv_algo != CGEN_CONV_GEMM && cg_dconv_px_ok(s, why)) return true;
-    if (!avx512 || s->kw <= s->stride[1] || s->tune.conv_algo == CGEN_CONV_GEMM || !cg_dconv_plan(&q, why)) {
+    /* A 1x1 window goes by the fp32 rule on the pair view (cg_dconv_plan):
+     * pixels the GEMM's vectors would pad (7x7), or 256 pairs (512 input
+     * channels) and more.  Measured at 2 threads, bf16 GEMM -> direct:
+     * 2048->512 @7 0.62 -> 0.47 ms, 512->2048 @7 0.60 -> 0.47, 1024->256
+     * @14 0.52 -> 0.49, 512->128 @28 even; 256->64 @56 0.57 -> 0.60 and
+     * 64->256 @56 0.50 -> 0.60 lose (128 and 32 pairs: stay GEMM). */
+    if (!avx512 || s->tune.conv_algo == CGEN_CONV_GEMM || !cg_dconv_plan(&q, why)) {
       *why = "bf16: the implicit GEMM's vdpbf16ps kernel";
       return false;
     }
-    *why = "bf16, overlapping windows: the direct kernel on channel pairs";
+    *why = s->kw <= s->stride[1] ? "bf16, 1x1: the direct kernel on channel pairs"
+                                 : "bf16, overlapping windows: the direct kernel on channel pairs";
     return true;
   }
   if (cg_dw_applies(s)) {

@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""bf16_1x1.py — single 1x1 convs (+ bias, ReLU) under `harp bench --precision bf16`,
+one harp build against another, alternated: which kernel a 1x1 conv's shape
+should take in bf16 (the implicit GEMM or the direct kernel over channel pairs).
+
+    python3 bench/bf16_1x1.py [--harp build/harp] [--base OTHER/harp] [--rounds 3] [--repeat 300]
+                              [--only NAME,...]
+
+Needs: onnx, numpy.  Gives: per shape the best median and min of --repeat runs
+of each build over --rounds alternating rounds, and base/harp of the mins (> 1:
+--harp faster).  On a loaded machine the mins move far less than the medians.
+Shapes: ResNet-50's bottleneck 1x1s at 56, 28, 14 and 7 pixels a side and
+MobileNetV2's at 14 and 7 (input channels -> output channels @ side)."""
+import argparse
+import json
+import os
+import subprocess
+import tempfile
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHAPES = [("r50_64_256_56", 64, 256, 56), ("r50_256_64_56", 256, 64, 56), ("r50_512_128_28", 512, 128, 28),
+          ("r50_256_1024_14", 256, 1024, 14), ("r50_1024_256_14", 1024, 256, 14), ("r50_512_2048_7", 512, 2048, 7),
+          ("r50_2048_512_7", 2048, 512, 7), ("mb_576_96_14", 576, 96, 14), ("mb_160_960_7", 160, 960, 7),
+          ("mb_960_320_7", 960, 320, 7), ("mb_320_1280_7", 320, 1280, 7)]
+
+
+def conv1x1(path, c, m, side):
+    """Write a model y = relu(conv1x1(x) + b), x [1, c, side, side], m output channels, to path."""
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array((rng.standard_normal((m, c, 1, 1)) * c ** -0.5).astype(np.float32), "w")
+    b = numpy_helper.from_array((rng.standard_normal(m) * 0.1).astype(np.float32), "b")
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], kernel_shape=[1, 1]), helper.make_node("Relu", ["c"], ["y"])]
+    g = helper.make_graph(nodes, "conv1x1", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, side, side])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, m, side, side])], [w, b])
+    mdl = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    mdl.ir_version = 8
+    onnx.save(mdl, path)
+
+
+def bench(exe, path, repeat):
+    """(median ms, min ms) of `exe bench path --precision bf16`."""
+    p = subprocess.run([exe, "bench", path, "--precision", "bf16", "--repeat", str(repeat), "--warmup", "20", "--json"],
+                       capture_output=True, text=True, check=True)
+    d = json.loads(p.stdout.strip().splitlines()[-1])
+    return d["median_ms"], d["min_ms"]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--harp", default=os.path.join(ROOT, "build", "harp"))
+    ap.add_argument("--base", required=True)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=300)
+    ap.add_argument("--only", default="")
+    a = ap.parse_args()
+    d = tempfile.mkdtemp(prefix="harp-bf16-1x1-")
+    only = [s for s in a.only.split(",") if s]
+    print(f"| shape | harp median / min ms | base median / min ms | base / harp (mins) |  (load {os.getloadavg()[0]:.1f})")
+    print("|---|---|---|---|")
+    for name, c, m, side in SHAPES:
+        if only and not any(o in name for o in only):
+            continue
+        path = os.path.join(d, name + ".onnx")
+        conv1x1(path, c, m, side)
+        best = {"harp": [1e30, 1e30], "base": [1e30, 1e30]}
+        for r in range(a.rounds):
+            for who in ("harp", "base") if r % 2 == 0 else ("base", "harp"):
+                med, mn = bench(a.harp if who == "harp" else a.base, path, a.repeat)
+                best[who] = [min(best[who][0], med), min(best[who][1], mn)]
+        h, b = best["harp"], best["base"]
+        print(f"| {c}->{m} @{side} | {h[0]:.3f} / {h[1]:.3f} | {b[0]:.3f} / {b[1]:.3f} | {b[1] / h[1]:.2f} |", flush=True)
+    print(f"(load at the end {os.getloadavg()[0]:.1f})")
+
+
+if __name__ == "__main__":
+    main()
