@@ -25,17 +25,21 @@ typedef struct sess {
   rt_gpu_session *s;
 } sess;
 
-static void open_session(sess *t, const char *rel, const char *text, bool graphs) {
+static void open_session_with(sess *t, const char *rel, const char *text, bool graphs, const rt_knobs *k) {
   harp_error e = {0};
   memset(t, 0, sizeof *t);
   if (rel) assert_ok(&e, hg_harp_load_file(&e, src_path(rel), &t->p));
   else assert_ok(&e, hg_harp_load_text(&e, text, strlen(text), "tiny.harp", &t->p));
   assert_ok(&e, hg_lower(&e, t->p, &t->g, NULL));
-  rt_gpu_opts o = {.knobs = &S->knobs, .target = "sm80", .cache_dir = S->cache, .graphs = graphs};
+  rt_gpu_opts o = {.knobs = k, .target = "sm80", .cache_dir = S->cache, .graphs = graphs};
   assert_ok(&e, rt_gpu_session_new(&e, t->g, &o, &t->s));
   /* the session keeps its own copy of the graph */
   tiny_graph_free(t->g);
   t->g = NULL;
+}
+
+static void open_session(sess *t, const char *rel, const char *text, bool graphs) {
+  open_session_with(t, rel, text, graphs, &S->knobs);
 }
 
 static void close_session(sess *t) {
@@ -141,6 +145,68 @@ static void test_one_graph_per_shapeset(void **vs) {
   tiny_symtab_free(&b);
   assert_driver_agrees(&t, &s0);
   close_session(&t);
+  assert_released(&s0);
+}
+
+/* The last argument of the first launch the fake logged during a run at B. */
+static unsigned long long last_arg_at(sess *t, long B) {
+  harp_error e = {0};
+  harp_fake_cuda_record(1);
+  assert_ok(&e, run_at(t, B, NULL, relu_src, &e));
+  harp_fake_cuda_record(0);
+  const void *where;
+  unsigned long long args[16];
+  int n = harp_fake_cuda_launch(0, &where, args, 16);
+  assert_true(n >= 1);
+  return args[n - 1];
+}
+
+/* One build for a ShapeSet box (gpu_box.c): with every region a loop nest
+ * (the knob no_templates), B = 48, 64, 40 (ShapeSet B:64, the box 33..64)
+ * share one build (one module, one model), each binding's launches pass its
+ * own B (the kernel's last parameter, hp_sv0), and the cluster's graph is
+ * updated in place per binding.  With the row kernel (the default) the
+ * box's corners differ: one build per binding, and the session says which
+ * kernel prints its size. */
+static void test_one_build_per_box(void **vs) {
+  NEED_NVRTC();
+  S->reset();
+  snap s0 = snapshot();
+  sess t;
+  harp_error e = {0};
+  rt_knobs k = S->knobs;
+  k.no_templates = true;
+  open_session_with(&t, NULL, relu_src, true, &k);
+  assert_ok(&e, run_at(&t, 48, NULL, relu_src, &e));
+  assert_ok(&e, run_at(&t, 64, NULL, relu_src, &e));
+  assert_ok(&e, run_at(&t, 40, NULL, relu_src, &e));
+  expect(&t, 1, 1, 3, 1, 2, 3);
+  assert_int_equal(stats(&t).box_builds, 1);
+  assert_int_equal(stats(&t).box_fallbacks, 0);
+  assert_int_equal(delta(&s0, FAKE_CUDA_MODULES_LOADED), 1);
+  tiny_symtab b48, b64;
+  bind(&b48, 48), bind(&b64, 64);
+  const char *why = NULL;
+  assert_true(rt_gpu_session_box(t.s, &b48, &why));
+  assert_string_equal(why, "");
+  assert_ptr_equal(rt_gpu_session_model(t.s, &b48), rt_gpu_session_model(t.s, &b64));
+  assert_int_equal(last_arg_at(&t, 40), 40); /* replayed as is */
+  assert_int_equal(last_arg_at(&t, 64), 64); /* updated in place to B=64's sizes */
+  assert_int_equal(last_arg_at(&t, 33), 33); /* a new binding of the box: captured, no build */
+  expect(&t, 1, 1, 4, 1, 4, 6);
+  assert_driver_agrees(&t, &s0);
+  close_session(&t);
+  /* the default: relu on the simple row kernel, whose code prints B */
+  open_session(&t, NULL, relu_src, true);
+  assert_ok(&e, run_at(&t, 48, NULL, relu_src, &e));
+  assert_ok(&e, run_at(&t, 64, NULL, relu_src, &e));
+  expect(&t, 1, 2, 2, 1, 1, 2);
+  assert_int_equal(stats(&t).box_fallbacks, 1);
+  assert_false(rt_gpu_session_box(t.s, &b48, &why));
+  assert_non_null(strstr(why, "depends on the binding"));
+  close_session(&t);
+  tiny_symtab_free(&b48);
+  tiny_symtab_free(&b64);
   assert_released(&s0);
 }
 
@@ -379,7 +445,7 @@ int main(void) {
       cmocka_unit_test(test_one_graph_per_shapeset), cmocka_unit_test(test_no_graphs),
       cmocka_unit_test(test_update_refused),         cmocka_unit_test(test_eviction),
       cmocka_unit_test(test_errors),                 cmocka_unit_test(test_cli_bench_bind),
-      cmocka_unit_test(test_cli_bench_profile),
+      cmocka_unit_test(test_cli_bench_profile),      cmocka_unit_test(test_one_build_per_box),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
