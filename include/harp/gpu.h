@@ -47,6 +47,7 @@ typedef struct rt_gpu_opts {
   /* called after each stage of the compile (harp/pipeline.h rt_stage_hook: the CLI's dumps) */
   rt_stage_hook after_stage;
   void *hook_ctx;
+  bool per_binding;      /* a session: build each binding on its own, never one build for its ShapeSet's box */
 } rt_gpu_opts;
 
 typedef struct rt_gpu_model rt_gpu_model;

@@ -132,7 +132,8 @@ harp_status gpu_box_decide(harp_error *e, const char *json, const tiny_symtab *b
     b->hi[b->gen.n++] = hi[i];
   }
   b->gen.names = (const char *const *)b->names, b->gen.hi = b->hi;
-  if (!st && !b->gen.n) snprintf(b->why, sizeof b->why, "the ShapeSet holds this binding alone");
+  if (!st && o && o->per_binding) snprintf(b->why, sizeof b->why, "per-binding builds were asked for");
+  else if (!st && !b->gen.n) snprintf(b->why, sizeof b->why, "the ShapeSet holds this binding alone");
   else if (!st) st = compare_corners(e, b, json, (const char *const *)binding->names, lo, hi, n, o, rt);
   free(lo), free(hi);
   if (st) {

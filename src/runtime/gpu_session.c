@@ -146,6 +146,7 @@ static harp_status model_in(harp_error *e, rt_gpu_session *s, int c, const tiny_
     rt_gpu_opts mo = s->opts;
     mo.graphs = false; /* the session captures, not the model */
     if (gpu_box_decide(e, s->json, binding, &mo, s->rt, &cl->box)) return e->code;
+    if (s->opts.per_binding) snprintf(cl->box->why, sizeof cl->box->why, "per-binding builds were asked for");
     if (cl->box->m) s->st.box_builds++, s->st.builds++;
     else s->st.box_fallbacks++;
   }

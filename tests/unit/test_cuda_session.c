@@ -25,21 +25,23 @@ typedef struct sess {
   rt_gpu_session *s;
 } sess;
 
-static void open_session_with(sess *t, const char *rel, const char *text, bool graphs, const rt_knobs *k) {
+static void open_session_with(sess *t, const char *rel, const char *text, bool graphs, const rt_knobs *k, bool per_binding) {
   harp_error e = {0};
   memset(t, 0, sizeof *t);
   if (rel) assert_ok(&e, hg_harp_load_file(&e, src_path(rel), &t->p));
   else assert_ok(&e, hg_harp_load_text(&e, text, strlen(text), "tiny.harp", &t->p));
   assert_ok(&e, hg_lower(&e, t->p, &t->g, NULL));
-  rt_gpu_opts o = {.knobs = k, .target = "sm80", .cache_dir = S->cache, .graphs = graphs};
+  rt_gpu_opts o = {.knobs = k, .target = "sm80", .cache_dir = S->cache, .graphs = graphs, .per_binding = per_binding};
   assert_ok(&e, rt_gpu_session_new(&e, t->g, &o, &t->s));
   /* the session keeps its own copy of the graph */
   tiny_graph_free(t->g);
   t->g = NULL;
 }
 
+/* A session that builds each binding on its own (the graphs' update,
+ * refusal and eviction tests; test_one_build_per_box: one build per box). */
 static void open_session(sess *t, const char *rel, const char *text, bool graphs) {
-  open_session_with(t, rel, text, graphs, &S->knobs);
+  open_session_with(t, rel, text, graphs, &S->knobs, true);
 }
 
 static void close_session(sess *t) {
@@ -148,35 +150,47 @@ static void test_one_graph_per_shapeset(void **vs) {
   assert_released(&s0);
 }
 
-/* The last argument of the first launch the fake logged during a run at B. */
+/* The fake's launch log on (1: emptied; a graph's launches keep the
+ * arguments they were captured with while it is on) or off (0), through the
+ * same copy of the fake the runtime loaded. */
+static void record(int on) {
+  void (*f)(int);
+  *(void **)&f = dlsym(S->lib, "harp_fake_cuda_record");
+  assert_non_null(f);
+  f(on);
+}
+
+/* The last argument of the first launch the fake logged during a run at B
+ * (record on). */
 static unsigned long long last_arg_at(sess *t, long B) {
   harp_error e = {0};
-  harp_fake_cuda_record(1);
+  int (*launch)(int, const void **, unsigned long long *, int);
+  *(void **)&launch = dlsym(S->lib, "harp_fake_cuda_launch");
+  assert_non_null(launch);
+  record(1);
   assert_ok(&e, run_at(t, B, NULL, relu_src, &e));
-  harp_fake_cuda_record(0);
   const void *where;
   unsigned long long args[16];
-  int n = harp_fake_cuda_launch(0, &where, args, 16);
+  int n = launch(0, &where, args, 16);
   assert_true(n >= 1);
   return args[n - 1];
 }
 
-/* One build for a ShapeSet box (gpu_box.c): with every region a loop nest
- * (the knob no_templates), B = 48, 64, 40 (ShapeSet B:64, the box 33..64)
- * share one build (one module, one model), each binding's launches pass its
- * own B (the kernel's last parameter, hp_sv0), and the cluster's graph is
- * updated in place per binding.  With the row kernel (the default) the
- * box's corners differ: one build per binding, and the session says which
- * kernel prints its size. */
+/* One build for a ShapeSet box (gpu_box.c): relu (in a ShapeSet build the
+ * loop nest, which reads B at run time), B = 48, 64, 40 (ShapeSet B:64, the
+ * box 33..64) share one build (one module, one model), each binding's
+ * launches pass its own B (the kernel's last parameter, hp_sv0), and the
+ * cluster's graph is updated in place per binding.  mlp's GEMM template
+ * prints B: the box's corners differ, one build per binding, and the session
+ * says which kernel. */
 static void test_one_build_per_box(void **vs) {
   NEED_NVRTC();
   S->reset();
   snap s0 = snapshot();
   sess t;
   harp_error e = {0};
-  rt_knobs k = S->knobs;
-  k.no_templates = true;
-  open_session_with(&t, NULL, relu_src, true, &k);
+  open_session_with(&t, NULL, relu_src, true, &S->knobs, false);
+  record(1);
   assert_ok(&e, run_at(&t, 48, NULL, relu_src, &e));
   assert_ok(&e, run_at(&t, 64, NULL, relu_src, &e));
   assert_ok(&e, run_at(&t, 40, NULL, relu_src, &e));
@@ -193,13 +207,13 @@ static void test_one_build_per_box(void **vs) {
   assert_int_equal(last_arg_at(&t, 40), 40); /* replayed as is */
   assert_int_equal(last_arg_at(&t, 64), 64); /* updated in place to B=64's sizes */
   assert_int_equal(last_arg_at(&t, 33), 33); /* a new binding of the box: captured, no build */
+  record(0);
   expect(&t, 1, 1, 4, 1, 4, 6);
   assert_driver_agrees(&t, &s0);
   close_session(&t);
-  /* the default: relu on the simple row kernel, whose code prints B */
-  open_session(&t, NULL, relu_src, true);
-  assert_ok(&e, run_at(&t, 48, NULL, relu_src, &e));
-  assert_ok(&e, run_at(&t, 64, NULL, relu_src, &e));
+  open_session_with(&t, mlp_model, NULL, true, &S->knobs, false);
+  assert_ok(&e, run_at(&t, 48, mlp_model, NULL, &e));
+  assert_ok(&e, run_at(&t, 64, mlp_model, NULL, &e));
   expect(&t, 1, 2, 2, 1, 1, 2);
   assert_int_equal(stats(&t).box_fallbacks, 1);
   assert_false(rt_gpu_session_box(t.s, &b48, &why));
