@@ -42,11 +42,6 @@ def syms_of(sym, v, fixed):
     return [f"{sym}={v}"] + [f"{k}={x}" for k, x in fixed.items()]
 
 
-def feeds_at(g, rng):
-    """Inputs for the buffers of gpu.json g (its shapes: one binding's)."""
-    return cuda_sim.feeds_of(g, rng)
-
-
 def nvcc_compiles(src_path, s, what):
     nvcc = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
     if not nvcc:
@@ -78,7 +73,7 @@ def main():
         s.check(f"{name}: every launch reads the size at run time",
                 all(any(a["space"] == "sym" for a in l["args"]) and l.get("grid_x") for l in ghi["launches"]),
                 str(ghi["launches"])[:2000])
-        s.check(f"{name}: a size passed by value", f"const long hp_sv0" in src_hi)
+        s.check(f"{name}: a size passed by value", "const long hp_sv0" in src_hi)
         for v in at:
             what = f"{name} [{sym}={v}]"
             p, dv = cuda_sim.dump(model, "sm80", syms_of(sym, v, fixed), extra=(*box, *NO_TEMPLATES))
@@ -88,7 +83,7 @@ def main():
             gv = json.load(open(os.path.join(dv, "gpu.json")))["gpu"]
             # one build: the unit at this binding is the corner's, text for text
             s.check(f"{what}: the same CUDA C as at {sym}={hi}", open(os.path.join(dv, "model.cu")).read() == src_hi)
-            feeds = feeds_at(gv, rng)
+            feeds = cuda_sim.feeds_of(gv, rng)  # at this binding's shapes
             outs = {b["name"]: b["shape"] for b in gv["buffers"] if b["space"] == "output"}
             got, err = cuda_sim.run(dhi, feeds, sv=[v], out_shapes=outs)
             s.check(f"{what}: the {sym}={hi} build runs on the simulator", err is None, err)

@@ -161,18 +161,23 @@ static void record(int on) {
 }
 
 /* The last argument of the first launch the fake logged during a run at B
- * (record on). */
-static unsigned long long last_arg_at(sess *t, long B) {
+ * (record on), and its grid.x into *grid_x. */
+static unsigned long long last_arg_at(sess *t, long B, unsigned *grid_x) {
   harp_error e = {0};
   int (*launch)(int, const void **, unsigned long long *, int);
+  int (*grid)(int, unsigned *);
   *(void **)&launch = dlsym(S->lib, "harp_fake_cuda_launch");
-  assert_non_null(launch);
+  *(void **)&grid = dlsym(S->lib, "harp_fake_cuda_launch_grid");
+  assert_true(launch && grid);
   record(1);
   assert_ok(&e, run_at(t, B, NULL, relu_src, &e));
   const void *where;
   unsigned long long args[16];
+  unsigned g[3];
   int n = launch(0, &where, args, 16);
   assert_true(n >= 1);
+  assert_int_equal(grid(0, g), 0);
+  *grid_x = g[0];
   return args[n - 1];
 }
 
@@ -204,9 +209,14 @@ static void test_one_build_per_box(void **vs) {
   assert_true(rt_gpu_session_box(t.s, &b48, &why));
   assert_string_equal(why, "");
   assert_ptr_equal(rt_gpu_session_model(t.s, &b48), rt_gpu_session_model(t.s, &b64));
-  assert_int_equal(last_arg_at(&t, 40), 40); /* replayed as is */
-  assert_int_equal(last_arg_at(&t, 64), 64); /* updated in place to B=64's sizes */
-  assert_int_equal(last_arg_at(&t, 33), 33); /* a new binding of the box: captured, no build */
+  /* relu over [B, 8]: 8 B points, 128 a block, at most the box's 4 blocks */
+  unsigned gx = 0;
+  assert_int_equal(last_arg_at(&t, 40, &gx), 40); /* replayed as is */
+  assert_int_equal(gx, 3);
+  assert_int_equal(last_arg_at(&t, 64, &gx), 64); /* updated in place to B=64's sizes and grid */
+  assert_int_equal(gx, 4);
+  assert_int_equal(last_arg_at(&t, 33, &gx), 33); /* a new binding of the box: captured, no build */
+  assert_int_equal(gx, 3);
   record(0);
   expect(&t, 1, 1, 4, 1, 4, 6);
   assert_driver_agrees(&t, &s0);
