@@ -191,6 +191,12 @@ typedef struct cuda_gemm_spec {
   cuda_epi epi[CUDA_MAX_EPI];
   cuda_math math;                       /* fp32 operands: TF32 (default), strict FP32, FP16 / BF16 */
   cuda_tune tune;
+  /* a ShapeSet build (nsyms > 0, the SM80 template without split-K): the
+   * kernel takes the sizes hp_sv0 .. hp_sv<nsyms-1> (`const long`) and M at
+   * run time is m_lit times the symbols m_sym[0..nm_sym); M is then the
+   * box's most (the grid's M tiles; a CTA past the binding's M returns) */
+  int nsyms, nm_sym, m_sym[8];
+  int64_t m_lit;
 } cuda_gemm_spec;
 
 /* Row-major contiguous A[M][K], B[K][N], C[M][N], batch 1, C of dtype dt. */

@@ -102,30 +102,55 @@ const char *cuda_sizes_printed(const cuda_rctx *c, int r, int slot) {
   return NULL;
 }
 
-bool cuda_rows_at_run_time(const cuda_rctx *c, int r, int slot, cuda_rownorm_spec *s) {
+/* The rows of the buffer at Function kernel r's slot (its dims but the
+ * last, which must not be a symbol) when they are `want` and some is a
+ * ShapeSet symbol of c: *lit times the symbols syms[0..*n) (at most 8), *hi
+ * at the box's corner hi.  False otherwise. */
+static bool rows_formula(const cuda_rctx *c, int r, int slot, int64_t want, int64_t *lit, int *syms, int *n, int64_t *hi) {
   const tiny_shape *sh = c->gen.n ? slot_shape(c, r, slot) : NULL;
-  if (!sh) return false;
-  int64_t now = 1, hi = 1, lit = 1;
-  int n = 0;
+  if (!sh || sh->rank < 1 || cuda_gen_sym(c, &sh->d[sh->rank - 1]) >= 0) return false;
+  int64_t now = 1;
+  *lit = *hi = 1, *n = 0;
   for (int d = 0; d + 1 < sh->rank; d++) {
     int i = cuda_gen_sym(c, &sh->d[d]);
     now *= sh->d[d].n;
-    hi *= i < 0 ? sh->d[d].n : c->gen.hi[i];
-    if (i < 0) lit *= sh->d[d].n;
-    else if (n < (int)(sizeof s->rows_sym / sizeof s->rows_sym[0])) s->rows_sym[n++] = i;
+    *hi *= i < 0 ? sh->d[d].n : c->gen.hi[i];
+    if (i < 0) *lit *= sh->d[d].n;
+    else if (*n < 8) syms[(*n)++] = i;
     else return false;
   }
-  if (!n || now != s->rows) return false; /* not these rows: the constant stays */
+  return *n && now == want; /* else not these rows: the constant stays */
+}
+
+bool cuda_rows_at_run_time(const cuda_rctx *c, int r, int slot, cuda_rownorm_spec *s) {
+  int64_t lit, hi;
+  int n;
+  if (!rows_formula(c, r, slot, s->rows, &lit, s->rows_sym, &n, &hi)) return false;
   s->nsyms = c->gen.n, s->nrows_sym = n, s->rows_lit = lit, s->rows = hi;
   return true;
+}
+
+bool cuda_gemm_m_at_run_time(const cuda_rctx *c, int r, int slot, cuda_gemm_spec *s) {
+  int64_t lit, hi;
+  int n;
+  if (c->mod->arch != CUDA_SM80 || s->batch[0] * s->batch[1] != 1 || (s->tune.splitk > 1) ||
+      !rows_formula(c, r, slot, s->M, &lit, s->m_sym, &n, &hi))
+    return false;
+  s->nsyms = c->gen.n, s->nm_sym = n, s->m_lit = lit, s->M = hi;
+  return true;
+}
+
+void cuda_launch_sym_args(cuda_rctx *c) {
+  cuda_launch *l = &c->launch[c->nlaunch - 1];
+  for (int p = 0; p < l->k->nparams; p++) /* the sizes hp_sv<i> */
+    if (l->k->params[p].kind == CUDA_P_LONG) l->args[p] = (cuda_arg){CUDA_ARG_SYM, atoi(l->k->params[p].name + 5), 0};
 }
 
 void cuda_launch_rows(cuda_rctx *c, const cuda_rownorm_spec *s) {
   cuda_launch *l = &c->launch[c->nlaunch - 1];
   l->grid_div = (s->tune.threads ? s->tune.threads : 256) / 32, l->grid_lit = s->rows_lit, l->ngrid_sym = s->nrows_sym;
   memcpy(l->grid_sym, s->rows_sym, sizeof s->rows_sym[0] * (size_t)s->nrows_sym);
-  for (int p = 0; p < l->k->nparams; p++) /* the sizes hp_sv<i> */
-    if (l->k->params[p].kind == CUDA_P_LONG) l->args[p] = (cuda_arg){CUDA_ARG_SYM, atoi(l->k->params[p].name + 5), 0};
+  cuda_launch_sym_args(c);
 }
 
 /* Kernel parameters p<slot> for the Function kernel's buffers. */

@@ -538,6 +538,7 @@ static harp_status print_gemm(cuda_rctx *c, int r, const ct_gemm *read, bool *do
     if (st || *done) return st;
   }
   bool split_refused = has_plan && refused; /* the split-K above: marked already */
+  bool rt = cuda_gemm_m_at_run_time(c, r, gm.C.slot, &s); /* a ShapeSet build's M */
   harp_status gst;
   if ((st = gemm_generate(c, r, &s, &pt, has_plan, split_refused, pnote, &refused, why, &gst)) || gst) {
     gemm_undo(c, &mk);
@@ -554,6 +555,7 @@ static harp_status print_gemm(cuda_rctx *c, int r, const ct_gemm *read, bool *do
             !has_plan ? "none: the template's defaults"
             : refused ? fmt_note(c, "%s; the template's defaults", refused)
                       : "tiles, stages, warp tile, vector width from the Plan");
+  if (rt) cuda_launch_sym_args(c);
   if (a_bytes > c->scratch_bytes) c->scratch_bytes = a_bytes;
   *done = true;
   return HARP_OK;
