@@ -188,7 +188,8 @@ def run(gpu_dir, inputs, seed=1, timeout=600, edit=None, reverse=False, sv=None,
     (harp dump --shapeset) runs at the binding sv (its symbols' values, in
     gpu.json's "syms" order): inputs at the binding's shapes, each buffer
     still the corner hi's size (the rest poisoned), the outputs' first
-    elements shaped by out_shapes (name -> shape).
+    elements shaped by out_shapes (name -> shape); an output written past
+    them (its poison gone) is an error.
     Returns (outputs: name -> array, error text or None)."""
     g = json.load(open(os.path.join(gpu_dir, "gpu.json")))["gpu"]
     if edit:
@@ -263,6 +264,10 @@ def run(gpu_dir, inputs, seed=1, timeout=600, edit=None, reverse=False, sv=None,
         a = np.fromfile(os.path.join(work, f"o{bid}.bin"), dtype=np.uint16 if bf else NP[b["dtype"]])
         a = bf16_values(a) if bf else a
         shape = (out_shapes or {}).get(b["name"], b["shape"])
+        n = int(np.prod(shape))
+        raw = open(os.path.join(work, f"o{bid}.bin"), "rb").read()
+        if out_shapes and raw[n * a.itemsize:b["bytes"]].strip(b"\xff"):
+            return None, f"output {b['name']} written past the binding's {n} elements"
         res[b["name"]] = a[:int(np.prod(shape))].reshape(shape)
     shutil.rmtree(work, ignore_errors=True)
     return res, None

@@ -1,17 +1,20 @@
 """CUDA kernels with run-time sizes (issue 25): one GPU build per ShapeSet box.
 
-Each model is dumped for the GPU with `--shapeset SYM=LO..HI` (the generic
-loop nests take SYM's size as the kernel parameter hp_sv<i>, the launch's
-grid_x computed from it) at the box's corner HI and at every binding below;
-with templates off (--knob no_templates=1: every region a loop nest) the
-translation unit must be the same text at every binding — ONE build serves
-the box, as gpu_box.c decides for a session.  The HI build then runs on the
-CPU SIMT simulator (tests/cuda_sim) at each binding (its sizes passed by
-value, its buffers still HI's, the rest poisoned with NaN) against the
-reference interpreter at that binding.  With the templates on (the
-default), the template and row kernels print their sizes: the corners
-differ (the session builds per binding).  The HI unit compiles with nvcc
-for sm_80 and sm_90a when nvcc is there.  Skips (77) without g++."""
+Each model is dumped for the GPU with `--shapeset SYM=LO..HI` (its kernels
+take SYM's size as the parameter hp_sv<i>: the loop nests' bounds and the
+launch's grid_x, the row kernels' row count, the SM80 GEMM template's M) at
+the box's corner HI and at every binding below, twice: loop nests only
+(--knob no_templates=1) and with the templates (the default).  The unit
+must be the same text at every binding (ONE build serves the box, as
+gpu_box.c decides for a session); the HI build then runs on the CPU SIMT
+simulator (tests/cuda_sim) at each binding (its sizes passed by value, its
+buffers still HI's, the rest poisoned with NaN; an output written past the
+binding's elements is an error) against the reference interpreter there;
+one row short must give another result.  A model whose template prints
+its size would have corners that differ (the session then builds per
+binding).  Each HI unit compiles with nvcc for sm_80 and sm_90a when nvcc
+is there.  HARP_CUDA_SS_MODELS=name,... runs some only.  Skips (77)
+without g++."""
 import json
 import os
 import shutil
@@ -102,7 +105,10 @@ def main():
         print("g++ not found: skipped")
         sys.exit(77)
     rng = np.random.default_rng(25)
+    only = os.environ.get("HARP_CUDA_SS_MODELS")  # name,...: some only
     for name, sym, (lo, hi), at, fixed, default_one in CASES:
+        if only and name not in only.split(","):
+            continue
         model = os.path.join(MODELS, name)
         box = ("--shapeset", f"{sym}={lo}..{hi}")
         for variant, knobs in (("loop nests", NO_TEMPLATES), ("templates", ())):
