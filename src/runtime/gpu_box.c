@@ -35,9 +35,22 @@ harp_status gpu_prepare_at(harp_error *e, const char *json, const char *const *n
   return tiny_prepare(e, *g, t, false);
 }
 
+/* Whether kernels x and y take the same tensor maps (the sizes an SM90
+ * template's maps hold are not in its source). */
+static bool same_maps(const cuda_kernel *x, const cuda_kernel *y) {
+  if (x->nparams != y->nparams) return false;
+  for (int p = 0; p < x->nparams; p++) {
+    const cuda_tmap_desc *a = x->params[p].tmap, *b = y->params[p].tmap;
+    if (!a != !b || (a && (a->rank != b->rank || memcmp(a->dims, b->dims, sizeof a->dims) ||
+                           memcmp(a->strides, b->strides, sizeof a->strides) || memcmp(a->box, b->box, sizeof a->box))))
+      return false;
+  }
+  return true;
+}
+
 /* Whether launch lists a and b are the same up to the arena's layout: the
  * same kernels, arguments (a buffer, its offset inside it), grids or grid
- * formulas, blocks. */
+ * formulas, blocks, tensor maps. */
 static bool same_launches(const cuda_model_tu *a, const cuda_model_tu *b) {
   if (a->nlaunch != b->nlaunch || a->f->nbuffers != b->f->nbuffers || a->f->nargs != b->f->nargs ||
       a->f->nret != b->f->nret || a->scratch_bytes > b->scratch_bytes || a->packed_bytes != b->packed_bytes)
@@ -52,7 +65,7 @@ static bool same_launches(const cuda_model_tu *a, const cuda_model_tu *b) {
         x->grid_lit != y->grid_lit || x->ngrid_sym != y->ngrid_sym ||
         memcmp(x->grid_sym, y->grid_sym, sizeof x->grid_sym[0] * (size_t)x->ngrid_sym) ||
         memcmp(x->k->grid, y->k->grid, sizeof x->k->grid) || memcmp(x->k->block, y->k->block, sizeof x->k->block) ||
-        x->k->smem_bytes != y->k->smem_bytes)
+        x->k->smem_bytes != y->k->smem_bytes || !same_maps(x->k, y->k))
       return false;
     for (int p = 0; p < x->nargs; p++)
       if (x->args[p].kind != y->args[p].kind || x->args[p].buffer != y->args[p].buffer || x->args[p].offset != y->args[p].offset)
