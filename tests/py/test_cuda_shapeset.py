@@ -105,6 +105,11 @@ def main():
         print("g++ not found: skipped")
         sys.exit(77)
     rng = np.random.default_rng(25)
+    # a binding outside the box (or none): a located usage error, no dump
+    for syms in (["R=60"], []):
+        p, d = cuda_sim.dump(os.path.join(MODELS, "layernorm.json"), "sm80", syms, extra=("--shapeset", "R=2..48"))
+        s.check(f"--shapeset R=2..48 at {syms}: refused", p.returncode != 0 and "bind R inside the box" in p.stderr and
+                not os.path.exists(os.path.join(d, "model.cu")), p.stderr)
     only = os.environ.get("HARP_CUDA_SS_MODELS")  # name,...: some only
     for name, sym, (lo, hi), at, fixed, default_one in CASES:
         if only and name not in only.split(","):
