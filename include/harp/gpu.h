@@ -47,6 +47,7 @@ typedef struct rt_gpu_opts {
   /* called after each stage of the compile (harp/pipeline.h rt_stage_hook: the CLI's dumps) */
   rt_stage_hook after_stage;
   void *hook_ctx;
+  bool per_binding;      /* a session: build each binding on its own, never one build for its ShapeSet's box */
 } rt_gpu_opts;
 
 typedef struct rt_gpu_model rt_gpu_model;
@@ -112,8 +113,12 @@ const struct rt_compile *rt_gpu_stages(const rt_gpu_model *m);
 void rt_gpu_counts(const rt_gpu_model *m, int *templ, int *simple, int *generic);
 /* ---- sessions: one model, many shape bindings -------------------------------
  * A session holds a model whose shapes name free symbols (B, T, ...).  Each
- * run gives a binding; the model is built for it on first use (kernels are
- * specialised to constant shapes; NVRTC's disk cache makes rebuilds cheap).
+ * run gives a binding.  A binding's ShapeSet (plan_shapeset_class of each
+ * symbol: 3..4, 5..8, ..) is one box: when every kernel can read the box's
+ * sizes at run time (the generic loop nests can; templates and the simple
+ * row kernels print theirs), ONE build (NVRTC, one device arena) serves
+ * every binding in it, the sizes and grids set per launch; else each binding
+ * is built on first use (NVRTC's disk cache makes rebuilds cheap).
  * With opts.graphs, runs go through ONE executable CUDA Graph per ShapeSet
  * (the binding's cluster, plan_shapeset_key): instantiated for the first
  * binding of the cluster, updated in place (cuGraphExecUpdate) when another
@@ -132,6 +137,8 @@ typedef struct rt_gpu_session_stats {
   int updates;        /* in-place updates of a cluster's graph to another of its bindings */
   int replays;        /* graph launches */
   int evictions;      /* built models dropped to make room */
+  int box_builds;     /* ShapeSets served by one build (kernels read the sizes at run time; counted in builds) */
+  int box_fallbacks;  /* ShapeSets built per binding: a kernel prints a size (rt_gpu_session_box says which) */
 } rt_gpu_session_stats;
 harp_status rt_gpu_session_new(harp_error *e, const tiny_graph *g, const rt_gpu_opts *o, rt_gpu_session **out);
 /* One execution for this binding (inputs[] as for rt_gpu_run, at its shapes). */
@@ -143,6 +150,9 @@ harp_status rt_gpu_session_launch(harp_error *e, rt_gpu_session *s, const tiny_s
 /* The built model of a binding that has run (NULL otherwise); owned by s. */
 const rt_gpu_model *rt_gpu_session_model(rt_gpu_session *s, const tiny_symtab *binding);
 void rt_gpu_session_stats_get(const rt_gpu_session *s, rt_gpu_session_stats *out);
+/* Whether the ShapeSet of a binding that has run is served by one build for
+ * its box; *why (nullable; owned by s): why not, or "" when it is. */
+bool rt_gpu_session_box(rt_gpu_session *s, const tiny_symtab *binding, const char **why);
 void rt_gpu_session_free(rt_gpu_session *s);
 
 /* PTX of the translation unit (compiles it when NVRTC is there; no GPU needed). */

@@ -54,6 +54,8 @@ typedef struct poly_ast_opts {
   int fix_outer;    /* fix the first fix_outer (<= p) shared variables to the parameters
                        hp_p0, hp_p1, ...: the nest of one point (a GPU thread's) */
   const int64_t *fix_extent; /* their extents: 0 <= hp_pi < fix_extent[i] (lets isl drop guards) */
+  const int *fix_sym;        /* NULL, or per fixed variable: symbol index + 1 when its extent is
+                                that symbol (0 <= hp_pi < hp_sv<fix_sym[i] - 1>), else 0 */
   int chunk_var;             /* which shared variable chunk_outer restricts (< prefix; the ones
                                 before it should have extent 1, so it is the outermost loop) */
   int64_t chunk_extent;      /* > 0: hp_hi <= chunk_extent as well (the caller's chunks never pass the

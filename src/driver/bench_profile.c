@@ -203,14 +203,14 @@ static void session_print(const cli_opts *o, const bench_args *a, const session 
     printf("{\"model\": \"%s\", \"backend\": \"cuda\", \"bindings\": %d, \"graphs\": %s, \"repeat\": %ld, "
            "\"warmup\": %ld, \"median_ms\": %.6f, \"min_ms\": %.6f, \"max_ms\": %.6f, \"session\": {\"clusters\": %d, "
            "\"builds\": %d, \"captures\": %d, \"instantiations\": %d, \"updates\": %d, \"replays\": %d, "
-           "\"evictions\": %d}}\n",
+           "\"evictions\": %d, \"box_builds\": %d, \"box_fallbacks\": %d}}\n",
            o->model, x->n, a->graphs ? "true" : "false", repeat, a->warmup, median, t[0], t[repeat - 1], st.clusters,
-           st.builds, st.captures, st.instantiations, st.updates, st.replays, st.evictions);
+           st.builds, st.captures, st.instantiations, st.updates, st.replays, st.evictions, st.box_builds, st.box_fallbacks);
   else
     printf("%s [cuda, %d bindings in turn%s]: median %.3f ms per run over %ld rounds (min %.3f, max %.3f); "
-           "%d ShapeSets, %d models built, graphs: %d captured, %d instantiated, %d updated, %d replays\n",
-           o->model, x->n, a->graphs ? ", graphs" : "", median, repeat, t[0], t[repeat - 1], st.clusters, st.builds,
-           st.captures, st.instantiations, st.updates, st.replays);
+           "%d ShapeSets (%d served by one build), %d models built, graphs: %d captured, %d instantiated, %d updated, %d replays\n",
+           o->model, x->n, a->graphs ? ", graphs" : "", median, repeat, t[0], t[repeat - 1], st.clusters, st.box_builds,
+           st.builds, st.captures, st.instantiations, st.updates, st.replays);
 }
 
 /* Every binding runs once (uploads its inputs), then each round launches

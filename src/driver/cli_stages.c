@@ -16,6 +16,7 @@
 #include "cli.h"
 #include "harp/poly.h"
 #include "harp/region.h"
+#include "harp/sgen.h"
 #include "index/indexbook.h"
 #include "util/util.h"
 
@@ -156,6 +157,25 @@ void cli_print_stage_times(const cli_opts *o, const cli_model *m, const rt_compi
     fprintf(stderr, "harp: stages (%s): %s\n", c->target->name, buf);
 }
 
+/* `harp dump --target sm80|sm90 --shapeset NAME=LO..HI`: the GPU kernels
+ * that can read NAME's size at run time do (region_cuda.h cuda_syms), the
+ * model bound inside the box (--sym NAME=V; at HI its buffers serve the box).  names[CLI_MAX_LIST]
+ * and hi[CLI_MAX_LIST] into co. */
+static harp_status gpu_box_syms(harp_error *e, const cli_opts *o, const cli_model *m, char (*names)[CLI_NAME_MAX],
+                                const char **ptrs, int64_t *hi, rt_compile_opts *co) {
+  for (int k = 0; k < o->nshapesets; k++) {
+    rt_sgen_sym y;
+    int64_t v = 0;
+    if (rt_sgen_parse_box(e, o->shapesets[k], "--shapeset", names[k], CLI_NAME_MAX, &y)) return e->code;
+    if (!tiny_symtab_get(&m->syms, y.name, &v) || v < y.lo || v > y.hi)
+      return ut_fail(e, HARP_E_USAGE, NULL, "--shapeset %s for a GPU dump: bind %s inside the box (--sym %s=%lld: its upper corner)",
+                     o->shapesets[k], y.name, y.name, (long long)y.hi);
+    ptrs[k] = names[k], hi[k] = y.hi;
+  }
+  co->gen_syms = ptrs, co->gen_hi = hi, co->ngen_syms = o->nshapesets;
+  return HARP_OK;
+}
+
 harp_status cli_compile(harp_error *e, const cli_opts *o, cli_model *m, const cli_plans *pl, const rt_target *t,
                       const char *arch, rt_stage until, cli_dumps *d, rt_compile **out) {
   *out = NULL;
@@ -167,6 +187,10 @@ harp_status cli_compile(harp_error *e, const cli_opts *o, cli_model *m, const cl
     for (int i = 0; i < d->n; i++) co.keep_analysis |= (set >> i & 1) && d->stage[i] <= RT_STAGE_POLY_VIEW;
     co.after_stage = cli_dumps_hook, co.hook_ctx = d;
   }
+  char names[CLI_MAX_LIST][CLI_NAME_MAX];
+  const char *ptrs[CLI_MAX_LIST];
+  int64_t hi[CLI_MAX_LIST];
+  if (t == &rt_target_cuda && o->nshapesets && gpu_box_syms(e, o, m, names, ptrs, hi, &co)) return e->code;
   harp_status st = rt_compile_run(e, t, m->g, &m->syms, &co, out);
   if (!st) cli_print_stage_times(o, m, *out);
   return st;

@@ -31,6 +31,10 @@ static const char dump_help[] =
     "partition, Function and plans it compiles); gpu and cu take sm80 (the default\n"
     "for them) or sm90, and --precision tf32|fp32|fp16|bf16 (how fp32 contractions\n"
     "compute; default tf32).  Neither needs a GPU or NVRTC.\n"
+    "--shapeset NAME=LO..HI (gpu, cu): the GPU kernels that can (the generic loop\n"
+    "nests) read NAME's size at run time (kernel parameter hp_sv<i>, the launch's\n"
+    "grid_x from it), one build for the box; bind NAME inside the box with --sym\n"
+    "(at HI the buffers are the box's largest).\n"
     "--knob NAME=VALUE sets a knob (harp --help-options; repeatable); --time-stages\n"
     "prints each compile stage's time.\n"
     "Symbols without a value stay symbolic where the layer allows it; --shape\n"
@@ -45,7 +49,7 @@ int cmd_dump(int argc, char **argv) {
     }
   harp_error e = {0};
   cli_opts o;
-  int rc = cli_parse(argc, argv, "dump", "sym shape dump dump-dir target precision plan knob time-stages", &o, &e);
+  int rc = cli_parse(argc, argv, "dump", "sym shape dump dump-dir target precision plan knob time-stages shapeset", &o, &e);
   if (rc) {
     cli_opts_free(&o);
     return rc;

@@ -570,9 +570,14 @@ harp_status poly_ast_gen(harp_error *e, const poly_view *cpv, const poly_stmt_sp
       ut_str_init(&cs);
       ut_str_puts(&cs, "[");
       for (int i = 0; i < opts->fix_outer; i++) ut_str_printf(&cs, "%shp_p%d", i ? ", " : "", i);
+      for (int i = 0; opts->fix_sym && i < opts->fix_outer; i++) /* a symbol's extent: its parameter */
+        if (opts->fix_sym[i] > 0) ut_str_printf(&cs, ", hp_sv%d", opts->fix_sym[i] - 1);
       ut_str_puts(&cs, "] -> { : ");
       for (int i = 0; i < opts->fix_outer; i++)
-        ut_str_printf(&cs, "%s0 <= hp_p%d < %lld", i ? " and " : "", i, (long long)opts->fix_extent[i]);
+        if (opts->fix_sym && opts->fix_sym[i] > 0)
+          ut_str_printf(&cs, "%s0 <= hp_p%d < hp_sv%d", i ? " and " : "", i, opts->fix_sym[i] - 1);
+        else
+          ut_str_printf(&cs, "%s0 <= hp_p%d < %lld", i ? " and " : "", i, (long long)opts->fix_extent[i]);
       ut_str_puts(&cs, " }");
       isl_set *c = cs.oom ? NULL : isl_set_read_from_str(g.ctx, cs.buf);
       ut_str_free(&cs);

@@ -72,6 +72,11 @@ void gpu_knobs(const rt_gpu_opts *o, rt_knobs *k) {
 
 harp_status gpu_build_on(harp_error *e, const tiny_graph *g, const tiny_symtab *syms, const rt_gpu_opts *o, cuda_rt *rt,
                        rt_gpu_model **out) {
+  return gpu_build_gen(e, g, syms, o, rt, NULL, out);
+}
+
+harp_status gpu_build_gen(harp_error *e, const tiny_graph *g, const tiny_symtab *syms, const rt_gpu_opts *o, cuda_rt *rt,
+                          const cuda_syms *gen, rt_gpu_model **out) {
   *out = NULL;
   rt_gpu_model *m = ut_xcalloc(1, sizeof *m);
   if (!m) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
@@ -96,6 +101,7 @@ harp_status gpu_build_on(harp_error *e, const tiny_graph *g, const tiny_symtab *
                         .keep_analysis = o && o->keep_analysis, .no_plan_cache = o && o->no_plan_cache,
                         .after_stage = o ? o->after_stage : NULL,
                         .hook_ctx = o ? o->hook_ctx : NULL};
+  if (gen) co.gen_syms = gen->names, co.gen_hi = gen->hi, co.ngen_syms = gen->n;
   if ((st = rt_compile_run(e, &rt_target_cuda, (tiny_graph *)g, syms, &co, &m->comp))) goto fail;
   m->f = m->comp->f, m->tu = m->comp->tu, m->source = m->comp->source;
   *out = m;
@@ -209,6 +215,8 @@ harp_status rt_gpu_load(harp_error *e, rt_gpu_model *m) {
       bool in_consts;
       int64_t off = cuda_arg_offset(t, &t->launch[i].args[p], &in_consts);
       m->args[i * CUDA_MAX_PARAMS + p] = off < 0 ? 0 : (in_consts ? m->mem.constpool : m->mem.arena) + (cuda_devptr)off;
+      if (t->launch[i].args[p].kind == CUDA_ARG_SYM) /* a size: the box's corner hi until a run sets its binding's */
+        m->args[i * CUDA_MAX_PARAMS + p] = (cuda_devptr)t->gen.hi[t->launch[i].args[p].buffer];
     }
   m->loaded = true;
   return HARP_OK;
@@ -230,10 +238,16 @@ int64_t rt_gpu_persistent_grid(const cuda_kernel *k, int sm_count) {
   return k->persistent_tiles < slots ? k->persistent_tiles : slots;
 }
 
-/* Launch i of m on harp's stream (sms: the device's multiprocessors). */
+/* Launch i of m on harp's stream (sms: the device's multiprocessors); a
+ * ShapeSet build's sizes and grid at the binding m->sv (NULL: the box's hi). */
 static harp_status launch_at(harp_error *e, rt_gpu_model *m, int i, int sms) {
-  const cuda_kernel *k = m->tu->launch[i].k;
-  return cuda_rt_launch_kernel(e, m->rt, m->fn[i], k, &m->args[i * CUDA_MAX_PARAMS], rt_gpu_persistent_grid(k, sms));
+  const cuda_launch *l = &m->tu->launch[i];
+  const int64_t *sv = m->sv ? m->sv : m->tu->gen.hi;
+  cuda_devptr *args = &m->args[i * CUDA_MAX_PARAMS];
+  for (int p = 0; p < l->nargs; p++)
+    if (l->args[p].kind == CUDA_ARG_SYM) args[p] = (cuda_devptr)sv[l->args[p].buffer];
+  int64_t grid = l->grid_div > 0 ? cuda_launch_grid(l, sv) : rt_gpu_persistent_grid(l->k, sms);
+  return cuda_rt_launch_kernel(e, m->rt, m->fn[i], l->k, args, grid);
 }
 
 harp_status gpu_launch_args(harp_error *e, rt_gpu_model *m, int i, const cuda_devptr *args) {
@@ -319,14 +333,15 @@ harp_status gpu_upload_consts(harp_error *e, rt_gpu_model *m, const ut_tensor *i
 harp_status gpu_run_with(harp_error *e, rt_gpu_model *m, const ut_tensor *inputs, int ninputs, ut_tensor *outputs,
                        void *const *dst, gpu_launcher launch, void *ctx) {
   const fn_function *f = m->f;
-  const tiny_graph *g = m->g;
+  const tiny_graph *g = m->gio ? m->gio : m->g; /* a ShapeSet build: the binding's sizes */
   for (int k = 0; !dst && k < f->nret; k++) memset(&outputs[k], 0, sizeof outputs[k]);
   if (ninputs != f->nargs) return ut_fail(e, HARP_E_INPUT_MISMATCH, NULL, "%d inputs given, the model has %d", ninputs, f->nargs);
   for (int a = 0; a < f->nargs; a++) {
     const fn_buffer *b = &f->buffers[f->args[a]];
     const tiny_node *n = &g->nodes[b->node];
     const ut_tensor *t = &inputs[a];
-    bool ok = t->dtype == n->dtype && t->rank == n->shape.rank && t->nbytes == b->size;
+    bool ok = t->dtype == n->dtype && t->rank == n->shape.rank &&
+              t->nbytes == (m->gio ? (size_t)tiny_shape_numel(&n->shape) * tiny_dtype_size(n->dtype) : b->size);
     for (int d = 0; ok && d < t->rank; d++) ok = t->shape[d] == n->shape.d[d].n;
     if (!ok) return ut_fail(e, HARP_E_INPUT_MISMATCH, n->id, "input %s does not match the model's dtype or shape", n->a.input.tensor_id);
   }
@@ -335,7 +350,7 @@ harp_status gpu_run_with(harp_error *e, rt_gpu_model *m, const ut_tensor *inputs
   harp_status st = HARP_OK;
   for (int a = 0; a < f->nargs && !st; a++) {
     const fn_buffer *b = &f->buffers[f->args[a]];
-    if (b->kind == FN_INPUT) st = cuda_rt_htod(e, m->rt, m->mem.arena + t->io_offset[f->args[a]], inputs[a].data, b->size);
+    if (b->kind == FN_INPUT) st = cuda_rt_htod(e, m->rt, m->mem.arena + t->io_offset[f->args[a]], inputs[a].data, inputs[a].nbytes);
   }
   if (!st) st = cuda_rt_memset0(e, m->rt, m->mem.arena + t->status_off, 4);
   if (!st) st = launch(e, m, ctx);

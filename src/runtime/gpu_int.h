@@ -41,12 +41,20 @@ struct rt_gpu_model {
   cuda_rt_graph *dgraph; /* the executable graph of the last device run with graphs */
   void *ddone;           /* a CUevent recorded after each device run: the next run on another stream waits for it */
   void *dstream;         /* the stream of the last device run (NULL: harp's own) */
+  /* a ShapeSet build (tu->gen.n > 0; gpu_session.c): the binding a run is at */
+  const tiny_graph *gio; /* the graph prepared at it: the inputs' and outputs' shapes (NULL: g) */
+  const int64_t *sv;     /* per symbol of tu->gen: its value (NULL: the box's corner hi) */
 };
 
 /* rt_gpu_build on an already opened runtime (rt != NULL: borrowed, and the
  * target is taken from o or, without one, from rt's device). */
 harp_status gpu_build_on(harp_error *e, const tiny_graph *g, const tiny_symtab *syms, const rt_gpu_opts *o, cuda_rt *rt,
                        rt_gpu_model **out);
+/* gpu_build_on for a ShapeSet box: the kernels that can read the sizes of
+ * gen's symbols at run time do (generic loop nests); g prepared at a
+ * binding of the box (gen->hi its corner hi). */
+harp_status gpu_build_gen(harp_error *e, const tiny_graph *g, const tiny_symtab *syms, const rt_gpu_opts *o, cuda_rt *rt,
+                          const cuda_syms *gen, rt_gpu_model **out);
 
 /* cuda_rt_open with the libraries of knobs k (nvrtc, libcuda; NULL: the
  * defaults) and NVRTC's cache under cache_dir/cuda (created; NULL: no cache). */
@@ -59,6 +67,34 @@ harp_status gpu_target(harp_error *e, const char *target, const cuda_rt *rt, cud
 /* Capture m's launches on its stream into a new graph (instantiated on
  * request).  A failed launch still ends the capture and keeps no graph. */
 harp_status gpu_capture(harp_error *e, rt_gpu_model *m, bool instantiate, cuda_rt_graph **out);
+
+/* One GPU build for a ShapeSet box (gpu_box.c): the box of a binding, its
+ * varying symbols gen (their corner hi), and the upper corner's build when
+ * both corners generate the same code, else why not. */
+typedef struct gpu_box {
+  cuda_syms gen;
+  const char **names; /* gen's names (copies in arena) */
+  ut_arena *arena;
+  int64_t *hi;
+  tiny_graph *g; /* prepared at the corner hi (m's graph) */
+  tiny_symtab syms;
+  rt_gpu_model *m; /* NULL: one build per binding, for the reason why */
+  char why[512];
+} gpu_box;
+/* The box of `binding` for the model text json (a session's), decided by
+ * generating both corners with o on rt.  Only running out of memory is an
+ * error; a corner that does not build is a reason. */
+harp_status gpu_box_decide(harp_error *e, const char *json, const tiny_symtab *binding, const rt_gpu_opts *o, cuda_rt *rt,
+                           gpu_box **out);
+/* Whether box b's build serves the binding whose prepared graph is g: the
+ * same graph node for node, no size past the corner hi; sv[i]: the value of
+ * b->gen's symbol i. */
+bool gpu_box_fits(const gpu_box *b, const tiny_graph *g, const tiny_symtab *binding, int64_t *sv);
+void gpu_box_free(gpu_box *b);
+/* A copy of the model text json prepared at the binding names/vals (n
+ * symbols) into *g, its symbols in *t (the caller frees both, also on error). */
+harp_status gpu_prepare_at(harp_error *e, const char *json, const char *const *names, const int64_t *vals, int n,
+                           tiny_graph **g, tiny_symtab *t);
 
 /* How a run issues its launches: directly, through the model's own graph, or
  * through a session's graph for the binding's ShapeSet. */

@@ -1,12 +1,17 @@
 /* gpu_session.c — one model, many shape bindings, one CUDA Graph per
  * ShapeSet (seed 000 §8: "CUDA Graph: capture one per shape cluster and
  * reuse it").
- * Needs: gpu.c (models for one binding), plan (ShapeSet keys), cuda_rt
+ * Needs: gpu.c (models for one binding), gpu_box.c (one for a box), plan (ShapeSet keys), cuda_rt
  * (graph capture / instantiate / update).  Gives: rt_gpu_session_*.
  *
- * harp's kernels are specialised to constant shapes, so each binding gets its
- * own built model (NVRTC's disk cache makes a rebuild cheap) and its own
- * captured graph.  What is shared per ShapeSet is the executable graph: the
+ * A cluster's box (gpu_box.c) is decided on its first binding: when its
+ * kernels read the box's sizes at run time, one build (one NVRTC compile,
+ * one arena at the box's corner hi) serves every binding of the cluster,
+ * each binding's model a view of it with its own sizes (rt_gpu_model.sv,
+ * .gio) and captured graph.  Otherwise (a kernel prints a size: a template,
+ * a simple row kernel; gpu_box.why) each binding gets its own built model
+ * (NVRTC's disk cache makes a rebuild cheap) and its own captured graph.
+ * Either way what is shared per ShapeSet is the executable graph: the
  * first binding of a cluster instantiates it; a later binding of the same
  * cluster updates it in place (cuGraphExecUpdate: new kernels, grids and
  * arguments, same topology), which costs far less than instantiating; the
@@ -31,7 +36,9 @@ typedef struct sess_model {
   uint64_t used;                   /* LRU tick */
   tiny_graph *g;                   /* prepared for this binding */
   tiny_symtab syms;
-  rt_gpu_model *m;
+  rt_gpu_model *m;         /* its own, or its cluster's box build (borrowed) */
+  bool borrowed;
+  int64_t *sv;             /* borrowed: the box's symbols at this binding */
   cuda_rt_graph *captured; /* its launches, captured on its first graph run */
 } sess_model;
 
@@ -39,6 +46,7 @@ typedef struct sess_cluster {
   char key[PLAN_SHAPESET_MAX]; /* plan_shapeset_key: "B:4;T:128" */
   cuda_rt_graph *exec;         /* the cluster's executable graph (NULL: none yet) */
   uint64_t current;            /* id of the model whose launches exec holds */
+  gpu_box *box;                /* decided on the cluster's first binding (box->m NULL: per binding) */
 } sess_cluster;
 
 struct rt_gpu_session {
@@ -62,7 +70,8 @@ static void drop_model(rt_gpu_session *s, sess_model *sm) {
     c->current = 0;
   }
   cuda_rt_graph_free(s->rt, sm->captured);
-  rt_gpu_free(sm->m);
+  if (!sm->borrowed) rt_gpu_free(sm->m);
+  free(sm->sv);
   tiny_graph_free(sm->g);
   tiny_symtab_free(&sm->syms);
   memset(sm, 0, sizeof *sm);
@@ -71,7 +80,10 @@ static void drop_model(rt_gpu_session *s, sess_model *sm) {
 void rt_gpu_session_free(rt_gpu_session *s) {
   if (!s) return;
   for (int i = 0; i < RT_GPU_SESSION_MODELS; i++) drop_model(s, &s->models[i]);
-  for (int i = 0; i < s->nclusters; i++) cuda_rt_graph_free(s->rt, s->clusters[i].exec);
+  for (int i = 0; i < s->nclusters; i++) {
+    cuda_rt_graph_free(s->rt, s->clusters[i].exec);
+    gpu_box_free(s->clusters[i].box);
+  }
   free(s->clusters);
   tiny_graph_free(s->key_g);
   free(s->json);
@@ -126,6 +138,31 @@ static int find_cluster(harp_error *e, rt_gpu_session *s, const char *key) {
   return s->nclusters++;
 }
 
+/* The model of binding (its graph g prepared, symbols syms) in cluster c:
+ * a view of the cluster's box build when it fits, else its own build. */
+static harp_status model_in(harp_error *e, rt_gpu_session *s, int c, const tiny_symtab *binding, sess_model *sm) {
+  sess_cluster *cl = &s->clusters[c];
+  if (!cl->box) {
+    rt_gpu_opts mo = s->opts;
+    mo.graphs = false; /* the session captures, not the model */
+    if (gpu_box_decide(e, s->json, binding, &mo, s->rt, &cl->box)) return e->code;
+    if (s->opts.per_binding) snprintf(cl->box->why, sizeof cl->box->why, "per-binding builds were asked for");
+    if (cl->box->m) s->st.box_builds++, s->st.builds++;
+    else s->st.box_fallbacks++;
+  }
+  gpu_box *b = cl->box;
+  if (b->m && (sm->sv = ut_xcalloc((size_t)b->gen.n + 1, sizeof *sm->sv)) && gpu_box_fits(b, sm->g, binding, sm->sv)) {
+    sm->m = b->m, sm->borrowed = true;
+    return HARP_OK;
+  }
+  if (b->m && !sm->sv) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  rt_gpu_opts mo = s->opts;
+  mo.graphs = false;
+  if (gpu_build_on(e, sm->g, &sm->syms, &mo, s->rt, &sm->m)) return e->code;
+  s->st.builds++;
+  return HARP_OK;
+}
+
 /* The model of this binding: found, or built (evicting the least recently
  * used when every slot is taken).  build false: only find. */
 static harp_status get_model(harp_error *e, rt_gpu_session *s, const tiny_symtab *binding, bool build, sess_model **out) {
@@ -148,20 +185,14 @@ static harp_status get_model(harp_error *e, rt_gpu_session *s, const tiny_symtab
     s->st.evictions++;
   }
   sess_model *sm = lru;
-  tiny_symtab_init(&sm->syms);
-  harp_status st = HARP_OK;
-  for (int i = 0; !st && i < binding->n; i++) st = tiny_symtab_set(e, &sm->syms, binding->names[i], binding->values[i]);
-  if (!st) st = tiny_load_json(e, s->json, strlen(s->json), "<session>", &sm->g);
-  if (!st) st = tiny_dsym_bind(e, sm->g, &sm->syms);
-  if (!st) st = tiny_prepare(e, sm->g, &sm->syms, false);
-  rt_gpu_opts mo = s->opts;
-  mo.graphs = false; /* the session captures, not the model */
-  if (!st) st = gpu_build_on(e, sm->g, &sm->syms, &mo, s->rt, &sm->m);
+  harp_status st = gpu_prepare_at(e, s->json, (const char *const *)binding->names, binding->values, binding->n, &sm->g, &sm->syms);
+  int c = -1;
   if (!st) plan_shapeset_key(binding, s->key_g, key, sizeof key);
-  int c = st ? -1 : find_cluster(e, s, key); /* only a binding that builds opens a cluster */
-  if (!st && c < 0) st = e->code;
+  if (!st && (c = find_cluster(e, s, key)) < 0) st = e->code; /* a binding that prepares opens a cluster */
+  if (!st) st = model_in(e, s, c, binding, sm);
   if (st) {
-    rt_gpu_free(sm->m);
+    if (!sm->borrowed) rt_gpu_free(sm->m);
+    free(sm->sv);
     tiny_graph_free(sm->g);
     tiny_symtab_free(&sm->syms);
     memset(sm, 0, sizeof *sm);
@@ -171,9 +202,14 @@ static harp_status get_model(harp_error *e, rt_gpu_session *s, const tiny_symtab
   sm->cluster = c;
   sm->id = ++s->next_id;
   sm->used = ++s->tick;
-  s->st.builds++;
   *out = sm;
   return HARP_OK;
+}
+
+/* The model of sm set to sm's binding (a box build's sizes and I/O shapes). */
+static rt_gpu_model *at_binding(sess_model *sm) {
+  if (sm->borrowed) sm->m->sv = sm->sv, sm->m->gio = sm->g;
+  return sm->m;
 }
 
 /* The launches of one binding: direct, or through its cluster's graph
@@ -210,7 +246,7 @@ harp_status rt_gpu_session_run(harp_error *e, rt_gpu_session *s, const tiny_symt
   sess_model *sm;
   if (get_model(e, s, binding, true, &sm)) return e->code;
   void *ctx[2] = {s, sm};
-  return gpu_run_with(e, sm->m, inputs, ninputs, outputs, NULL, session_launch, ctx);
+  return gpu_run_with(e, at_binding(sm), inputs, ninputs, outputs, NULL, session_launch, ctx);
 }
 
 harp_status rt_gpu_session_launch(harp_error *e, rt_gpu_session *s, const tiny_symtab *binding, bool sync) {
@@ -218,7 +254,7 @@ harp_status rt_gpu_session_launch(harp_error *e, rt_gpu_session *s, const tiny_s
   if (get_model(e, s, binding, false, &sm)) return e->code;
   if (!sm->m->loaded) return ut_fail(e, HARP_E_USAGE, NULL, "the binding %s has not run in this session", sm->binding);
   void *ctx[2] = {s, sm};
-  if (session_launch(e, sm->m, ctx)) return e->code;
+  if (session_launch(e, at_binding(sm), ctx)) return e->code;
   return sync ? cuda_rt_sync(e, s->rt) : HARP_OK;
 }
 
@@ -229,3 +265,11 @@ const rt_gpu_model *rt_gpu_session_model(rt_gpu_session *s, const tiny_symtab *b
 }
 
 void rt_gpu_session_stats_get(const rt_gpu_session *s, rt_gpu_session_stats *out) { *out = s->st; }
+
+bool rt_gpu_session_box(rt_gpu_session *s, const tiny_symtab *binding, const char **why) {
+  harp_error e = {0};
+  sess_model *sm;
+  const gpu_box *b = get_model(&e, s, binding, false, &sm) ? NULL : s->clusters[sm->cluster].box;
+  if (why) *why = !b ? "the binding has not run in this session" : b->m ? "" : b->why;
+  return b && b->m && sm->borrowed;
+}

@@ -74,7 +74,8 @@ static harp_status cuda_kernels(rt_compile *c) {
   c->tu = NULL;
   for (int i = 0; i < c->plans.n; i++) c->plans.choice[i].applied = false;
   harp_status st = cuda_model_build(c->e, c->g, c->pv, c->f, c->syms, (cuda_arch)c->arch, c->plans.choice,
-                                    (cuda_math)c->math, &c->knobs, &c->tu);
+                                    (cuda_math)c->math, &c->knobs,
+                                    &(cuda_syms){c->opts.ngen_syms, c->opts.gen_syms, c->opts.gen_hi}, &c->tu);
   c->plans.compiled = true;
   for (int i = 0; i < c->plans.n; i++) {
     rt_plan_choice *ch = &c->plans.choice[i];

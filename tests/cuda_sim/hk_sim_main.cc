@@ -6,6 +6,7 @@
  *   launch KERNEL GX GY GZ BX BY BZ SMEM NPARAMS P...
  *       P = bID (the buffer) | bID+OFF (OFF bytes into it) | mID (a tensor map
  *       blob, see hk_sim.h; its v[15] is a byte offset into its tensor) | 0 (NULL)
+ *       | vINT (a long passed by value: a size read at run time)
  *   out ID OUTFILE               after all launches, write the buffer
  *   reverse                      run every launch's CTAs last to first
  * IDs are 0..MAX_BUFS-1.
@@ -195,6 +196,7 @@ int main(int argc, char **argv) {
         if ((tok[0] == 'b' || tok[0] == 'm') && (id < 0 || id >= MAX_BUFS || bufs[id].empty() || off > bufs[id].size() - 64))
           return bad_job("param", tok);
         vals[i] = tok[0] == 'b' ? (void *)(bufs[id].data() + off) : nullptr;
+        if (tok[0] == 'v') vals[i] = (void *)(intptr_t)strtoll(tok + 1, nullptr, 10); /* a long by value (a size) */
         ptrs[i] = &vals[i];
         if (tok[0] == 'm') { /* a tensor map passed by value: patch v[1] (buffer id) + v[15] into the pointer */
           hk_u64 *v = (hk_u64 *)bufs[id].data();

@@ -492,6 +492,12 @@ int harp_fake_cuda_launch(int i, const void **where, unsigned long long *args, i
   return k->nargs;
 }
 
+int harp_fake_cuda_launch_grid(int i, unsigned grid[3]) {
+  if (i < 0 || i >= fake.log.n) return -1;
+  memcpy(grid, fake.log.v[i].grid, sizeof fake.log.v[i].grid);
+  return 0;
+}
+
 /* At exit: the counters for a test that drives the harp CLI (HARP_FAKE_CUDA_LOG). */
 __attribute__((destructor)) static void write_log(void) {
   const char *path = getenv("HARP_FAKE_CUDA_LOG");

@@ -72,5 +72,7 @@ void harp_fake_cuda_reset(void);
 void harp_fake_cuda_record(int on);
 int harp_fake_cuda_nlaunches(void);
 int harp_fake_cuda_launch(int i, const void **where, unsigned long long *args, int max);
+/* Entry i's grid (-1 past the end). */
+int harp_fake_cuda_launch_grid(int i, unsigned grid[3]);
 
 #endif

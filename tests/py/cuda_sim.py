@@ -169,10 +169,27 @@ def tmap_blob(tm, buf_id, offset):
     return struct.pack("<32Q", *v)
 
 
-def run(gpu_dir, inputs, seed=1, timeout=600, edit=None, reverse=False):
+def grid_x(launch, kernel, sv):
+    """grid.x of a launch: the kernel's, or at the symbols' values sv (a
+    ShapeSet build's run-time grid, region_cuda.h cuda_launch_grid)."""
+    gx = launch.get("grid_x")
+    if not gx or sv is None:
+        return kernel["grid"][0]
+    n = gx["lit"]
+    for j in gx["syms"]:
+        n *= sv[j]
+    return max(1, min(kernel["grid"][0], -(-n // gx["div"])))
+
+
+def run(gpu_dir, inputs, seed=1, timeout=600, edit=None, reverse=False, sv=None, out_shapes=None):
     """Run the translation unit in gpu_dir on `inputs` (tensor name -> array).
     edit(g) may change the loaded gpu.json first (tests that must fail);
-    reverse runs every launch's CTAs last to first.
+    reverse runs every launch's CTAs last to first.  A ShapeSet build
+    (harp dump --shapeset) runs at the binding sv (its symbols' values, in
+    gpu.json's "syms" order): inputs at the binding's shapes, each buffer
+    still the corner hi's size (the rest poisoned), the outputs' first
+    elements shaped by out_shapes (name -> shape); an output written past
+    them (its poison gone) is an error.
     Returns (outputs: name -> array, error text or None)."""
     g = json.load(open(os.path.join(gpu_dir, "gpu.json")))["gpu"]
     if edit:
@@ -191,7 +208,8 @@ def run(gpu_dir, inputs, seed=1, timeout=600, edit=None, reverse=False):
             a = inputs[b["name"]]
             a = bf16_bits(a) if b["dtype"] == "bf16" else np.ascontiguousarray(a).astype(NP[b["dtype"]])
             path = os.path.join(work, f"b{b['id']}.bin")
-            a.tofile(path)
+            raw = a.tobytes()
+            open(path, "wb").write(raw + b"\xff" * (b["bytes"] - len(raw)))  # a binding below hi: poisoned rest
         lines.append(f"buf {b['id']} {max(b['bytes'], 1)} {path}")
         if b["space"] == "output":
             outs[b["id"]] = b
@@ -210,6 +228,9 @@ def run(gpu_dir, inputs, seed=1, timeout=600, edit=None, reverse=False):
             if sp == "null":
                 ps.append("0")
                 continue
+            if sp == "sym":
+                ps.append(f"v{(sv if sv is not None else [s['hi'] for s in g['syms']])[a['sym']]}")
+                continue
             bid = {"scratch": scratch, "status": status, "packed": packed}.get(sp, a.get("buffer"))
             off = a.get("byte_offset", 0)
             if prm["kind"] == "tensor_map":
@@ -225,7 +246,7 @@ def run(gpu_dir, inputs, seed=1, timeout=600, edit=None, reverse=False):
             else:
                 ps.append(f"b{bid}+{off}")
         gr, bl = k["grid"], k["block"]
-        lines.append(f"launch {k['name']} {gr[0]} {gr[1]} {gr[2]} {bl[0]} {bl[1]} {bl[2]} {k['smem_bytes']} {len(ps)} {' '.join(ps)}")
+        lines.append(f"launch {k['name']} {grid_x(l, k, sv)} {gr[1]} {gr[2]} {bl[0]} {bl[1]} {bl[2]} {k['smem_bytes']} {len(ps)} {' '.join(ps)}")
     for bid in outs:
         lines.append(f"out {bid} {os.path.join(work, f'o{bid}.bin')}")
     lines.append(f"out {status} {os.path.join(work, 'status.bin')}")
@@ -242,7 +263,12 @@ def run(gpu_dir, inputs, seed=1, timeout=600, edit=None, reverse=False):
         bf = b["dtype"] == "bf16"
         a = np.fromfile(os.path.join(work, f"o{bid}.bin"), dtype=np.uint16 if bf else NP[b["dtype"]])
         a = bf16_values(a) if bf else a
-        res[b["name"]] = a.reshape(b["shape"])
+        shape = (out_shapes or {}).get(b["name"], b["shape"])
+        n = int(np.prod(shape))
+        raw = open(os.path.join(work, f"o{bid}.bin"), "rb").read()
+        if out_shapes and raw[n * a.itemsize:b["bytes"]].strip(b"\xff"):
+            return None, f"output {b['name']} written past the binding's {n} elements"
+        res[b["name"]] = a[:int(np.prod(shape))].reshape(shape)
     shutil.rmtree(work, ignore_errors=True)
     return res, None
 

@@ -18,6 +18,11 @@ static const char relu_src[] = "graph<B=4> main(x: f32[B, 8]) -> (y: f32[B, 8]) 
                                "    y = relu(x)\n"
                                "    return y\n"
                                "}\n";
+/* a batched GEMM over B: the template prints the batch (grid.z, strides) */
+static const char bmm_src[] = "graph<B=4> main(x: f32[B, 16, 16], w: f32[B, 16, 16]) -> (y: f32[B, 16, 16]) {\n"
+                              "    y = x @ w\n"
+                              "    return y\n"
+                              "}\n";
 
 typedef struct sess {
   hg_program *p;
@@ -25,17 +30,23 @@ typedef struct sess {
   rt_gpu_session *s;
 } sess;
 
-static void open_session(sess *t, const char *rel, const char *text, bool graphs) {
+static void open_session_with(sess *t, const char *rel, const char *text, bool graphs, const rt_knobs *k, bool per_binding) {
   harp_error e = {0};
   memset(t, 0, sizeof *t);
   if (rel) assert_ok(&e, hg_harp_load_file(&e, src_path(rel), &t->p));
   else assert_ok(&e, hg_harp_load_text(&e, text, strlen(text), "tiny.harp", &t->p));
   assert_ok(&e, hg_lower(&e, t->p, &t->g, NULL));
-  rt_gpu_opts o = {.knobs = &S->knobs, .target = "sm80", .cache_dir = S->cache, .graphs = graphs};
+  rt_gpu_opts o = {.knobs = k, .target = "sm80", .cache_dir = S->cache, .graphs = graphs, .per_binding = per_binding};
   assert_ok(&e, rt_gpu_session_new(&e, t->g, &o, &t->s));
   /* the session keeps its own copy of the graph */
   tiny_graph_free(t->g);
   t->g = NULL;
+}
+
+/* A session that builds each binding on its own (the graphs' update,
+ * refusal and eviction tests; test_one_build_per_box: one build per box). */
+static void open_session(sess *t, const char *rel, const char *text, bool graphs) {
+  open_session_with(t, rel, text, graphs, &S->knobs, true);
 }
 
 static void close_session(sess *t) {
@@ -141,6 +152,90 @@ static void test_one_graph_per_shapeset(void **vs) {
   tiny_symtab_free(&b);
   assert_driver_agrees(&t, &s0);
   close_session(&t);
+  assert_released(&s0);
+}
+
+/* The fake's launch log on (1: emptied; a graph's launches keep the
+ * arguments they were captured with while it is on) or off (0), through the
+ * same copy of the fake the runtime loaded. */
+static void record(int on) {
+  void (*f)(int);
+  *(void **)&f = dlsym(S->lib, "harp_fake_cuda_record");
+  assert_non_null(f);
+  f(on);
+}
+
+/* The last argument of the first launch the fake logged during a run at B
+ * (record on), and its grid.x into *grid_x. */
+static unsigned long long last_arg_at(sess *t, long B, unsigned *grid_x) {
+  harp_error e = {0};
+  int (*launch)(int, const void **, unsigned long long *, int);
+  int (*grid)(int, unsigned *);
+  *(void **)&launch = dlsym(S->lib, "harp_fake_cuda_launch");
+  *(void **)&grid = dlsym(S->lib, "harp_fake_cuda_launch_grid");
+  assert_true(launch && grid);
+  record(1);
+  assert_ok(&e, run_at(t, B, NULL, relu_src, &e));
+  const void *where;
+  unsigned long long args[16];
+  unsigned g[3];
+  int n = launch(0, &where, args, 16);
+  assert_true(n >= 1);
+  assert_int_equal(grid(0, g), 0);
+  *grid_x = g[0];
+  return args[n - 1];
+}
+
+/* One build for a ShapeSet box (gpu_box.c): relu (in a ShapeSet build the
+ * loop nest, which reads B at run time), B = 48, 64, 40 (ShapeSet B:64, the
+ * box 33..64) share one build (one module, one model), each binding's
+ * launches pass its own B (the kernel's last parameter, hp_sv0), and the
+ * cluster's graph is updated in place per binding.  A batched GEMM's
+ * template prints the batch B: the box's corners differ, one build per
+ * binding, and the session says which kernel. */
+static void test_one_build_per_box(void **vs) {
+  NEED_NVRTC();
+  S->reset();
+  snap s0 = snapshot();
+  sess t;
+  harp_error e = {0};
+  open_session_with(&t, NULL, relu_src, true, &S->knobs, false);
+  record(1);
+  assert_ok(&e, run_at(&t, 48, NULL, relu_src, &e));
+  assert_ok(&e, run_at(&t, 64, NULL, relu_src, &e));
+  assert_ok(&e, run_at(&t, 40, NULL, relu_src, &e));
+  expect(&t, 1, 1, 3, 1, 2, 3);
+  assert_int_equal(stats(&t).box_builds, 1);
+  assert_int_equal(stats(&t).box_fallbacks, 0);
+  assert_int_equal(delta(&s0, FAKE_CUDA_MODULES_LOADED), 1);
+  tiny_symtab b48, b64;
+  bind(&b48, 48), bind(&b64, 64);
+  const char *why = NULL;
+  assert_true(rt_gpu_session_box(t.s, &b48, &why));
+  assert_string_equal(why, "");
+  assert_ptr_equal(rt_gpu_session_model(t.s, &b48), rt_gpu_session_model(t.s, &b64));
+  /* relu over [B, 8]: 8 B points, 128 a block, at most the box's 4 blocks */
+  unsigned gx = 0;
+  assert_int_equal(last_arg_at(&t, 40, &gx), 40); /* replayed as is */
+  assert_int_equal(gx, 3);
+  assert_int_equal(last_arg_at(&t, 64, &gx), 64); /* updated in place to B=64's sizes and grid */
+  assert_int_equal(gx, 4);
+  assert_int_equal(last_arg_at(&t, 33, &gx), 33); /* a new binding of the box: captured, no build */
+  assert_int_equal(gx, 3);
+  record(0);
+  expect(&t, 1, 1, 4, 1, 4, 6);
+  assert_driver_agrees(&t, &s0);
+  close_session(&t);
+  open_session_with(&t, NULL, bmm_src, true, &S->knobs, false);
+  assert_ok(&e, run_at(&t, 48, NULL, bmm_src, &e));
+  assert_ok(&e, run_at(&t, 64, NULL, bmm_src, &e));
+  expect(&t, 1, 2, 2, 1, 1, 2);
+  assert_int_equal(stats(&t).box_fallbacks, 1);
+  assert_false(rt_gpu_session_box(t.s, &b48, &why));
+  assert_non_null(strstr(why, "depends on the binding"));
+  close_session(&t);
+  tiny_symtab_free(&b48);
+  tiny_symtab_free(&b64);
   assert_released(&s0);
 }
 
@@ -308,9 +403,11 @@ static void test_cli_bench_bind(void **vs) {
   json_error_t je;
   json_t *j = run_json(cmd), *ss = json_object_get(j, "session");
   assert_non_null(ss);
-  /* 3 bindings in 2 ShapeSets; every run (3 first runs + 4 rounds x 3) is a replay */
+  /* 3 bindings in 2 ShapeSets; every run (3 first runs + 4 rounds x 3) is a
+   * replay; mlp's GEMMs read B at run time: one build per ShapeSet */
   assert_int_equal(json_integer_value(json_object_get(ss, "clusters")), 2);
-  assert_int_equal(json_integer_value(json_object_get(ss, "builds")), 3);
+  assert_int_equal(json_integer_value(json_object_get(ss, "builds")), 2);
+  assert_int_equal(json_integer_value(json_object_get(ss, "box_builds")), 2);
   assert_int_equal(json_integer_value(json_object_get(ss, "instantiations")), 2);
   assert_int_equal(json_integer_value(json_object_get(ss, "replays")), 3 + 4 * 3);
   json_t *l = json_load_file(log, 0, &je);
@@ -379,7 +476,7 @@ int main(void) {
       cmocka_unit_test(test_one_graph_per_shapeset), cmocka_unit_test(test_no_graphs),
       cmocka_unit_test(test_update_refused),         cmocka_unit_test(test_eviction),
       cmocka_unit_test(test_errors),                 cmocka_unit_test(test_cli_bench_bind),
-      cmocka_unit_test(test_cli_bench_profile),
+      cmocka_unit_test(test_cli_bench_profile),      cmocka_unit_test(test_one_build_per_box),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -297,8 +297,12 @@ harp_status rc_nest_build(const rc_nest_ctx *c, int r, rc_nest *out) {
   rc_nest_setup(&p->m);
   const poly_block_info *b0 = poly_block(c->pv, R->blocks[0]);
   out->fixed = p->m.prefix;
-  for (int i = 0; i < out->fixed; i++) out->extent[i] = g->nodes[b0->node].shape.d[i].n;
-  poly_ast_opts opts = {.prefix = p->m.prefix, .fix_outer = out->fixed, .fix_extent = out->extent};
+  for (int i = 0; i < out->fixed; i++) {
+    out->extent[i] = g->nodes[b0->node].shape.d[i].n;
+    out->fix_sym[i] = rc_nest_sym(c, &g->nodes[b0->node].shape.d[i]) + 1;
+  }
+  poly_ast_opts opts = {.prefix = p->m.prefix, .fix_outer = out->fixed, .fix_extent = out->extent, .fix_sym = out->fix_sym,
+                        .nsyms = c->nsyms, .syms = c->syms, .sym_now = c->sym_now, .sym_hi = c->sym_hi};
   poly_ast *tree;
   harp_status st = poly_ast_gen(c->e, c->pv, p->m.stmts, p->m.nstmts, &opts, c->arena, &tree);
   if (st) {

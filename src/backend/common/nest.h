@@ -41,11 +41,14 @@ int rc_nest_sym(const rc_nest_ctx *c, const tiny_dim *d);
  * itself (the CUDA backend: src/backend/cuda/generic_cuda.c).  The first
  * `fixed` shared loops are fixed to the C parameters hp_p0, hp_p1, ...
  * (0 <= hp_pi < extent[i]); the tree runs the rest for one such point.
- * Buffers are p<slot> (slot = the kernel's reads, then writes). */
+ * Buffers are p<slot> (slot = the kernel's reads, then writes).  With
+ * c->nsyms, the sizes that are symbols are the C parameters hp_sv<i>. */
 typedef struct rc_nest {
   const poly_ast *tree;
   int fixed;
   int64_t extent[POLY_MAX_VARS];
+  int fix_sym[POLY_MAX_VARS]; /* per shared loop: the symbol index + 1 of c whose value
+                                 its extent is (the loop runs to hp_sv<i>), else 0 */
   int64_t local_bytes; /* per point: every local */
   int64_t array_bytes; /* per point: the local arrays (lsize > 1) */
   void *priv;

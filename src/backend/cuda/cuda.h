@@ -191,6 +191,12 @@ typedef struct cuda_gemm_spec {
   cuda_epi epi[CUDA_MAX_EPI];
   cuda_math math;                       /* fp32 operands: TF32 (default), strict FP32, FP16 / BF16 */
   cuda_tune tune;
+  /* a ShapeSet build (nsyms > 0, the SM80 template without split-K): the
+   * kernel takes the sizes hp_sv0 .. hp_sv<nsyms-1> (`const long`) and M at
+   * run time is m_lit times the symbols m_sym[0..nm_sym); M is then the
+   * box's most (the grid's M tiles; a CTA past the binding's M returns) */
+  int nsyms, nm_sym, m_sym[8];
+  int64_t m_lit;
 } cuda_gemm_spec;
 
 /* Row-major contiguous A[M][K], B[K][N], C[M][N], batch 1, C of dtype dt. */
@@ -336,6 +342,11 @@ typedef struct cuda_rownorm_spec {
   bool has_gamma, has_beta;
   tiny_dtype gamma_dtype, beta_dtype;
   cuda_tune tune;
+  /* a ShapeSet build (nsyms > 0: the kernel takes the sizes hp_sv0 ..
+   * hp_sv<nsyms-1>, `const long`): the rows at run time are rows_lit times
+   * the symbols rows_sym[0..nrows_sym); rows is then the box's most (the grid) */
+  int nsyms, nrows_sym, rows_sym[8];
+  int64_t rows_lit;
 } cuda_rownorm_spec;
 
 /* ---- the GPU dialect IR ----------------------------------------------------- */
@@ -415,7 +426,8 @@ typedef struct cuda_stmt {
 typedef enum cuda_param_kind {
   CUDA_P_PTR_IN,  /* const T * __restrict__ */
   CUDA_P_PTR_OUT, /* T * __restrict__ */
-  CUDA_P_TMAP     /* const __grid_constant__ CUtensorMap (SM90, 128 bytes) */
+  CUDA_P_TMAP,    /* const __grid_constant__ CUtensorMap (SM90, 128 bytes) */
+  CUDA_P_LONG     /* long: a size read at run time (a ShapeSet symbol's value, region_cuda.h) */
 } cuda_param_kind;
 
 /* What the host must encode into a CUDA_P_TMAP parameter

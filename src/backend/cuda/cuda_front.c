@@ -170,6 +170,13 @@ static harp_status gemm_prob(harp_error *e, cuda_module *m, const cuda_gemm_spec
   if (tb.oom) return ut_fail(e, HARP_E_NO_MEMORY, name, "out of memory");
   p.c_ss = s->c_ss;
   p.tune = s->tune;
+  if (s->nm_sym && (s->tune.splitk > 1 || s->tune.arch == CUDA_SM90))
+    return ut_fail(e, HARP_E_UNSUPPORTED, name, "M read at run time: the SM80 template without split-K only");
+  if (s->nm_sym) { /* M at run time: (hp_sv<i> * .. * lit) */
+    const char *t = "";
+    for (int i = 0; i < s->nm_sym; i++) t = cuda_fmt(&tb, "%shp_sv%d * ", t, s->m_sym[i]);
+    p.Mt = cuda_fmt(&tb, "(%s%lldL)", t, (long long)s->m_lit), p.nsyms = s->nsyms;
+  }
   cuda_tune_fill_mma(&p.tune, s->M, s->N, s->c_dtype, p.mode);
   *pp = p;
   return HARP_OK;

@@ -48,6 +48,8 @@ typedef struct cuda_mma_prob {
   cuda_epi epi[CUDA_MAX_EPI];
   const char *epi_ptr[CUDA_MAX_EPI]; /* tensor pointer per epilogue op (batch applied), or NULL */
   cuda_tune tune;                    /* filled: every tile field set */
+  const char *Mt;                    /* M as C text when read at run time (cuda_gemm_spec.m_sym), else NULL */
+  int nsyms;                         /* then the size parameters hp_sv0 .. */
 } cuda_mma_prob;
 
 harp_status cuda_mma_emit(harp_error *e, cuda_module *m, const cuda_mma_prob *p, const char *name);

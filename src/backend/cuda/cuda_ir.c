@@ -284,7 +284,7 @@ void cuda_param_add(cuda_kernel *k, const char *name, const char *ctype, cuda_pa
     k->nparams = CUDA_MAX_PARAMS + 1; /* caught by the verifier */
     return;
   }
-  k->params[k->nparams++] = (cuda_param){name, ctype, kind, dt, NULL, kind == CUDA_P_TMAP ? 64 : tiny_dtype_size(dt)};
+  k->params[k->nparams++] = (cuda_param){name, ctype, kind, dt, NULL, kind == CUDA_P_TMAP ? 64 : kind == CUDA_P_LONG ? 0 : tiny_dtype_size(dt)};
 }
 
 void cuda_param_align(cuda_kernel *k, int bytes) {
@@ -489,8 +489,9 @@ static json_t *kernel_json(const cuda_kernel *k) {
     json_object_set_new(x, "name", json_string(p->name));
     json_object_set_new(x, "kind", json_string(p->kind == CUDA_P_PTR_IN    ? "in"
                                                : p->kind == CUDA_P_PTR_OUT ? "out"
+                                               : p->kind == CUDA_P_LONG    ? "size"
                                                                             : "tensor_map"));
-    if (p->kind != CUDA_P_TMAP) {
+    if (p->kind != CUDA_P_TMAP && p->kind != CUDA_P_LONG) {
       json_object_set_new(x, "dtype", json_string(tiny_dtype_name(p->dtype)));
       json_object_set_new(x, "align", json_integer(p->align));
     }

@@ -84,6 +84,11 @@ static void opnd_coords(mma_gen *g, const cuda_mma_opnd *op, bool is_a, const ch
   }
 }
 
+/* M (is_a) or N of p as C text: M may be read at run time (p->Mt). */
+static const char *mn_text(cuda_b *b, const cuda_mma_prob *p, bool is_a) {
+  return is_a && p->Mt ? p->Mt : cuda_fmt(b, "%lld", (long long)(is_a ? p->M : p->N));
+}
+
 /* Element pointer and in-bounds predicate of GEMM element (mn, k). */
 static void opnd_elem(mma_gen *g, const cuda_mma_opnd *op, bool is_a, const char *mn, const char *k,
                       const char **ptr, const char **ok) {
@@ -94,7 +99,7 @@ static void opnd_elem(mma_gen *g, const cuda_mma_opnd *op, bool is_a, const char
   if (!op->conv) {
     *ptr = cuda_fmt(b, "(%s + (hk_i64)%s * %lld + (hk_i64)%s * %lld)", base, mn, (long long)op->s_mn, k,
                     (long long)op->s_k);
-    *ok = cuda_fmt(b, "(%s < %lld && %s < %lld)", mn, (long long)lim_mn, k, (long long)p->K);
+    *ok = cuda_fmt(b, "(%s < %s && %s < %lld)", mn, mn_text(b, p, is_a), k, (long long)p->K);
     return;
   }
   /* conv gather: k = (ci, kh, kw), n = (oh, ow); pad -> zero fill */
@@ -138,14 +143,14 @@ static void emit_async_load(mma_gen *g, const cuda_mma_opnd *op, bool is_a, cons
   cuda_decl(b, "const int", "hk_k", NULL, k);
   /* valid elements of the chunk: a prefix along the contiguous dimension */
   const char *base = is_a ? "Ab" : "Bb";
-  int64_t lim_mn = is_a ? g->p->M : g->p->N;
+  const char *lim_mn = mn_text(b, g->p, is_a);
   const char *outer_ok, *inner_left;
   if (op->kmajor) {
-    outer_ok = cuda_fmt(b, "hk_mn < %lld", (long long)lim_mn);
+    outer_ok = cuda_fmt(b, "hk_mn < %s", lim_mn);
     inner_left = cuda_fmt(b, "%lld - hk_k", (long long)g->p->K);
   } else {
     outer_ok = cuda_fmt(b, "hk_k < %lld", (long long)g->p->K);
-    inner_left = cuda_fmt(b, "%lld - hk_mn", (long long)lim_mn);
+    inner_left = cuda_fmt(b, "%s - hk_mn", lim_mn);
   }
   cuda_decl(b, "const int", "hk_left", NULL, inner_left);
   cuda_decl(b, "const int", "hk_n", NULL,
@@ -237,7 +242,7 @@ static void emit_stores_staged(mma_gen *g, int osz, int VE) {
   cuda_stmt *ls = cuda_emit_s(b, CU_LD_SHARED, "hk_v", "hk_sa", NULL, NULL);
   ls->i[0] = 16;
   const char *gp = cuda_fmt(b, "Cb + (hk_i64)hk_gr * %lld + hk_gc", (long long)p->c_sm);
-  cuda_if(b, cuda_fmt(b, "hk_gr < %lld && hk_gc + %d <= %lld", (long long)p->M, VE, (long long)p->N));
+  cuda_if(b, cuda_fmt(b, "hk_gr < %s && hk_gc + %d <= %lld", mn_text(b, p, true), VE, (long long)p->N));
   cuda_stmt *sg = cuda_emit_s(b, CU_ST_GLOBAL_VEC, gp, "hk_v", NULL, NULL);
   sg->i[0] = 16;
   cuda_else(b);
@@ -246,7 +251,7 @@ static void emit_stores_staged(mma_gen *g, int osz, int VE) {
   cuda_decl(b, "hk_u32", "hk_w", NULL, NULL);
   ls = cuda_emit_s(b, CU_LD_SHARED, "hk_w", cuda_fmt(b, "hk_sa + (hk_e * %d & ~3)", osz), NULL, NULL);
   ls->i[0] = 4;
-  const char *ok = cuda_fmt(b, "hk_gr < %lld && hk_gc + hk_e < %lld", (long long)p->M, (long long)p->N);
+  const char *ok = cuda_fmt(b, "hk_gr < %s && hk_gc + hk_e < %lld", mn_text(b, p, true), (long long)p->N);
   sg = cuda_emit_s(b, CU_ST_GLOBAL_VEC, cuda_fmt(b, "%s + hk_e", gp), osz == 2 ? "(hk_u16)(hk_e & 1 ? hk_w >> 16 : hk_w & 0xffff)" : "hk_w",
                    ok, NULL);
   sg->i[0] = osz == 2 ? 2 : 4;
@@ -270,7 +275,7 @@ static void emit_stores_direct(mma_gen *g, int osz, bool pair_ok, const char *cv
   cuda_decl(b, "const int", "hk_r", NULL, cuda_fmt(b, "bm0 + %s", cuda_mm_row(g, "i", "h")));
   cuda_decl(b, "const int", "hk_c", NULL, cuda_fmt(b, "bn0 + %s", cuda_mm_col(g, "j")));
   const char *rp = cuda_fmt(b, "Cb + (hk_i64)hk_r * %lld + (hk_i64)hk_c * %lld", (long long)p->c_sm, (long long)p->c_sn);
-  const char *mok = cuda_fmt(b, "hk_r < %lld", (long long)p->M);
+  const char *mok = cuda_fmt(b, "hk_r < %s", mn_text(b, p, true));
   if (pair_ok) {
     cuda_if(b, cuda_fmt(b, "%s && hk_c + 1 < %lld", mok, (long long)p->N));
     cuda_store_acc_pair(b, CU_ST_GLOBAL_VEC, rp, "acc[i][j]", p->c_dtype, osz);
@@ -315,6 +320,7 @@ static void emit_cta_indices(mma_gen *g) {
   cuda_decl(b, "const int", "wn", NULL, cuda_fmt(b, "warp %% %d", g->WARPS_N));
   cuda_decl(b, "const int", "bm0", NULL, cuda_fmt(b, "blockIdx.%c * %d", mx ? 'x' : 'y', g->BM));
   cuda_decl(b, "const int", "bn0", NULL, cuda_fmt(b, "blockIdx.%c * %d", mx ? 'y' : 'x', g->BN));
+  if (g->p->Mt) cuda_call(b, cuda_fmt(b, "if (bm0 >= %s) return", g->p->Mt)); /* past the binding's M: the whole CTA */
 }
 
 /* Parameters C (with the alignment its stores need) and ep0.. */
@@ -336,7 +342,7 @@ static void emit_epilogue(mma_gen *g) {
   const cuda_mma_prob *p = g->p;
   bool simt = p->mode == CUDA_MM_SIMT;
   cuda_stmt *ep = cuda_emit_s(b, CU_EPILOGUE, "acc", simt ? "bm0" : cuda_fmt(b, "bm0 + wm * %d", g->WM),
-                              simt ? "bn0" : cuda_fmt(b, "bn0 + wn * %d", g->WN), cuda_fmt(b, "%lld", (long long)p->M));
+                              simt ? "bn0" : cuda_fmt(b, "bn0 + wn * %d", g->WN), mn_text(b, p, true));
   ep->s[4] = cuda_fmt(b, "%lld", (long long)p->N);
   if (simt) { /* the SIMT layout: element [hk_i][hk_j][2 hk_h + e] at row(i, h), column col(j) + e */
     ep->s[5] = cuda_mm_row(g, "hk_i", "hk_h");
@@ -358,7 +364,7 @@ static void open_frag_elems(mma_gen *g) {
   cuda_for(b, "q", "0", "4", -1);
   cuda_decl(b, "const int", "hk_r", NULL, cuda_fmt(b, "bm0 + %s", cuda_mm_row(g, "i", "(q >> 1)")));
   cuda_decl(b, "const int", "hk_c", NULL, cuda_fmt(b, "bn0 + %s + (q & 1)", cuda_mm_col(g, "j")));
-  cuda_if(b, cuda_fmt(b, "hk_r < %lld && hk_c < %lld", (long long)g->p->M, (long long)g->p->N));
+  cuda_if(b, cuda_fmt(b, "hk_r < %s && hk_c < %lld", mn_text(b, g->p, true), (long long)g->p->N));
 }
 static void close_frag_elems(mma_gen *g) {
   for (int i = 0; i < 4; i++) cuda_close(&g->b);
@@ -490,6 +496,7 @@ static void mma_params_meta(mma_gen *g, cuda_kernel *k) {
     cuda_param_add(k, "ws", "float", CUDA_P_PTR_OUT, TINY_FP32);
     cuda_param_add(k, "flags", "int", CUDA_P_PTR_OUT, TINY_I32);
   }
+  for (int i = 0; i < p->nsyms; i++) cuda_param_add(k, cuda_fmt(b, "hp_sv%d", i), "long", CUDA_P_LONG, TINY_I32);
   cuda_meta_str(k, "template", "sm80_mma");
   cuda_meta_int(k, "BM", g->BM);
   cuda_meta_int(k, "BN", g->BN);

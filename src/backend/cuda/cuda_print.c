@@ -387,6 +387,7 @@ static void param_decl(ut_str *o, const cuda_param *pa) {
   case CUDA_P_PTR_IN: ut_str_printf(o, "const %s *__restrict__ %s", pa->ctype, pa->name); break;
   case CUDA_P_PTR_OUT: ut_str_printf(o, "%s *__restrict__ %s", pa->ctype, pa->name); break;
   case CUDA_P_TMAP: ut_str_printf(o, "const __grid_constant__ hk_tmap %s", pa->name); break;
+  case CUDA_P_LONG: ut_str_printf(o, "const long %s", pa->name); break;
   }
 }
 
@@ -417,6 +418,7 @@ static void print_kernel(ut_str *o, const cuda_kernel *k) {
     const cuda_param *pa = &k->params[i];
     if (i) ut_str_puts(o, ", ");
     if (pa->kind == CUDA_P_TMAP) ut_str_printf(o, "*(const hk_tmap *)p[%d]", i);
+    else if (pa->kind == CUDA_P_LONG) ut_str_printf(o, "*(const long *)p[%d]", i);
     else if (pa->kind == CUDA_P_PTR_IN) ut_str_printf(o, "*(const %s *const *)p[%d]", pa->ctype, i);
     else ut_str_printf(o, "*(%s *const *)p[%d]", pa->ctype, i);
   }

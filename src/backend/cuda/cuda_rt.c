@@ -693,7 +693,7 @@ harp_status cuda_rt_launch_kernel(harp_error *e, cuda_rt *rt, void *fn, const cu
   /* alignment first: a misaligned view is the caller's error, GPU or not */
   for (int i = 0; i < k->nparams; i++) {
     const cuda_param *p = &k->params[i];
-    int need = p->kind == CUDA_P_TMAP ? 16 : p->align;
+    int need = p->kind == CUDA_P_TMAP ? 16 : p->kind == CUDA_P_LONG ? 0 : p->align; /* a size: no address */
     if (args[i] && need > 1 && args[i] % (cuda_devptr)need)
       return ut_fail(e, HARP_E_MISALIGNED, p->name, "kernel %s needs parameter %s aligned to %d bytes", k->name, p->name,
                      need);

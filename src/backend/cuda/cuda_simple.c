@@ -308,6 +308,16 @@ static void row_loop_end(cuda_b *b, bool vec) {
   if (vec) cuda_close(b);
 }
 
+/* The rows of s as C text: the constant, or a ShapeSet build's run-time
+ * count (its size parameters added to k). */
+static const char *rows_text(cuda_b *b, cuda_kernel *k, const cuda_rownorm_spec *s) {
+  for (int i = 0; i < s->nsyms; i++) cuda_param_add(k, cuda_fmt(b, "hp_sv%d", i), "long", CUDA_P_LONG, TINY_I32);
+  if (!s->nrows_sym) return cuda_fmt(b, "%lld", (long long)s->rows);
+  const char *t = "";
+  for (int i = 0; i < s->nrows_sym; i++) t = cuda_fmt(b, "%shp_sv%d * ", t, s->rows_sym[i]);
+  return cuda_fmt(b, "(%s%lldL)", t, (long long)s->rows_lit);
+}
+
 static void warp_row_kernel_head(cuda_b *b, cuda_kernel *k, int T, int64_t rows) {
   k->grid[0] = (rows + T / 32 - 1) / (T / 32);
   k->block[0] = T;
@@ -425,11 +435,12 @@ harp_status cuda_gen_softmax(harp_error *e, cuda_module *m, const cuda_rownorm_s
   cuda_param_add(k, "x", cuda_ctype(s->in_dtype), CUDA_P_PTR_IN, s->in_dtype);
   if (row_vec(s->in_dtype, s->cols, s->row_stride)) cuda_param_align(k, 16);
   cuda_param_add(k, "y", cuda_ctype(s->out_dtype), CUDA_P_PTR_OUT, s->out_dtype);
+  const char *rows = rows_text(b, k, s);
   warp_row_kernel_head(b, k, T, s->rows);
   char sc[64];
   flit(sc, sizeof sc, (s->scale != 0 ? s->scale : 1.0f) * 1.44269504088896341);
   cuda_meta_str(k, "algorithm", "online max/sum per lane, merged over the warp; second pass writes");
-  cuda_if(b, cuda_fmt(b, "row < %lld", (long long)s->rows));
+  cuda_if(b, cuda_fmt(b, "row < %s", rows));
   cuda_decl(b, cuda_fmt(b, "const %s *", cuda_ctype(s->in_dtype)), "xp", NULL,
             cuda_fmt(b, "x + row * %lld", (long long)s->row_stride));
   cuda_decl(b, cuda_fmt(b, "%s *", cuda_ctype(s->out_dtype)), "yp", NULL, cuda_fmt(b, "y + row * %lld", (long long)s->cols));
@@ -478,11 +489,12 @@ harp_status cuda_gen_layernorm(harp_error *e, cuda_module *m, const cuda_rownorm
   cuda_param_add(k, "beta", cuda_ctype(s->has_beta ? s->beta_dtype : TINY_FP32), CUDA_P_PTR_IN,
                  s->has_beta ? s->beta_dtype : TINY_FP32);
   cuda_param_add(k, "y", cuda_ctype(s->out_dtype), CUDA_P_PTR_OUT, s->out_dtype);
+  const char *rows = rows_text(b, k, s);
   warp_row_kernel_head(b, k, T, s->rows);
   cuda_meta_str(k, "algorithm", "Welford per lane, Chan merge over the warp, biased variance");
   char eps[64];
   flit(eps, sizeof eps, s->eps);
-  cuda_if(b, cuda_fmt(b, "row < %lld", (long long)s->rows));
+  cuda_if(b, cuda_fmt(b, "row < %s", rows));
   cuda_decl(b, cuda_fmt(b, "const %s *", cuda_ctype(s->in_dtype)), "xp", NULL,
             cuda_fmt(b, "x + row * %lld", (long long)s->row_stride));
   cuda_decl(b, cuda_fmt(b, "%s *", cuda_ctype(s->out_dtype)), "yp", NULL, cuda_fmt(b, "y + row * %lld", (long long)s->cols));

@@ -82,6 +82,77 @@ cuda_arg cuda_arg_slot(const cuda_rctx *c, int r, int slot, int64_t elem_offset,
   return (cuda_arg){CUDA_ARG_BUF, b, elem_offset * tiny_dtype_size(dt)};
 }
 
+int cuda_gen_sym(const cuda_rctx *c, const tiny_dim *d) {
+  for (int i = 0; d->sym && i < c->gen.n; i++)
+    if (!strcmp(d->sym, c->gen.names[i]) && d->n == c->gen_now[i]) return i;
+  return -1;
+}
+
+/* The shape of the buffer at Function kernel r's slot, or NULL. */
+static const tiny_shape *slot_shape(const cuda_rctx *c, int r, int slot) {
+  const fn_kernel *K = &c->f->kernels[r];
+  int buf = slot < 0 ? -1 : slot < K->nreads ? K->reads[slot] : slot < K->nreads + K->nwrites ? K->writes[slot - K->nreads] : -1;
+  return buf < 0 ? NULL : &c->g->nodes[c->f->buffers[buf].node].shape;
+}
+
+const char *cuda_sizes_printed(const cuda_rctx *c, int r, int slot) {
+  const tiny_shape *sh = c->gen.n ? slot_shape(c, r, slot) : NULL;
+  for (int d = 0; sh && d < sh->rank; d++)
+    if (cuda_gen_sym(c, &sh->d[d]) >= 0) return "a ShapeSet build: the loop nest reads the sizes at run time";
+  return NULL;
+}
+
+/* The rows of the buffer at Function kernel r's slot (its dims but the
+ * last, which must not be a symbol) when they are `want` and some is a
+ * ShapeSet symbol of c: *lit times the symbols syms[0..*n) (at most 8), *hi
+ * at the box's corner hi.  False otherwise. */
+static bool rows_formula(const cuda_rctx *c, int r, int slot, int64_t want, int64_t *lit, int *syms, int *n, int64_t *hi) {
+  const tiny_shape *sh = c->gen.n ? slot_shape(c, r, slot) : NULL;
+  if (!sh || sh->rank < 1 || cuda_gen_sym(c, &sh->d[sh->rank - 1]) >= 0) return false;
+  int64_t now = 1;
+  *lit = *hi = 1, *n = 0;
+  for (int d = 0; d + 1 < sh->rank; d++) {
+    int i = cuda_gen_sym(c, &sh->d[d]);
+    now *= sh->d[d].n;
+    *hi *= i < 0 ? sh->d[d].n : c->gen.hi[i];
+    if (i < 0) *lit *= sh->d[d].n;
+    else if (*n < 8) syms[(*n)++] = i;
+    else return false;
+  }
+  return *n && now == want; /* else not these rows: the constant stays */
+}
+
+bool cuda_rows_at_run_time(const cuda_rctx *c, int r, int slot, cuda_rownorm_spec *s) {
+  int64_t lit, hi;
+  int n;
+  if (!rows_formula(c, r, slot, s->rows, &lit, s->rows_sym, &n, &hi)) return false;
+  s->nsyms = c->gen.n, s->nrows_sym = n, s->rows_lit = lit, s->rows = hi;
+  return true;
+}
+
+bool cuda_gemm_m_at_run_time(const cuda_rctx *c, int r, int slot, cuda_gemm_spec *s) {
+  int64_t lit, hi;
+  int n;
+  if (c->mod->arch != CUDA_SM80 || s->batch[0] * s->batch[1] != 1 || (s->tune.splitk > 1) ||
+      !rows_formula(c, r, slot, s->M, &lit, s->m_sym, &n, &hi))
+    return false;
+  s->nsyms = c->gen.n, s->nm_sym = n, s->m_lit = lit, s->M = hi;
+  return true;
+}
+
+void cuda_launch_sym_args(cuda_rctx *c) {
+  cuda_launch *l = &c->launch[c->nlaunch - 1];
+  for (int p = 0; p < l->k->nparams; p++) /* the sizes hp_sv<i> */
+    if (l->k->params[p].kind == CUDA_P_LONG) l->args[p] = (cuda_arg){CUDA_ARG_SYM, atoi(l->k->params[p].name + 5), 0};
+}
+
+void cuda_launch_rows(cuda_rctx *c, const cuda_rownorm_spec *s) {
+  cuda_launch *l = &c->launch[c->nlaunch - 1];
+  l->grid_div = (s->tune.threads ? s->tune.threads : 256) / 32, l->grid_lit = s->rows_lit, l->ngrid_sym = s->nrows_sym;
+  memcpy(l->grid_sym, s->rows_sym, sizeof s->rows_sym[0] * (size_t)s->nrows_sym);
+  cuda_launch_sym_args(c);
+}
+
 /* Kernel parameters p<slot> for the Function kernel's buffers. */
 static void slot_params(cuda_rctx *c, cuda_b *b, cuda_kernel *k, int r) {
   const fn_kernel *K = &c->f->kernels[r];
@@ -204,18 +275,52 @@ static harp_status gen_gather(cuda_rctx *c, int r, const char *name) {
   return HARP_OK;
 }
 
+/* The product of the nest's shared extents [from, to) as C text: the
+ * literal, or "(hp_sv<j> * .. * lit L)" where some are symbols. */
+static const char *extent_text(cuda_b *b, const rc_nest *nest, int from, int to) {
+  int64_t lit = 1;
+  const char *syms = NULL;
+  for (int i = from; i < to; i++)
+    if (!nest->fix_sym[i]) lit *= nest->extent[i];
+    else syms = syms ? cuda_fmt(b, "%s * hp_sv%d", syms, nest->fix_sym[i] - 1) : cuda_fmt(b, "hp_sv%d", nest->fix_sym[i] - 1);
+  return syms ? cuda_fmt(b, "(%s * %" PRId64 "L)", syms, lit) : cuda_fmt(b, "%" PRId64 "L", lit);
+}
+
+/* The grid-stride loop over the nest's points and each point's shared
+ * indices hp_p<i> (a symbol's extent is its parameter hp_sv<j>), opened in
+ * b; blocks: the grid's (its stride). */
+static void put_points(cuda_b *b, const rc_nest *nest, int64_t blocks) {
+  cuda_open(b, cuda_emit_s(b, CU_LOOP, "hp_i", cuda_fmt(b, "(long)blockIdx.x * %d + threadIdx.x", THREADS),
+                           cuda_fmt(b, "hp_i < %s", extent_text(b, nest, 0, nest->fixed)),
+                           cuda_fmt(b, "%" PRId64 "L", blocks * THREADS)));
+  for (int i = nest->fixed - 1; i >= 0; i--) {
+    const char *inner = extent_text(b, nest, i + 1, nest->fixed);
+    const char *v = i == 0 ? cuda_fmt(b, "hp_i / %s", inner) : cuda_fmt(b, "(hp_i / %s) %% %s", inner, extent_text(b, nest, i, i + 1));
+    cuda_decl(b, "const long", cuda_fmt(b, "hp_p%d", i), NULL, v);
+    cuda_call(b, cuda_fmt(b, "(void)hp_p%d", i));
+  }
+}
+
 harp_status cuda_gen_generic(cuda_rctx *c, int r, const char *name, const char *note) {
   const fn_kernel *K = &c->f->kernels[r];
   const rg_region *R = &c->f->part->regions[K->region];
   if (R->nblocks == 0) return gen_gather(c, r, name);
   if (cuda_module_helpers(c->e, c->mod, generic_helpers)) return c->e->code;
-  rc_nest_ctx rc = {c->e, c->g, c->pv, c->f, c->arena, true, .half_rows = false};
+  rc_nest_ctx rc = {c->e, c->g, c->pv, c->f, c->arena, true, .half_rows = false, .nsyms = c->gen.n, .syms = c->gen.names,
+                    .sym_now = c->gen_now, .sym_hi = c->gen.hi};
   rc_nest nest;
   harp_status st = rc_nest_build(&rc, r, &nest);
   if (st) return st;
-  int64_t total = 1;
-  for (int i = 0; i < nest.fixed; i++) total *= nest.extent[i];
-  int64_t blocks = (total + THREADS - 1) / THREADS;
+  int64_t total = 1, total_hi = 1; /* the points; at the box's corner hi (the grid's room) */
+  for (int i = 0; i < nest.fixed; i++) {
+    total *= nest.extent[i];
+    total_hi *= nest.fix_sym[i] ? c->gen.hi[nest.fix_sym[i] - 1] : nest.extent[i];
+  }
+  cuda_launch grid = {.grid_lit = 1}; /* the points' count as a formula of the symbols */
+  for (int i = 0; i < nest.fixed; i++)
+    if (nest.fix_sym[i]) grid.grid_sym[grid.ngrid_sym++] = nest.fix_sym[i] - 1;
+    else grid.grid_lit *= nest.extent[i];
+  int64_t blocks = (total_hi + THREADS - 1) / THREADS;
   if (blocks > MAX_BLOCKS) blocks = MAX_BLOCKS;
   if (blocks < 1) blocks = 1;
   bool scratch = nest.array_bytes > LOCAL_MAX;
@@ -234,6 +339,7 @@ harp_status cuda_gen_generic(cuda_rctx *c, int r, const char *name, const char *
   }
   slot_params(c, b, k, r);
   if (scratch) cuda_param_add(k, "hp_scratch", "unsigned char", CUDA_P_PTR_OUT, TINY_BOOL);
+  for (int i = 0; i < c->gen.n; i++) cuda_param_add(k, cuda_fmt(b, "hp_sv%d", i), "long", CUDA_P_LONG, TINY_I32);
   k->grid[0] = blocks;
   k->block[0] = THREADS;
   cuda_meta_str(k, "region", R->name);
@@ -249,16 +355,7 @@ harp_status cuda_gen_generic(cuda_rctx *c, int r, const char *name, const char *
   if (scratch)
     cuda_decl(b, "unsigned char *", "hp_scr", NULL,
               cuda_fmt(b, "hp_scratch + ((long)blockIdx.x * %d + threadIdx.x) * %" PRId64 "L", THREADS, slice));
-  cuda_open(b, cuda_emit_s(b, CU_LOOP, "hp_i", cuda_fmt(b, "(long)blockIdx.x * %d + threadIdx.x", THREADS),
-                           cuda_fmt(b, "hp_i < %" PRId64 "L", total), cuda_fmt(b, "%" PRId64 "L", blocks * THREADS)));
-  int64_t inner = 1;
-  for (int i = nest.fixed - 1; i >= 0; i--) {
-    const char *v = i == 0 ? cuda_fmt(b, "hp_i / %" PRId64 "L", inner)
-                           : cuda_fmt(b, "(hp_i / %" PRId64 "L) %% %" PRId64 "L", inner, nest.extent[i]);
-    cuda_decl(b, "const long", cuda_fmt(b, "hp_p%d", i), NULL, v);
-    cuda_call(b, cuda_fmt(b, "(void)hp_p%d", i));
-    inner *= nest.extent[i];
-  }
+  put_points(b, &nest, blocks);
   ut_str loc;
   ut_str_init(&loc);
   rc_nest_locals(&nest, scratch ? "hp_scr" : NULL, &loc);
@@ -275,9 +372,15 @@ harp_status cuda_gen_generic(cuda_rctx *c, int r, const char *name, const char *
   cuda_launch *l = cuda_launch_add(c, k, r);
   if (!l) return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
   for (int s = 0; s < K->nreads + K->nwrites; s++) l->args[s] = cuda_arg_slot(c, r, s, 0, TINY_FP32);
+  int np = K->nreads + K->nwrites;
   if (scratch) {
-    l->args[K->nreads + K->nwrites] = (cuda_arg){CUDA_ARG_SCRATCH, -1, 0};
+    l->args[np++] = (cuda_arg){CUDA_ARG_SCRATCH, -1, 0};
     if (blocks * THREADS * slice > c->scratch_bytes) c->scratch_bytes = blocks * THREADS * slice;
+  }
+  for (int i = 0; i < c->gen.n; i++) l->args[np++] = (cuda_arg){CUDA_ARG_SYM, i, 0};
+  if (c->gen.n && !scratch) { /* the grid of the binding's points (a scratch slice per thread: the box's) */
+    l->grid_div = THREADS, l->grid_lit = grid.grid_lit, l->ngrid_sym = grid.ngrid_sym;
+    memcpy(l->grid_sym, grid.grid_sym, sizeof l->grid_sym);
   }
   l->note = note;
   return HARP_OK;

@@ -97,9 +97,37 @@ static harp_status drop_dead_regions(harp_error *e, cuda_model_tu *t) {
   return HARP_OK;
 }
 
+/* The ShapeSet build's symbols gen copied into t's arena, and their values
+ * in t's graph (a symbol no dim of the graph names: its hi) into c. */
+static harp_status gen_setup(harp_error *e, cuda_model_tu *t, const cuda_syms *gen, cuda_rctx *c) {
+  const char **names = ut_arena_alloc(t->arena, sizeof *names * (size_t)gen->n);
+  int64_t *hi = ut_arena_alloc(t->arena, sizeof *hi * (size_t)gen->n), *now = ut_arena_alloc(t->arena, sizeof *now * (size_t)gen->n);
+  if (!names || !hi || !now) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  for (int i = 0; i < gen->n; i++) {
+    if (!(names[i] = ut_arena_strdup(t->arena, gen->names[i]))) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+    hi[i] = gen->hi[i], now[i] = -1;
+    for (int k = 0; k < t->g->n && now[i] < 0; k++)
+      for (int d = 0; d < t->g->nodes[k].shape.rank && now[i] < 0; d++)
+        if (t->g->nodes[k].shape.d[d].sym && !strcmp(t->g->nodes[k].shape.d[d].sym, names[i])) now[i] = t->g->nodes[k].shape.d[d].n;
+    if (now[i] < 0) now[i] = hi[i];
+  }
+  t->gen = (cuda_syms){gen->n, names, hi};
+  c->gen = t->gen;
+  c->gen_now = now;
+  return HARP_OK;
+}
+
+int64_t cuda_launch_grid(const cuda_launch *l, const int64_t *sv) {
+  if (l->grid_div <= 0 || !sv) return l->k->grid[0];
+  int64_t n = l->grid_lit;
+  for (int j = 0; j < l->ngrid_sym; j++) n *= sv[l->grid_sym[j]];
+  n = (n + l->grid_div - 1) / l->grid_div;
+  return n < 1 ? 1 : n > l->k->grid[0] ? l->k->grid[0] : n;
+}
+
 harp_status cuda_model_build(harp_error *e, const tiny_graph *g, const poly_view *pv, const fn_function *f,
                            const tiny_symtab *syms, cuda_arch arch, struct rt_plan_choice *plans,
-                           cuda_math math, const struct rt_knobs *knobs, cuda_model_tu **out) {
+                           cuda_math math, const struct rt_knobs *knobs, const cuda_syms *gen, cuda_model_tu **out) {
   *out = NULL;
   cuda_model_tu *t = ut_xcalloc(1, sizeof *t);
   if (!t) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
@@ -111,6 +139,7 @@ harp_status cuda_model_build(harp_error *e, const tiny_graph *g, const poly_view
                                             : cuda_module_new(e, arch, &t->mod);
   t->math = math;
   cuda_rctx c = {.e = e, .g = g, .pv = pv, .f = f, .syms = syms, .arena = t->arena, .mod = t->mod, .plans = plans, .math = math, .knobs = knobs};
+  if (!st && gen && gen->n > 0) st = gen_setup(e, t, gen, &c);
   for (int r = 0; r < f->nkernels && !st; r++) st = cuda_emit_region(&c, r);
   t->launch = c.launch;
   t->nlaunch = c.nlaunch;
@@ -150,7 +179,8 @@ harp_status cuda_model_build(harp_error *e, const tiny_graph *g, const poly_view
 int64_t cuda_arg_offset(const cuda_model_tu *t, const cuda_arg *a, bool *in_consts) {
   *in_consts = false;
   switch (a->kind) {
-  case CUDA_ARG_NULL: return -1;
+  case CUDA_ARG_NULL:
+  case CUDA_ARG_SYM: return -1;
   case CUDA_ARG_SCRATCH: return (int64_t)t->scratch_off + a->offset;
   case CUDA_ARG_PACKED: return (int64_t)t->packed_off + a->offset;
   case CUDA_ARG_STATUS: return (int64_t)t->status_off;
@@ -167,6 +197,7 @@ int64_t cuda_arg_offset(const cuda_model_tu *t, const cuda_arg *a, bool *in_cons
 static const char *space_of(const cuda_model_tu *t, const cuda_arg *a) {
   switch (a->kind) {
   case CUDA_ARG_NULL: return "null";
+  case CUDA_ARG_SYM: return "sym";
   case CUDA_ARG_SCRATCH: return "scratch";
   case CUDA_ARG_PACKED: return "packed";
   case CUDA_ARG_STATUS: return "status";
@@ -209,6 +240,7 @@ harp_status cuda_model_dump_json(harp_error *e, const cuda_model_tu *t, char **o
         json_object_set_new(y, "buffer", json_integer(a->buffer));
         json_object_set_new(y, "value", json_string(t->g->nodes[t->f->buffers[a->buffer].node].id));
       }
+      if (a->kind == CUDA_ARG_SYM) json_object_set_new(y, "sym", json_integer(a->buffer));
       if (a->kind == CUDA_ARG_BUF || a->kind == CUDA_ARG_SCRATCH || a->kind == CUDA_ARG_PACKED)
         json_object_set_new(y, "byte_offset", json_integer(a->offset));
       bool in_consts;
@@ -219,9 +251,25 @@ harp_status cuda_model_dump_json(harp_error *e, const cuda_model_tu *t, char **o
     json_object_set_new(x, "args", args);
     if (l->note) json_object_set_new(x, "declined", json_string(l->note));
     if (l->once) json_object_set_new(x, "once", json_true());
+    if (l->grid_div > 0) { /* grid.x at run time: min(grid[0], ceil(lit * prod(syms) / div)) */
+      json_t *gs = json_array(), *gr = json_object();
+      for (int j = 0; j < l->ngrid_sym; j++) json_array_append_new(gs, json_integer(l->grid_sym[j]));
+      json_object_set_new(gr, "lit", json_integer(l->grid_lit));
+      json_object_set_new(gr, "syms", gs);
+      json_object_set_new(gr, "div", json_integer(l->grid_div));
+      json_object_set_new(x, "grid_x", gr);
+    }
     json_array_append_new(ls, x);
   }
   json_object_set_new(gpu, "launches", ls);
+  json_t *ss = json_array(); /* a ShapeSet build's symbols: the arguments of CUDA_ARG_SYM */
+  for (int i = 0; i < t->gen.n; i++) {
+    json_t *x = json_object();
+    json_object_set_new(x, "name", json_string(t->gen.names[i]));
+    json_object_set_new(x, "hi", json_integer(t->gen.hi[i]));
+    json_array_append_new(ss, x);
+  }
+  json_object_set_new(gpu, "syms", ss);
   /* every Function buffer: where it lives and what fills it */
   json_t *bs = json_array();
   for (int b = 0; b < t->f->nbuffers; b++) {

@@ -538,6 +538,7 @@ static harp_status print_gemm(cuda_rctx *c, int r, const ct_gemm *read, bool *do
     if (st || *done) return st;
   }
   bool split_refused = has_plan && refused; /* the split-K above: marked already */
+  bool rt = cuda_gemm_m_at_run_time(c, r, gm.C.slot, &s); /* a ShapeSet build's M */
   harp_status gst;
   if ((st = gemm_generate(c, r, &s, &pt, has_plan, split_refused, pnote, &refused, why, &gst)) || gst) {
     gemm_undo(c, &mk);
@@ -554,6 +555,7 @@ static harp_status print_gemm(cuda_rctx *c, int r, const ct_gemm *read, bool *do
             !has_plan ? "none: the template's defaults"
             : refused ? fmt_note(c, "%s; the template's defaults", refused)
                       : "tiles, stages, warp tile, vector width from the Plan");
+  if (rt) cuda_launch_sym_args(c);
   if (a_bytes > c->scratch_bytes) c->scratch_bytes = a_bytes;
   *done = true;
   return HARP_OK;
@@ -848,10 +850,13 @@ static harp_status print_softmax(cuda_rctx *c, int r, const ct_softmax *sm, bool
   cuda_rownorm_spec s;
   rownorm_of(c, sm->rows, sm->cols, &sm->x, &sm->y, &s);
   s.scale = sm->scale;
+  bool rt = cuda_rows_at_run_time(c, r, sm->y.slot, &s); /* a ShapeSet build's rows */
   int n0 = c->mod->n;
   if (try_gen(c, gen_sm, &s, kname(c, r, "softmax"), why)) return HARP_OK;
   named_arg na[] = {{"x", tensor_arg(c, r, &sm->x)}, {"y", tensor_arg(c, r, &sm->y)}};
-  return launch_last(c, r, n0, na, 2, done, why);
+  harp_status st = launch_last(c, r, n0, na, 2, done, why);
+  if (!st && *done && rt) cuda_launch_rows(c, &s);
+  return st;
 }
 
 static harp_status print_layernorm(cuda_rctx *c, int r, const ct_layernorm *ln, bool *done, const char **why) {
@@ -860,18 +865,22 @@ static harp_status print_layernorm(cuda_rctx *c, int r, const ct_layernorm *ln, 
   s.eps = ln->eps;
   s.has_gamma = ln->gamma.slot >= 0, s.has_beta = ln->beta.slot >= 0;
   s.gamma_dtype = ln->gamma.dtype, s.beta_dtype = ln->beta.dtype;
+  bool rt = cuda_rows_at_run_time(c, r, ln->y.slot, &s); /* a ShapeSet build's rows */
   int n0 = c->mod->n;
   if (try_gen(c, gen_ln, &s, kname(c, r, "layernorm"), why)) return HARP_OK;
   named_arg na[] = {{"x", tensor_arg(c, r, &ln->x)},
                     {"gamma", tensor_arg(c, r, &ln->gamma)},
                     {"beta", tensor_arg(c, r, &ln->beta)},
                     {"y", tensor_arg(c, r, &ln->y)}};
-  return launch_last(c, r, n0, na, 4, done, why);
+  harp_status st = launch_last(c, r, n0, na, 4, done, why);
+  if (!st && *done && rt) cuda_launch_rows(c, &s);
+  return st;
 }
 
 /* a single REDUCE (sum/max/min, fp32 accumulation) of a strided buffer:
  * [outer][red][inner] */
 static harp_status print_reduce(cuda_rctx *c, int r, const ct_reduce *rd, bool *done, const char **why) {
+  if ((*why = cuda_sizes_printed(c, r, rd->in.slot))) return HARP_OK;
   cuda_reduce_spec s;
   memset(&s, 0, sizeof s);
   s.outer = rd->outer, s.red = rd->red, s.inner = rd->inner;
@@ -894,6 +903,7 @@ static bool ew_op_ok(tiny_op op) { return tiny_op_is_elementwise(op) || op == TI
 
 /* an elementwise chain: every block over the output's points */
 static harp_status print_ewise(cuda_rctx *c, int r, const ct_ewise *ew, bool *done, const char **why) {
+  if ((*why = cuda_sizes_printed(c, r, ew->out.slot))) return HARP_OK;
   cuda_ew_spec s;
   memset(&s, 0, sizeof s);
   s.rank = ew->rank;

@@ -29,7 +29,8 @@ typedef enum cuda_arg_kind {
   CUDA_ARG_BUF,     /* Function buffer `buffer`, + offset bytes */
   CUDA_ARG_SCRATCH, /* the scratch area, + offset bytes */
   CUDA_ARG_STATUS,  /* the status word (an int) */
-  CUDA_ARG_PACKED   /* the packed area (written by `once` launches), + offset bytes */
+  CUDA_ARG_PACKED,  /* the packed area (written by `once` launches), + offset bytes */
+  CUDA_ARG_SYM      /* a ShapeSet build's symbol `buffer` (its index): the binding's value, a long */
 } cuda_arg_kind;
 
 typedef struct cuda_arg {
@@ -47,7 +48,26 @@ typedef struct cuda_launch {
   cuda_arg args[CUDA_MAX_PARAMS];
   const char *note; /* why the region is not on a template (declined), or NULL */
   bool once;        /* runs once, right after the weights go up (it packs a weight); never in a graph */
+  /* A ShapeSet build's grid.x at run time (grid_div > 0): the binding's
+   * points grid_lit x the product of its symbols grid_sym[0..ngrid_sym) in
+   * blocks of grid_div, at least 1, at most k->grid[0] (the box's corner hi) */
+  int64_t grid_lit, grid_div;
+  int grid_sym[CUDA_MAX_PARAMS];
+  int ngrid_sym;
 } cuda_launch;
+
+/* A ShapeSet build's symbols (cuda_model_build; n 0: every size a constant):
+ * a kernel that reads a size at run time takes symbol i as the parameter
+ * hp_sv<i> (CUDA_ARG_SYM i), now[i] its value in this graph, hi[i] the
+ * largest a run takes. */
+typedef struct cuda_syms {
+  int n;
+  const char *const *names;
+  const int64_t *hi;
+} cuda_syms;
+
+/* grid.x of launch l at the symbols' values sv (a constant grid: k's). */
+int64_t cuda_launch_grid(const cuda_launch *l, const int64_t *sv);
 
 /* What the region emitters share. */
 typedef struct cuda_rctx {
@@ -66,6 +86,8 @@ typedef struct cuda_rctx {
   cuda_math math;         /* how fp32 contractions compute (rt_gpu_opts.precision) */
   int nattn_generic;      /* attention regions no template took (generic kernels) */
   const struct rt_knobs *knobs; /* NULL: the defaults */
+  cuda_syms gen;               /* a ShapeSet build's symbols (gen.n 0: none) */
+  int64_t *gen_now;            /* their values in g */
 } cuda_rctx;
 
 /* Append the kernels and launches of Function kernel r. */
@@ -75,6 +97,26 @@ harp_status cuda_emit_region(cuda_rctx *c, int r);
 harp_status cuda_gen_generic(cuda_rctx *c, int r, const char *name, const char *note);
 /* A launch of kernel k for Function kernel r; its arguments are filled by the caller. */
 cuda_launch *cuda_launch_add(cuda_rctx *c, const cuda_kernel *k, int r);
+/* The index of the ShapeSet symbol of c whose value dim d is, or -1. */
+int cuda_gen_sym(const cuda_rctx *c, const tiny_dim *d);
+/* A row kernel of Function kernel r whose rows (the dims but the last of
+ * the buffer at slot) are s->rows: in a ShapeSet build, when a symbol is
+ * among them, s counts them at run time (nsyms, rows_sym, rows_lit; rows
+ * the box's most) and true; else s as it was, false. */
+bool cuda_rows_at_run_time(const cuda_rctx *c, int r, int slot, cuda_rownorm_spec *s);
+/* In a ShapeSet build, why a kernel that prints its sizes (elementwise,
+ * reduction) leaves Function kernel r, whose buffer at slot has a symbol's
+ * size, to the loop nest; else NULL. */
+const char *cuda_sizes_printed(const cuda_rctx *c, int r, int slot);
+/* The GEMM of Function kernel r (C at slot) on an sm80 module, no batch,
+ * no split-K: in a ShapeSet build, when a symbol is among C's rows, s reads
+ * M at run time (nsyms, m_sym, m_lit; M the box's most) and true. */
+bool cuda_gemm_m_at_run_time(const cuda_rctx *c, int r, int slot, cuda_gemm_spec *s);
+/* The last launch's size parameters (hp_sv<i>) bound to the symbols. */
+void cuda_launch_sym_args(cuda_rctx *c);
+/* The last launch (a row kernel of s, true above): its grid from the
+ * binding's rows, its size parameters bound to the symbols. */
+void cuda_launch_rows(cuda_rctx *c, const cuda_rownorm_spec *s);
 /* Argument of the buffer at the kernel's slot (reads, then writes), + elements of dtype. */
 cuda_arg cuda_arg_slot(const cuda_rctx *c, int r, int slot, int64_t elem_offset, tiny_dtype dt);
 
@@ -97,6 +139,7 @@ typedef struct cuda_model_tu {
   cuda_math math;                   /* how its fp32 contractions compute */
   int nattn_generic;                /* attention regions on generic kernels (the template declined) */
   int ndead;                        /* regions dropped: nothing reads what they write */
+  cuda_syms gen;                    /* a ShapeSet build's symbols (copies in arena) */
   int nkernels_emitted;             /* kernels the regions made; mod->n: those left after sharing */
   ut_arena *arena;                  /* notes, names, loop trees */
 } cuda_model_tu;
@@ -106,12 +149,14 @@ typedef struct cuda_model_tu {
  * the region's default (harp/tune.h rt_plans_choose); the template kernels
  * set each one's applied and note;
  * math: how fp32 contractions compute (TF32, strict fp32, fp16/bf16);
- * knobs (nullable: the defaults): no_templates, no_dedup, no_coalesce. */
+ * knobs (nullable: the defaults): no_templates, no_dedup, no_coalesce;
+ * gen (nullable): a ShapeSet build's symbols, read at run time where a
+ * kernel can (the generic loop nests). */
 struct rt_plan_choice;
 struct rt_knobs;
 harp_status cuda_model_build(harp_error *e, const tiny_graph *g, const poly_view *pv, const fn_function *f,
                            const tiny_symtab *syms, cuda_arch arch, struct rt_plan_choice *plans,
-                           cuda_math math, const struct rt_knobs *knobs, cuda_model_tu **out);
+                           cuda_math math, const struct rt_knobs *knobs, const cuda_syms *gen, cuda_model_tu **out);
 void cuda_model_free(cuda_model_tu *t);
 /* Kernels that are the same code and launch config compiled once: the
  * repeats leave t->mod, their launches use the kept kernel with their

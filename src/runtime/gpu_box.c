@@ -1,0 +1,190 @@
+/* gpu_box.c — one GPU build for a ShapeSet box (issue 25; seed 000 §8):
+ * the kernels of a session's cluster read the sizes of the box's symbols at
+ * run time, so one NVRTC build and one device arena serve every binding in
+ * it, and the cluster's CUDA Graph is updated in place with the binding's
+ * sizes and grids.
+ *
+ * The box of a binding is its ShapeSet class (plan_shapeset_class): a
+ * symbol at v in 3..2^k runs from 2^(k-1) + 1 to 2^k; one at 1 or 2 is
+ * fixed.  Both corners are generated with the box's symbols as run-time
+ * sizes (cuda_syms: the generic loop nests take them as parameters hp_sv<i>,
+ * their grids computed from the binding at launch); when the two
+ * translation units are the same text, with the same launch list and
+ * Function, the upper corner's build serves the box (its arena, the largest).
+ * Where a kernel still prints a size (a template, a simple row kernel), the
+ * corners differ and the cluster falls back to one build per binding, the
+ * kernel that differs named in `why` (as the CPU's sgen.c does).
+ * Needs: gpu.c (gpu_build_gen), plan (plan_shapeset_class), tiny.
+ * Gives: gpu_box_decide, gpu_box_fits, gpu_box_free, gpu_prepare_at (gpu_int.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compile.h"
+#include "gpu_int.h"
+#include "harp/plan.h"
+#include "util/util.h"
+
+harp_status gpu_prepare_at(harp_error *e, const char *json, const char *const *names, const int64_t *vals, int n,
+                              tiny_graph **g, tiny_symtab *t) {
+  *g = NULL;
+  tiny_symtab_init(t);
+  for (int i = 0; i < n; i++)
+    if (tiny_symtab_set(e, t, names[i], vals[i])) return e->code;
+  if (tiny_load_json(e, json, strlen(json), "<session>", g) || tiny_dsym_bind(e, *g, t)) return e->code;
+  return tiny_prepare(e, *g, t, false);
+}
+
+/* Whether kernels x and y take the same tensor maps (the sizes an SM90
+ * template's maps hold are not in its source). */
+static bool same_maps(const cuda_kernel *x, const cuda_kernel *y) {
+  if (x->nparams != y->nparams) return false;
+  for (int p = 0; p < x->nparams; p++) {
+    const cuda_tmap_desc *a = x->params[p].tmap, *b = y->params[p].tmap;
+    if (!a != !b || (a && (a->rank != b->rank || memcmp(a->dims, b->dims, sizeof a->dims) ||
+                           memcmp(a->strides, b->strides, sizeof a->strides) || memcmp(a->box, b->box, sizeof a->box))))
+      return false;
+  }
+  return true;
+}
+
+/* Whether launch lists a and b are the same up to the arena's layout: the
+ * same kernels, arguments (a buffer, its offset inside it), grids or grid
+ * formulas, blocks, tensor maps. */
+static bool same_launches(const cuda_model_tu *a, const cuda_model_tu *b) {
+  if (a->nlaunch != b->nlaunch || a->f->nbuffers != b->f->nbuffers || a->f->nargs != b->f->nargs ||
+      a->f->nret != b->f->nret || a->scratch_bytes > b->scratch_bytes || a->packed_bytes != b->packed_bytes)
+    return false;
+  for (int i = 0; i < a->f->nbuffers; i++)
+    if (a->f->buffers[i].kind != b->f->buffers[i].kind || a->f->buffers[i].node != b->f->buffers[i].node ||
+        a->f->buffers[i].dtype != b->f->buffers[i].dtype)
+      return false;
+  for (int i = 0; i < a->nlaunch; i++) {
+    const cuda_launch *x = &a->launch[i], *y = &b->launch[i];
+    if (strcmp(x->k->name, y->k->name) || x->nargs != y->nargs || x->once != y->once || x->grid_div != y->grid_div ||
+        x->grid_lit != y->grid_lit || x->ngrid_sym != y->ngrid_sym ||
+        memcmp(x->grid_sym, y->grid_sym, sizeof x->grid_sym[0] * (size_t)x->ngrid_sym) ||
+        memcmp(x->k->grid, y->k->grid, sizeof x->k->grid) || memcmp(x->k->block, y->k->block, sizeof x->k->block) ||
+        x->k->smem_bytes != y->k->smem_bytes || !same_maps(x->k, y->k))
+      return false;
+    for (int p = 0; p < x->nargs; p++)
+      if (x->args[p].kind != y->args[p].kind || x->args[p].buffer != y->args[p].buffer || x->args[p].offset != y->args[p].offset)
+        return false;
+  }
+  return true;
+}
+
+/* Why sources a and b (the two corners) differ: the kernel around their
+ * first difference and its line, into why[cap]. */
+static void differing_kernel(const char *a, const char *b, char *why, size_t cap) {
+  size_t at = 0;
+  while (a[at] && a[at] == b[at]) at++;
+  const char *k = NULL;
+  for (const char *p = strstr(a, "\n/* kernel "); p && (size_t)(p - a) <= at; p = strstr(p + 1, "\n/* kernel ")) k = p + 11;
+  const char *line = a + at;
+  while (line > a && line[-1] != '\n') line--;
+  int len = (int)strcspn(line, "\n");
+  int klen = k ? (int)strcspn(k, ":") : 0;
+  snprintf(why, cap, "the code of %.*s depends on the binding: `%.*s`", k ? (klen > 80 ? 80 : klen) : 11,
+           k ? k : "the prelude", len > 100 ? 100 : len, line);
+}
+
+/* The box's corners lo and hi generated; b->m the upper's build when they
+ * agree, else b->why says why not.  Errors of a corner are reasons. */
+static harp_status compare_corners(harp_error *e, gpu_box *b, const char *json, const char *const *names,
+                                   const int64_t *lo, const int64_t *hi, int n, const rt_gpu_opts *o, cuda_rt *rt) {
+  tiny_graph *glo = NULL;
+  tiny_symtab slo;
+  rt_gpu_model *mlo = NULL, *mhi = NULL;
+  harp_error ce = {0};
+  harp_status st = HARP_OK;
+  const char *which = "lower";
+  bool ok = !gpu_prepare_at(&ce, json, names, lo, n, &glo, &slo) && !gpu_build_gen(&ce, glo, &slo, o, rt, &b->gen, &mlo);
+  if (ok) which = "upper";
+  ok = ok && !gpu_prepare_at(&ce, json, names, hi, n, &b->g, &b->syms) && !gpu_build_gen(&ce, b->g, &b->syms, o, rt, &b->gen, &mhi);
+  if (!ok && ce.code == HARP_E_NO_MEMORY) {
+    st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  } else if (!ok) {
+    snprintf(b->why, sizeof b->why, "the box's %s corner does not build: %.400s", which, ce.msg);
+  } else if (strcmp(mlo->source, mhi->source)) {
+    differing_kernel(mhi->source, mlo->source, b->why, sizeof b->why);
+  } else if (!same_launches(mlo->tu, mhi->tu)) {
+    snprintf(b->why, sizeof b->why, "the launch list (grids, arguments) depends on the binding");
+  } else {
+    b->m = mhi, mhi = NULL;
+  }
+  rt_gpu_free(mlo);
+  rt_gpu_free(mhi);
+  tiny_graph_free(glo);
+  tiny_symtab_free(&slo);
+  return st;
+}
+
+harp_status gpu_box_decide(harp_error *e, const char *json, const tiny_symtab *binding, const rt_gpu_opts *o, cuda_rt *rt,
+                           gpu_box **out) {
+  *out = NULL;
+  int n = binding->n;
+  gpu_box *b = ut_xcalloc(1, sizeof *b);
+  if (!b) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  int64_t *lo = ut_xcalloc((size_t)n + 1, sizeof *lo), *hi = ut_xcalloc((size_t)n + 1, sizeof *hi);
+  b->names = ut_xcalloc((size_t)n + 1, sizeof *b->names);
+  b->arena = ut_arena_new();
+  b->hi = ut_xcalloc((size_t)n + 1, sizeof *b->hi);
+  tiny_symtab_init(&b->syms);
+  if (!lo || !hi || !b->names || !b->hi || !b->arena) {
+    free(lo), free(hi);
+    gpu_box_free(b);
+    return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  }
+  harp_status st = HARP_OK;
+  for (int i = 0; i < n && !st; i++) { /* the class of v: (2^(k-1), 2^k] from 3 on; 1 and 2 alone */
+    hi[i] = plan_shapeset_class(binding->values[i]);
+    lo[i] = hi[i] > 2 ? hi[i] / 2 + 1 : hi[i];
+    if (lo[i] == hi[i]) continue;
+    if (!(b->names[b->gen.n] = ut_arena_strdup(b->arena, binding->names[i]))) st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+    b->hi[b->gen.n++] = hi[i];
+  }
+  b->gen.names = (const char *const *)b->names, b->gen.hi = b->hi;
+  if (!st && o && o->per_binding) snprintf(b->why, sizeof b->why, "per-binding builds were asked for");
+  else if (!st && !b->gen.n) snprintf(b->why, sizeof b->why, "the ShapeSet holds this binding alone");
+  else if (!st) st = compare_corners(e, b, json, (const char *const *)binding->names, lo, hi, n, o, rt);
+  free(lo), free(hi);
+  if (st) {
+    gpu_box_free(b);
+    return st;
+  }
+  *out = b;
+  return HARP_OK;
+}
+
+bool gpu_box_fits(const gpu_box *b, const tiny_graph *g, const tiny_symtab *binding, int64_t *sv) {
+  const tiny_graph *h = b->m ? b->g : NULL;
+  if (!h || h->n != g->n || h->noutputs != g->noutputs) return false;
+  for (int i = 0; i < h->noutputs; i++)
+    if (h->outputs[i] != g->outputs[i]) return false;
+  for (int i = 0; i < h->n; i++) { /* node for node the box's graph, no size past its corner hi */
+    const tiny_node *x = &h->nodes[i], *y = &g->nodes[i];
+    if (x->op != y->op || x->dtype != y->dtype || x->nsrc != y->nsrc || x->shape.rank != y->shape.rank) return false;
+    for (int k = 0; k < x->nsrc; k++)
+      if (x->src[k].node != y->src[k].node) return false;
+    for (int d = 0; d < x->shape.rank; d++)
+      if (y->shape.d[d].n > x->shape.d[d].n) return false;
+  }
+  for (int i = 0; i < b->gen.n; i++) {
+    int64_t v = 0;
+    if (!tiny_symtab_get(binding, b->gen.names[i], &v) || v < 1 || v > b->gen.hi[i]) return false;
+    sv[i] = v;
+  }
+  return true;
+}
+
+void gpu_box_free(gpu_box *b) {
+  if (!b) return;
+  rt_gpu_free(b->m);
+  tiny_graph_free(b->g);
+  tiny_symtab_free(&b->syms);
+  free(b->names);
+  free(b->hi);
+  ut_arena_free(b->arena);
+  free(b);
+}
