@@ -37,7 +37,7 @@ static const char tune_help[] =
     "  --region NAME        tune only this region (repeatable)\n"
     "  --log FILE           append the measurements to FILE (CSV; default\n"
     "                       <cache dir>/tune.csv)\n"
-    "  --no-store           measure and log, but leave the plan cache alone\n"
+    "  --no-store           measure and log; leave the plan cache and Winograd ratios alone\n"
     "  --recalibrate        measure this CPU's calibration again first (it is measured\n"
     "                       at first use; `harp calibrate` does it alone)\n"
     "  --knob NAME=VALUE    set a knob of the library (harp --help-options; repeatable)\n"

@@ -254,10 +254,12 @@ static harp_status compile_and_load(harp_error *e, const rt_cpu_model *base, con
   if (co.precision && strcmp(co.precision, "fp32")) /* tier 0 computes in fp32 only: the object's numbers first */
     m->tier0 = RT_TIER0_OFF;
   if (m->tier0 != RT_TIER0_OFF) { /* stop before the C: tier0_start decides */
-    /* auto, unless a kept source or the caller's analysis (dumps of the
-     * regions) wants the object's regions now: tier 0 on the greedy
+    /* auto, unless a kept source, the caller's analysis (dumps of the
+     * regions) or the caller's plans (--plan: a bad one is an error before
+     * any kernel runs) want the object's regions now: tier 0 on the greedy
      * regions, the exact search on the builder thread */
-    co.greedy_regions = m->tier0 == RT_TIER0_AUTO && !k.tier0_exact && !co.keep_source && !co.keep_analysis;
+    co.greedy_regions = m->tier0 == RT_TIER0_AUTO && !k.tier0_exact && !co.keep_source && !co.keep_analysis &&
+                        co.nplan_overrides == 0;
     co.keep_analysis = true;
     co.until = co.greedy_regions ? RT_STAGE_FUNCTION : RT_STAGE_PLANS;
   }

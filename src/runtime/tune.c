@@ -439,18 +439,21 @@ harp_status rt_tune_store(harp_error *e, const char *cache_dir, const rt_tune_re
 }
 
 /* A conv whose Winograd and other (direct / implicit GEMM) points were both
- * measured: their ratio goes into the calibration, the cost model's
- * Winograd factor on this CPU from then on (the weight's per-call filter
- * transform, which the model adds by itself, left out). */
-static harp_status note_winograd(harp_error *e, const rt_knobs *k, const rt_tune_result *out, const plan_machine *mach,
-                                 const plan_region_info *r, const rt_tune_region *tr) {
-  if (!out->calib_path[0] || r->pattern != PLAN_PAT_CONV) return HARP_OK;
+ * measured: the ratio of their best times (each point's minimum, which load
+ * inflates least; its median where no minimum was kept) goes into the
+ * calibration, the cost model's Winograd factor on this CPU from then on
+ * (the weight's per-call filter transform, which the model adds by itself,
+ * left out).  Not with --no-store, which leaves every stored file alone. */
+static harp_status note_winograd(harp_error *e, const rt_knobs *k, bool no_store, const rt_tune_result *out,
+                                 const plan_machine *mach, const plan_region_info *r, const rt_tune_region *tr) {
+  if (no_store || !out->calib_path[0] || r->pattern != PLAN_PAT_CONV) return HARP_OK;
   double w = INFINITY, d = INFINITY;
   for (int i = 0; i < tr->npoints; i++) {
     const rt_tune_point *pt = &tr->pts[i];
-    if (!pt->applied || !(pt->median_ms > 0)) continue;
+    double t = pt->min_ms > 0 ? pt->min_ms : pt->median_ms;
+    if (!pt->applied || !(t > 0)) continue;
     double *best = plan_algo_is_winograd(pt->plan.algo[PLAN_KEY_CONV]) ? &w : &d;
-    if (pt->median_ms < *best) *best = pt->median_ms;
+    if (t < *best) *best = t;
   }
   plan_gemm_view g;
   if (!isfinite(w) || !isfinite(d) || plan_region_gemm_view(r, &g, NULL)) return HARP_OK;
@@ -507,7 +510,7 @@ harp_status rt_tune_cpu(harp_error *e, const tiny_graph *g, const tiny_symtab *s
     const rg_info *info = f->part->regions[i].info;
     st = tune_region(e, out->base, inputs, ninputs, o, &ps->mach, info, tr, out->nregions - 1, ntune, repeat, warmup);
     if (st || tr->npoints == 0) continue;
-    if ((st = note_winograd(e, &kn, out, &ps->mach, &info->plan_info, tr))) break;
+    if ((st = note_winograd(e, &kn, o && o->no_store, out, &ps->mach, &info->plan_info, tr))) break;
     if ((st = progress(e, o, tr->region, "done", out->nregions - 1, ntune, tr->npoints, tr->npoints,
                        tr->pts[tr->best].median_ms)))
       break;

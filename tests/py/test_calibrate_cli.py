@@ -80,6 +80,27 @@ r = harp("tune", GEMM, *SYMS, "--budget", "2", "--repeat", "2", "--warmup", "0",
          os.path.join(work, "t.csv"), extra={"HARP_CPU_CALIB": "off"})
 s.check("harp tune with cpu_calib off says so", r.returncode == 0 and "uncalibrated" in r.stdout, r.stdout + r.stderr)
 
+# a 3x3 conv tuned over both Winograd and the direct/GEMM kernels: the ratio is
+# noted in the calibration (a "wino" line), except with --no-store, which leaves
+# every stored file alone (the plan cache and the calibration)
+CONV = os.path.join(SRC, "tests", "models", "conv_pad_hw.harp")
+TUNE_CONV = ("tune", CONV, "--sym", "H=20", "--budget", "6", "--repeat", "1", "--warmup", "0", "--log",
+             os.path.join(work, "c.csv"))
+with open(calib_file(), "rb") as f:
+    before = f.read()
+r = harp(*TUNE_CONV, "--no-store")
+with open(calib_file(), "rb") as f:
+    after = f.read()
+s.check("harp tune --no-store of a conv leaves the calibration as it was",
+        r.returncode == 0 and "winograd_3x3" in r.stdout and after == before, r.stdout + r.stderr)
+s.check("and caches no plan", r.returncode == 0 and not glob.glob(os.path.join(work, "cache", "plans", "*.json")))
+r = harp(*TUNE_CONV)
+with open(calib_file()) as f:
+    wino = [ln for ln in f if ln.startswith("wino ")]
+s.check("harp tune of a conv notes Winograd's measured ratio", r.returncode == 0 and len(wino) >= 1, r.stdout + r.stderr)
+for p in glob.glob(os.path.join(work, "cache", "plans", "*.json")):
+    os.remove(p)
+
 r = harp("calibrate", "extra")
 s.check("harp calibrate ARG: a usage error", r.returncode == 1 and "unexpected argument" in r.stderr, r.stderr)
 
