@@ -72,8 +72,9 @@ static harp_status prepare_at(harp_error *e, const rt_sgen *s, const int64_t *va
   t->sym_broadcasts = true; /* a symbol at 1 broadcasts as at 2: one graph for the box */
   for (int i = 0; i < s->nsyms; i++)
     if (tiny_symtab_set(e, t, s->syms[i].name, vals[i])) return e->code;
-  if (tiny_load_json(e, s->text, strlen(s->text), NULL, g) || tiny_dsym_bind(e, *g, t)) return e->code;
-  return tiny_prepare(e, *g, t, false);
+  if (tiny_load_json(e, s->text, strlen(s->text), NULL, g) || tiny_dsym_bind(e, *g, t) || tiny_prepare(e, *g, t, false))
+    return e->code;
+  return tiny_dsym_bind(e, *g, t); /* the ones the preparation named (a window count: tiny_infer_move) */
 }
 
 /* Whether a and b are the same graph up to sizes (ops, sources, dtypes,
