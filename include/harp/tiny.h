@@ -338,6 +338,16 @@ bool tiny_expr_eval(const tiny_expr *x, const int64_t *vars, const tiny_symtab *
 int tiny_dsym_add(tiny_graph *g, const char *name, const char *def_text);
 /* Index of derived symbol name, or -1. */
 int tiny_dsym_find(const tiny_graph *g, const char *name);
+/* The derived symbol's name for dim text `text`: "ds_" and the text with
+ * its operators spelt (" + " p, " - " m, "*" x, "/" d, parentheses and
+ * spaces dropped), a long one cut and a hash of the whole appended, into
+ * name[cap] (cap >= 64). */
+void tiny_dsym_name(const char *text, char *name, size_t cap);
+/* The derived symbol defined as def_text (tiny_expr_parse syntax, no axis
+ * variables), named after that text (tiny_dsym_name): found, else added;
+ * -1 (nothing recorded in g->err) when the name is taken by another
+ * definition. */
+int tiny_dsym_intern(tiny_graph *g, const char *def_text);
 /* Set every derived symbol whose definition's symbols syms binds, in
  * order.  One syms binds already (an input's shape gave it) must equal
  * its definition: else InputMismatch; a negative value is

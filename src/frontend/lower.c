@@ -112,25 +112,6 @@ bool lw_can_dim(const lw *L, const fe_dim *d) {
   return fe_dim_is_int(d, NULL) || fe_dim_is_sym(d) || (L->bind && fe_dim_eval(d, L->bind, &v)) || (d && L->derive);
 }
 
-/* The derived symbol's name for dim text `text`: "ds_" and the text with
- * its operators spelt (" + " p, " - " m, "*" x, "/" d, parentheses and
- * spaces dropped), a long one cut and a hash of the whole appended, into
- * name[cap] (cap >= 64). */
-static void dsym_name(const char *text, char *name, size_t cap) {
-  size_t k = (size_t)snprintf(name, cap, "ds_");
-  uint64_t h = 1469598103934665603ULL; /* FNV-1a */
-  for (const char *p = text; *p; p++) {
-    h = (h ^ (unsigned char)*p) * 1099511628211ULL;
-    char c = *p;
-    const char *put = c == '+' ? "_p" : c == '-' ? "_m" : c == '*' ? "_x" : c == '/' ? "_d" : NULL;
-    char one[2] = {c, 0};
-    if (!put && ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_')) put = one;
-    for (; put && *put && k + 1 < cap; put++) name[k++] = *put;
-  }
-  name[k < cap ? k : cap - 1] = 0;
-  if (k > 48) snprintf(name + 40, cap - 40, "_%08" PRIx64, h & 0xffffffffu);
-}
-
 /* Whether a shape symbol of L's graph so far (an INPUT's dim) is named name. */
 static bool input_sym(const lw *L, const char *name) {
   for (int i = 0; i < L->t->n; i++) {
@@ -155,7 +136,7 @@ static bool lw_derive(lw *L, const fe_dim *d, tiny_dim *out) {
     return false;
   }
   tiny_expr_print(x, mine, sizeof mine);
-  dsym_name(d->text, base, sizeof base);
+  tiny_dsym_name(d->text, base, sizeof base);
   snprintf(name, sizeof name, "%s", base);
   for (int k = 2; k < 1000; k++) { /* a clash with another definition or an input's symbol: the next suffix */
     int at = tiny_dsym_find(L->t, name);

@@ -72,8 +72,9 @@ static harp_status prepare_at(harp_error *e, const rt_sgen *s, const int64_t *va
   t->sym_broadcasts = true; /* a symbol at 1 broadcasts as at 2: one graph for the box */
   for (int i = 0; i < s->nsyms; i++)
     if (tiny_symtab_set(e, t, s->syms[i].name, vals[i])) return e->code;
-  if (tiny_load_json(e, s->text, strlen(s->text), NULL, g) || tiny_dsym_bind(e, *g, t)) return e->code;
-  return tiny_prepare(e, *g, t, false);
+  if (tiny_load_json(e, s->text, strlen(s->text), NULL, g) || tiny_dsym_bind(e, *g, t) || tiny_prepare(e, *g, t, false))
+    return e->code;
+  return tiny_dsym_bind(e, *g, t); /* the ones the preparation named (a window count: tiny_infer_move) */
 }
 
 /* Whether a and b are the same graph up to sizes (ops, sources, dtypes,
@@ -278,6 +279,35 @@ static harp_status gen_values(harp_error *e, const rt_sgen *s, const int64_t *va
   return st;
 }
 
+/* The box's lower corner lo raised, one step at a time, until no varying
+ * derived symbol (s->gen_names past nbase, defined in s->ghi) is 1 there:
+ * each step raises the box's symbols that a derived one at 1 reads (a
+ * strided read's (H + 1) / 2 at H = 2 is one point, its loop folded, as
+ * a symbol at 1 is: raise_ones).  The definitions are monotone
+ * (derived_gen), so the corner only moves up, never past hi; false when
+ * nothing was at 1 or nothing could move. */
+static bool raise_derived_ones(rt_sgen *s, int64_t *lo, const int64_t *hi) {
+  long long sv[RT_SGEN_MAX_GEN];
+  bool *r = ut_xcalloc((size_t)s->ghi->ndsyms + 1, sizeof *r), any = false;
+  harp_error e = {0};
+  for (bool moved = r != NULL; moved && !gen_values(&e, s, lo, sv);) {
+    moved = false;
+    for (int b = 0; b < s->nbase; b++) { /* box symbol b up by one where a derived one at 1 reads it */
+      int i = s->gen_of[b];
+      bool up = false;
+      tiny_dsym_readers(s->ghi, s->gen_names[b], r);
+      for (int k = s->nbase; k < s->ngen && !up; k++) {
+        int d = tiny_dsym_find(s->ghi, s->gen_names[k]);
+        up = sv[k] == 1 && d >= 0 && r[d] && lo[i] < hi[i];
+      }
+      if (up) lo[i]++, s->glo[i] = lo[i], moved = any = true;
+    }
+  }
+  harp_error_clear(&e);
+  free(r);
+  return any;
+}
+
 /* Both corners to the code stage; the one object from hi when they agree
  * (its compile then owns ghi), else s->fallback says why. */
 static harp_status compile_corners(harp_error *e, rt_sgen *s, int64_t *lo, const int64_t *hi) {
@@ -319,7 +349,7 @@ static harp_status compile_corners(harp_error *e, rt_sgen *s, int64_t *lo, const
   rt_compile_free(clo);
   tiny_graph_free(glo);
   tiny_symtab_free(&symlo);
-  if (!st && why[0] && raise_ones(s, lo)) { /* at 1 a loop over the symbol is one point, a reshape may fold: */
+  if (!st && why[0] && (raise_ones(s, lo) || (s->ngen > s->nbase && raise_derived_ones(s, lo, hi)))) { /* at 1 a loop over the symbol is one point, a reshape may fold: */
     rt_compile_free(chi);                   /* the corners from 2; 1 on the object where its graph is the same */
     tiny_graph_free(s->ghi), tiny_symtab_free(&s->symhi);
     s->ghi = NULL;

@@ -5,7 +5,8 @@
  * unbound, and bound with the others before the graph is prepared
  * (docs/tiny-ir.md, "Derived symbols").
  * Needs: expr.c (parse, eval), core.c (symtab).  Gives: tiny_dsym_add,
- * tiny_dsym_find, tiny_dsym_bind, tiny_dsym_monotone, tiny_dsym_readers. */
+ * tiny_dsym_find, tiny_dsym_bind, tiny_dsym_monotone, tiny_dsym_readers,
+ * tiny_dsym_name, tiny_dsym_intern. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -120,4 +121,37 @@ bool tiny_dsym_monotone(const tiny_expr *x) {
   case TX_MOD: return false;
   }
   return false;
+}
+
+void tiny_dsym_name(const char *text, char *name, size_t cap) {
+  size_t k = (size_t)snprintf(name, cap, "ds_");
+  uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+  for (const char *p = text; *p; p++) {
+    h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+    char c = *p;
+    const char *put = c == '+' ? "_p" : c == '-' ? "_m" : c == '*' ? "_x" : c == '/' ? "_d" : NULL;
+    char one[2] = {c, 0};
+    if (!put && ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_')) put = one;
+    for (; put && *put && k + 1 < cap; put++) name[k++] = *put;
+  }
+  name[k < cap ? k : cap - 1] = 0;
+  if (k > 48) snprintf(name + 40, cap - 40, "_%08" PRIx64, h & 0xffffffffu);
+}
+
+int tiny_dsym_intern(tiny_graph *g, const char *def_text) {
+  harp_error e;
+  harp_error_clear(&e);
+  const tiny_expr *def = NULL;
+  char canon[512], theirs[512], name[96];
+  if (g->err.code || tiny_expr_parse(&e, g, def_text, 0, &def)) return -1;
+  tiny_expr_print(def, canon, sizeof canon);
+  tiny_dsym_name(def_text, name, sizeof name); /* named after the text given (the canonical one spells L - 1 as L + (-1)) */
+  int k = tiny_dsym_find(g, name);
+  if (k >= 0) {
+    tiny_expr_print(g->dsyms[k].def, theirs, sizeof theirs);
+    return strcmp(canon, theirs) ? -1 : k;
+  }
+  for (int i = 0; i < g->ndsyms; i++) /* an earlier definition reading the name: not this one */
+    if (reads_direct(g->dsyms[i].def, name)) return -1;
+  return tiny_dsym_add(g, name, canon);
 }

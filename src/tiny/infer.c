@@ -35,8 +35,8 @@ bool tiny_resolve_dim(harp_error *e, const char *id, tiny_dim d, const tiny_symt
     out->n = v;
     return true;
   }
-  out->n = -1;
-  if (allow_unknown) return true;
+  out->n = syms && syms->sym_broadcasts && d.n >= 0 ? d.n : -1; /* a ShapeSet's window count: named, its value kept */
+  if (allow_unknown || out->n >= 0) return true;
   ut_fail(e, HARP_E_UNBOUND_SYMBOL, id, "symbol %s has no value (bind it with --sym %s=<int> or from an input)", d.sym,
           d.sym);
   return false;

@@ -1,6 +1,7 @@
 /* infer_move.c — shape inference of the movement uops (views), one rule per
  * op (seed 001 §3).
- * Needs: tiny_int.h (the inference context, dim resolution).
+ * Needs: tiny_int.h (the inference context, dim resolution), dsym.c
+ * (tiny_dsym_intern: a ShapeSet's window counts named).
  * Gives: tiny_infer_move: node->shape, dtype and pieces of a view. */
 #include <inttypes.h>
 #include <stdio.h>
@@ -236,6 +237,86 @@ static harp_status infer_view(tiny_ictx *c, tiny_node *n, const tiny_shape *in, 
   return HARP_OK;
 }
 
+/* ---- a ShapeSet's window counts named (tiny_symtab.sym_broadcasts) ---------
+ * A POOL's window count over a size that is an affine expression of named
+ * symbols (the causal mask's iota: M windows over M padded by M, M + 1 of
+ * them) is a derived symbol of that expression (tiny_dsym_intern), so a
+ * ShapeSet object's loops over it read it at run time as over any symbol.
+ * The expression comes only from named dims and the literal args: an axis
+ * with no name could be any symbol's value, so it names nothing. */
+#define FORM_MAX 8
+typedef struct form {
+  int64_t c, k[FORM_MAX]; /* c + sum k[i] * sym[i] */
+  const char *sym[FORM_MAX];
+  int n;
+} form;
+
+/* f += k * s (s a symbol, or NULL: the constant k); false when f is full. */
+static bool form_add(form *f, const char *s, int64_t k) {
+  if (k > 1000000 || k < -1000000 || f->c > INT32_MAX || f->c < -INT32_MAX) return false;
+  if (!s) return f->c += k, true;
+  for (int i = 0; i < f->n; i++)
+    if (!strcmp(f->sym[i], s)) return f->k[i] += k, true;
+  if (f->n == FORM_MAX) return false;
+  f->sym[f->n] = s, f->k[f->n++] = k;
+  return true;
+}
+
+/* f += k * (the arg dim d: its symbol, or its literal value). */
+static bool form_arg(form *f, tiny_dim d, int64_t k) { return d.sym ? form_add(f, d.sym, k) : d.n >= 0 && form_add(f, NULL, k * d.n); }
+
+/* f += axis a of node x of g: its symbol, or through a PAD its input's axis
+ * and the pads; false where the axis has no name to go by. */
+static bool form_axis(const tiny_graph *g, int x, int a, form *f, int depth) {
+  const tiny_node *n = &g->nodes[x];
+  if (n->shape.d[a].sym) return form_add(f, n->shape.d[a].sym, 1);
+  if (n->op != TINY_PAD || depth > 8 || n->src[0].node < 0 || a >= n->a.pad.n) return false;
+  return form_arg(f, n->a.pad.lo[a], 1) && form_arg(f, n->a.pad.hi[a], 1) && form_axis(g, n->src[0].node, a, f, depth + 1);
+}
+
+/* f as tiny_expr_parse text ("2*M + 1", "M - 3": unit coefficients and a
+ * zero constant left out) into buf[cap]; false when it has no symbol. */
+static bool form_text(const form *f, char *buf, size_t cap) {
+  size_t k = 0;
+  buf[0] = 0;
+  for (int i = 0; i < f->n; i++) {
+    int64_t q = f->k[i], u = q < 0 ? -q : q;
+    if (!q) continue;
+    int w = u == 1 ? snprintf(buf + k, cap - k, "%s%s", k ? (q < 0 ? " - " : " + ") : q < 0 ? "-1*" : "", f->sym[i])
+                   : snprintf(buf + k, cap - k, "%s%" PRId64 "*%s", k ? (q < 0 ? " - " : " + ") : q < 0 ? "-" : "", u, f->sym[i]);
+    if (w < 0 || (size_t)w >= cap - k) return false;
+    k += (size_t)w;
+  }
+  int w = f->c ? snprintf(buf + k, cap - k, " %s %" PRId64, f->c < 0 ? "-" : "+", f->c < 0 ? -f->c : f->c) : 0;
+  return k && w >= 0 && (size_t)w < cap - k;
+}
+
+/* The window count *d of POOL n over axis D of its input (window span
+ * dl * (k - 1) + 1, stride s: (size - span) floordiv s + 1) named after
+ * its expression of the symbols, where every piece has one (ShapeSet
+ * preparations only; the name is a derived symbol of g). */
+static void pool_count_name(tiny_ictx *c, tiny_node *n, int m, int D, tiny_dim *d) {
+  const tiny_arg_pool *a = &n->a.pool;
+  form f = {0};
+  char num[256], def[300];
+  if (!c->syms || !c->syms->sym_broadcasts || d->n < 0 || n->src[0].node < 0 || a->dilation[m].sym || a->stride[m].sym) return;
+  int64_t s = a->stride[m].n, v;
+  if (!form_axis(c->g, n->src[0].node, D, &f, 0) || !form_arg(&f, a->kernel[m], -a->dilation[m].n) ||
+      !form_add(&f, NULL, a->dilation[m].n - 1 + (s == 1)) || !form_text(&f, num, sizeof num))
+    return;
+  int nz = 0, at = 0;
+  for (int i = 0; i < f.n; i++)
+    if (f.k[i]) nz++, at = i;
+  if (s == 1 && nz == 1 && f.k[at] == 1 && f.c == 0) { /* the count is a symbol already */
+    if (tiny_symtab_get(c->syms, f.sym[at], &v) && v == d->n) d->sym = f.sym[at];
+    return;
+  }
+  if (s == 1) snprintf(def, sizeof def, "%s", num);
+  else snprintf(def, sizeof def, "(%s) floordiv %" PRId64 " + 1", num, s);
+  int k = tiny_dsym_intern(c->g, def);
+  if (k >= 0 && tiny_expr_eval(c->g->dsyms[k].def, NULL, c->syms, &v) && v == d->n) d->sym = c->g->dsyms[k].name;
+}
+
 /* POOL window axis m over input axis D (size in *d): the window count into
  * *d, the kernel size into *k. */
 static harp_status pool_axis(tiny_ictx *c, tiny_node *n, int m, int D, tiny_dim *d, tiny_dim *k) {
@@ -256,6 +337,7 @@ static harp_status pool_axis(tiny_ictx *c, tiny_node *n, int m, int D, tiny_dim 
     if (span > size)
       return FAIL(HARP_E_AXIS_SIZE_MISMATCH, "POOL window %" PRId64 " is larger than axis %d (size %" PRId64 ")", span, D, size);
     d->n = (size - span) / s.n + 1;
+    pool_count_name(c, n, m, D, d);
   }
   return HARP_OK;
 }

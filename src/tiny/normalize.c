@@ -31,8 +31,8 @@ typedef struct nctx {
 
 /* A dim as it should appear in an arg: its symbol if it has one, else its size. */
 static bool arg_dim(const tiny_dim *d, tiny_dim *out) {
-  if (d->sym) {
-    *out = tiny_dim_sym(d->sym);
+  if (d->sym) { /* its value kept beside: a name the symbols do not bind (a ShapeSet's window count) reads it */
+    *out = (tiny_dim){d->n, d->sym};
     return true;
   }
   if (d->n >= 0) {

@@ -12,6 +12,8 @@
  *    input whose size disagrees with its definition is refused, naming it;
  *  - dsym_names.json adds two tensors whose last axes are of one size under
  *    two names: exact (the IndexBook keeps them right-aligned);
+ *  - a ShapeSet preparation names a POOL's window count over named sizes
+ *    (the causal mask's iota: M + 1) by a derived symbol;
  *  - derived symbols survive the Tiny JSON round trip, and the definitions
  *    the frontend's dims give evaluate as floor divisions, nested, scaled
  *    and multiplied (a ceiling, or a lost parenthesis, fails). */
@@ -204,6 +206,70 @@ static void test_dim_text(void **state) {
   ut_arena_free(A);
 }
 
+/* g's node id prepared at syms ("M=7", ...; ShapeSet: sym_broadcasts) in a
+ * copy; its axis a's name into name[cap] ("" when none), its size the result. */
+static int64_t axis_at(const tiny_graph *g, const char *id, int a, const char *const *syms, bool shapeset, char *name, size_t cap) {
+  harp_error e = {0};
+  char *text = tiny_write_json(g);
+  tiny_graph *h = NULL;
+  tiny_symtab t;
+  tiny_symtab_init(&t);
+  t.sym_broadcasts = shapeset;
+  assert_ok(&e, tiny_load_json(&e, text, strlen(text), "copy", &h));
+  for (int i = 0; syms[i]; i++) assert_ok(&e, tiny_symtab_parse_assign(&e, &t, syms[i]));
+  assert_ok(&e, tiny_prepare(&e, h, &t, false));
+  int k = tiny_find(h, id);
+  assert_true(k >= 0);
+  const tiny_dim *d = &h->nodes[k].shape.d[a];
+  name[0] = 0;
+  if (d->sym) {
+    int q = tiny_dsym_find(h, d->sym);
+    char def[128] = "";
+    if (q >= 0) tiny_expr_print(h->dsyms[q].def, def, sizeof def);
+    snprintf(name, cap, "%s := %s", d->sym, q >= 0 ? def : d->sym);
+  }
+  int64_t n = d->n;
+  tiny_symtab_free(&t);
+  tiny_graph_free(h);
+  free(text);
+  return n;
+}
+
+/* A ShapeSet preparation names a POOL's window count over sizes of named
+ * symbols (tiny_infer_move: the causal mask's iota, M windows over M padded
+ * by M): a derived symbol of its expression, the same at every binding; a
+ * stride a floor division; an axis with no name, or an ordinary
+ * preparation, names nothing. */
+static void test_window_count_named(void **state) {
+  (void)state;
+  tiny_graph *g = load_model("attention_full_causal.json");
+  char name[256];
+  const char *at24[] = {"B=1", "H=2", "N=24", "D=16", "Dv=16", "M=24", NULL}, *at7[] = {"B=1", "H=2", "N=24", "D=16", "Dv=16", "M=7", NULL};
+  assert_int_equal(axis_at(g, "t11", 0, at24, true, name, sizeof name), 25);
+  assert_string_equal(name, "ds_M_p1 := M + 1");
+  assert_int_equal(axis_at(g, "t11", 0, at7, true, name, sizeof name), 8);
+  assert_string_equal(name, "ds_M_p1 := M + 1");
+  assert_int_equal(axis_at(g, "t11", 1, at7, true, name, sizeof name), 7); /* the kernel's axis keeps its own */
+  assert_string_equal(name, "M := M");
+  assert_int_equal(axis_at(g, "t11", 0, at7, false, name, sizeof name), 8); /* ordinary: as before */
+  assert_string_equal(name, "");
+  tiny_graph_free(g);
+  static const char *strided = "{\"uops\": [{\"id\": \"x\", \"uop\": \"INPUT\", \"arg\": {\"tensor_id\": \"x\", \"dtype\": \"fp32\", "
+                               "\"shape\": [\"L\", 6]}},\n {\"id\": \"p\", \"uop\": \"PAD\", \"src\": [\"x\"], \"arg\": {\"pad\": [[1, 1], [0, 1]]}},\n"
+                               " {\"id\": \"w\", \"uop\": \"POOL\", \"src\": [\"p\"], \"arg\": {\"kernel\": [3, 2], \"stride\": [2, 1]}}]}";
+  harp_error e = {0};
+  assert_ok(&e, tiny_load_json(&e, strided, strlen(strided), "strided", &g));
+  const char *l9[] = {"L=9", NULL}, *l10[] = {"L=10", NULL}, *l12[] = {"L=12", NULL};
+  assert_int_equal(axis_at(g, "w", 0, l9, true, name, sizeof name), 5); /* (9 + 2 - 3) / 2 + 1 */
+  assert_string_equal(name, "ds_L_m1floordiv2_p1 := (L + (-1)) floordiv 2 + 1");
+  assert_int_equal(axis_at(g, "w", 0, l10, true, name, sizeof name), 5);
+  assert_int_equal(axis_at(g, "w", 0, l12, true, name, sizeof name), 6);
+  assert_string_equal(name, "ds_L_m1floordiv2_p1 := (L + (-1)) floordiv 2 + 1");
+  assert_int_equal(axis_at(g, "w", 1, l9, true, name, sizeof name), 6); /* 6 + 1 - 2 + 1 windows: no name to go by */
+  assert_string_equal(name, "");
+  tiny_graph_free(g);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_dim_text),
@@ -212,6 +278,7 @@ int main(void) {
       cmocka_unit_test(test_cnn_one_object),
       cmocka_unit_test(test_mismatch_refused),
       cmocka_unit_test(test_two_names),
+      cmocka_unit_test(test_window_count_named),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
