@@ -87,6 +87,8 @@ TABLE = {
     # a conv and a pool over derived sizes ((H + 1) / 2): the pool's window count named (tiny_infer_move)
     "dsym_cnn.harp": row({"H": (5, 21)}, [{"H": 5}, {"H": 21}, {"H": 12}, {"H": 13}], {"N": 1, "W": 9}, tol=1e-3, slow=True),
     "dsym_reshape.harp": row({"n": (4, 64)}, [{"n": 4}, {"n": 64}, {"n": 28}]),
+    # the batch of 1x1 convs on the GEMM template, read at run time (at 1, 3 and 5 images: the tasks split per run)
+    "pw_batch.harp": row({"N": (1, 5)}, [{"N": 1}, {"N": 5}, {"N": 3}], tol=1e-3),
     "dw_hw.harp": row({"N": (1, 3)}, [{"N": 1}, {"N": 3}, {"N": 2}], {"H": 16, "W": 16}, tol=1e-3),
     "mha_proj.harp": row({"S": (2, 40)}, [{"S": 2}, {"S": 40}, {"S": 23}], tol=1e-3, slow=True),
     "pool_hw.harp": row({"H": (4, 20)}, [{"H": 4}, {"H": 20}, {"H": 10}], {"N": 1, "W": 12}),

@@ -174,6 +174,13 @@ typedef struct cgen_gemm_spec {
   int64_t m_small;                  /* with m_expr: a run of fewer rows runs its tasks on
                                        the calling thread, the pool's scratch kept (waking
                                        the workers costs more; 0: never) */
+  const char *b0_expr;              /* NULL, or batch[0] read at run time (a ShapeSet
+                                       object), a C expression whose value is in
+                                       1..batch[0]; batch[0] is then the upper
+                                       corner's, which sizes the scratch; the tasks'
+                                       split is chosen per run as a specialised
+                                       object of that batch would (not with m_expr,
+                                       bf16 or a conv; else refused) */
 } cgen_gemm_spec;
 
 /* At most this many rows of A: B is streamed, not packed (cgen_gemm.c). */

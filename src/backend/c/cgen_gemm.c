@@ -40,6 +40,39 @@ static int64_t cg_gcd(int64_t a, int64_t b) {
   return a;
 }
 
+/* The task split of p's nbat batches on variant t (its mr, nr, mp):
+ * *sm row blocks by *sn column blocks a batch.  Enough splits that the
+ * task count is a multiple of the threads (3 images on 2 threads: 6
+ * halves, not 2 rounds for one thread and 1 for the other); from 4 rounds
+ * per thread on, whole batches. */
+static void split_tasks(const cg_mm *p, const cg_tile *t, const cg_isa *isa, int64_t nbat, int64_t *sm, int64_t *sn) {
+  const cgen_tuning *u = &p->tune;
+  int threads = u->threads > 0 ? u->threads : 2;
+  int64_t target = u->tasks > 0 ? u->tasks : threads;
+  int64_t need = nbat >= 4 * target ? 1 : target / cg_gcd(nbat, target);
+  bool pm = u->par_m, pn = u->par_n;
+  if (!pm && !pn) pm = pn = true;
+  *sm = 1, *sn = 1;
+  if (need < 2) return;
+  int64_t ncol = (p->N + t->nr - 1) / t->nr, nrow = (p->M + t->mr - 1) / t->mr;
+  if (pn && pm && p->N >= p->M && ncol >= 2 && nrow >= 2) {
+    /* N, unless M lets the slowest thread finish first: N panels are
+     * coarse (784 columns in halves of 7 and 5.25 panels of 64), MR rows
+     * fine, but each task of an M split packs all of B */
+    int64_t cn = need < ncol ? need : ncol, cm = need < nrow ? need : nrow;
+    double pack = p->prepack_b ? 0 : 16; /* packing a B element ~ 16 multiply-adds */
+    int64_t tn = cg_rup((p->N + cn - 1) / cn, t->nr), tm = cg_rup((p->M + cm - 1) / cm, t->mr);
+    int64_t rn = (nbat * ((p->N + tn - 1) / tn) + threads - 1) / threads;
+    int64_t rm = (nbat * ((p->M + tm - 1) / tm) + threads - 1) / threads;
+    double wn = (double)rn * (double)(tn < p->N ? tn : p->N) * ((double)t->mp + pack);
+    double wm = (double)rm * (double)cg_rup(p->N, isa->w) * ((double)(tm < p->M ? tm : p->M) + pack);
+    if (wm < wn) *sm = cm;
+    else *sn = cn;
+  } else if (pn && (!pm || p->N >= p->M) && ncol >= 2) *sn = need < ncol ? need : ncol;
+  else if (pm && nrow >= 2) *sm = need < nrow ? need : nrow;
+  else if (pn) *sn = need < ncol ? need : ncol;
+}
+
 static harp_status resolve_tile(harp_error *e, const cg_mm *p, const cg_isa *isa, bool primary, cg_tile *t) {
   const cgen_tuning *u = &p->tune;
   memset(t, 0, sizeof *t);
@@ -74,36 +107,11 @@ static harp_status resolve_tile(harp_error *e, const cg_mm *p, const cg_isa *isa
   t->direct = p->cdt == TINY_FP32 && p->c_sn == 1;
   t->multi = t->nkb > 1;
   t->ws = t->multi && !t->direct;
-  /* task split: batch first, then N or M as bind allows */
-  int threads = u->threads > 0 ? u->threads : 2;
-  int64_t target = u->tasks > 0 ? u->tasks : threads;
-  int64_t nbat = p->nb[0] * p->nb[1];
-  /* splits per batch: enough that the task count is a multiple of the
-   * threads (3 images on 2 threads: 6 halves, not 2 rounds for one thread
-   * and 1 for the other); from 4 rounds per thread on, whole batches */
-  int64_t need = nbat >= 4 * target ? 1 : target / cg_gcd(nbat, target);
-  bool pm = u->par_m, pn = u->par_n;
-  if (!pm && !pn) pm = pn = true;
+  /* task split: batch first, then N or M as bind allows; a batch read at
+   * run time: whole batches here (the largest tiles, which size the
+   * scratch), the run's split from the table of emit_batch_split */
   int64_t sm = 1, sn = 1;
-  if (need > 1) {
-    int64_t ncol = (p->N + t->nr - 1) / t->nr, nrow = (p->M + t->mr - 1) / t->mr;
-    if (pn && pm && p->N >= p->M && ncol >= 2 && nrow >= 2) {
-      /* N, unless M lets the slowest thread finish first: N panels are
-       * coarse (784 columns in halves of 7 and 5.25 panels of 64), MR rows
-       * fine, but each task of an M split packs all of B */
-      int64_t cn = need < ncol ? need : ncol, cm = need < nrow ? need : nrow;
-      double pack = p->prepack_b ? 0 : 16; /* packing a B element ~ 16 multiply-adds */
-      int64_t tn = cg_rup((p->N + cn - 1) / cn, t->nr), tm = cg_rup((p->M + cm - 1) / cm, t->mr);
-      int64_t rn = (nbat * ((p->N + tn - 1) / tn) + threads - 1) / threads;
-      int64_t rm = (nbat * ((p->M + tm - 1) / tm) + threads - 1) / threads;
-      double wn = (double)rn * (double)(tn < p->N ? tn : p->N) * ((double)t->mp + pack);
-      double wm = (double)rm * (double)cg_rup(p->N, isa->w) * ((double)(tm < p->M ? tm : p->M) + pack);
-      if (wm < wn) sm = cm;
-      else sn = cn;
-    } else if (pn && (!pm || p->N >= p->M) && ncol >= 2) sn = need < ncol ? need : ncol;
-    else if (pm && nrow >= 2) sm = need < nrow ? need : nrow;
-    else if (pn) sn = need < ncol ? need : ncol;
-  }
+  if (!p->b0_expr) split_tasks(p, t, isa, p->nb[0] * p->nb[1], &sm, &sn);
   t->tm = cg_rup((p->M + sm - 1) / sm, t->mr);
   t->tn = cg_rup((p->N + sn - 1) / sn, t->nr);
   t->sm = (p->M + t->tm - 1) / t->tm;
@@ -287,6 +295,11 @@ static void emit_task(cg_out *o, const cg_mm *p, const cg_tile *t) {
     cg_emit(o, "  long tn = task %% cx->sn, tm = task / cx->sn, b0 = 0, b1 = 0;\n");
     cg_emit(o, "  long m0 = tm * cx->tm, m1 = m0 + cx->tm < cx->M ? m0 + cx->tm : cx->M;\n");
     cg_emit(o, "  long n0 = tn * cx->tn, n1 = n0 + cx->tn < %ldL ? n0 + cx->tn : %ldL;\n", (long)p->N, (long)p->N);
+  } else if (p->b0_expr) { /* this run's batches and split (emit_batch_split) */
+    cg_emit(o, "  long tn = task %% cx->sn, r = task / cx->sn, tm = r %% cx->sm; r /= cx->sm;\n");
+    cg_emit(o, "  long b1 = r %% %ldL, b0 = r / %ldL;\n", (long)p->nb[1], (long)p->nb[1]);
+    cg_emit(o, "  long m0 = tm * cx->tm, m1 = m0 + cx->tm < %ldL ? m0 + cx->tm : %ldL;\n", (long)p->M, (long)p->M);
+    cg_emit(o, "  long n0 = tn * cx->tn, n1 = n0 + cx->tn < %ldL ? n0 + cx->tn : %ldL;\n", (long)p->N, (long)p->N);
   } else {
     cg_emit(o, "  long tn = task %% %ldL, r = task / %ldL, tm = r %% %ldL; r /= %ldL;\n", (long)t->sn, (long)t->sn,
             (long)t->sm, (long)t->sm);
@@ -412,6 +425,28 @@ static void emit_rows_split(cg_out *o, const cg_mm *p, const cg_tile *t) {
   emit_cols_split(o, p, t);
 }
 
+/* The batch nb[0] read at run time (p->b0_expr, in 1..p->nb[0]): this
+ * run's batches and the task split that split_tasks gives for them, from a
+ * table over the batch counts where it splits (up to 4 rounds per thread;
+ * past the table, whole batches: its last row). */
+static void emit_batch_split(cg_out *o, const cg_mm *p, const cg_tile *t) {
+  const cgen_tuning *u = &p->tune;
+  int64_t target = u->tasks > 0 ? u->tasks : u->threads > 0 ? u->threads : 2;
+  int64_t rows = (4 * target + p->nb[1] - 1) / p->nb[1];
+  if (rows > p->nb[0]) rows = p->nb[0];
+  cg_emit(o, "  cx.nb0 = %s;\n  if (cx.nb0 < 1 || cx.nb0 > %ldL) return -1;\n", p->b0_expr, (long)p->nb[0]);
+  cg_emit(o, "  static const long split[%ld][4] = {", (long)rows);
+  for (int64_t b = 1; b <= rows; b++) {
+    int64_t sm, sn;
+    split_tasks(p, t, o->isa, b * p->nb[1], &sm, &sn);
+    int64_t tm = cg_rup((p->M + sm - 1) / sm, t->mr), tn = cg_rup((p->N + sn - 1) / sn, t->nr);
+    cg_emit(o, "%s{%ld, %ld, %ld, %ld}", b > 1 ? ", " : "", (long)tm, (long)((p->M + tm - 1) / tm), (long)tn,
+            (long)((p->N + tn - 1) / tn));
+  }
+  cg_emit(o, "};\n  const long *sp = split[(cx.nb0 < %ldL ? cx.nb0 : %ldL) - 1];\n", (long)rows, (long)rows);
+  cg_emit(o, "  cx.tm = sp[0]; cx.sm = sp[1]; cx.tn = sp[2]; cx.sn = sp[3];\n");
+}
+
 static void emit_variant(cg_out *o, const cg_mm *p, const cg_tile *t) {
   int w = o->isa->w;
   cg_emit_isa_helpers(o);
@@ -497,6 +532,7 @@ static void emit_variant(cg_out *o, const cg_mm *p, const cg_tile *t) {
   cg_emit(o, "  $F_ctx cx;\n  cx.A = A; cx.B = B; cx.C = C; cx.ep = ep;\n");
   emit_depth(o, p, t);
   if (p->m_expr) emit_rows_split(o, p, t);
+  if (p->b0_expr) emit_batch_split(o, p, t);
   int64_t xoff = (shared + 63) / 64 * 64; /* the widened input after packed A */
   int64_t aoff = (xoff + xn * 4 + 63) / 64 * 64; /* pairs, A not prepacked: the paired weight */
   int64_t wbytes = p->pairs && !p->prepack_a ? p->nb[1] * p->M * p->K * 4 : 0;
@@ -515,9 +551,12 @@ static void emit_variant(cg_out *o, const cg_mm *p, const cg_tile *t) {
     cg_emit(o, "  cx.Ap = (float *)A;\n");
   } else {
     cg_emit(o, "  cx.Ap = (float *)cx.sc.shared;\n");
-    cg_emit(o, "  hprt_pool_run(pool, %ld, $P_packA_task, &cx);\n", npack);
+    if (p->b0_expr && t->nba[0] > 1) /* this run's batches of A (the packer's outermost index) */
+      cg_emit(o, "  hprt_pool_run(pool, (int)(cx.nb0 * %ldL), $P_packA_task, &cx);\n", npack / t->nba[0]);
+    else cg_emit(o, "  hprt_pool_run(pool, %ld, $P_packA_task, &cx);\n", npack);
   }
   if (p->m_expr) cg_emit(o, "  hprt_pool_run(pool, (int)(cx.sm * cx.sn), $P_task, &cx);\n");
+  else if (p->b0_expr) cg_emit(o, "  hprt_pool_run(pool, (int)(cx.nb0 * %ldL * cx.sm * cx.sn), $P_task, &cx);\n", (long)p->nb[1]);
   else cg_emit(o, "  hprt_pool_run(pool, %ld, $P_task, &cx);\n", ntask);
   cg_emit(o, "  hprt_scratch_put(&cx.sc);\n  return 0;\n}\n");
   if (o->isa->id != CGEN_ISA_SCALAR) cg_emit(o, "#endif /* HPRT_X86 */\n");
@@ -587,7 +626,7 @@ static harp_status gen_mm(harp_error *e, const cg_mm *p, const char *fn, ut_str 
           tiny_dtype_name(p->bdt), tiny_dtype_name(p->cdt));
   cg_emit_scalar_conv(&o);
   cg_emit(&o, "typedef struct { const void *A, *B, *X; void *C; const void *const *ep; hprt_scratch sc; float *Ap; long K, kc, lda, nkb%s; } "
-             "$F_ctx;\n", p->m_expr ? ", M, tm, sm, ppg, sn, tn, pr" : "");
+             "$F_ctx;\n", p->m_expr ? ", M, tm, sm, ppg, sn, tn, pr" : p->b0_expr ? ", nb0, tm, sm, tn, sn" : "");
   cg_emit(&o, "typedef struct { char *c; const void *ep[%d]; float *ws; long wm0, wn0; } $F_tt;\n", CGEN_MAX_EPI);
   const char *pxwhy;
   for (int i = 0; i < CGEN_ISA_COUNT; i++) {
@@ -606,7 +645,7 @@ static harp_status gen_mm(harp_error *e, const cg_mm *p, const char *fn, ut_str 
       cg_tile tq;
       if (resolve_tile(e, &q, o.isa, i == primary, &tq)) return e->code;
       emit_variant(&o, &q, &tq);
-    } else if (!p->m_expr && cg_skinny_ok(p, cg_isa_get((cgen_isa)i))) { /* skinny: M a constant */
+    } else if (!p->m_expr && !p->b0_expr && cg_skinny_ok(p, cg_isa_get((cgen_isa)i))) { /* skinny: sizes constant */
       cg_emit_skinny_variant(&o, p);
     } else {
       emit_variant(&o, p, &tiles[i]);
@@ -645,6 +684,7 @@ static void mm_of_gemm(const cgen_gemm_spec *s, cg_mm *pp) {
   p.prepack_b = s->prepack_b;
   p.m_expr = s->m_expr;
   p.m_small = s->m_expr ? s->m_small : 0;
+  p.b0_expr = s->b0_expr;
   *pp = p;
 }
 
@@ -662,6 +702,10 @@ harp_status cgen_gemm(harp_error *e, const cgen_gemm_spec *s, const char *fn, ut
    * otherwise (M is the upper corner's: a constant M would be wrong below) */
   if (s->m_expr && (p.prepack_a || p.tune.bf16 || p.nb[0] != 1 || p.nb[1] != 1))
     return ut_fail(e, HARP_E_UNSUPPORTED, NULL, "cgen_gemm: M at run time needs one batch, no prepack_a, no bf16");
+  /* the batch at run time: the plain fp32/fp16 GEMM (not with M at run
+   * time; nb[0] is the upper corner's) */
+  if (s->b0_expr && (s->m_expr || p.tune.bf16 || p.tune.splitk > 1))
+    return ut_fail(e, HARP_E_UNSUPPORTED, NULL, "cgen_gemm: the batch at run time needs M a constant, no bf16, no split-K");
   return gen_mm(e, &p, fn, out);
 }
 

@@ -30,6 +30,10 @@ typedef struct cg_mm {
    * the packer's panels per task split at run time (ctx M, tm, sm, ppg) */
   const char *m_expr;
   int64_t m_small; /* cgen_gemm_spec.m_small */
+  /* a ShapeSet object: batch nb[0] read at run time (cgen_gemm_spec.b0_expr;
+   * nb[0] is then the upper corner's), the tasks' split per run (ctx nb0,
+   * tm, sm, tn, sn from a table of resolve_tile's splits) */
+  const char *b0_expr;
 } cg_mm;
 
 /* Per-variant blocking, resolved from the tuning. */

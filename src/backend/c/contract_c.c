@@ -468,16 +468,16 @@ static bool gemm_as_conv1x1(const ct_gemm *g, cgen_conv_spec *s) {
   return true;
 }
 
-/* A ShapeSet object: 1x1 conv s (GEMM gm of region r) over one row of its
- * pixels, their count (and the batch) read at run time into x, s's sizes
- * then the upper corner's, with the built-in tuning; false when the pixel
- * count is a constant. */
+/* A ShapeSet object: 1x1 conv s (GEMM gm of region r), the pixel count (as
+ * one row of them) and the batch read at run time into x where they are a
+ * symbol's, s's sizes then the upper corner's, with the built-in tuning;
+ * false when both are constants. */
 static bool conv1x1_size_exprs(rc_ctx *c, int r, const ct_gemm *gm, cgen_conv_spec *s, char x[2][160]) {
   const tiny_shape *cs = c->ngen_syms ? rc_slot_shape(c, r, gm->C.slot) : NULL;
   if (!cs || cs->rank != 4 || cs->d[0].n != gm->batch[0] || cs->d[1].n != gm->M) return false;
-  if (!rc_size_expr(c, cs, 2, 4, gm->N, x[1], sizeof x[1])) return false;
-  s->h = 1, s->w = rc_size_hi(c, cs, 2, 4), s->w_expr = x[1];
+  if (rc_size_expr(c, cs, 2, 4, gm->N, x[1], sizeof x[1])) s->h = 1, s->w = rc_size_hi(c, cs, 2, 4), s->w_expr = x[1];
   if (rc_axis_expr(c, cs, 0, gm->batch[0], x[0], sizeof x[0], &s->n)) s->n_expr = x[0];
+  if (!s->w_expr && !s->n_expr) return false; /* the pixels and the batch constants: not a ShapeSet's */
   cgen_tuning_default(&s->tune);
   cc_jit_variant(c, &s->tune, cc_host_isa_mask());
   rt_plan_choice *ch = cc_choice_of(c, r);
@@ -504,6 +504,11 @@ static bool try_gemm_conv1x1(rc_ctx *c, int r, const char *fn, ut_str *out, cons
   const char *dwhy = NULL;
   s.tune.conv_algo = conv_algo(c);
   if (!cgen_conv_direct(&s, &dwhy)) return false;
+  if (rt && !s.w_expr) { /* the batch alone at run time: the direct kernel where a specialised object takes it */
+    cgen_conv_spec q = s;
+    q.n_expr = NULL;
+    if (!cgen_conv_direct(&q, &dwhy)) return false;
+  }
   s.prepack_w = packs_once(c, r, gm->A.slot);
   char kfn[128];
   snprintf(kfn, sizeof kfn, "%s_conv", fn);
@@ -554,6 +559,24 @@ static const char *gemm_rows_expr(const rc_ctx *c, int r, ct_gemm *gm, bool swap
   int64_t hi = rc_size_hi(c, cs, 0, cs->rank - 1);
   if (hi < gm->M) return NULL;
   gm->M = hi;
+  return buf;
+}
+
+/* The outer batch batch[0] of GEMM *gm (region r) as a run-time expression
+ * of the ShapeSet's symbols into buf, when it is C's leading dim and C is
+ * dense behind it (NCHW 1x1 convs over the batch, batched matmuls), A is not
+ * repacked per run; gm->batch[0] then becomes the upper corner's.  NULL: a
+ * constant. */
+static const char *gemm_batch_expr(const rc_ctx *c, int r, ct_gemm *gm, char *buf, size_t cap) {
+  if (!c->ngen_syms || gm->nrep || gm->a_round != TINY_FP32) return NULL;
+  const tiny_shape *cs = rc_slot_shape(c, r, gm->C.slot);
+  int64_t inner = 1, hi = 0;
+  for (int d = 1; cs && d < cs->rank; d++) inner *= cs->d[d].n;
+  if (!cs || cs->rank < 3 || (gm->batch[0] > 1 && gm->c_sb[0] != inner) ||
+      !rc_axis_expr(c, cs, 0, gm->batch[0], buf, cap, &hi) || hi < gm->batch[0])
+    return NULL;
+  if (gm->batch[0] == 1) gm->c_sb[0] = inner; /* a corner at 1: C's batch stride as at the others */
+  gm->batch[0] = hi;
   return buf;
 }
 
@@ -650,9 +673,12 @@ harp_status cc_emit_gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
   char mexpr[160]; /* a ShapeSet object: the rows read at run time, tiled for the upper corner */
   const char *m_rt = gemm_rows_expr(c, r, &gm, swapped, mexpr, sizeof mexpr);
   if (m_rt) sym_dense_operands(c, r, &gm, read->M);
+  char bexpr[160]; /* else the batch read at run time, the tasks split per run */
+  const char *b_rt = m_rt ? NULL : gemm_batch_expr(c, r, &gm, bexpr, sizeof bexpr);
   cgen_gemm_spec s;
   cgen_gemm_spec_init(&s, gm.M, gm.N, gm.K, TINY_FP32);
   s.m_expr = m_rt;
+  s.b0_expr = b_rt;
   /* the kernel runs a binding below SMALL_WORK on the calling thread (its
    * scratch the pool's, sized for the upper corner: no malloc a run), as a
    * specialised object of that size would */
@@ -676,11 +702,18 @@ harp_status cc_emit_gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
   /* A a weight read as it is (a repacked or rounded A is a fresh copy each run) */
   s.prepack_a = gm.nrep == 0 && gm.a_round == TINY_FP32 && packs_once(c, r, gm.A.slot);
   /* else B a weight (x @ W, x W^T) shared by the batches; not where the
-   * skinny kernel streams B instead of packing it */
-  s.prepack_b = !s.prepack_a && gm.M > CGEN_SKINNY_MAX_M && (gm.batch[0] == 1 || gm.b_sb[0] == 0) &&
+   * skinny kernel streams B instead of packing it (M a constant of at most
+   * CGEN_SKINNY_MAX_M rows: with M read at run time the template packs B,
+   * so once, at model_init: a classifier's 2 MB weight over a batch of 1..8
+   * rows, packed every run, took longer than its multiply) */
+  s.prepack_b = !s.prepack_a && (gm.M > CGEN_SKINNY_MAX_M || m_rt) && (gm.batch[0] == 1 || gm.b_sb[0] == 0) &&
                 (gm.batch[1] == 1 || gm.b_sb[1] == 0) && packs_once(c, r, gm.B.slot);
   plan_use pu;
-  if (m_rt) { /* each corner's plan is its own size's: the built-in tuning, the same at both */
+  /* M at run time: each corner's plan is its own size's, so the built-in
+   * tuning, the same at both.  The batch at run time: the upper corner's
+   * plan, which the lower corner replays (rt_compile_opts.replay_plans);
+   * the tasks' split is the run's own (emit_batch_split) */
+  if (m_rt) {
     cgen_tuning_default(&s.tune);
     cc_jit_variant(c, &s.tune, cc_host_isa_mask());
     pu.ch = NULL, pu.desc[0] = 0;
@@ -696,13 +729,16 @@ harp_status cc_emit_gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
   if (s.prepack_b) emit_wpack(out, fn, kfn, 'b', gm.B.offset, tiny_dtype_size(gm.B.dtype));
   if (s.prepack_a) pk->n = 1, pk->slot[0] = gm.A.slot, note_packed_only(c, r, gm.A.slot, gm.B.slot, gm.epi, gm.nepi);
   if (s.prepack_b) pk->n = 1, pk->slot[0] = gm.B.slot, note_packed_only(c, r, gm.B.slot, gm.A.slot, gm.epi, gm.nepi);
-  bool q8 = !m_rt && cc_emit_q8gemm(c, r, fn, out, &gm, s.prepack_a, s.prepack_b, pk);
+  bool q8 = !m_rt && !b_rt && cc_emit_q8gemm(c, r, fn, out, &gm, s.prepack_a, s.prepack_b, pk);
   ut_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
   /* a GEMV streams all of B once: little arithmetic, but 8 MB of weights
    * read by one core take ~0.5 ms, two cores about half */
   double b_bytes = (double)(gm.b_sb[0] ? gm.batch[0] : 1) * (gm.b_sb[1] ? gm.batch[1] : 1) * gm.K * gm.N *
                    tiny_dtype_size(gm.B.dtype);
-  if (b_bytes < SMALL_BYTES && !m_rt) cc_small_on_caller(out, (double)gm.batch[0] * gm.batch[1] * gm.M * gm.N * gm.K);
+  if (b_bytes < SMALL_BYTES && b_rt) /* SMALL_WORK's choice at this binding's batch */
+    ut_str_printf(out, "  if ((double)%s * %.1f < %.0f) pool = NULL; /* small at this binding: the calling thread alone */\n",
+                  b_rt, (double)gm.batch[1] * gm.M * gm.N * gm.K, SMALL_WORK);
+  else if (b_bytes < SMALL_BYTES && !m_rt) cc_small_on_caller(out, (double)gm.batch[0] * gm.batch[1] * gm.M * gm.N * gm.K);
   if (q8) cc_q8_call(out, fn);
   cc_ep_array(out, gm.epi, gm.nepi);
   /* the operands: A packed by model_init, repacked into `ap` here, or as

@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""shapeset_e2e.py — bench/e2e.py's whole models as ShapeSets: one compiled
+object for a box of a natural symbol (harp run/bench --shapeset,
+docs/architecture.md "One object per ShapeSet") against harp's
+exactly-specialised object at the same binding (issue 25's goal: within
+1.1x in the steady state).
+
+    python3 bench/shapeset_e2e.py [--harp build/harp] [--rounds 2] [--repeat 20] [--only NAME,...] [--no-check]
+
+Cases (e2e.py's weights, written once as .npy and given as --param, so that
+both objects pack them once as a real model's constants):
+  resnet18     bench/models/resnet18.harp, the batch N in 1..8, at N = 1, 3, 8
+  mobilenetv2  bench/models/mobilenetv2.harp, the batch N in 1..8, at N = 1, 3, 8
+  llama        bench/models/llama_layer.harp, the sequence S in 16..128, at S = 37, 77, 128
+               (the rotary tables cos, sin [S, 1, 64] are inputs of the binding)
+  transformer  examples/transformer_block.harp (B = 4), S in 16..256, at S = 37, 100, 256
+(the image side is a constant of these models' .harp files: 224.)
+  latency  `harp bench --shapeset SYM=LO..HI --bind SYM=V ...`: in one process,
+           per binding an instance of the ShapeSet object and of the specialised
+           object, run in turn each round (2 threads, HARP_NUM_THREADS=2); the
+           medians, their ratio; --rounds processes, the median of each figure.
+  check    `harp run --shapeset` and `harp run --sym` (specialised) on the same
+           inputs at every binding: the max error of the ShapeSet output
+           against the specialised one, relative to the largest |output|.
+A model that gets no one object for its box prints the reason (harp's
+fallback message) and moves on.
+"""
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+import numpy as np  # noqa: E402
+
+import e2e  # noqa: E402  (the models' weights, shared with bench/e2e.py)
+
+
+def llama_weights(D=2048, F=5632):
+    return dict(g1=1 + e2e.rand(D, scale=0.1), wq=e2e.rand(D, D, scale=D ** -0.5), wk=e2e.rand(D, D, scale=D ** -0.5),
+                wv=e2e.rand(D, D, scale=D ** -0.5), wo=e2e.rand(D, D, scale=D ** -0.5), g2=1 + e2e.rand(D, scale=0.1),
+                w1=e2e.rand(D, F, scale=D ** -0.5), w3=e2e.rand(D, F, scale=D ** -0.5), w2=e2e.rand(F, D, scale=F ** -0.5))
+
+
+def llama_inputs(S, D=2048, H=32):
+    cos, sin = e2e.rope_tables(S, D // H)
+    return {"x": e2e.rand(1, S, D), "cos": cos, "sin": sin}
+
+
+def transformer_weights(E=64, F=256):
+    r = e2e.rand
+    return dict(ln1_g=r(E), ln1_b=r(E), wq=r(E, E, scale=E ** -0.5), wk=r(E, E, scale=E ** -0.5), wv=r(E, E, scale=E ** -0.5),
+                wo=r(E, E, scale=E ** -0.5), ln2_g=r(E), ln2_b=r(E), w1=r(E, F, scale=E ** -0.5), b1=r(F),
+                w2=r(F, E, scale=F ** -0.5), b2=r(E))
+
+
+# name: (model, fixed --sym args, symbol, lo, hi, bindings, weights(), inputs of a binding (name -> array; the
+# ones whose shape depends on the symbol are --param for llama's tables), output)
+CASES = {
+    "resnet18": ("bench/models/resnet18.harp", [], "N", 1, 8, [1, 3, 8],
+                 lambda: e2e.resnet18_weights(e2e.rand), lambda n: {"x": e2e.rand(n, 3, 224, 224)}, "y"),
+    "mobilenetv2": ("bench/models/mobilenetv2.harp", [], "N", 1, 8, [1, 3, 8],
+                    e2e.mobilenetv2_weights, lambda n: {"x": e2e.rand(n, 3, 224, 224)}, "y"),
+    "llama": ("bench/models/llama_layer.harp", [], "S", 16, 128, [37, 77, 128], llama_weights, llama_inputs, "y"),
+    "transformer": ("examples/transformer_block.harp", ["--sym", "B=4"], "S", 16, 256, [37, 100, 256],
+                    transformer_weights, lambda s: {"x": e2e.rand(4, s, 64)}, "y"),
+}
+TABLES = {"cos", "sin"}  # llama's inputs that are parameters of the model
+
+
+def save(d, tensors, kind_of):
+    """--input/--param NAME=FILE for each tensor, written under d."""
+    args = []
+    for k, v in tensors.items():
+        p = os.path.join(d, f"{k}.npy")
+        np.save(p, v)
+        args += [f"--{kind_of(k)}", f"{k}={p}"]
+    return args
+
+
+def harp(cmd, env_extra=None):
+    p = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, HARP_NUM_THREADS="2", **(env_extra or {})))
+    return p.returncode, p.stdout, p.stderr
+
+
+def latency(exe, model, extra, wargs, sym, lo, hi, binds, repeat):
+    """{binding: (ShapeSet ms, specialised ms, ratio)} of one `harp bench --shapeset` process, or the error."""
+    cmd = [exe, "bench", model, *extra, *wargs, "--shapeset", f"{sym}={lo}..{hi}", "--repeat", str(repeat), "--json"]
+    for b in binds:
+        cmd += ["--bind", f"{sym}={b}"]
+    rc, out, err = harp(cmd)
+    if rc:
+        return err.strip().splitlines()[-1] if err.strip() else f"exit {rc}"
+    rows = {}
+    for line in out.splitlines():
+        m = re.search(r'"bind": "\w+=(\d+)", "shapeset_ms": ([\d.]+), "specialised_ms": ([\d.]+), "ratio": ([\d.]+)', line)
+        if m:
+            rows[int(m.group(1))] = tuple(float(m.group(k)) for k in range(2, 5))
+    return rows
+
+
+def check(exe, model, extra, wargs, sym, lo, hi, b, inputs, out, d):
+    """Max |ShapeSet - specialised| / max |specialised| at binding b (same inputs)."""
+    iargs = save(d, inputs, lambda k: "param" if k in TABLES else "input")
+    got = []
+    for gen in (True, False):
+        od = tempfile.mkdtemp(dir=d)
+        cmd = [exe, "run", model, *extra, *wargs, *iargs, "--sym", f"{sym}={b}", "--out", od]
+        if gen:
+            cmd += ["--shapeset", f"{sym}={lo}..{hi}"]
+        rc, _, err = harp(cmd)
+        if rc:
+            raise SystemExit(f"harp run failed ({'ShapeSet' if gen else 'specialised'}, {sym}={b}): {err[-600:]}")
+        got.append(np.load(os.path.join(od, f"{out}.npy")).astype(np.float64))
+    return float(np.max(np.abs(got[0] - got[1])) / max(1e-30, np.max(np.abs(got[1]))))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--harp", default=os.path.join(ROOT, "build", "harp"))
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--only", default="")
+    ap.add_argument("--no-check", action="store_true", help="skip the output check")
+    a = ap.parse_args()
+    os.chdir(ROOT)
+    exe = os.path.abspath(a.harp)
+    only = [s.strip() for s in a.only.split(",") if s.strip()]
+    print(f"load: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    print("| model | box | binding | ShapeSet ms | specialised ms | ratio | max rel err |\n|---|---|---|---|---|---|---|")
+    for name, (model, extra, sym, lo, hi, binds, weights, inputs, out) in CASES.items():
+        if only and name not in only:
+            continue
+        d = tempfile.mkdtemp(prefix=f"harp-sse2e-{name}-")
+        wargs = save(d, weights(), lambda k: "param")
+        runs = [latency(exe, model, extra, wargs, sym, lo, hi, binds, a.repeat) for _ in range(a.rounds)]
+        bad = next((r for r in runs if isinstance(r, str)), None)
+        if bad is not None:
+            print(f"| {name} | {sym}={lo}..{hi} | - | no one object: {bad[:300]} | | | |")
+            sys.stdout.flush()
+            continue
+        for b in binds:
+            g, s, ratio = (statistics.median(r[b][k] for r in runs) for k in range(3))
+            err = float("nan") if a.no_check else check(exe, model, extra, wargs, sym, lo, hi, b, inputs(b), out, d)
+            print(f"| {name} | {sym}={lo}..{hi} | {sym}={b} | {g:.2f} | {s:.2f} | {ratio:.3f} | {err:.1e} |")
+            sys.stdout.flush()
+    print(f"load: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+
+
+if __name__ == "__main__":
+    main()
