@@ -37,6 +37,12 @@ typedef struct ct_src {
    * then copied, rounding, into a dense scratch (ct_gemm.a_round; the CUDA
    * backend's elementwise copy) */
   bool round_operands;
+  /* map: rows shorter than 16 points are read too (ct_map.short_rows says
+   * so; else declined, CT_MAP_SHORT_ROWS): a ShapeSet object, where a row
+   * short at the box's lower corner is long at its upper one, and the
+   * printer keeps the map wherever the row length is read at run time, so
+   * that one kernel serves the box */
+  bool short_rows;
 } ct_src;
 
 /* A tensor of the kernel: slot in the buffer list, storage dtype, element offset. */
@@ -238,7 +244,12 @@ typedef struct ct_map {
   int64_t yostride[CT_MAP_MAX_OUTER];
   int nops;
   ct_map_op ops[CT_MAP_MAX_OPS]; /* operands first; y is the last */
+  bool short_rows;               /* outer dimensions and rows of fewer than 16 points (ct_src.short_rows) */
 } ct_map;
+/* Why the map kernel declines rows of fewer than 16 points (where a
+ * generic loop does as well: the kernel pays a call per row). */
+#define CT_MAP_SHORT_ROWS "map: rows of fewer than 16 points"
+
 /* A region with pads, slices or concats (RoPE's rotate-half) is cut into
  * slabs of the output along one axis, one map each. */
 #define CT_MAP_MAX_PIECES 4
