@@ -213,7 +213,7 @@ static bool read_flat(const ct_src *s, int kernel, bool (*ok)(tiny_op op), ct_ma
   if (!float_dt(out->y.dtype)) DECLINE("map: an integer or boolean output");
   int64_t yst[POLY_MAX_VARS];
   row_major(size, nv, yst);
-  return split(raw, nraw, size, nv, yst, false, s->short_rows, out, why);
+  return split(raw, nraw, size, nv, yst, false, s->sizes_vary, out, why);
 }
 
 /* ---- pieces: regions with pads, slices and concats -------------------------------
@@ -409,7 +409,7 @@ static bool read_pieces(const ct_src *s, int kernel, bool (*ok_op)(tiny_op op), 
       return false;
     }
     p->out->y = (ct_tensor){yn, ys, s->f->buffers[s->f->buffer_of[yn]].dtype, yoff};
-    if (!split(p->raw, p->nraw, p->size, nv, yst, npiece > 1, s->short_rows, p->out, why)) {
+    if (!split(p->raw, p->nraw, p->size, nv, yst, npiece > 1, s->sizes_vary, p->out, why)) {
       free(p);
       return false;
     }

@@ -206,6 +206,7 @@ harp_status cc_emit_pool(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
   }
   const bool rt[2] = {s.h_expr != NULL, s.w_expr != NULL};
   if (rt[0] || rt[1]) rc_window_pads(c, r, pl.X.node, s.stride, rt, s.pad);
+  if (pl.small_why && !rt[0] && !rt[1]) DECLINE(pl.small_why); /* small at every binding */
   int64_t oh = pl.oh, ow = pl.ow; /* the upper corner's where the sizes are read at run time */
   if (s.n_expr || s.h_expr || s.w_expr) cgen_pool_out_hw(&s, &oh, &ow);
   char kfn[128];
