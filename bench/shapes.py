@@ -25,9 +25,8 @@ and, for the first --specialised sizes only:
              when one object serves the box; else the ShapeSet's runs are the
              specialised object's (a compile per binding)
 --box KIND=LO..HI sets every dynamic dim of a model's box to LO..HI and
-draws its sizes inside it (PP-OCRv4 rec at 96..800 compiles per binding:
-at W = 96 its maps' rows of 12 tokens take other kernels than at 800; from
-128 it is one object).  Printed per model: the C compiles of the ShapeSet and of the specialised
+draws its sizes inside it (PP-OCRv4 rec is one object from W = 96, its
+maps' rows of 12 tokens on the map kernel as at 800).  Printed per model: the C compiles of the ShapeSet and of the specialised
 build (one per size), the time spent before results, the per-run latencies
 (medians) and the largest absolute error against onnxruntime, with the
 largest |output| beside it (on random inputs the detector's map is all near

@@ -37,6 +37,12 @@ typedef struct ct_src {
    * then copied, rounding, into a dense scratch (ct_gemm.a_round; the CUDA
    * backend's elementwise copy) */
   bool round_operands;
+  /* a ShapeSet object's corner: a size-based decline for speed (a map's
+   * rows under 16 points, a pool's few windows a plane) is left to the
+   * printer (ct_map.short_rows, ct_pool.small_why), which keeps the
+   * template wherever that size is read at run time, so that the box's
+   * corners print one kernel (short at the lower corner, long at the upper) */
+  bool sizes_vary;
 } ct_src;
 
 /* A tensor of the kernel: slot in the buffer list, storage dtype, element offset. */
@@ -129,6 +135,8 @@ typedef struct ct_pool {
   ct_tensor X, Y;                    /* X: the base tensor (dense NCHW), Y: dense NCHW; offsets 0 */
   int nepi;
   ct_epi epi[CT_MAX_EPI];            /* RELU, SCALE, ROUND only */
+  const char *small_why;             /* NULL; else why the target sends a pool this small to the loop
+                                        nest, where its sizes are constants (ct_src.sizes_vary) */
 } ct_pool;
 
 /* Which reader a region goes to: 'g' GEMM, 'c' conv, 'a' attention, 0 none
@@ -238,7 +246,12 @@ typedef struct ct_map {
   int64_t yostride[CT_MAP_MAX_OUTER];
   int nops;
   ct_map_op ops[CT_MAP_MAX_OPS]; /* operands first; y is the last */
+  bool short_rows;               /* outer dimensions and rows of fewer than 16 points (ct_src.sizes_vary) */
 } ct_map;
+/* Why the map kernel declines rows of fewer than 16 points (where a
+ * generic loop does as well: the kernel pays a call per row). */
+#define CT_MAP_SHORT_ROWS "map: rows of fewer than 16 points"
+
 /* A region with pads, slices or concats (RoPE's rotate-half) is cut into
  * slabs of the output along one axis, one map each. */
 #define CT_MAP_MAX_PIECES 4

@@ -75,9 +75,10 @@ static void row_major(const int64_t *size, int nv, int64_t *st) {
 /* The domain (sizes over nv variables) as rows x cols, y written at yst
  * (ystrided: not y's own dense layout, a piece of it): the split is the
  * outermost dimension from which every input moves with y or stays put,
- * and y's run is contiguous. */
+ * and y's run is contiguous.  Rows shorter than 16 points: declined unless
+ * short_ok (out->short_rows then says so). */
 static bool split(const raw_in *raw, int nraw, const int64_t *size, int nv, const int64_t *yst, bool ystrided,
-                  ct_map *out, const char **why) {
+                  bool short_ok, ct_map *out, const char **why) {
   int dim[POLY_MAX_VARS], nd = 0;
   for (int v = 0; v < nv; v++)
     if (size[v] > 1) dim[nd++] = v;
@@ -121,7 +122,8 @@ static bool split(const raw_in *raw, int nraw, const int64_t *size, int nv, cons
     }
   }
   if (no > CT_MAP_MAX_OUTER) DECLINE("map: more than 4 outer dimensions after merging");
-  if (no > 0 && out->cols < 16) DECLINE("map: rows of fewer than 16 points");
+  out->short_rows = no > 0 && out->cols < 16;
+  if (out->short_rows && !short_ok) DECLINE(CT_MAP_SHORT_ROWS);
   out->nouter = no;
   memcpy(out->outer, osz, sizeof(int64_t) * (size_t)no);
   out->ystrided = ystrided;
@@ -211,7 +213,7 @@ static bool read_flat(const ct_src *s, int kernel, bool (*ok)(tiny_op op), ct_ma
   if (!float_dt(out->y.dtype)) DECLINE("map: an integer or boolean output");
   int64_t yst[POLY_MAX_VARS];
   row_major(size, nv, yst);
-  return split(raw, nraw, size, nv, yst, false, out, why);
+  return split(raw, nraw, size, nv, yst, false, s->sizes_vary, out, why);
 }
 
 /* ---- pieces: regions with pads, slices and concats -------------------------------
@@ -407,7 +409,7 @@ static bool read_pieces(const ct_src *s, int kernel, bool (*ok_op)(tiny_op op), 
       return false;
     }
     p->out->y = (ct_tensor){yn, ys, s->f->buffers[s->f->buffer_of[yn]].dtype, yoff};
-    if (!split(p->raw, p->nraw, p->size, nv, yst, npiece > 1, p->out, why)) {
+    if (!split(p->raw, p->nraw, p->size, nv, yst, npiece > 1, s->sizes_vary, p->out, why)) {
       free(p);
       return false;
     }

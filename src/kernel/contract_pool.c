@@ -199,6 +199,10 @@ bool ct_read_pool(const ct_src *c, int r, ct_pool *out, const char **why) {
   if (size[0] != out->n || size[1] != out->c) DECLINE("the pool's batch or channels are not the input's");
   for (int q = 0; q < 2; q++) {
     int64_t in = xs->d[2 + q].n, outn = size[2 + q], k = size[4 + q];
+    /* one output along the axis: its stride is isl's choice (1); where 1
+     * does not give that one output, the window's width (a 2x2 pool of a
+     * 3-row input: stride 2), as a ShapeSet object's larger bindings read it */
+    if (outn == 1 && in + -off[q] - dl[q] * (k - 1) - 1 >= 1) st[q] = dl[q] * k;
     out->stride[q] = st[q];
     out->dil[q] = dl[q];
     int64_t lo = -off[q], hi = (outn - 1) * st[q] + dl[q] * (k - 1) + 1 - in - lo;

@@ -91,10 +91,12 @@ static const char *pool_limits(kn_sel *s) {
     snprintf(s->buf, sizeof s->buf, "pool: stride beyond %d columns", t->pool_max_stride);
     return s->buf;
   }
-  /* a window or three per plane (a global pool): the copy is all the work */
+  /* a window or three per plane (a global pool): the copy is all the work;
+   * in a ShapeSet object, the printer's call (ct_pool.small_why) */
   if (pl->oh * pl->ow < t->pool_min_windows) {
     snprintf(s->buf, sizeof s->buf, "pool: under %d windows a plane", t->pool_min_windows);
-    return s->buf;
+    if (!s->src.sizes_vary) return s->buf;
+    s->u.pool.small_why = s->buf;
   }
   /* windows that neither overlap nor touch padding reuse nothing of the
    * plane: a sum reads faster strided (a max keeps the kernel) */

@@ -672,7 +672,10 @@ harp_status cc_emit_gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
   }
   char mexpr[160]; /* a ShapeSet object: the rows read at run time, tiled for the upper corner */
   const char *m_rt = gemm_rows_expr(c, r, &gm, swapped, mexpr, sizeof mexpr);
-  if (m_rt) sym_dense_operands(c, r, &gm, read->M);
+  cc_gemm_batch bx; /* more than one batch: a batch at a time, the rows at run time */
+  bool per_batch = !m_rt && cc_gemm_batch_rows(c, r, &gm, swapped, &bx);
+  if (per_batch) m_rt = bx.m;
+  else if (m_rt) sym_dense_operands(c, r, &gm, read->M);
   char bexpr[160]; /* else the batch read at run time, the tasks split per run */
   const char *b_rt = m_rt ? NULL : gemm_batch_expr(c, r, &gm, bexpr, sizeof bexpr);
   cgen_gemm_spec s;
@@ -707,7 +710,7 @@ harp_status cc_emit_gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
    * so once, at model_init: a classifier's 2 MB weight over a batch of 1..8
    * rows, packed every run, took longer than its multiply) */
   s.prepack_b = !s.prepack_a && (gm.M > CGEN_SKINNY_MAX_M || m_rt) && (gm.batch[0] == 1 || gm.b_sb[0] == 0) &&
-                (gm.batch[1] == 1 || gm.b_sb[1] == 0) && packs_once(c, r, gm.B.slot);
+                (gm.batch[1] == 1 || gm.b_sb[1] == 0) && (!per_batch || bx.b_shared) && packs_once(c, r, gm.B.slot);
   plan_use pu;
   /* M at run time: each corner's plan is its own size's, so the built-in
    * tuning, the same at both.  The batch at run time: the upper corner's
@@ -757,8 +760,9 @@ harp_status cc_emit_gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
   if (gm.nrep && m_rt) repack_rt(c, &c->g->nodes[gm.A0.node].shape, gm.rep_size, gm.rep_src, gm.nrep, &rx);
   if (gm.nrep) emit_repack(out, "ap", &gm.A0, gm.rep_size, gm.rep_src, gm.nrep, m_rt ? &rx : NULL);
   if (m_rt) sym_dense_epi_copies(c, r, read, &gm, out);
-  ut_str_printf(out, "  int rc = %s(pool, %s, %s, bufs[%d], ep) ? 2 : 0;\n", kfn, a.buf ? a.buf : "", b.buf ? b.buf : "",
-                gm.C.slot);
+  if (per_batch) cc_emit_gemm_batch_call(out, &bx, &gm, kfn, a.buf ? a.buf : "", b.buf ? b.buf : "");
+  else ut_str_printf(out, "  int rc = %s(pool, %s, %s, bufs[%d], ep) ? 2 : 0;\n", kfn, a.buf ? a.buf : "",
+                     b.buf ? b.buf : "", gm.C.slot);
   for (int i = 0; m_rt && i < gm.nepi; i++)
     if (gm.epi[i].s_n != read->epi[i].s_n) ut_str_printf(out, "  free(rp%d);\n", i);
   ut_str_puts(out, gm.nrep ? "  free(ap);\n  return rc;\n}\n\n" : "  return rc;\n}\n\n");

@@ -62,4 +62,26 @@ typedef struct cc_rt_geometry {
 } cc_rt_geometry;
 void cc_emit_rt_out_hw(ut_str *out, const cc_rt_geometry *g);
 
+/* A ShapeSet object's batched GEMM, its rows read at run time
+ * (contract_batch_c.c): the batch counts, one batch's rows as an
+ * expression of the symbols, and the batch strides of A, B, C and each
+ * epilogue tensor as C text (an expression or a constant); b_shared: B's
+ * strides are 0 (one B for every batch: packed once where it is a weight). */
+typedef struct cc_gemm_batch {
+  int64_t n[2];
+  char m[160], a[2][96], b[2][96], c[2][96], e[CT_MAX_EPI][2][96];
+  bool b_shared;
+} cc_gemm_batch;
+/* Whether GEMM *gm (region r of c; not swapped) of more than one batch
+ * runs a batch at a time with its rows at run time: then *bx filled and
+ * *gm made one batch (batch 1, batch strides 0) of the upper corner's rows
+ * (M), as the template sees it. */
+bool cc_gemm_batch_rows(const rc_ctx *c, int r, ct_gemm *gm, bool swapped, cc_gemm_batch *bx);
+/* The loop over bx's batches calling kfn (pool, A, B, C, epilogue
+ * tensors) with a and b (C text of the operands' base) and C and the
+ * epilogue tensors (`ep`, cc_ep_array) moved by each batch's strides; sets
+ * the wrapper's `rc`. */
+void cc_emit_gemm_batch_call(ut_str *out, const cc_gemm_batch *bx, const ct_gemm *gm, const char *kfn, const char *a,
+                             const char *b);
+
 #endif

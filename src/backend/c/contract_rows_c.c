@@ -206,6 +206,7 @@ harp_status cc_emit_pool(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
   }
   const bool rt[2] = {s.h_expr != NULL, s.w_expr != NULL};
   if (rt[0] || rt[1]) rc_window_pads(c, r, pl.X.node, s.stride, rt, s.pad);
+  if (pl.small_why && !rt[0] && !rt[1]) DECLINE(pl.small_why); /* small at every binding */
   int64_t oh = pl.oh, ow = pl.ow; /* the upper corner's where the sizes are read at run time */
   if (s.n_expr || s.h_expr || s.w_expr) cgen_pool_out_hw(&s, &oh, &ow);
   char kfn[128];
@@ -313,9 +314,11 @@ static void map_walk_exprs(const rc_ctx *c, int r, const ct_map *mp, const tiny_
 
 /* One map kernel kfn for piece mp; *points grows by its points. */
 /* texpr[160]: the point count as a run-time expression, when the kernel
- * reads it so (a ShapeSet object, a whole dense y), else "". */
+ * reads it so (a ShapeSet object, a whole dense y), else "".  Rows shorter
+ * than 16 points (mp->short_rows, a ShapeSet object) only where their
+ * length is read at run time: else *refused, *why saying so. */
 static harp_status map_kernel(rc_ctx *c, int r, const ct_map *mp, const char *kfn, ut_str *out, bool *refused,
-                            double *points, char *texpr) {
+                            double *points, char *texpr, const char **why) {
   cgen_map_spec s;
   cgen_map_spec_init(&s, mp->cols);
   const tiny_shape *ys = mp->ystrided ? NULL : rc_slot_shape(c, r, mp->y.slot);
@@ -346,6 +349,10 @@ static harp_status map_kernel(rc_ctx *c, int r, const ct_map *mp, const char *kf
   }
   char wx[2 + CGEN_MAP_MAX_IN + CGEN_MAP_MAX_OUTER * (CGEN_MAP_MAX_IN + 2)][160]; /* at most one each */
   map_walk_exprs(c, r, mp, rc_slot_shape(c, r, mp->y.slot), &s, wx);
+  if (mp->short_rows && !s.cols_expr) {
+    *refused = true, *why = CT_MAP_SHORT_ROWS;
+    return HARP_OK;
+  }
   return row_kernel(c, r, gen_map, &s, &s.tune, "map",
                     "map: the elementwise kernel reads the vector width; points split over the pool, the rest not used",
                     kfn, out, refused);
@@ -374,11 +381,11 @@ harp_status cc_emit_map(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_
     char kfn[128];
     if (ms->npiece == 1) snprintf(kfn, sizeof kfn, "%s_map", fn);
     else snprintf(kfn, sizeof kfn, "%s_map%d", fn, k);
-    st = map_kernel(c, r, &ms->piece[k], kfn, &body, &refused, &points, texpr);
+    st = map_kernel(c, r, &ms->piece[k], kfn, &body, &refused, &points, texpr, why);
   }
   if (st || refused) {
     ut_str_free(&body);
-    if (st) return st;
+    if (st || *why) return st;
     DECLINE("the map kernel refused the shape");
   }
   ut_str_puts(out, body.buf);
