@@ -57,6 +57,28 @@ static bool const_one(ox_ctx *c, const char *name, double *v) {
   return x && (x->v <= 0 || x->has_t) && ox_const_scalar(x, v);
 }
 
+/* The node before this one that writes value `name`, or NULL. */
+static const Onnx__NodeProto *producer(ox_ctx *c, const char *name) {
+  if (!c->gp || !name || !*name) return NULL;
+  for (int i = c->node_index - 1; i >= 0; i--) {
+    const Onnx__NodeProto *n = c->gp->node[i];
+    for (size_t k = 0; k < n->n_output; k++)
+      if (!strcmp(n->output[k], name)) return n;
+  }
+  return NULL;
+}
+
+/* Whether value `name` is the DequantizeLinear of a QuantizeLinear of a
+ * Conv / Gemm / MatMul's output (through one Relu / Clip): a contraction's
+ * requantized output. */
+static bool from_contraction(ox_ctx *c, const char *name) {
+  const Onnx__NodeProto *dq = producer(c, name), *q = NULL, *p = NULL;
+  if (dq && !strcmp(dq->op_type, "DequantizeLinear") && dq->n_input) q = producer(c, dq->input[0]);
+  if (q && !strcmp(q->op_type, "QuantizeLinear") && q->n_input) p = producer(c, q->input[0]);
+  if (p && (!strcmp(p->op_type, "Relu") || !strcmp(p->op_type, "Clip")) && p->n_input) p = producer(c, p->input[0]);
+  return p && (!strcmp(p->op_type, "Conv") || !strcmp(p->op_type, "Gemm") || !strcmp(p->op_type, "MatMul"));
+}
+
 /* ---- the fused contraction -------------------------------------------------------------------- */
 /* The scale of output channel k of weight facts w. */
 static double w_scale(const ox_qinfo *w, int64_t k) { return w->ns == 1 ? w->s[0] : w->s[k]; }
@@ -183,7 +205,15 @@ int ox_qdq_binary(ox_ctx *c, int op) {
   }
   float ra = (float)x->s1 / (float)sy, rb = (float)y->s1 / (float)sy;
   float bias = (float)zy - ra * (float)x->z - rb * (float)y->z;
-  hg_val v = hg_add(g, hg_add(g, hg_mul(g, x->qv, hg_const(g, ra)), hg_mul(g, y->qv, hg_const(g, rb))), hg_const(g, bias));
+  /* (qs (rs / rr) + qr) rr + bias: the operand a contraction made (qs,
+   * ratio rs) scaled in its epilogue's chain, the other (qr) added as it is
+   * stored (a residual step, CT_EPI_RESIDUAL); so the sum fuses into that
+   * contraction's epilogue, as onnxruntime's QDQ fusions and OpenVINO fuse
+   * the residual add into the int8 conv */
+  bool swap = from_contraction(c, c->node->input[1]) && !from_contraction(c, c->node->input[0]);
+  const ox_qinfo *qs = swap ? y : x, *qr = swap ? x : y;
+  float rs = swap ? rb : ra, rr = swap ? ra : rb;
+  hg_val v = hg_add(g, hg_mul(g, hg_add(g, hg_mul(g, qs->qv, hg_const(g, rs / rr)), qr->qv), hg_const(g, rr)), hg_const(g, bias));
   if (ox_def(c, 0, v)) return -1;
   return scaled_out(c, sy, true);
 }
