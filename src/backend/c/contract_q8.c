@@ -421,8 +421,9 @@ static void q8_wrapper(ut_str *out, const rc_ctx *c, int r, const char *fn, cons
   char no[96];
   snprintf(no, sizeof no, held ? "return %s_q8fb(pool, bufs)" : "return -1", fn);
   if (held) q8_fallback(out, c, r, fn, j);
-  ut_str_printf(out, "/* the int8 kernel (the input %s u8 - %d%s%s), -1: the weight is no int8 */\n", j->held_in ? "held as" : "proven",
-                (int)j->q.za, j->rq.ok ? ", its epilogue requantizing to bytes" : "", j->held_out ? " held as the output" : "");
+  ut_str_printf(out, "/* the int8 kernel (the input %s u8 - %d%s%s%s), -1: the weight is no int8 */\n", j->held_in ? "held as" : "proven",
+                (int)j->q.za, j->rq.ok ? ", its epilogue requantizing to bytes" : "", j->held_out ? " held as the output" : "",
+                j->rq.ok && j->rq.post >= 0 && q8_has_res(j) ? ", a tensor added, requantized again" : "");
   ut_str_printf(out, "static int %s_q8(hprt_pool *pool, void *const *bufs) {\n  int *wp = (int *)bufs[%d];\n", fn,
                 K->nreads + K->nwrites + 1);
   if (held) ut_str_printf(out, "  if (wp == %s_q8off) return -1; /* <fn>_q8fb's call of the template */\n", fn);
