@@ -17,7 +17,9 @@
  * while the partial sums stay below 2^24), times the per-channel multiplier
  * fl(fl(sx * sw) / sy) as onnxruntime computes it; halves to even.  DQ, DQ
  * -> Add / Mul -> Q and DQ -> Softmax -> Q follow onnxruntime's QLinearAdd,
- * QLinearMul and QLinearSoftmax the same way.
+ * QLinearMul and QLinearSoftmax the same way; a residual DQ, DQ -> Add /
+ * Sum -> [Relu] -> Q is written so that it fuses into the epilogue of the
+ * contraction that made one operand (ox_qdq_binary).
  * Needs: onnx_int.h, onnx_nn.c (ox_conv, ox_matmul).  Gives: ox_qdq_contract,
  * ox_qdq_binary, ox_qdq_softmax, ox_qinfo_new, ox_bf16_exact. */
 #include <inttypes.h>

@@ -553,8 +553,10 @@ def test_requant_epilogue():
                        timeout=300)
     src = "".join(open(os.path.join(r, f)).read() for r, _, fs in os.walk(out) for f in fs if f.endswith(".c"))
     rq = src.count("its epilogue requantizing to bytes")
-    # conv1 (relu: clamp [z, 255]) and conv2 (zero point inside); conv3's output goes on to the add in fp32
-    S.check("requant epilogue: conv1 and conv2 requantize in the int8 kernel", rq == 2 and "_requant((char *)wp + 64" in src,
+    # conv1 (relu: clamp [z, 255]), conv2 (zero point inside) and conv3, whose output the add (with conv1's) and
+    # the relu requantize again in the same kernel's output pass
+    S.check("requant epilogue: conv1, conv2 and conv3 + the add requantize in the int8 kernel",
+            rq == 3 and src.count("a tensor added, requantized again") == 1 and "_requant((char *)wp + 64" in src,
             f"{rq} kernels; {p.stderr[-300:]}")
     # conv2's output, read by conv3 alone, stays bytes between them: conv2's kernel writes them, conv3's reads them
     S.check("requant epilogue: conv2 -> conv3 held as bytes", src.count("held as the output") == 1 and

@@ -18,7 +18,8 @@
  * (a task per input row), the int8 kernel's int32 sums (as fp32, exact
  * below 2^24 as the template's), the epilogue steps per output row; or,
  * where the epilogue is a requantization (q8_requant), the kernel's own
- * epilogue writes bytes and one pass stores them; or, for the buffers
+ * epilogue writes bytes and one pass stores them (applying the steps after
+ * it first: a QDQ residual add's scale, tensor, requantization); or, for the buffers
  * q8_hold.c holds as bytes, the kernel reads / writes them directly.  The
  * per-call buffers are one block per calling thread, grown and kept (at
  * most the largest kernel's input + sums), freed when the thread exits or,
