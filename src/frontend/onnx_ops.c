@@ -105,7 +105,19 @@ static harp_status unary(ox_ctx *c, hg_op op) {
   return ox_def(c, 0, hg_unary(c->g, op, x));
 }
 
-OP(Relu) { return unary(c, HG_OP_RELU); }
+OP(Relu) {
+  ox_val *x = c->node->n_input == 1 ? ox_find(c, c->node->input[0]) : NULL;
+  if (x && x->qi && x->qi->kind == QI_SCALED && x->qi->relu) { /* applied by the DQ, DQ -> Add (onnx_qdq.c) */
+    hg_val v = ox_tensor(c, 0);
+    if (v < 0 || ox_def(c, 0, v)) return c->e->code;
+    ox_qinfo *o = ox_qinfo_new(c, ox_find(c, c->node->output[0]), QI_SCALED);
+    if (!o) return c->e->code;
+    *o = *x->qi;
+    o->relu = false;
+    return HARP_OK;
+  }
+  return unary(c, HG_OP_RELU);
+}
 OP(Sigmoid) { return unary(c, HG_OP_SIGMOID); }
 OP(Tanh) { return unary(c, HG_OP_TANH); }
 OP(Exp) { return unary(c, HG_OP_EXP); }
@@ -353,7 +365,10 @@ static harp_status variadic(ox_ctx *c, hg_op op, const char *name) {
 }
 OP(Max) { return variadic(c, HG_OP_MAX, "Max"); }
 OP(Min) { return variadic(c, HG_OP_MIN, "Min"); }
-OP(Sum) { return variadic(c, HG_OP_ADD, "Add"); }
+OP(Sum) {
+  int fused = c->node->n_input == 2 ? ox_qdq_binary(c, '+') : 0; /* DQ, DQ -> Sum -> Q as an Add */
+  return fused ? (fused < 0 ? c->e->code : HARP_OK) : variadic(c, HG_OP_ADD, "Add");
+}
 OP(Mean) {
   hg_val s = chain(c, HG_OP_ADD);
   if (s < 0 || c->node->n_input == 1) return ox_def(c, 0, s);

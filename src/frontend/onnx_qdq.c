@@ -17,7 +17,9 @@
  * while the partial sums stay below 2^24), times the per-channel multiplier
  * fl(fl(sx * sw) / sy) as onnxruntime computes it; halves to even.  DQ, DQ
  * -> Add / Mul -> Q and DQ -> Softmax -> Q follow onnxruntime's QLinearAdd,
- * QLinearMul and QLinearSoftmax the same way.
+ * QLinearMul and QLinearSoftmax the same way; a residual DQ, DQ -> Add /
+ * Sum -> [Relu] -> Q is written so that it fuses into the epilogue of the
+ * contraction that made one operand (ox_qdq_binary).
  * Needs: onnx_int.h, onnx_nn.c (ox_conv, ox_matmul).  Gives: ox_qdq_contract,
  * ox_qdq_binary, ox_qdq_softmax, ox_qinfo_new, ox_bf16_exact. */
 #include <inttypes.h>
@@ -55,6 +57,28 @@ static const Onnx__NodeProto *only_reader(ox_ctx *c, const char *name) {
 static bool const_one(ox_ctx *c, const char *name, double *v) {
   ox_val *x = name && *name ? ox_find(c, name) : NULL;
   return x && (x->v <= 0 || x->has_t) && ox_const_scalar(x, v);
+}
+
+/* The node before this one that writes value `name`, or NULL. */
+static const Onnx__NodeProto *producer(ox_ctx *c, const char *name) {
+  if (!c->gp || !name || !*name) return NULL;
+  for (int i = c->node_index - 1; i >= 0; i--) {
+    const Onnx__NodeProto *n = c->gp->node[i];
+    for (size_t k = 0; k < n->n_output; k++)
+      if (!strcmp(n->output[k], name)) return n;
+  }
+  return NULL;
+}
+
+/* Whether value `name` is the DequantizeLinear of a QuantizeLinear of a
+ * Conv / Gemm / MatMul's output (through one Relu / Clip): a contraction's
+ * requantized output. */
+static bool from_contraction(ox_ctx *c, const char *name) {
+  const Onnx__NodeProto *dq = producer(c, name), *q = NULL, *p = NULL;
+  if (dq && !strcmp(dq->op_type, "DequantizeLinear") && dq->n_input) q = producer(c, dq->input[0]);
+  if (q && !strcmp(q->op_type, "QuantizeLinear") && q->n_input) p = producer(c, q->input[0]);
+  if (p && (!strcmp(p->op_type, "Relu") || !strcmp(p->op_type, "Clip")) && p->n_input) p = producer(c, p->input[0]);
+  return p && (!strcmp(p->op_type, "Conv") || !strcmp(p->op_type, "Gemm") || !strcmp(p->op_type, "MatMul"));
 }
 
 /* ---- the fused contraction -------------------------------------------------------------------- */
@@ -140,9 +164,13 @@ hg_val ox_bf16_exact(ox_ctx *c, hg_val v) {
 }
 
 /* x's integers minus its zero point as a contraction's operand (8-bit q
- * and z: |q - z| <= 255). */
+ * and z: |q - z| <= 255); made once per Q, so that the contractions and
+ * residual adds that read it read one tensor. */
 static hg_val operand(ox_ctx *c, const ox_qinfo *x) {
-  return fabs(x->z) <= 255 ? ox_bf16_exact(c, centered(c, x)) : centered(c, x);
+  if (x->q && x->q->opnd > 0) return x->q->opnd;
+  hg_val v = fabs(x->z) <= 255 ? ox_bf16_exact(c, centered(c, x)) : centered(c, x);
+  if (x->q && v > 0) x->q->opnd = v;
+  return v;
 }
 
 /* MatMul of two quantized activations (onnxruntime's QLinearMatMul):
@@ -156,10 +184,14 @@ static int activations_matmul(ox_ctx *c, const ox_qinfo *a, const ox_qinfo *b, d
 }
 
 /* The QuantizeLinear of per-tensor constant scale and zero point that alone
- * reads this node's output 0 (*sy, *zy), or NULL. */
-static const Onnx__NodeProto *q_reader(ox_ctx *c, double *sy, double *zy) {
+ * reads this node's output 0 (*sy, *zy), or NULL; with relu non-NULL, also
+ * one that alone reads the output of a Relu that alone reads it (*relu). */
+static const Onnx__NodeProto *q_reader(ox_ctx *c, double *sy, double *zy, bool *relu) {
   const Onnx__NodeProto *q = c->node->n_output == 1 ? only_reader(c, c->node->output[0]) : NULL;
   *zy = 0;
+  if (relu) *relu = false;
+  if (relu && q && !strcmp(q->op_type, "Relu") && (!q->domain || !*q->domain) && q->n_input == 1 && q->n_output == 1)
+    q = only_reader(c, q->output[0]), *relu = true;
   if (!q || strcmp(q->op_type, "QuantizeLinear") != 0 || (q->domain && *q->domain) || q->n_input < 2 || !const_one(c, q->input[1], sy) ||
       !(*sy > 0) || !isfinite(*sy))
     return NULL;
@@ -173,7 +205,10 @@ static const Onnx__NodeProto *q_reader(ox_ctx *c, double *sy, double *zy) {
 int ox_qdq_binary(ox_ctx *c, int op) {
   ox_val *a = input(c, 0), *b = input(c, 1);
   double sy, zy;
-  if (!a || !b || !a->qi || !b->qi || a->qi->kind != QI_INT || b->qi->kind != QI_INT || !q_reader(c, &sy, &zy)) return 0;
+  bool relu = false; /* an Add's Relu before the Q: max(v, zy) before the rounding, the Relu then the same value */
+  if (!a || !b || !a->qi || !b->qi || a->qi->kind != QI_INT || b->qi->kind != QI_INT ||
+      !q_reader(c, &sy, &zy, op == '+' ? &relu : NULL))
+    return 0;
   hg_graph *g = c->g;
   const ox_qinfo *x = a->qi, *y = b->qi;
   if (op == '*') {
@@ -183,9 +218,24 @@ int ox_qdq_binary(ox_ctx *c, int op) {
   }
   float ra = (float)x->s1 / (float)sy, rb = (float)y->s1 / (float)sy;
   float bias = (float)zy - ra * (float)x->z - rb * (float)y->z;
-  hg_val v = hg_add(g, hg_add(g, hg_mul(g, x->qv, hg_const(g, ra)), hg_mul(g, y->qv, hg_const(g, rb))), hg_const(g, bias));
+  /* (qs (rs / rr) + (qr - zr)) rr + (bias + zr rr): the operand a
+   * contraction made (qs, ratio rs) scaled in its epilogue's chain, the
+   * other added as the contractions read it (its operand form, qr - zr in
+   * bf16: a residual step, CT_EPI_RESIDUAL, of the tensor they read); so
+   * the sum fuses into that contraction's epilogue, as onnxruntime's QDQ
+   * fusions and OpenVINO fuse the residual add into the int8 conv */
+  bool swap = from_contraction(c, c->node->input[1]) && !from_contraction(c, c->node->input[0]);
+  const ox_qinfo *qs = swap ? y : x, *qr = swap ? x : y;
+  float rs = swap ? rb : ra, rr = swap ? ra : rb;
+  hg_val r = operand(c, qr);
+  if (r < 0) return -1;
+  hg_val v = hg_add(g, hg_mul(g, hg_add(g, hg_mul(g, qs->qv, hg_const(g, rs / rr)), r), hg_const(g, rr)),
+                    hg_const(g, bias + rr * (float)qr->z));
+  if (relu) v = hg_max(g, v, hg_const(g, zy));
   if (ox_def(c, 0, v)) return -1;
-  return scaled_out(c, sy, true);
+  int rc = scaled_out(c, sy, true);
+  if (rc > 0) ox_find(c, c->node->output[0])->qi->relu = relu;
+  return rc;
 }
 
 /* Softmax over the last axis of quantized activations read by a Q, as
@@ -198,7 +248,7 @@ int ox_qdq_softmax(ox_ctx *c) {
   ox_val *x = input(c, 0);
   double sy, zy;
   int64_t axis, D;
-  const Onnx__NodeProto *q = x && x->qi && x->qi->kind == QI_INT ? q_reader(c, &sy, &zy) : NULL;
+  const Onnx__NodeProto *q = x && x->qi && x->qi->kind == QI_INT ? q_reader(c, &sy, &zy, NULL) : NULL;
   if (!q || ox_attr_int(c, "axis", -1, &axis)) return c->e->code ? -1 : 0;
   hg_graph *g = c->g;
   const fe_shape *s = ox_shape_of(c, x->qi->qv);
@@ -218,7 +268,7 @@ int ox_qdq_contract(ox_ctx *c, int kind) {
   ox_val *x = input(c, 0), *w = input(c, 1), *b = kind != 'm' ? input(c, 2) : NULL;
   double sy, zy, alpha = 1, beta = 1;
   int64_t ta = 0, tb = 0, nout;
-  if (!x || !x->qi || x->qi->kind != QI_INT || !q_reader(c, &sy, &zy)) return 0;
+  if (!x || !x->qi || x->qi->kind != QI_INT || !q_reader(c, &sy, &zy, NULL)) return 0;
   if (kind == 'g' && (ox_attr_int(c, "transA", 0, &ta) || ox_attr_int(c, "transB", 0, &tb) || ox_attr_float(c, "alpha", 1, &alpha) ||
                       ox_attr_float(c, "beta", 1, &beta)))
     return -1;

@@ -367,7 +367,7 @@ static harp_status quantize_fused(ox_ctx *c, ox_val *xo, hg_val x, double s, dou
   ox_val *y = ox_find(c, c->node->output[0]);
   ox_qinfo *qi = ox_qinfo_new(c, y, QI_INT);
   if (!qi) return c->e->code;
-  y->fq = true, qi->qv = r, qi->s1 = s, qi->z = z;
+  y->fq = true, qi->qv = r, qi->s1 = s, qi->z = z, qi->q = qi;
   return HARP_OK;
 }
 

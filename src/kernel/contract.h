@@ -21,7 +21,7 @@
 #include "harp/function.h"
 #include "harp/poly.h"
 
-#define CT_MAX_EPI 8
+#define CT_MAX_EPI 16
 
 /* What the readers look at: the graph, its Poly-View and the Function. */
 typedef struct ct_src {

@@ -21,7 +21,7 @@
 #include "util/util.h"
 
 #define RG_MAX_SET 256 /* blocks in one candidate region */
-#define RG_MAX_EPI 8   /* epilogue steps a template applies (CT_MAX_EPI, CGEN_MAX_EPI, CUDA_MAX_EPI) */
+#define RG_MAX_EPI 16  /* epilogue steps a template applies (CT_MAX_EPI, CGEN_MAX_EPI, CUDA_MAX_EPI) */
 
 typedef enum rg_ukind { RG_U_BLOCK, RG_U_GATHER, RG_U_ATTENTION, RG_U_CELL } rg_ukind;
 

@@ -553,8 +553,10 @@ def test_requant_epilogue():
                        timeout=300)
     src = "".join(open(os.path.join(r, f)).read() for r, _, fs in os.walk(out) for f in fs if f.endswith(".c"))
     rq = src.count("its epilogue requantizing to bytes")
-    # conv1 (relu: clamp [z, 255]) and conv2 (zero point inside); conv3's output goes on to the add in fp32
-    S.check("requant epilogue: conv1 and conv2 requantize in the int8 kernel", rq == 2 and "_requant((char *)wp + 64" in src,
+    # conv1 (relu: clamp [z, 255]), conv2 (zero point inside) and conv3, whose output the add (with conv1's) and
+    # the relu requantize again in the same kernel's output pass
+    S.check("requant epilogue: conv1, conv2 and conv3 + the add requantize in the int8 kernel",
+            rq == 3 and src.count("a tensor added, requantized again") == 1 and "_requant((char *)wp + 64" in src,
             f"{rq} kernels; {p.stderr[-300:]}")
     # conv2's output, read by conv3 alone, stays bytes between them: conv2's kernel writes them, conv3's reads them
     S.check("requant epilogue: conv2 -> conv3 held as bytes", src.count("held as the output") == 1 and
@@ -772,6 +774,79 @@ def test_q8_pays_by_template():
                     f"{within:.4%} within one step, max {err.max():.2f} steps")
 
 
+def residual_model(k, zs, relu, sum_op, skip_first):
+    """Handmade QDQ residual block: y = Q(relu?(DQ(Q(conv_k x k(DQ(Q(x))))) +
+    DQ(Q(s)))) of 13 channels on 9x7, batch 2, per-channel int8 weights with
+    -128 / 127 among them, int32 biases; zs the zero points of x, of the
+    conv's output, of the skip s and of y (at the range's ends among them);
+    the sum as an Add or a Sum, the skip its first or second operand; the
+    skip also the input of a second conv of the same weight (output z), as
+    a real model's skip is the next block's input too."""
+    C, zx, zc, zk, zy = 13, *zs
+    w = RNG.integers(-128, 128, (C, C, k, k), dtype=np.int8)
+    w[::3, 0, 0, 0] = RNG.choice(np.array([-128, 127], np.int8), w[::3, 0, 0, 0].shape)
+    ws = (RNG.random(C) * 0.004 + 0.001).astype(np.float32)
+    sx, sc, sk, sy = np.float32(0.03), np.float32(0.11), np.float32(0.05), np.float32(0.13)
+    conv, skip = "cd", "sd"
+    ops = [skip, conv] if skip_first else [conv, skip]
+    nodes = [h.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"]), h.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"]),
+             h.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"], axis=0),
+             h.make_node("DequantizeLinear", ["b", "bs", "bz"], ["bd"], axis=0),
+             h.make_node("Conv", ["xd", "wd", "bd"], ["c"], pads=[k // 2] * 4),
+             h.make_node("QuantizeLinear", ["c", "sc", "zc"], ["cq"]), h.make_node("DequantizeLinear", ["cq", "sc", "zc"], ["cd"]),
+             h.make_node("QuantizeLinear", ["s", "sk", "zk"], ["sq"]), h.make_node("DequantizeLinear", ["sq", "sk", "zk"], ["sd"]),
+             h.make_node("Sum" if sum_op else "Add", ops, ["a"])]
+    nodes += [h.make_node("Conv", ["sd", "wd", "bd"], ["c2"], pads=[k // 2] * 4),
+              h.make_node("QuantizeLinear", ["c2", "sc", "zc"], ["c2q"]), h.make_node("DequantizeLinear", ["c2q", "sc", "zc"], ["z"])]
+    nodes += [h.make_node("Relu", ["a"], ["r"])] if relu else []
+    nodes += [h.make_node("QuantizeLinear", ["r" if relu else "a", "sy", "zy"], ["yq"]),
+              h.make_node("DequantizeLinear", ["yq", "sy", "zy"], ["y"])]
+    u8 = lambda v: np.uint8(v)  # noqa: E731
+    inits = [init("sx", sx), init("zx", u8(zx)), init("w", w), init("ws", ws), init("wz", np.zeros(C, np.int8)),
+             init("b", RNG.integers(-3000, 3000, C).astype(np.int32)), init("bs", (sx * ws).astype(np.float32)),
+             init("bz", np.zeros(C, np.int32)), init("sc", sc), init("zc", u8(zc)), init("sk", sk), init("zk", u8(zk)),
+             init("sy", sy), init("zy", u8(zy))]
+    shape = [2, C, 9, 7]
+    return model(nodes, [vi("x", T.FLOAT, shape), vi("s", T.FLOAT, shape)], [vi("y", T.FLOAT, None), vi("z", T.FLOAT, None)], inits,
+                 opset=13), sy
+
+
+def test_q8_residual():
+    """The QDQ residual add fused into the int8 conv's epilogue (onnx_qdq.c's
+    ox_qdq_binary, contract_q8.c's q8_requant post steps): the conv's output
+    requantized, the skip added as stored, the sum requantized, in the int8
+    kernel's output pass — as an Add (onnxruntime's QLinearAdd) or a Sum
+    then a Relu (fp32 in onnxruntime, as in ResNet-50's QDQ file); 3x3
+    (the direct conv template) and 1x1 (the GEMM template) convs, the skip
+    either operand, zero points at the range's ends; batch 2.  Equal to
+    onnxruntime's int8 run; one kernel for the conv and the sum (the
+    quantizations of x and s besides), not a separate elementwise one."""
+    cases = [(3, (0, 255, 0, 0), True, True, False), (1, (255, 0, 255, 128), False, False, True),
+             (1, (77, 128, 0, 3), True, False, False), (3, (128, 3, 255, 250), False, True, True)]
+    for k, zs, relu, sum_op, skip_first in cases:
+        name = f"q8 residual {k}x{k} zero points {zs} {'Sum' if sum_op else 'Add'}{' Relu' if relu else ''}{' skip first' if skip_first else ''}"
+        path, sy = residual_model(k, zs, relu, sum_op, skip_first)
+        x = (RNG.standard_normal((2, 13, 9, 7)) * 3).astype(np.float32)
+        s = (RNG.standard_normal((2, 13, 9, 7)) * 4).astype(np.float32)
+        want = ort_run(path, {"x": x, "s": s})["y"]
+        p, d = ht.run(path, {"x": x, "s": s}, backend="cpu", extra=Q8_FORCE)
+        S.check(f"{name}: runs", p.returncode == 0, p.stderr[-600:])
+        if p.returncode == 0:
+            got = np.load(os.path.join(d, "y.npy"))
+            err = np.abs(got.astype(np.float64) - want) / sy
+            exact = float(np.mean(err <= 1e-3))
+            yq = np.rint(want / sy) + zs[3]
+            inside = float(np.mean((yq > 0) & (yq < 255)))
+            print(f"{name}: {exact:.4%} equal, max {err.max():.2f} steps, {inside:.1%} unsaturated")
+            S.check(f"{name}: equal to onnxruntime's int8 run", got.shape == want.shape and exact >= 0.999 and err.max() <= 1 and
+                    inside > 0.3, f"{exact:.4%} equal, max {err.max():.2f} steps, {inside:.1%} unsaturated")
+        src, err = compiled_c(path, Q8_FORCE)
+        kernels = re.findall(r"/\* kernel \d+: region ([\w.]+) \*/", src)
+        # no kernel writes the conv's sums for another to add the skip to
+        S.check(f"{name}: the sum in the int8 conv's epilogue", not any(n.endswith(".reduce") for n in kernels) and
+                src.count("its epilogue requantizing to bytes, a tensor added, requantized again") == 1, f"{kernels} {err[-300:]}")
+
+
 test_quantize_edges()
 test_round_epilogue()
 test_contractions()
@@ -790,4 +865,5 @@ test_q8_depthwise()
 test_q8_depthwise_held()
 test_narrow_operand_kept()
 test_q8_pays_by_template()
+test_q8_residual()
 S.close()

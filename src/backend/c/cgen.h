@@ -54,7 +54,7 @@
 #include "harp/tiny.h"
 #include "util/util.h"
 
-#define CGEN_MAX_EPI 8
+#define CGEN_MAX_EPI 16
 
 /* Which code variants an emitted kernel contains (bit set of 1 << cgen_isa). */
 typedef enum cgen_isa { CGEN_ISA_SCALAR, CGEN_ISA_AVX2, CGEN_ISA_AVX512, CGEN_ISA_COUNT } cgen_isa;

@@ -18,7 +18,8 @@
  * (a task per input row), the int8 kernel's int32 sums (as fp32, exact
  * below 2^24 as the template's), the epilogue steps per output row; or,
  * where the epilogue is a requantization (q8_requant), the kernel's own
- * epilogue writes bytes and one pass stores them; or, for the buffers
+ * epilogue writes bytes and one pass stores them (applying the steps after
+ * it first: a QDQ residual add's scale, tensor, requantization); or, for the buffers
  * q8_hold.c holds as bytes, the kernel reads / writes them directly.  The
  * per-call buffers are one block per calling thread, grown and kept (at
  * most the largest kernel's input + sums), freed when the thread exits or,
@@ -125,12 +126,15 @@ static void q8_load(char *buf, size_t cap, tiny_dtype dt, const char *p, const c
  * mult[ch] (the steps `bias`, `mult`: -1 none; mscale a constant multiplier),
  * then y = clamp(rint(v), lo, hi) + off, all integers, lo <= 0 <= hi and
  * hi - lo <= 255: the int8 kernel's own epilogue writes the byte
- * clamp(rint(v), lo, hi) - lo, one pass then stores y. */
+ * clamp(rint(v), lo, hi) - lo, one pass then stores y.  post >= 0: that
+ * pass applies the steps from `post` on to those integers first (a QDQ
+ * residual add: the other operand added, requantized again). */
 typedef struct q8_rq {
   bool ok;
   int bias, mult;
   float mscale;
   int lo, hi, off;
+  int post;
 } q8_rq;
 
 /* What the int8 kernel of one template kernel computes: per batch
@@ -147,6 +151,7 @@ typedef struct q8_job {
   int nepi;
   const ct_epi *epi;
   q8_rq rq;
+  bool res_ok;            /* a residual step's tensor is laid out like the output (CT_EPI_RESIDUAL) */
   int xbuf, ybuf;         /* cc_q8_fact's */
   bool held_in, held_out; /* the input / output held as bytes (q8_hold.c) */
 } q8_job;
@@ -158,7 +163,7 @@ typedef struct q8_job {
  * integers (exact within +-256 / +-2048). */
 static bool q8_requant(const ct_epi *ep, int n, bool bias_col, tiny_dtype yt, q8_rq *rq) {
   int i = 0;
-  *rq = (q8_rq){.bias = -1, .mult = -1, .mscale = 1.0f};
+  *rq = (q8_rq){.bias = -1, .mult = -1, .mscale = 1.0f, .post = -1};
   for (int pass = 0; pass < 2 && i < n; pass++) { /* the bias (+), then the multiplier (x) */
     bool tensor = ep[i].kind == (bias_col ? CT_EPI_BIAS_N : CT_EPI_BIAS_M);
     if (pass == 0 && tensor && !ep[i].mul) rq->bias = i++;
@@ -177,10 +182,14 @@ static bool q8_requant(const ct_epi *ep, int n, bool bias_col, tiny_dtype yt, q8
     }
     else if ((e->kind == CT_EPI_CLAMP || e->kind == CT_EPI_RELU) && (isinf(a) || a == nearbyint(a)) && (isinf(b) || b == nearbyint(b)))
       lo = fmax(lo, a - off), hi = fmin(hi, b - off);
+    else if (e->kind == CT_EPI_SCALE || e->kind == CT_EPI_RESIDUAL || e->kind == CT_EPI_RELU || e->kind == CT_EPI_CLAMP) {
+      rq->post = i; /* the output pass applies the rest to the integers */
+      break;
+    }
     else return false;
     if (lo > hi) return false;
   }
-  double lim = yt == TINY_BF16 ? 256 : yt == TINY_FP16 ? 2048 : 16777216;
+  double lim = rq->post >= 0 ? 16777216 : yt == TINY_BF16 ? 256 : yt == TINY_FP16 ? 2048 : 16777216;
   if (!(lo <= 0 && 0 <= hi && hi - lo <= 255 && fabs(lo + off) <= lim && fabs(hi + off) <= lim)) return false;
   rq->lo = (int)lo, rq->hi = (int)hi, rq->off = (int)off, rq->ok = true;
   return true;
@@ -189,7 +198,7 @@ static bool q8_requant(const ct_epi *ep, int n, bool bias_col, tiny_dtype yt, q8
 /* The zero point of the bytes requantization rq's output holds (y + zo in
  * [0, 255]), or -1. */
 static int q8_zo(const q8_rq *rq) {
-  return rq->ok && rq->lo + rq->off <= 0 && rq->lo + rq->off >= -255 ? -(rq->lo + rq->off) : -1;
+  return rq->ok && rq->post < 0 && rq->lo + rq->off <= 0 && rq->lo + rq->off >= -255 ? -(rq->lo + rq->off) : -1;
 }
 
 int cc_q8_out_zo(const ct_epi *ep, int n, tiny_dtype yt) {
@@ -197,17 +206,32 @@ int cc_q8_out_zo(const ct_epi *ep, int n, tiny_dtype yt) {
   return q8_requant(ep, n, false, yt, &rq) ? q8_zo(&rq) : -1;
 }
 
-/* The epilogue steps of j on the fp32 `v` of output row `t`, column `col`
- * (pre: the per-row biases loaded before the loop, as b<i>); false when a
- * step is not one this kernel applies. */
-static bool q8_epilogue(ut_str *o, const q8_job *j, bool pre) {
+/* The epilogue steps from `from` on of j on the fp32 `v` of output row `t`,
+ * column `col` of batch element x->bn (pre: the per-row biases loaded
+ * before the loop, as b<i>, and the rows of the tensors added, laid out
+ * like the output, as r<i>); false when a step is not one this kernel
+ * applies. */
+static bool q8_epilogue(ut_str *o, const q8_job *j, int from, bool pre) {
   char ld[160];
-  for (int i = 0; i < j->nepi; i++) {
+  for (int i = from; i < j->nepi; i++) {
     const ct_epi *ep = &j->epi[i];
     char pe[32];
     snprintf(pe, sizeof pe, "x->ep[%d]", i);
     bool bias = ep->kind == CT_EPI_BIAS_M || ep->kind == CT_EPI_BIAS_N;
     if (bias && (ep->kind == CT_EPI_BIAS_N) != j->bias_col) return false;
+    if (ep->kind == CT_EPI_RESIDUAL) {
+      if (!j->res_ok) return false;
+      const char *t = ep->dtype == TINY_FP32 ? "float" : "uint16_t";
+      if (pre)
+        ut_str_printf(o, "  const %s *restrict r%d = (const %s *)x->ep[%d] + x->bn * %" PRId64 "L + (long)t * %" PRId64 "L;\n", t, i, t,
+                      i, j->y_bs, j->ylen);
+      else {
+        snprintf(pe, sizeof pe, "r%d", i);
+        q8_load(ld, sizeof ld, ep->dtype, pe, "col");
+        ut_str_printf(o, "    v = v %s %s;\n", ep->mul ? "*" : "+", ld);
+      }
+      continue;
+    }
     if (pre) {
       q8_load(ld, sizeof ld, ep->dtype, pe, j->bias_col ? "0" : "t");
       if (bias && j->bias_col) ut_str_printf(o, "  const void *ep%d = x->ep[%d];\n", i, i);
@@ -251,6 +275,13 @@ static void q8_wpack(ut_str *o, const char *fn, const char *kfn, int64_t M, int6
                 fn, off, M * K, M, M * K, M, kfn);
 }
 
+/* Whether j's epilogue adds (or multiplies by) a tensor laid out like the output. */
+static bool q8_has_res(const q8_job *j) {
+  for (int i = 0; i < j->nepi; i++)
+    if (j->epi[i].kind == CT_EPI_RESIDUAL) return true;
+  return false;
+}
+
 /* The per-batch tasks of job j: the input as u8 (x + za, clamped; a NaN
  * flags the context, and the caller then runs the template, which
  * propagates it) and the epilogue, on local restrict pointers so that the
@@ -259,7 +290,8 @@ static bool q8_tasks(ut_str *o, const char *fn, const q8_job *j) {
   const char *xt = j->X.dtype == TINY_FP32 ? "float" : "uint16_t", *yt = j->Y.dtype == TINY_FP32 ? "float" : "uint16_t";
   const char *xl = j->X.dtype == TINY_FP32 ? "" : j->X.dtype == TINY_BF16 ? "hp_b2f" : "hp_h2f";
   const char *ys = j->Y.dtype == TINY_FP32 ? "" : j->Y.dtype == TINY_BF16 ? "hp_f2b" : "hp_f2h";
-  ut_str_printf(o, "typedef struct { const char *x; uint8_t *u; const void *acc; char *y; const void *const *ep; int nan; } %s_q8ctx;\n", fn);
+  ut_str_printf(o, "typedef struct { const char *x; uint8_t *u; const void *acc; char *y; const void *const *ep; int nan;%s } %s_q8ctx;\n",
+                q8_has_res(j) ? " long bn;" : "", fn);
   if (!j->held_in) {
     ut_str_printf(o, "static void %s_q8in(void *ctx, int t, int tid) {\n  (void)tid;\n  %s_q8ctx *x = (%s_q8ctx *)ctx;\n", fn, fn, fn);
     ut_str_printf(o,
@@ -273,6 +305,17 @@ static bool q8_tasks(ut_str *o, const char *fn, const q8_job *j) {
   }
   if (j->held_out) return true;
   ut_str_printf(o, "static void %s_q8out(void *ctx, int t, int tid) {\n  (void)tid;\n  %s_q8ctx *x = (%s_q8ctx *)ctx;\n", fn, fn, fn);
+  if (j->rq.ok && j->rq.post >= 0) { /* the kernel requantized: the steps after it on its bytes + lo + off */
+    if (!q8_epilogue(o, j, j->rq.post, true)) return false;
+    ut_str_printf(o,
+                  "  const uint8_t *restrict b = (const uint8_t *)x->acc + (long)t * %" PRId64 "L;\n"
+                  "  %s *restrict y = (%s *)x->y + (long)t * %" PRId64 "L;\n"
+                  "  for (long col = 0; col < %" PRId64 "L; col++) {\n    float v = (float)b[col] + %d.0f;\n",
+                  j->ylen, yt, yt, j->ylen, j->ylen, j->rq.lo + j->rq.off);
+    if (!q8_epilogue(o, j, j->rq.post, false)) return false;
+    ut_str_printf(o, "    y[col] = %s(v);\n  }\n}\n", ys);
+    return true;
+  }
   if (j->rq.ok) { /* the kernel requantized: its bytes + lo + off */
     ut_str_printf(o,
                   "  const uint8_t *restrict b = (const uint8_t *)x->acc + (long)t * %" PRId64 "L;\n"
@@ -281,13 +324,13 @@ static bool q8_tasks(ut_str *o, const char *fn, const q8_job *j) {
                   j->ylen, yt, yt, j->ylen, j->ylen, ys, j->rq.lo + j->rq.off);
     return true;
   }
-  if (!q8_epilogue(o, j, true)) return false;
+  if (!q8_epilogue(o, j, 0, true)) return false;
   ut_str_printf(o,
                 "  const float *restrict acc = (const float *)x->acc + (long)t * %" PRId64 "L;\n"
                 "  %s *restrict y = (%s *)x->y + (long)t * %" PRId64 "L;\n"
                 "  for (long col = 0; col < %" PRId64 "L; col++) {\n    float v = acc[col];\n",
                 j->ylen, yt, yt, j->ylen, j->ylen);
-  if (!q8_epilogue(o, j, false)) return false;
+  if (!q8_epilogue(o, j, 0, false)) return false;
   ut_str_printf(o, "    y[col] = %s(v);\n  }\n}\n", ys);
   return true;
 }
@@ -379,8 +422,9 @@ static void q8_wrapper(ut_str *out, const rc_ctx *c, int r, const char *fn, cons
   char no[96];
   snprintf(no, sizeof no, held ? "return %s_q8fb(pool, bufs)" : "return -1", fn);
   if (held) q8_fallback(out, c, r, fn, j);
-  ut_str_printf(out, "/* the int8 kernel (the input %s u8 - %d%s%s), -1: the weight is no int8 */\n", j->held_in ? "held as" : "proven",
-                (int)j->q.za, j->rq.ok ? ", its epilogue requantizing to bytes" : "", j->held_out ? " held as the output" : "");
+  ut_str_printf(out, "/* the int8 kernel (the input %s u8 - %d%s%s%s), -1: the weight is no int8 */\n", j->held_in ? "held as" : "proven",
+                (int)j->q.za, j->rq.ok ? ", its epilogue requantizing to bytes" : "", j->held_out ? " held as the output" : "",
+                j->rq.ok && j->rq.post >= 0 && q8_has_res(j) ? ", a tensor added, requantized again" : "");
   ut_str_printf(out, "static int %s_q8(hprt_pool *pool, void *const *bufs) {\n  int *wp = (int *)bufs[%d];\n", fn,
                 K->nreads + K->nwrites + 1);
   if (held) ut_str_printf(out, "  if (wp == %s_q8off) return -1; /* <fn>_q8fb's call of the template */\n", fn);
@@ -393,9 +437,9 @@ static void q8_wrapper(ut_str *out, const rc_ctx *c, int r, const char *fn, cons
                 "  int rc = !acc ? 2 : 0;\n"
                 "  for (long n = 0; n < %" PRId64 "L && !rc; n++) {\n"
                 "    %s_q8ctx cx = {(const char *)bufs[%d] + (%" PRId64 "L + n * %" PRId64 "L) * %d, u, acc,\n"
-                "                   (char *)bufs[%d] + (%" PRId64 "L + n * %" PRId64 "L) * %d, ep, 0};\n",
+                "                   (char *)bufs[%d] + (%" PRId64 "L + n * %" PRId64 "L) * %d, ep, 0%s};\n",
                 yb, xb, yb, j->nb, fn, j->X.slot, j->X.offset, j->x_bs, j->held_in ? 1 : xs, j->Y.slot, j->Y.offset, j->y_bs,
-                j->held_out ? 1 : ys);
+                j->held_out ? 1 : ys, q8_has_res(j) ? ", n" : "");
   if (!j->held_in)
     ut_str_printf(out, "    hprt_pool_run(pool, %d, %s_q8in, &cx);\n"
                        "    if (cx.nan) %s; /* the template propagates it (and writes all of y) */\n",
@@ -480,7 +524,8 @@ static bool q8_ok(const rc_ctx *c, bool prepacked, const ct_tensor *w, const ct_
  * not packed once, an input not proven 8-bit (cc_q8_input), padding not
  * the same on both sides, an epilogue step it does not apply.  direct: cv
  * is on the direct conv template (not a 1x1 GEMM's), priced as such. */
-static bool q8_conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_conv *cv, bool prepacked, bool direct, rc_packed *pk) {
+static bool q8_conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_conv *cv, bool prepacked, bool direct, bool res_ok,
+                    rc_packed *pk) {
   int za;
   if (cv->groups != 1 || !q8_ok(c, prepacked, &cv->W, &cv->X, &za)) return false;
   int64_t oh = (cv->h + cv->pad[0] + cv->pad[2] - cv->dil[0] * (cv->kh - 1) - 1) / cv->stride[0] + 1;
@@ -488,7 +533,7 @@ static bool q8_conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_conv
   int64_t oh2 = (cv->h + 2 * cv->pad[0] - cv->dil[0] * (cv->kh - 1) - 1) / cv->stride[0] + 1;
   int64_t ow2 = (cv->w + 2 * cv->pad[1] - cv->dil[1] * (cv->kw - 1) - 1) / cv->stride[1] + 1;
   if (oh != oh2 || ow != ow2 || oh < 1 || ow < 1) return false;
-  q8_job j = {.X = cv->X, .W = cv->W, .Y = cv->Y, .nb = cv->n, .nepi = cv->nepi, .epi = cv->epi, .direct = direct};
+  q8_job j = {.X = cv->X, .W = cv->W, .Y = cv->Y, .nb = cv->n, .nepi = cv->nepi, .epi = cv->epi, .direct = direct, .res_ok = res_ok};
   cgen_qgemm_spec *q = &j.q;
   cgen_qgemm_spec_init(q, cv->oc, oh * ow, cv->c * cv->kh * cv->kw);
   q->weight_a = true, q->w_kmajor = false;
@@ -503,7 +548,7 @@ static bool q8_conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_conv
 
 /* cc_emit_q8conv: a conv of the direct conv template's. */
 bool cc_emit_q8conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_conv *cv, bool prepacked, rc_packed *pk) {
-  return q8_conv(c, r, fn, out, cv, prepacked, true, pk);
+  return q8_conv(c, r, fn, out, cv, prepacked, true, true, pk); /* a residual is laid out like y (ct_read_conv) */
 }
 
 /* GEMM g on the int8 kernel: a 1x1 conv in NCHW (C[n][oc][p] = W[oc][c]
@@ -515,7 +560,11 @@ bool cc_emit_q8gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_gemm
   int za;
   if (g->batch[1] != 1 || g->nrep || g->a_round != TINY_FP32 || g->c_sn != 1 || g->c_sm != N || (nb > 1 && g->c_sb[0] != M * N))
     return false;
-  q8_job j = {.Y = g->C, .nb = nb, .y_bs = M * N, .nepi = g->nepi, .epi = g->epi};
+  bool res_ok = true; /* each tensor added laid out like C */
+  for (int i = 0; i < g->nepi; i++)
+    if (g->epi[i].kind == CT_EPI_RESIDUAL)
+      res_ok &= g->epi[i].s_n == 1 && g->epi[i].s_m == N && (nb <= 1 || g->epi[i].s_b0 == M * N);
+  q8_job j = {.Y = g->C, .nb = nb, .y_bs = M * N, .nepi = g->nepi, .epi = g->epi, .res_ok = res_ok};
   if (prepack_a) { /* the 1x1 conv: a 1-row image of N pixels */
     if (g->a_sk != 1 || g->a_sm != K || g->a_sb[0] || g->b_sn != 1 || g->b_sk != N || (nb > 1 && g->b_sb[0] != K * N) ||
         !q8_ok(c, true, &g->A, &g->B, &za))
@@ -524,7 +573,7 @@ bool cc_emit_q8gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_gemm
                   .nepi = g->nepi};
     cv.stride[0] = cv.stride[1] = cv.dil[0] = cv.dil[1] = 1;
     memcpy(cv.epi, g->epi, sizeof cv.epi);
-    return q8_conv(c, r, fn, out, &cv, true, false, pk);
+    return q8_conv(c, r, fn, out, &cv, true, false, res_ok, pk);
   }
   bool kmaj = g->b_sn == 1 && g->b_sk == N, cmaj = g->b_sk == 1 && g->b_sn == K;
   if (!prepack_b || g->b_sb[0] || !(kmaj || cmaj) || g->a_sk != 1 || g->a_sm != K || (nb > 1 && g->a_sb[0] != M * K) ||

@@ -38,7 +38,7 @@
 #include "harp/tiny.h"
 #include "util/util.h"
 
-#define CUDA_MAX_EPI 8
+#define CUDA_MAX_EPI 16
 #define CUDA_MAX_PARAMS 24
 #define CUDA_MAX_RANK 8
 #define CUDA_MAX_EW_IN 8
