@@ -221,17 +221,21 @@ harp_status rg_try_absorb(rg_ctx *c, const int *R, int n, int q, rg_absorb *out)
     snprintf(out->detail, sizeof out->detail, "%s", eS->detail);
     return HARP_OK;
   }
-  if ((eR->has_plan || eQ->has_plan) && !eS->has_plan) {
-    out->reason = "no_plan";
-    snprintf(out->detail, sizeof out->detail, "no plan of the search space fits the region with %s", Q->name);
-    return HARP_OK;
-  }
   /* the absorbing kernel is the one whose loops the fused region keeps:
    * the side holding its anchor (a contraction absorbed into its epilogue
    * chain keeps the contraction's grid) */
   bool q_anchor = eS->anchor >= 0 && c->unit_of_block[eS->anchor] == q;
   bool q_base = rg_is_base(eS, eQ, q_anchor) && !rg_is_base(eS, eR, !q_anchor);
   const rg_eval *base = q_base ? eQ : eR, *other = q_base ? eR : eQ;
+  /* a plan lost is the absorbing kernel's, as the exact search's
+   * rg_formation_delta has it: a contraction with no plan of its own (a
+   * depthwise convolution, on its template) still takes the epilogue whose
+   * map had one */
+  if (base->has_plan && !eS->has_plan) {
+    out->reason = "no_plan";
+    snprintf(out->detail, sizeof out->detail, "no plan of the search space fits the region with %s", Q->name);
+    return HARP_OK;
+  }
   plan_fusion_out d;
   rg_delta(c, base, eS, other->time, other->flops, other->bytes, &d, out->detail, sizeof out->detail);
   out->dtime = d.dtime;

@@ -1,11 +1,13 @@
 """Tier 0 on the greedy regions (knob tier0=auto, src/runtime/cpu.c): the
 first run waits for the greedy pass of region formation only; the exact
 search on windows, the Function and plans of the object's regions run on
-the builder thread.  On a MobileNetV2 (at 32x32), whose exact search fuses
-more than the greedy pass, --time-stages must show tier 0 running more
-kernels than the object has (tier0=off: the code stage's count) and no
-plans stage before the first result; with the knob tier0_exact tier 0 runs
-the object's regions (as before).  The object the builder makes is the one
+the builder thread.  On a MobileNetV2 (at 32x32) --time-stages must show
+no plans stage before the first result, and tier 0 running no more
+kernels than the object has (tier0=off: the code stage's count): the
+greedy pass fuses each depthwise convolution's clip epilogue as the exact
+search does (a contraction with no plan of its own still absorbs an
+epilogue that had one; before, 68 kernels against the object's 54); with
+the knob tier0_exact tier 0 runs the object's regions (as before).  The object the builder makes is the one
 tier0=off makes (the same file in the cache: the same C).  Tier 0's result
 either way and the object's (tier0=off, and a warm cache) agree with
 onnxruntime."""
@@ -84,8 +86,8 @@ n_t0 = tier0_kernels(pa.stderr)
 s.check("auto: the first run is tier 0", pa.returncode == 0 and "first result written" in pa.stderr, pa.stderr.strip()[-400:])
 s.check("auto: the first result waits for no plans (the exact search is the builder's)",
         "regions" in stages(pa.stderr) and "plans" not in stages(pa.stderr), stages(pa.stderr))
-s.check(f"auto: tier 0 runs the greedy regions, more kernels than the object's {n_obj}", n_t0 > n_obj > 0,
-        f"tier 0 {n_t0}, object {n_obj}")
+s.check(f"auto: tier 0's greedy regions fuse the epilogues, no more kernels than the object's {n_obj}",
+        0 < n_t0 <= n_obj, f"tier 0 {n_t0}, object {n_obj}")
 sos = sorted(f for f in os.listdir(cache) if f.endswith(".so"))
 s.check("auto: the builder's object is tier0=off's (the exact regions' C)",
         sos and sos == sorted(f for f in os.listdir(cache_off) if f.endswith(".so")), f"{sos} vs {os.listdir(cache_off)}")
