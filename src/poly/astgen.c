@@ -274,7 +274,7 @@ static __isl_give isl_pw_multi_aff *stmt_access(gen *g, int k, int a, __isl_keep
   m = isl_map_set_tuple_name(m, isl_dim_in, stmt_name(k, name, sizeof name));
   if (g->symdom && g->symdom[k]) { /* one affine function: over the parameters too */
     isl_set *cd = concrete_domain(g, k);
-    isl_map *p = poly_sym_access(g->pv, stmt_acc(g, k, a), g->opts, isl_map_copy(m), dom, cd);
+    isl_map *p = poly_sym_access(g->pv, b, stmt_acc(g, k, a), g->opts, isl_map_copy(m), dom, cd);
     if (p) {
       isl_set_free(cd);
       isl_map_free(m);

@@ -9,11 +9,13 @@
  * 1..poly_ast_opts.sym_hi[i]; an access that is one affine function f is
  * rebuilt on that domain (a padded read with one pad value: its real
  * elements are the points where f lies in the read tensor's box, each
- * symbolic axis bounded by its parameter).  Every such set and map is
+ * symbolic axis bounded by its parameter; behind a PAD, the box of the PAD's
+ * input, the access composed that far).  Every such set and map is
  * checked against the graph's own at sym_now; where one differs, or cannot
  * be built, the caller keeps the numbers (the ShapeSet's corner check then
  * compiles per binding).
- * Needs: poly_int.h (blocks, accesses), harp/poly_ast.h (the options).
+ * Needs: poly_int.h (blocks, accesses), indexbook.h (ib_compose),
+ * harp/poly_ast.h (the options).
  * Gives: poly_sym_params, poly_sym_domain, poly_sym_access. */
 #include <stdio.h>
 #include <string.h>
@@ -126,8 +128,77 @@ static __isl_give isl_set *tensor_box(poly_view *pv, const poly_ast_opts *o, int
   return box;
 }
 
-__isl_give isl_map *poly_sym_access(poly_view *pv, const poly_acc *a, const poly_ast_opts *o, __isl_take isl_map *m,
-                                    __isl_keep isl_set *pdom, __isl_keep isl_set *cdom) {
+/* Access a of block b (one of b's own node's reads) as far as the input of
+ * the one PAD it passes: the node's step map composed through the views up
+ * to the PAD's input, into *out.  False where a passes no PAD or several,
+ * is not b's node's own read, or a step does not compose. */
+static bool to_pad_input(poly_view *pv, const poly_blk *b, const poly_acc *a, ib_access *out) {
+  const tiny_graph *g = pv->g;
+  int pad = -1;
+  for (int i = 0; i < a->ib.nvia; i++) {
+    if (g->nodes[a->ib.via[i]].op != TINY_PAD) continue;
+    if (pad >= 0) return false;
+    pad = a->ib.via[i];
+  }
+  if (pad < 0) return false;
+  const ib_info *f = ib_get(pv->ib, b->var_node);
+  int k = 0;
+  while (k < f->nin && !(f->acc[k].via == a->ib.via && f->acc[k].src == a->ib.src)) k++;
+  if (k == f->nin || f->nvars != b->pub.nvars) return false;
+  harp_error e = {0};
+  ib_env env;
+  ib_env_for(pv->ib, b->var_node, &e, &env);
+  ib_access cur = f->in[k];
+  const int in = g->nodes[pad].src[0].node;
+  for (int step = 0; cur.src != in; step++) {
+    if (step > a->ib.nvia || cur.non_affine || !ib_is_movement(pv->ib, cur.src)) return false;
+    if (ib_compose(pv->ib, &env, &cur, &ib_get(pv->ib, cur.src)->in[0], &cur)) return false;
+  }
+  *out = cur;
+  return !cur.non_affine;
+}
+
+/* Where padded access a of block b reads a real element, over the symbols:
+ * the points whose index into the PAD's input (one affine function, the
+ * access's one read piece) lies in that input's box (tensor_box), in the
+ * space of map r's domain; NULL where to_pad_input cannot tell.  The
+ * composed access's own guard reads the base (a CONST behind an EXPAND, say),
+ * whose box knows no symbol. */
+static __isl_give isl_set *pad_guard(poly_view *pv, const poly_blk *b, const poly_acc *a, const poly_ast_opts *o,
+                                     __isl_keep isl_map *r) {
+  ib_access q;
+  if (isl_map_dim(r, isl_dim_in) != b->pub.nvars || !to_pad_input(pv, b, a, &q)) return NULL;
+  const ib_piece *read = NULL;
+  for (int i = 0; i < q.npieces; i++) {
+    if (q.pieces[i].fill) continue;
+    if (read) return NULL;
+    read = &q.pieces[i];
+  }
+  if (!read) return NULL;
+  isl_space *dom = poly_block_space(pv, b);
+  isl_local_space *ls = isl_local_space_from_space(isl_space_copy(dom));
+  isl_aff_list *list = isl_aff_list_alloc(pv->ctx, read->nmap);
+  for (int k = 0; k < read->nmap; k++) list = isl_aff_list_add(list, poly_aff(pv, ls, &read->map[k]));
+  isl_local_space_free(ls);
+  isl_space *ran = isl_space_add_dims(isl_space_params(isl_space_copy(dom)), isl_dim_set, (unsigned)read->nmap);
+  isl_multi_aff *f = isl_multi_aff_from_aff_list(isl_space_map_from_domain_and_range(dom, isl_space_copy(ran)), list);
+  isl_set *box = tensor_box(pv, o, q.src, ran);
+  if (!box || !f) {
+    isl_set_free(box);
+    isl_multi_aff_free(f);
+    return NULL;
+  }
+  f = isl_multi_aff_align_params(f, isl_set_get_space(box));
+  box = isl_set_align_params(box, isl_multi_aff_get_space(f));
+  isl_set *guard = isl_set_preimage_multi_aff(box, f);
+  guard = isl_set_reset_tuple_id(guard);
+  if (isl_map_has_tuple_name(r, isl_dim_in) == isl_bool_true)
+    guard = isl_set_set_tuple_name(guard, isl_map_get_tuple_name(r, isl_dim_in));
+  return isl_set_align_params(guard, isl_map_get_space(r));
+}
+
+__isl_give isl_map *poly_sym_access(poly_view *pv, const poly_blk *b, const poly_acc *a, const poly_ast_opts *o,
+                                    __isl_take isl_map *m, __isl_keep isl_set *pdom, __isl_keep isl_set *cdom) {
   if (a->nfill > 1) {
     isl_map_free(m);
     return NULL;
@@ -142,7 +213,11 @@ __isl_give isl_map *poly_sym_access(poly_view *pv, const poly_acc *a, const poly
     r = isl_map_align_params(r, isl_set_get_space(pdom));
     r = isl_map_intersect_domain(r, isl_set_copy(pdom));
   }
-  if (r && a->nfill == 1) {
+  isl_set *guard = r && a->nfill == 1 ? pad_guard(pv, b, a, o, r) : NULL;
+  if (guard) {
+    r = isl_map_intersect_domain(r, guard);
+  } else if (r && a->nfill == 1) {
+    isl_ctx_reset_error(pv->ctx);
     isl_set *box = tensor_box(pv, o, a->ib.src, isl_space_range(isl_map_get_space(r)));
     box = box ? isl_set_align_params(box, isl_map_get_space(r)) : NULL;
     r = box ? isl_map_intersect_range(r, box) : isl_map_free(r);

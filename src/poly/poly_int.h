@@ -104,11 +104,11 @@ __isl_give isl_set *poly_sym_params(isl_ctx *ctx, const struct poly_ast_opts *o,
  * one, b is no box, or the set differs from `concrete` at sym_now. */
 __isl_give isl_set *poly_sym_domain(poly_view *pv, const poly_blk *b, int nvars, const struct poly_ast_opts *o,
                                     const char *tuple, __isl_keep isl_set *concrete);
-/* Access a's relation m (a statement's tuple; taken) rebuilt on the
- * parametric domain pdom; NULL where m is not one affine function (at most
- * one pad value), or the result differs from m on cdom at sym_now. */
-__isl_give isl_map *poly_sym_access(poly_view *pv, const poly_acc *a, const struct poly_ast_opts *o, __isl_take isl_map *m,
-                                    __isl_keep isl_set *pdom, __isl_keep isl_set *cdom);
+/* Access a's (of block b) relation m (a statement's tuple; taken) rebuilt on
+ * the parametric domain pdom; NULL where m is not one affine function (at
+ * most one pad value), or the result differs from m on cdom at sym_now. */
+__isl_give isl_map *poly_sym_access(poly_view *pv, const poly_blk *b, const poly_acc *a, const struct poly_ast_opts *o,
+                                    __isl_take isl_map *m, __isl_keep isl_set *pdom, __isl_keep isl_set *cdom);
 /* ---- acc_cache.c: access relations reused across same-shaped blocks ---- */
 /* The key of access a of block b into a tensor of `rank` axes (arena);
  * NULL where it is not cached. */

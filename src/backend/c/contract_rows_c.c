@@ -55,6 +55,12 @@ harp_status cc_emit_attention(rc_ctx *c, int r, const char *fn, ut_str *out, con
   char ex[16][160];
   cgen_attn_rt rt = {0};
   attn_rt_exprs(c, &at, &rt, ex);
+  /* the kernel layer takes a causal mask where it is top-left aligned at
+   * this binding; where M and N move apart, whether it is at another one
+   * (at M = N a bottom-right mask is too) is not known: the nests then,
+   * at every binding alike */
+  if (at.causal && (rt.m || rt.n) && !(rt.m && rt.n && !strcmp(rt.m, rt.n)))
+    DECLINE("a causal mask whose alignment may move with the binding (M and N apart)");
   cgen_attn_spec s;
   cgen_attn_spec_init(&s, at.B, at.H, at.M, at.N, at.D, TINY_FP32);
   s.rt = rt;
