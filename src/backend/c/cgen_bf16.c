@@ -83,9 +83,10 @@ void cg_emit_bf16_kernel(cg_out *o, int mr, int nv, int tmr, int tnr, int pf, lo
 
 /* $P_packA_task: the fp32 packer's task ($P_packA_task0: panel group g of
  * `groups`, span rows of A each, of KC block pb for batch ba), then its
- * panels (mr wide, mp rows of A in all) to pair rows. */
+ * panels (mr wide, mp rows of A in all) to pair rows ($P_packA_task1 in
+ * the AMX variant, whose $P_packA_task then transposes them, cgen_amx.c). */
 void cg_emit_bf16_pack_a(cg_out *o, int64_t groups, int64_t span, int64_t mp, int mr) {
-  cg_emit(o, "static $T void $P_packA_task(void *vc, int task, int tid) {\n");
+  cg_emit(o, "static $T void $P_packA_task%s(void *vc, int task, int tid) {\n", o->amx ? "1" : "");
   cg_emit(o, "  $P_packA_task0(vc, task, tid);\n  const $F_ctx *cx = (const $F_ctx *)vc;\n");
   cg_emit(o, "  long g = task %% %ldL, r = task / %ldL, pb = r %% cx->nkb, ba = r / cx->nkb;\n", (long)groups,
           (long)groups);

@@ -30,7 +30,14 @@ int64_t cg_rup(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
 
 void cg_set_isa(cg_out *o, const cg_isa *isa) {
   o->isa = isa;
+  o->amx = false;
   snprintf(o->P, sizeof o->P, "%s_%s", o->F, isa ? isa->tag : "x");
+}
+
+void cg_set_amx(cg_out *o) {
+  cg_set_isa(o, cg_isa_get(CGEN_ISA_AVX512));
+  o->amx = o->has_amx = true;
+  snprintf(o->P, sizeof o->P, "%s_amx", o->F);
 }
 
 void cg_emit(cg_out *o, const char *fmt, ...) {
@@ -123,6 +130,23 @@ static const char RUNTIME[] =
     "#if defined(__x86_64__) || defined(__i386__)\n#include <immintrin.h>\n#define HPRT_X86 1\n"
     "#define HPRT_PAUSE() _mm_pause()\n#else\n#define HPRT_PAUSE() ((void)0)\n#endif\n"
     "#define HPRT_MAXT 64\n"
+    "#ifdef HPRT_X86\n"
+    "/* AMX-BF16 usable (the AMX variants, cgen_amx.c): CPUID.7.0:EDX bits 22 and 24,\n"
+    " * XCR0's tile bits 17-18, and Linux's permission for the tile data\n"
+    " * (arch_prctl ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA), asked once; a\n"
+    " * refusal leaves the AVX-512 variant (no SIGILL). */\n"
+    "static __attribute__((unused)) int hprt_amx_ok(void) {\n"
+    "  static int st;\n  int s = __atomic_load_n(&st, __ATOMIC_ACQUIRE);\n"
+    "  if (!s) {\n    unsigned a = 7, b, c = 0, d, lo, hi;\n    s = -1;\n"
+    "    __asm__ volatile(\"cpuid\" : \"+a\"(a), \"=b\"(b), \"+c\"(c), \"=d\"(d));\n"
+    "    if ((d >> 22 & 1u) && (d >> 24 & 1u)) {\n"
+    "      __asm__ volatile(\"xgetbv\" : \"=a\"(lo), \"=d\"(hi) : \"c\"(0u));\n      (void)hi;\n"
+    "#if defined(__linux__) && defined(__x86_64__)\n"
+    "      long r = 158, x = 0x1023, f = 18;\n"
+    "      if ((lo >> 17 & 3u) == 3u) __asm__ volatile(\"syscall\" : \"+a\"(r) : \"D\"(x), \"S\"(f) : \"rcx\", \"r11\", \"memory\");\n"
+    "      if ((lo >> 17 & 3u) == 3u && r == 0) s = 1;\n"
+    "#endif\n    }\n    __atomic_store_n(&st, s, __ATOMIC_RELEASE);\n  }\n  return s > 0;\n}\n"
+    "#endif\n"
     "#ifndef HPRT_TEST_DELAY /* test_hprt_pool widens the pool's races with a spin here */\n"
     "#define HPRT_TEST_DELAY() ((void)0)\n"
     "#endif\n"
@@ -753,7 +777,7 @@ bool cg_emit_epi_common(cg_out *o, const cgen_epi *ep, int i, const char *bias_i
 
 void cg_emit_selector(cg_out *o, unsigned m, int force) {
   cg_set_isa(o, NULL);
-  cg_emit(o, "/* the variant this process runs: 3 avx512, 2 avx2, 1 scalar (decided once) */\n");
+  cg_emit(o, "/* the variant this process runs: %s3 avx512, 2 avx2, 1 scalar (decided once) */\n", o->has_amx ? "4 amx, " : "");
   cg_emit(o, "static int $F_sel(void) {\n");
   if (force >= 0 && (m >> force & 1u)) {
     cg_emit(o, "  return %d;\n}\n", force + 1);
@@ -766,6 +790,7 @@ void cg_emit_selector(cg_out *o, unsigned m, int force) {
                "        __builtin_cpu_supports(\"avx512vl\") && __builtin_cpu_supports(\"avx512dq\") &&\n"
                "        __builtin_cpu_supports(\"fma\")%s) s = 3;\n",
             o->bf16 || o->bf16_cvt ? " && __builtin_cpu_supports(\"avx512bf16\")" : "");
+  if (o->has_amx) cg_emit(o, "    if (s == 3 && hprt_amx_ok()) s = 4;\n");
   if (m >> CGEN_ISA_AVX2 & 1u)
     cg_emit(o, "    if (s == 1 && __builtin_cpu_supports(\"avx2\") && __builtin_cpu_supports(\"fma\")) s = 2;\n");
   cg_emit(o, "#endif\n    __atomic_store_n(&sel, s, __ATOMIC_RELAXED);\n  }\n  return s;\n}\n");
@@ -774,6 +799,7 @@ void cg_emit_selector(cg_out *o, unsigned m, int force) {
 void cg_emit_entry(cg_out *o, unsigned m, const char *ret, const char *suffix, const char *params, const char *args) {
   cg_set_isa(o, NULL);
   cg_emit(o, "%s $F%s(%s) {\n  int s = $F_sel();\n  (void)s;\n#ifdef HPRT_X86\n", ret, suffix, params);
+  if (o->has_amx) cg_emit(o, "  if (s == 4) return $F_amx%s_run(%s);\n", suffix, args);
   if (m >> CGEN_ISA_AVX512 & 1u) cg_emit(o, "  if (s == 3) return $F_avx512%s_run(%s);\n", suffix, args);
   if (m >> CGEN_ISA_AVX2 & 1u) cg_emit(o, "  if (s == 2) return $F_avx2%s_run(%s);\n", suffix, args);
   /* no scalar variant: the JIT's host runs the widest one (cg_isa_set) */

@@ -1,0 +1,79 @@
+/* cgen_amx.c — the Intel AMX pieces of the GEMM / implicit-GEMM conv
+ * template (cgen_gemm.c) under tune.amx: a variant of its own ($F_amx_*,
+ * cg_set_amx) that the selector runs where the CPU has AMX-BF16 and Linux
+ * grants the tile state (hprt_amx_ok), else the AVX-512 BF16 variant runs.
+ * Needs: cgen_int.h.  Gives: cg_emit_amx_kernel, cg_emit_amx_pack_a
+ * (declared in cgen_int.h).
+ *
+ * Layout.  The variant packs as the AVX-512 BF16 one (cgen_bf16.c: A and B
+ * panels of pair words, [kp][W]) with MR = NR = CG_AMX_MR (32), and then
+ * turns each A panel in place into [MR][kp] (row i's pairs contiguous, the
+ * AMX "A" operand, $P_amxtr).  B's pair rows are already AMX's "VNNI" B:
+ * 16 pair rows x 16 columns = one 1 KiB tile, row stride NR words.
+ * The micro-kernel holds C's 32x32 in four accumulator tiles (tmm4-7), two
+ * A tiles (tmm0-1: rows 0-15, 16-31, 16 pairs each) and two B tiles
+ * (tmm2-3: columns 0-15, 16-31): four tdpbf16ps per 16 pairs.  The pairs
+ * past the last multiple of 16 (kp % 16) are added with vdpbf16ps to the
+ * stored fp32 tile, whose rows then go through the template's epilogue
+ * ($P_row<nv>): rows past mr and columns past nr are computed (on zero or
+ * padding lanes) but never stored. */
+#include <stdio.h>
+
+#include "backend/c/cgen_int.h"
+
+/* $P_k<mr>_<nv>(kc, a, b, tt, m, n, nr, first, last): the AMX micro-kernel
+ * over an A panel [32][kp] and a B panel [kp][32] of pair words (kp = kc
+ * when `pairs` counts them already, else (kc + 1) / 2); mr rows and nv
+ * vectors of 16 columns of the 32x32 result reach $P_row<nv>. */
+void cg_emit_amx_kernel(cg_out *o, int mr, int nv, bool pairs) {
+  const int R = CG_AMX_MR;
+  cg_emit(o, "static " CG_AMX_ATTR " void $P_k%d_%d(long kc, const float *restrict a, const float *restrict b,\n"
+             "    const $F_tt *tt, long m, long n, int nr, int first, int last) {\n", mr, nv);
+  cg_emit(o, "  long kp = %s, ks = kp & ~15L;\n", pairs ? "kc" : "(kc + 1) >> 1");
+  cg_emit(o, "  float cb[%d] __attribute__((aligned(64)));\n", R * R);
+  /* palette 1; tiles 0-7 all 16 rows of 64 bytes */
+  cg_emit(o, "  struct { uint8_t pal, start, res[14]; uint16_t colsb[16]; uint8_t rows[16]; } cfg;\n");
+  cg_emit(o, "  memset(&cfg, 0, sizeof cfg);\n  cfg.pal = 1;\n");
+  cg_emit(o, "  for (int t = 0; t < 8; t++) cfg.colsb[t] = 64, cfg.rows[t] = 16;\n");
+  cg_emit(o, "  _tile_loadconfig(&cfg);\n  _tile_zero(4); _tile_zero(5); _tile_zero(6); _tile_zero(7);\n");
+  cg_emit(o, "  const char *ab = (const char *)a, *bb = (const char *)b;\n  long as = kp * 4;\n");
+  cg_emit(o, "  for (long k = 0; k < ks; k += 16) {\n");
+  cg_emit(o, "    _tile_loadd(0, ab + k * 4, as);\n    _tile_loadd(1, ab + (%dL * kp + k) * 4, as);\n", R / 2);
+  cg_emit(o, "    _tile_loadd(2, bb + k * %d, %d);\n    _tile_loadd(3, bb + k * %d + 64, %d);\n", R * 4, R * 4, R * 4, R * 4);
+  cg_emit(o, "    _tile_dpbf16ps(4, 0, 2); _tile_dpbf16ps(5, 0, 3); _tile_dpbf16ps(6, 1, 2); _tile_dpbf16ps(7, 1, 3);\n  }\n");
+  cg_emit(o, "  _tile_stored(4, cb, %d); _tile_stored(5, cb + 16, %d);\n", R * 4, R * 4);
+  cg_emit(o, "  _tile_stored(6, cb + %d, %d); _tile_stored(7, cb + %d, %d);\n  _tile_release();\n", 16 * R, R * 4,
+          16 * R + 16, R * 4);
+  /* the last kp % 16 pairs, rows < mr: vdpbf16ps onto the stored tile */
+  cg_emit(o, "  if (ks < kp) {\n    const int *aw = (const int *)a;\n");
+  cg_emit(o, "    for (int i = 0; i < %d; i++)\n      for (int j = 0; j < %d; j++) {\n", mr, nv);
+  cg_emit(o, "        __m512 c = _mm512_load_ps(cb + i * %d + j * 16);\n", R);
+  cg_emit(o, "        for (long k = ks; k < kp; k++)\n");
+  cg_emit(o, "          c = _mm512_dpbf16_ps(c, (__m512bh)_mm512_set1_epi32(aw[i * kp + k]), "
+             "(__m512bh)_mm512_loadu_ps(b + k * %d + j * 16));\n", R);
+  cg_emit(o, "        _mm512_store_ps(cb + i * %d + j * 16, c);\n      }\n  }\n", R);
+  cg_emit(o, "  for (int i = 0; i < %d; i++)\n    $P_row%d(tt, m + i, n, nr, first, last", mr, nv);
+  for (int j = 0; j < nv; j++) cg_emit(o, ", _mm512_load_ps(cb + i * %d + %d)", R, 16 * j);
+  cg_emit(o, ");\n}\n");
+}
+
+/* $P_amxtr and $P_packA_task: the packer's task ($P_packA_task1: panel
+ * group g of `groups`, span rows of A each, of KC block pb, kc deep at most
+ * (pairs: kc counts pairs) for batch ba; mp rows in all), then each of its
+ * 32-row panels from [kp][32] to [32][kp] pair words. */
+void cg_emit_amx_pack_a(cg_out *o, int64_t groups, int64_t span, int64_t mp, int kc, bool pairs) {
+  const int R = CG_AMX_MR;
+  long kpmax = pairs ? kc : (kc + 1) / 2;
+  cg_emit(o, "static $T void $P_amxtr(float *d, long kp) {\n");
+  cg_emit(o, "  uint32_t t[%ldL];\n  uint32_t *w = (uint32_t *)d;\n  memcpy(t, d, (size_t)kp * %dU * 4U);\n", kpmax * R, R);
+  cg_emit(o, "  for (int i = 0; i < %d; i++)\n    for (long k = 0; k < kp; k++) w[i * kp + k] = t[k * %d + i];\n}\n", R, R);
+  cg_emit(o, "static $T void $P_packA_task(void *vc, int task, int tid) {\n");
+  cg_emit(o, "  $P_packA_task1(vc, task, tid);\n  const $F_ctx *cx = (const $F_ctx *)vc;\n");
+  cg_emit(o, "  long g = task %% %ldL, r = task / %ldL, pb = r %% cx->nkb, ba = r / cx->nkb;\n", (long)groups,
+          (long)groups);
+  cg_emit(o, "  long pc = pb * cx->kc, kc = cx->K - pc < cx->kc ? cx->K - pc : cx->kc;\n");
+  cg_emit(o, "  float *Ap = cx->Ap + ba * cx->K * %ldL + pc * %ldL;\n", (long)mp, (long)mp);
+  cg_emit(o, "  long ir1 = (g + 1) * %ldL < %ldL ? (g + 1) * %ldL : %ldL;\n", (long)span, (long)mp, (long)span, (long)mp);
+  cg_emit(o, "  for (long ir = g * %ldL; ir < ir1; ir += %d) $P_amxtr(Ap + ir * kc, %s);\n}\n", (long)span, R,
+          pairs ? "kc" : "(kc + 1) >> 1");
+}
