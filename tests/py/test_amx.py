@@ -14,9 +14,12 @@ the 32x32 tile, K odd, K below one 16-pair step (all tail), K over one
 on the implicit GEMM (HARP_CONV=gemm: 1x1, 3x3 with odd channels and stride
 2, groups, a weight given as an input).  The generated C with AMX on has the
 AMX variant (tile loads, tdpbf16ps, the selector's AMX branch), without has
-none; and the two runs' outputs differ somewhere (tdpbf16ps sums a 16-pair
-step in another order than vdpbf16ps), the sign that the AMX kernel ran."""
+none; and the two runs' outputs differ in most cases (tdpbf16ps sums a
+16-pair step in another order than vdpbf16ps), the sign that the AMX kernel
+ran.  A third run, AMX on with the conv algorithm harp picks, puts every
+conv (1x1 and 3x3) on the implicit GEMM's AMX variant, checked the same."""
 import os
+import re
 import sys
 import tempfile
 
@@ -151,23 +154,41 @@ def check(tag, name, got, f32, bfr, absum, k):
     s.check(f"{tag} {name}: vs fp32 within bf16's bound", bool(np.all(e2 <= b16)), f"max err {e2.max():.3g}")
 
 
+def kernel_chunks(src):
+    """{region name: its part of the generated C} (split at the `/* kernel N: region NAME */` headers)."""
+    parts = re.split(r"/\* kernel \d+: region (\S+) \*/", src)
+    return {parts[i]: parts[i + 1] for i in range(1, len(parts) - 1, 2)}
+
+
+AMX_C = ("_tile_dpbf16ps", "_tile_loadd", "hprt_amx_ok()", "_amx_run(")
 path = mk()
 got = {}
-for tag, amx in (("amx", "auto"), ("no-amx", "off")):
+# convs on the implicit GEMM on both sides (HARP_CONV=gemm); then AMX with the conv algorithm harp picks
+RUNS = (("amx", {"HARP_AMX": "auto", "HARP_CONV": "gemm"}), ("no-amx", {"HARP_AMX": "off", "HARP_CONV": "gemm"}),
+        ("amx-conv-auto", {"HARP_AMX": "auto"}))
+for tag, env in RUNS:
     dump = tempfile.mkdtemp()
-    os.environ["HARP_AMX"], os.environ["HARP_CONV"] = amx, "gemm"
+    os.environ.update(env)
     p, d = run(path, inputs, backend="cpu", extra=["--precision", "bf16", "--dump", "c", "--dump-dir", dump])
+    for k in env:
+        os.environ.pop(k)
     s.check(f"{tag}: runs", p.returncode == 0, p.stderr.strip()[-600:])
     if p.returncode != 0:
         continue
     src = open(os.path.join(dump, "model.c")).read()
-    has = all(t in src for t in ("_tile_dpbf16ps", "_tile_loadd", "hprt_amx_ok()", "_amx_run("))
-    s.check(f"{tag}: the generated C {'has' if amx == 'auto' else 'has no'} AMX variant", has == (amx == "auto"), "")
+    on = env["HARP_AMX"] == "auto"
+    s.check(f"{tag}: the generated C {'has' if on else 'has no'} AMX variant", all(t in src for t in AMX_C) == on, "")
+    if tag == "amx-conv-auto":  # with AMX, bf16 convs (1x1 and 3x3) go to the implicit GEMM's AMX variant
+        ks = kernel_chunks(src)
+        for c in cases:
+            if c[0].startswith("conv"):
+                # the AMX micro-kernel, defined or shared with an earlier kernel's (#define, kernels deduplicated)
+                s.check(f"{tag}: {c[0]} on the AMX variant", re.search(r"_amx_k32_\d", ks.get(c[0], "")) is not None,
+                        f"{sorted(ks)[:20]}")
     for c in cases:
         got[(tag, c[0])] = np.load(os.path.join(d, c[0] + ".npy"))
         check(tag, c[0], got[(tag, c[0])], *c[1:])
-os.environ.pop("HARP_AMX"), os.environ.pop("HARP_CONV")
-if len(got) == 2 * len(cases):
+if len(got) == len(RUNS) * len(cases):
     differ = [c[0] for c in cases if not np.array_equal(got[("amx", c[0])], got[("no-amx", c[0])])]
     s.check("AMX on and off differ in rounding (the AMX kernel ran)", len(differ) >= len(cases) // 2,
             f"differ only in {differ}")

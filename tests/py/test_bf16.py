@@ -51,6 +51,9 @@ if "avx512_bf16" not in open("/proc/cpuinfo").read():
     print("skip: this CPU has no AVX512_BF16")
     sys.exit(77)
 
+# the AVX-512 BF16 kernels (and their choice of direct convs); on a CPU with
+# AMX the AMX variant would run instead: test_amx.py checks that one
+os.environ["HARP_AMX"] = "off"
 s = Suite("bf16")
 rng = np.random.default_rng(28)
 U = 2.0 ** -24

@@ -130,7 +130,11 @@ static const char RUNTIME[] =
     "#if defined(__x86_64__) || defined(__i386__)\n#include <immintrin.h>\n#define HPRT_X86 1\n"
     "#define HPRT_PAUSE() _mm_pause()\n#else\n#define HPRT_PAUSE() ((void)0)\n#endif\n"
     "#define HPRT_MAXT 64\n"
-    "#ifdef HPRT_X86\n"
+    "/* a compiler that knows the AMX instructions: the AMX variants (cgen_amx.c) */\n"
+    "#if defined(HPRT_X86) && defined(__x86_64__) && (defined(__clang__) ? __clang_major__ >= 12 : __GNUC__ >= 11)\n"
+    "#define HPRT_AMX 1\n"
+    "#endif\n"
+    "#ifdef HPRT_AMX\n"
     "/* AMX-BF16 usable (the AMX variants, cgen_amx.c): CPUID.7.0:EDX bits 22 and 24,\n"
     " * XCR0's tile bits 17-18, and Linux's permission for the tile data\n"
     " * (arch_prctl ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA), asked once; a\n"
@@ -790,7 +794,7 @@ void cg_emit_selector(cg_out *o, unsigned m, int force) {
                "        __builtin_cpu_supports(\"avx512vl\") && __builtin_cpu_supports(\"avx512dq\") &&\n"
                "        __builtin_cpu_supports(\"fma\")%s) s = 3;\n",
             o->bf16 || o->bf16_cvt ? " && __builtin_cpu_supports(\"avx512bf16\")" : "");
-  if (o->has_amx) cg_emit(o, "    if (s == 3 && hprt_amx_ok()) s = 4;\n");
+  if (o->has_amx) cg_emit(o, "#ifdef HPRT_AMX\n    if (s == 3 && hprt_amx_ok()) s = 4;\n#endif\n");
   if (m >> CGEN_ISA_AVX2 & 1u)
     cg_emit(o, "    if (s == 1 && __builtin_cpu_supports(\"avx2\") && __builtin_cpu_supports(\"fma\")) s = 2;\n");
   cg_emit(o, "#endif\n    __atomic_store_n(&sel, s, __ATOMIC_RELAXED);\n  }\n  return s;\n}\n");
@@ -799,7 +803,7 @@ void cg_emit_selector(cg_out *o, unsigned m, int force) {
 void cg_emit_entry(cg_out *o, unsigned m, const char *ret, const char *suffix, const char *params, const char *args) {
   cg_set_isa(o, NULL);
   cg_emit(o, "%s $F%s(%s) {\n  int s = $F_sel();\n  (void)s;\n#ifdef HPRT_X86\n", ret, suffix, params);
-  if (o->has_amx) cg_emit(o, "  if (s == 4) return $F_amx%s_run(%s);\n", suffix, args);
+  if (o->has_amx) cg_emit(o, "#ifdef HPRT_AMX\n  if (s == 4) return $F_amx%s_run(%s);\n#endif\n", suffix, args);
   if (m >> CGEN_ISA_AVX512 & 1u) cg_emit(o, "  if (s == 3) return $F_avx512%s_run(%s);\n", suffix, args);
   if (m >> CGEN_ISA_AVX2 & 1u) cg_emit(o, "  if (s == 2) return $F_avx2%s_run(%s);\n", suffix, args);
   /* no scalar variant: the JIT's host runs the widest one (cg_isa_set) */
