@@ -25,6 +25,7 @@ import tempfile
 
 import numpy as np
 
+from bf16_ref import bf16, check_products
 from harp_test import Suite, run
 
 try:
@@ -40,18 +41,10 @@ if "amx_bf16" not in open("/proc/cpuinfo").read():
 
 s = Suite("amx")
 rng = np.random.default_rng(2811)
-U = 2.0 ** -24
 
 
 def arr(*shape, scale=1.0):
     return (rng.standard_normal(shape) * scale).astype(np.float32)
-
-
-def to_bf16(a):
-    """a rounded to bf16 (nearest even), as float64."""
-    u = np.asarray(a, np.float32).view(np.uint32).astype(np.uint64)
-    u = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) << 16
-    return u.astype(np.uint32).view(np.float32).astype(np.float64)
 
 
 def im2col_conv(x, w, stride, pad, groups):
@@ -83,7 +76,7 @@ def matmul(name, a_shape, b_shape, b_init=True, residual=False):
     inputs[name + "_a"] = a
     (inits if b_init else inputs)[name + "_b"] = b
     f64 = lambda v: v.astype(np.float64)
-    f32, bfr = np.matmul(f64(a), f64(b)), np.matmul(to_bf16(a), to_bf16(b))
+    f32, bfr = np.matmul(f64(a), f64(b)), np.matmul(bf16(a), bf16(b))
     absum = np.matmul(np.abs(f64(a)), np.abs(f64(b)))
     if residual:  # MatMul + Add: the residual epilogue
         r = arr(*f32.shape)
@@ -103,7 +96,7 @@ def gemm_bt_relu(name, m, n, k):
     nodes.append(helper.make_node("Gemm", [name + "_a", name + "_w", name + "_c"], [name + "_g"], transB=1))
     nodes.append(helper.make_node("Relu", [name + "_g"], [name]))
     f32 = np.maximum(a.astype(np.float64) @ w.T.astype(np.float64) + c, 0)
-    bfr = np.maximum(to_bf16(a) @ to_bf16(w).T + c, 0)
+    bfr = np.maximum(bf16(a) @ bf16(w).T + c, 0)
     case(name, f32, bfr, np.abs(a.astype(np.float64)) @ np.abs(w.T.astype(np.float64)), k)
 
 
@@ -114,7 +107,7 @@ def conv(name, xs, oc, kk, stride=1, pad=0, groups=1, w_init=True):
     nodes.append(helper.make_node("Conv", [name + "_x", name + "_w"], [name], strides=[stride] * 2, pads=[pad] * 4,
                                   group=groups))
     f32, absum = im2col_conv(x.astype(np.float64), w.astype(np.float64), stride, pad, groups)
-    bfr, _ = im2col_conv(to_bf16(x), to_bf16(w), stride, pad, groups)
+    bfr, _ = im2col_conv(bf16(x), bf16(w), stride, pad, groups)
     case(name, f32, bfr, absum, xs[1] // groups * kk * kk)
 
 
@@ -144,14 +137,7 @@ def mk():
 
 
 def check(tag, name, got, f32, bfr, absum, k):
-    got = got.astype(np.float64)
-    acc = (k * U) * absum + 1e-30
-    e1 = np.abs(got - bfr)
-    s.check(f"{tag} {name}: = bf16 operands' product (K={k})", bool(np.all(e1 <= acc)),
-            f"max err {e1.max():.3g}, worst ratio to the bound {np.max(e1 / acc):.3g}")
-    b16 = (2.0 ** -7 + 2.0 ** -16 + k * U) * absum + 1e-30
-    e2 = np.abs(got - f32)
-    s.check(f"{tag} {name}: vs fp32 within bf16's bound", bool(np.all(e2 <= b16)), f"max err {e2.max():.3g}")
+    check_products(s, f"{tag} {name}", got, f32, bfr, absum, k)
 
 
 def kernel_chunks(src):

@@ -67,13 +67,6 @@ void cg_emit_amx_pack_a(cg_out *o, int64_t groups, int64_t span, int64_t mp, int
   cg_emit(o, "static $T void $P_amxtr(float *d, long kp) {\n");
   cg_emit(o, "  uint32_t t[%ldL];\n  uint32_t *w = (uint32_t *)d;\n  memcpy(t, d, (size_t)kp * %dU * 4U);\n", kpmax * R, R);
   cg_emit(o, "  for (int i = 0; i < %d; i++)\n    for (long k = 0; k < kp; k++) w[i * kp + k] = t[k * %d + i];\n}\n", R, R);
-  cg_emit(o, "static $T void $P_packA_task(void *vc, int task, int tid) {\n");
-  cg_emit(o, "  $P_packA_task1(vc, task, tid);\n  const $F_ctx *cx = (const $F_ctx *)vc;\n");
-  cg_emit(o, "  long g = task %% %ldL, r = task / %ldL, pb = r %% cx->nkb, ba = r / cx->nkb;\n", (long)groups,
-          (long)groups);
-  cg_emit(o, "  long pc = pb * cx->kc, kc = cx->K - pc < cx->kc ? cx->K - pc : cx->kc;\n");
-  cg_emit(o, "  float *Ap = cx->Ap + ba * cx->K * %ldL + pc * %ldL;\n", (long)mp, (long)mp);
-  cg_emit(o, "  long ir1 = (g + 1) * %ldL < %ldL ? (g + 1) * %ldL : %ldL;\n", (long)span, (long)mp, (long)span, (long)mp);
-  cg_emit(o, "  for (long ir = g * %ldL; ir < ir1; ir += %d) $P_amxtr(Ap + ir * kc, %s);\n}\n", (long)span, R,
-          pairs ? "kc" : "(kc + 1) >> 1");
+  cg_emit_pack_a_pass(o, "", "$P_packA_task1", groups, span, mp, R,
+                      pairs ? "$P_amxtr(Ap + ir * kc, kc)" : "$P_amxtr(Ap + ir * kc, (kc + 1) >> 1)");
 }

@@ -111,6 +111,9 @@ void cg_emit_bf16_kernel(cg_out *o, int mr, int nv, int tmr, int tnr, int pf, lo
  * accumulators c<i>_<j> stored row by row through $P_row<nv>. */
 void cg_emit_kernel_rows(cg_out *o, int mr, int nv);
 void cg_emit_bf16_pack_a(cg_out *o, int64_t groups, int64_t span, int64_t mp, int mr);
+/* $P_packA_task<suffix>: `inner` (a packer task), then `stmt` per panel of its group (cgen_bf16.c says how). */
+void cg_emit_pack_a_pass(cg_out *o, const char *suffix, const char *inner, int64_t groups, int64_t span, int64_t mp,
+                         int mr, const char *stmt);
 void cg_emit_bf16_pack_a_words(cg_out *o, int w);
 /* A conv's bf16 view (cgen_gemm.c bf16_pairs): $P_ilv, a pool task per
  * plane interleaving the input's channel pairs into 32-bit words, and
