@@ -2,8 +2,8 @@
  * template (cgen_gemm.c) under tune.amx: a variant of its own ($F_amx_*,
  * cg_set_amx) that the selector runs where the CPU has AMX-BF16 and Linux
  * grants the tile state (hprt_amx_ok), else the AVX-512 BF16 variant runs.
- * Needs: cgen_int.h.  Gives: cg_emit_amx_kernel, cg_emit_amx_pack_a
- * (declared in cgen_int.h).
+ * Needs: cgen_int.h.  Gives: cg_amx_pays, cg_emit_amx_kernel,
+ * cg_emit_amx_pack_a (declared in cgen_int.h).
  *
  * Layout.  The variant packs as the AVX-512 BF16 one (cgen_bf16.c: A and B
  * panels of pair words, [kp][W]) with MR = NR = CG_AMX_MR (32), and then
@@ -20,6 +20,15 @@
 #include <stdio.h>
 
 #include "backend/c/cgen_int.h"
+
+/* Does an M x N x K contraction (per batch and group) pay on the AMX
+ * variant?  Measured at 2 threads, bench/amx.py, AMX-off time / AMX time:
+ * 16x256x256 2.85, 32x256x256 2.73, 64x512x512 2.76 and up to 10.9 at
+ * 1024^3; but 9x64x64 0.74, 12x256x32 0.61, 16x64x16 0.57, 64x64x16 0.82
+ * (a tile's setup, the A panel's transpose and 32-wide tiles padded past
+ * a small N or M outweigh the products): at least 16 rows, 64 columns and
+ * 64 deep. */
+bool cg_amx_pays(int64_t M, int64_t N, int64_t K) { return M >= 16 && N >= 64 && K >= 64; }
 
 /* $P_k<mr>_<nv>(kc, a, b, tt, m, n, nr, first, last): the AMX micro-kernel
  * over an A panel [32][kp] and a B panel [kp][32] of pair words (kp = kc

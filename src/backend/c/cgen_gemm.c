@@ -554,9 +554,11 @@ static harp_status check_epi(harp_error *e, const cg_mm *p) {
 
 /* Does contraction p (variants `set`) get an AMX variant: tune.amx with
  * bf16 multiplication, an AVX-512 variant that is this template's (not the
- * direct / Winograd conv's, not the skinny GEMM's), M a constant? */
+ * direct / Winograd conv's, not the skinny GEMM's), M a constant, a size
+ * where AMX pays (cg_amx_pays)? */
 static bool amx_applies(const cg_mm *p, unsigned set) {
   if (!p->tune.amx || !p->tune.bf16 || !(set >> CGEN_ISA_AVX512 & 1u) || p->m_expr || p->direct || p->wino) return false;
+  if (!cg_amx_pays(p->M, p->N, p->K)) return false;
   return p->conv || !cg_skinny_ok(p, cg_isa_get(CGEN_ISA_AVX512));
 }
 
@@ -742,7 +744,9 @@ bool cgen_conv_direct(const cgen_conv_spec *s, const char **why) {
     /* with AMX (tune.amx: this host has it) the implicit GEMM's AMX variant
      * (cgen_amx.c) beats the direct kernels: 1024->256 1x1 @14, 2 threads,
      * 0.08 ms against 0.49 direct (bench/amx.py) */
-    if (avx512 && s->tune.amx && s->tune.conv_algo != CGEN_CONV_DIRECT) {
+    int64_t oh, ow;
+    bool amx_size = cgen_conv_out_hw(s, &oh, &ow) && cg_amx_pays(s->oc / s->groups, oh * ow, s->c / s->groups * s->kh * s->kw);
+    if (avx512 && s->tune.amx && amx_size && s->tune.conv_algo != CGEN_CONV_DIRECT) {
       *why = "bf16 with AMX: the implicit GEMM's AMX variant";
       return false;
     }

@@ -96,6 +96,7 @@ bool cg_emit_epi_common(cg_out *o, const cgen_epi *ep, int i, const char *bias_i
 void cg_emit_bf16_cvt(cg_out *o);
 /* AMX pieces (cgen_amx.c), the GEMM template's AMX variant (cg_set_amx):
  * functions carrying CG_AMX_ATTR use the tiles; MR = NR = CG_AMX_MR.
+ * cg_amx_pays: whether an M x N x K contraction pays on it;
  * cg_emit_amx_kernel emits $P_k<mr>_<nv> (cg_emit_bf16_kernel's signature)
  * over an A panel [32][kp] and a B panel [kp][32] of pair words;
  * cg_emit_amx_pack_a emits $P_packA_task: $P_packA_task1, then its panels
@@ -104,6 +105,7 @@ void cg_emit_bf16_cvt(cg_out *o);
 #define CG_AMX_MR 32
 #define CG_AMX_ATTR \
   "__attribute__((target(\"avx512f,avx512bw,avx512vl,avx512dq,fma,f16c,avx512bf16,amx-tile,amx-bf16\")))"
+bool cg_amx_pays(int64_t M, int64_t N, int64_t K);
 void cg_emit_amx_kernel(cg_out *o, int mr, int nv, bool pairs);
 void cg_emit_amx_pack_a(cg_out *o, int64_t groups, int64_t span, int64_t mp, int kc, bool pairs);
 void cg_emit_bf16_kernel(cg_out *o, int mr, int nv, int tmr, int tnr, int pf, long c_sm, bool pairs, int pf_a);
