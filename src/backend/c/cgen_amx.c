@@ -2,8 +2,8 @@
  * template (cgen_gemm.c) under tune.amx: a variant of its own ($F_amx_*,
  * cg_set_amx) that the selector runs where the CPU has AMX-BF16 and Linux
  * grants the tile state (hprt_amx_ok), else the AVX-512 BF16 variant runs.
- * Needs: cgen_int.h.  Gives: cg_amx_pays, cg_emit_amx_kernel,
- * cg_emit_amx_pack_a (declared in cgen_int.h).
+ * Needs: cgen_int.h.  Gives: cg_amx_pays, cg_emit_amx_runtime,
+ * cg_emit_amx_kernel, cg_emit_amx_pack_a (declared in cgen_int.h).
  *
  * Layout.  The variant packs as the AVX-512 BF16 one (cgen_bf16.c: A and B
  * panels of pair words, [kp][W]) with MR = NR = CG_AMX_MR (32), and then
@@ -20,6 +20,35 @@
 #include <stdio.h>
 
 #include "backend/c/cgen_int.h"
+
+/* HPRT_AMX and hprt_amx_ok(), once per source (before the first AMX variant). */
+static const char AMX_RUNTIME[] =
+    "#ifndef HPRT_AMX_RUNTIME\n"
+    "#define HPRT_AMX_RUNTIME 1\n"
+    "/* a compiler that knows the AMX instructions: the AMX variants (cgen_amx.c) */\n"
+    "#if defined(HPRT_X86) && defined(__x86_64__) && (defined(__clang__) ? __clang_major__ >= 12 : __GNUC__ >= 11)\n"
+    "#define HPRT_AMX 1\n"
+    "#endif\n"
+    "#ifdef HPRT_AMX\n"
+    "/* AMX-BF16 usable (the AMX variants, cgen_amx.c): CPUID.7.0:EDX bits 22 and 24,\n"
+    " * XCR0's tile bits 17-18, and Linux's permission for the tile data\n"
+    " * (arch_prctl ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA), asked once; a\n"
+    " * refusal leaves the AVX-512 variant (no SIGILL). */\n"
+    "static __attribute__((unused)) int hprt_amx_ok(void) {\n"
+    "  static int st;\n  int s = __atomic_load_n(&st, __ATOMIC_ACQUIRE);\n"
+    "  if (!s) {\n    unsigned a = 7, b, c = 0, d, lo, hi;\n    s = -1;\n"
+    "    __asm__ volatile(\"cpuid\" : \"+a\"(a), \"=b\"(b), \"+c\"(c), \"=d\"(d));\n"
+    "    if ((d >> 22 & 1u) && (d >> 24 & 1u)) {\n"
+    "      __asm__ volatile(\"xgetbv\" : \"=a\"(lo), \"=d\"(hi) : \"c\"(0u));\n      (void)hi;\n"
+    "#if defined(__linux__) && defined(__x86_64__)\n"
+    "      long r = 158, x = 0x1023, f = 18;\n"
+    "      if ((lo >> 17 & 3u) == 3u) __asm__ volatile(\"syscall\" : \"+a\"(r) : \"D\"(x), \"S\"(f) : \"rcx\", \"r11\", \"memory\");\n"
+    "      if ((lo >> 17 & 3u) == 3u && r == 0) s = 1;\n"
+    "#endif\n    }\n    __atomic_store_n(&st, s, __ATOMIC_RELEASE);\n  }\n  return s > 0;\n}\n"
+    "#endif\n"
+    "#endif /* HPRT_AMX_RUNTIME */\n";
+
+void cg_emit_amx_runtime(cg_out *o) { ut_str_puts(o->s, AMX_RUNTIME); }
 
 /* Does an M x N x K contraction (per batch and group) pay on the AMX
  * variant?  Measured at 2 threads, bench/amx.py, AMX-off time / AMX time:

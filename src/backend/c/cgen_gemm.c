@@ -565,6 +565,7 @@ static bool amx_applies(const cg_mm *p, unsigned set) {
 /* The AMX variant of p into o (cgen_amx.c): the template's bf16 view with
  * 32x32 micro-tiles; the selector tries it first (o->has_amx). */
 static harp_status emit_amx(harp_error *e, cg_out *o, const cg_mm *p) {
+  cg_emit_amx_runtime(o);
   cg_set_amx(o);
   cg_mm q = p->conv ? bf16_pairs(p) : *p;
   q.amx = true;

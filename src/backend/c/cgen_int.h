@@ -106,6 +106,8 @@ void cg_emit_bf16_cvt(cg_out *o);
 #define CG_AMX_ATTR \
   "__attribute__((target(\"avx512f,avx512bw,avx512vl,avx512dq,fma,f16c,avx512bf16,amx-tile,amx-bf16\")))"
 bool cg_amx_pays(int64_t M, int64_t N, int64_t K);
+/* HPRT_AMX (the compiler knows AMX) and hprt_amx_ok() (this process may use it), once per source. */
+void cg_emit_amx_runtime(cg_out *o);
 void cg_emit_amx_kernel(cg_out *o, int mr, int nv, bool pairs);
 void cg_emit_amx_pack_a(cg_out *o, int64_t groups, int64_t span, int64_t mp, int kc, bool pairs);
 void cg_emit_bf16_kernel(cg_out *o, int mr, int nv, int tmr, int tnr, int pf, long c_sm, bool pairs, int pf_a);
