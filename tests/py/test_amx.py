@@ -114,9 +114,9 @@ def conv(name, xs, oc, kk, stride=1, pad=0, groups=1, w_init=True):
 
 matmul("mm_tails", (37, 529), (529, 75))           # M 32 + 5, N 64 + 11, K 512 + 17: two blocks, a tail
 matmul("mm_whole_tiles", (64, 64), (64, 128))       # no tail anywhere
-matmul("mm_k65", (20, 65), (65, 70))               # 32 pairs + 1: two tile steps and a tail pair
+matmul("mm_k65", (40, 65), (65, 110))               # 32 pairs + 1: two tile steps and a tail pair
 matmul("mm_deep", (45, 1701), (1701, 70))           # four blocks summed in C
-matmul("mm_batched_acts", (2, 3, 33, 80), (2, 3, 80, 70), b_init=False)
+matmul("mm_batched_acts", (2, 3, 40, 96), (2, 3, 96, 80), b_init=False)
 matmul("mm_residual", (40, 96), (96, 80), residual=True)
 gemm_bt_relu("gemm_transb_bias_relu", 50, 70, 100)
 conv("conv1x1", (1, 70, 9, 11), 40, 1)
@@ -124,7 +124,7 @@ conv("conv1x1_120ch", (1, 120, 8, 16), 32, 1)
 conv("conv3x3_odd_s2_batch2", (2, 19, 15, 15), 35, 3, stride=2, pad=1)
 conv("conv3x3_groups2", (1, 38, 11, 9), 40, 3, pad=1, groups=2)
 conv("conv3x3_weight_input", (1, 17, 12, 12), 20, 3, pad=1, w_init=False)
-# below the line where AMX pays (cg_amx_pays: 16 rows, 64 columns, 64 deep): the AVX-512 BF16 kernels
+# below the line where AMX pays (cg_amx_pays: 16 rows, 16 columns, 32 deep, 2^18 products): the AVX-512 kernels
 BELOW = ("below_mm_13x3x17", "below_conv3x3_9_out")
 matmul("below_mm_13x3x17", (13, 3), (3, 17))
 conv("below_conv3x3_9_out", (1, 17, 12, 12), 9, 3, pad=1)

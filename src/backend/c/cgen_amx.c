@@ -55,9 +55,13 @@ void cg_emit_amx_runtime(cg_out *o) { ut_str_puts(o->s, AMX_RUNTIME); }
  * 16x256x256 2.85, 32x256x256 2.73, 64x512x512 2.76 and up to 10.9 at
  * 1024^3; but 9x64x64 0.74, 12x256x32 0.61, 16x64x16 0.57, 64x64x16 0.82
  * (a tile's setup, the A panel's transpose and 32-wide tiles padded past
- * a small N or M outweigh the products): at least 16 rows, 64 columns and
- * 64 deep. */
-bool cg_amx_pays(int64_t M, int64_t N, int64_t K) { return M >= 16 && N >= 64 && K >= 64; }
+ * a small N or M outweigh the products): at least 16 rows, 16 columns,
+ * 32 deep and 2^18 multiply-adds, between the largest loss (64x64x16, 2^16)
+ * and the smallest gain measured (16x256x256, 2^20); ResNet-50's convs at
+ * 7x7 pixels (N = 49) pay. */
+bool cg_amx_pays(int64_t M, int64_t N, int64_t K) {
+  return M >= 16 && N >= 16 && K >= 32 && (double)M * (double)N * (double)K >= 262144.0;
+}
 
 /* $P_k<mr>_<nv>(kc, a, b, tt, m, n, nr, first, last): the AMX micro-kernel
  * over an A panel [32][kp] and a B panel [kp][32] of pair words (kp = kc
