@@ -14,8 +14,8 @@ the 32x32 tile, K odd, a tail of one pair past two 16-pair steps, K over one
 on the implicit GEMM (HARP_CONV=gemm: 1x1, 3x3 with odd channels and stride
 2, groups, a weight given as an input).  The generated C with AMX on has the
 AMX variant (tile loads, tdpbf16ps, the selector's AMX branch), without has
-none, every case on it but two below the line where AMX pays (13x3x17, a
-conv to 9 channels: the AVX-512 kernels); and the two runs' outputs differ in most cases (tdpbf16ps sums a
+none, every case on it but three below the line where AMX pays (13x3x17,
+16x32x64, a conv to 9 channels: the AVX-512 kernels); and the two runs' outputs differ in most cases (tdpbf16ps sums a
 16-pair step in another order than vdpbf16ps), the sign that the AMX kernel
 ran.  A third run, AMX on with the conv algorithm harp picks, puts every
 conv (1x1 and 3x3) on the implicit GEMM's AMX variant, checked the same."""
@@ -125,8 +125,9 @@ conv("conv3x3_odd_s2_batch2", (2, 19, 15, 15), 35, 3, stride=2, pad=1)
 conv("conv3x3_groups2", (1, 38, 11, 9), 40, 3, pad=1, groups=2)
 conv("conv3x3_weight_input", (1, 17, 12, 12), 20, 3, pad=1, w_init=False)
 # below the line where AMX pays (cg_amx_pays: 16 rows, 16 columns, 32 deep, 2^18 products): the AVX-512 kernels
-BELOW = ("below_mm_13x3x17", "below_conv3x3_9_out")
+BELOW = ("below_mm_13x3x17", "below_mm_16x32x64", "below_conv3x3_9_out")
 matmul("below_mm_13x3x17", (13, 3), (3, 17))
+matmul("below_mm_16x32x64", (16, 32), (32, 64))  # every side at the line, 2^15 products
 conv("below_conv3x3_9_out", (1, 17, 12, 12), 9, 3, pad=1)
 
 
