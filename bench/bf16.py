@@ -13,7 +13,10 @@ be fetched).  Contenders, all at 2 threads, in --rounds interleaved rounds
   harp-fp32  `harp bench` (the default)
   harp-bf16-t32  harp-bf16 with `--knob bf16_fp32_temps=1`: the tensors
              between kernels in fp32, as before they were stored in bf16
-             (the last column: its time over harp-bf16's, > 1 is the gain)
+             (its column: its time over harp-bf16's, > 1 is the gain)
+  harp-bf16-noamx  harp-bf16 with `--knob amx=off`: no AMX variant (the
+             AVX-512 BF16 kernels) on a CPU with AMX (the last column: its
+             time over harp-bf16's, > 1 is AMX's gain)
   ov         OpenVINO with its defaults (PERFORMANCE_HINT=LATENCY,
              INFERENCE_NUM_THREADS=2): its INFERENCE_PRECISION_HINT is read
              back and printed, bf16 on a CPU with AVX512_BF16
@@ -151,8 +154,9 @@ def main():
     print(f"# bf16.py, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.processor() or platform.machine()}, "
           f"{THREADS} threads; openvino {ov.__version__}, onnxruntime {ort.__version__}")
     print("| model | harp bf16 ms | OpenVINO default ms | ratio OV/harp-bf16 (median of rounds) | harp fp32 ms | bf16 speedup | "
-          "ORT fp32 ms | err harp-bf16 | err OV | err harp-fp32 | harp bf16, fp32 temps ms (/ harp bf16) |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "ORT fp32 ms | err harp-bf16 | err OV | err harp-fp32 | harp bf16, fp32 temps ms (/ harp bf16) | "
+          "harp bf16, AMX off ms (/ harp bf16) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     results = []
     for name, make in MODELS.items():
         if only and not any(o in name for o in only):
@@ -178,9 +182,11 @@ def main():
         best, ratios = {}, []
         for _ in range(a.rounds):
             this = {}
-            for who in ("harp-bf16", "ov", "harp-fp32", "ort", "harp-bf16-t32"):
+            for who in ("harp-bf16", "ov", "harp-fp32", "ort", "harp-bf16-t32", "harp-bf16-noamx"):
                 if who == "harp-bf16-t32":
                     ms = harp.bench(path, feeds, "bf16", ["bf16_fp32_temps=1"])["median_ms"]
+                elif who == "harp-bf16-noamx":
+                    ms = harp.bench(path, feeds, "bf16", ["amx=off"])["median_ms"]
                 elif who.startswith("harp"):
                     ms = harp.bench(path, feeds, who[5:])["median_ms"]
                 elif who == "ov":
@@ -199,7 +205,8 @@ def main():
               f"({float(np.median(ratios)):.2f}) | "
               f"{best['harp-fp32']:.2f} | {best['harp-fp32'] / best['harp-bf16']:.2f} | {best['ort']:.2f} | "
               f"{err['harp-bf16']:.1e} | {err['ov']:.1e} | {err['harp-fp32']:.1e} | "
-              f"{best['harp-bf16-t32']:.2f} ({best['harp-bf16-t32'] / best['harp-bf16']:.2f}) |", flush=True)
+              f"{best['harp-bf16-t32']:.2f} ({best['harp-bf16-t32'] / best['harp-bf16']:.2f}) | "
+              f"{best['harp-bf16-noamx']:.2f} ({best['harp-bf16-noamx'] / best['harp-bf16']:.2f}) |", flush=True)
         results.append({"model": name, "ms": best, "ov_precision": ov_prec, "ov_over_harp_bf16_per_round": ratios,
                         "max_rel_err_vs_ort": err})
     if a.json:

@@ -62,6 +62,11 @@ void ut_str_printf(ut_str *s, const char *fmt, ...) __attribute__((format(printf
 /* Take ownership of the buffer (never NULL unless oom); the ut_str is reset. */
 char *ut_str_take(ut_str *s);
 
+/* ---- the CPU (cpu_amx.c) -------------------------------------------------- */
+/* This process may run Intel AMX-BF16 code: CPUID, XCR0 and Linux's
+ * permission for the tile data (requested once, here). */
+bool ut_cpu_amx_bf16(void);
+
 /* ---- checked arithmetic ------------------------------------------------- */
 /* Return false on overflow of int64. */
 bool ut_mul_ok(int64_t a, int64_t b, int64_t *out);

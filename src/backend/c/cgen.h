@@ -126,6 +126,9 @@ typedef struct cgen_tuning {
                         with vdpbf16ps, fp32 accumulation (harp_options.precision "bf16"); it
                         then runs only where the CPU has AVX512_BF16 (else the AVX2 variant,
                         fp32).  Skinny GEMMs (M <= CGEN_SKINNY_MAX_M) stay fp32 */
+  bool amx;          /* with bf16: a GEMM / implicit-GEMM conv also gets an AMX variant (cgen_amx.c:
+                        tdpbf16ps on 32x32 tiles of C), run where the CPU has AMX-BF16 and the
+                        kernel grants the tile state (arch_prctl, once), else the AVX-512 one */
   bool bf16_native;  /* GEMM / conv whose two operands are stored in bf16: the same kernels
                         (exact products, fp32 accumulation; AVX512_BF16 as above) */
   bool bf16_cvt;     /* harp_options.precision "bf16": a kernel that stores bf16 rounds with

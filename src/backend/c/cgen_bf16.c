@@ -2,7 +2,7 @@
  * template (cgen_gemm.c) for harp_options.precision = "bf16": the AVX-512
  * variant multiplies bf16 operands with vdpbf16ps and accumulates in fp32.
  * Needs: cgen_int.h.  Gives: cg_emit_bf16_cvt, cg_emit_bf16_kernel,
- * cg_emit_bf16_pack_a, cg_emit_bf16_pack_a_words, cg_emit_bf16_pack_b_rows,
+ * cg_emit_pack_a_pass, cg_emit_bf16_pack_a, cg_emit_bf16_pack_a_words, cg_emit_bf16_pack_b_rows,
  * cg_emit_bf16_ilv, cg_emit_bf16_wpairs, cg_emit_bf16_ilv_cols, cg_emit_bf16_wpairs_cols
  * (declared in cgen_int.h with CG_BF16_ATTR, CG_BF16_IX).
  *
@@ -81,18 +81,29 @@ void cg_emit_bf16_kernel(cg_out *o, int mr, int nv, int tmr, int tnr, int pf, lo
   cg_emit_kernel_rows(o, mr, nv);
 }
 
-/* $P_packA_task: the fp32 packer's task ($P_packA_task0: panel group g of
- * `groups`, span rows of A each, of KC block pb for batch ba), then its
- * panels (mr wide, mp rows of A in all) to pair rows. */
-void cg_emit_bf16_pack_a(cg_out *o, int64_t groups, int64_t span, int64_t mp, int mr) {
-  cg_emit(o, "static $T void $P_packA_task(void *vc, int task, int tid) {\n");
-  cg_emit(o, "  $P_packA_task0(vc, task, tid);\n  const $F_ctx *cx = (const $F_ctx *)vc;\n");
+/* $P_packA_task<suffix>: the packer's task `inner` (panel group g of
+ * `groups`, span rows of A each, of KC block pb for batch ba), then `stmt`
+ * on each of its panels (mr rows, mp rows of A in all; stmt reads Ap + ir
+ * * kc, the panel, and kc, the block's depth). */
+void cg_emit_pack_a_pass(cg_out *o, const char *suffix, const char *inner, int64_t groups, int64_t span, int64_t mp,
+                         int mr, const char *stmt) {
+  cg_emit(o, "static $T void $P_packA_task%s(void *vc, int task, int tid) {\n", suffix);
+  cg_emit(o, "  %s(vc, task, tid);\n  const $F_ctx *cx = (const $F_ctx *)vc;\n", inner);
   cg_emit(o, "  long g = task %% %ldL, r = task / %ldL, pb = r %% cx->nkb, ba = r / cx->nkb;\n", (long)groups,
           (long)groups);
   cg_emit(o, "  long pc = pb * cx->kc, kc = cx->K - pc < cx->kc ? cx->K - pc : cx->kc;\n");
   cg_emit(o, "  float *Ap = cx->Ap + ba * cx->K * %ldL + pc * %ldL;\n", (long)mp, (long)mp);
   cg_emit(o, "  long ir1 = (g + 1) * %ldL < %ldL ? (g + 1) * %ldL : %ldL;\n", (long)span, (long)mp, (long)span, (long)mp);
-  cg_emit(o, "  for (long ir = g * %ldL; ir < ir1; ir += %d) $P_bfcv(Ap + ir * kc, kc, %d);\n}\n", (long)span, mr, mr);
+  cg_emit(o, "  for (long ir = g * %ldL; ir < ir1; ir += %d) %s;\n}\n", (long)span, mr, stmt);
+}
+
+/* $P_packA_task: the fp32 packer's task ($P_packA_task0), then its
+ * panels (mr wide, mp rows of A in all) to pair rows ($P_packA_task1 in
+ * the AMX variant, whose $P_packA_task then transposes them, cgen_amx.c). */
+void cg_emit_bf16_pack_a(cg_out *o, int64_t groups, int64_t span, int64_t mp, int mr) {
+  char stmt[64];
+  snprintf(stmt, sizeof stmt, "$P_bfcv(Ap + ir * kc, kc, %d)", mr);
+  cg_emit_pack_a_pass(o, o->amx ? "1" : "", "$P_packA_task0", groups, span, mp, mr, stmt);
 }
 
 /* Inside the packer's panel loop (A bf16 with unit stride along K, row

@@ -30,7 +30,14 @@ int64_t cg_rup(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
 
 void cg_set_isa(cg_out *o, const cg_isa *isa) {
   o->isa = isa;
+  o->amx = false;
   snprintf(o->P, sizeof o->P, "%s_%s", o->F, isa ? isa->tag : "x");
+}
+
+void cg_set_amx(cg_out *o) {
+  cg_set_isa(o, cg_isa_get(CGEN_ISA_AVX512));
+  o->amx = o->has_amx = true;
+  snprintf(o->P, sizeof o->P, "%s_amx", o->F);
 }
 
 void cg_emit(cg_out *o, const char *fmt, ...) {
@@ -753,7 +760,7 @@ bool cg_emit_epi_common(cg_out *o, const cgen_epi *ep, int i, const char *bias_i
 
 void cg_emit_selector(cg_out *o, unsigned m, int force) {
   cg_set_isa(o, NULL);
-  cg_emit(o, "/* the variant this process runs: 3 avx512, 2 avx2, 1 scalar (decided once) */\n");
+  cg_emit(o, "/* the variant this process runs: %s3 avx512, 2 avx2, 1 scalar (decided once) */\n", o->has_amx ? "4 amx, " : "");
   cg_emit(o, "static int $F_sel(void) {\n");
   if (force >= 0 && (m >> force & 1u)) {
     cg_emit(o, "  return %d;\n}\n", force + 1);
@@ -766,6 +773,7 @@ void cg_emit_selector(cg_out *o, unsigned m, int force) {
                "        __builtin_cpu_supports(\"avx512vl\") && __builtin_cpu_supports(\"avx512dq\") &&\n"
                "        __builtin_cpu_supports(\"fma\")%s) s = 3;\n",
             o->bf16 || o->bf16_cvt ? " && __builtin_cpu_supports(\"avx512bf16\")" : "");
+  if (o->has_amx) cg_emit(o, "#ifdef HPRT_AMX\n    if (s == 3 && hprt_amx_ok()) s = 4;\n#endif\n");
   if (m >> CGEN_ISA_AVX2 & 1u)
     cg_emit(o, "    if (s == 1 && __builtin_cpu_supports(\"avx2\") && __builtin_cpu_supports(\"fma\")) s = 2;\n");
   cg_emit(o, "#endif\n    __atomic_store_n(&sel, s, __ATOMIC_RELAXED);\n  }\n  return s;\n}\n");
@@ -774,6 +782,7 @@ void cg_emit_selector(cg_out *o, unsigned m, int force) {
 void cg_emit_entry(cg_out *o, unsigned m, const char *ret, const char *suffix, const char *params, const char *args) {
   cg_set_isa(o, NULL);
   cg_emit(o, "%s $F%s(%s) {\n  int s = $F_sel();\n  (void)s;\n#ifdef HPRT_X86\n", ret, suffix, params);
+  if (o->has_amx) cg_emit(o, "#ifdef HPRT_AMX\n  if (s == 4) return $F_amx%s_run(%s);\n#endif\n", suffix, args);
   if (m >> CGEN_ISA_AVX512 & 1u) cg_emit(o, "  if (s == 3) return $F_avx512%s_run(%s);\n", suffix, args);
   if (m >> CGEN_ISA_AVX2 & 1u) cg_emit(o, "  if (s == 2) return $F_avx2%s_run(%s);\n", suffix, args);
   /* no scalar variant: the JIT's host runs the widest one (cg_isa_set) */

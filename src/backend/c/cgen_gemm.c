@@ -82,10 +82,11 @@ static harp_status resolve_tile(harp_error *e, const cg_mm *p, const cg_isa *isa
   else t->mr = 4, t->nr = 4;
   if (primary && u->mr > 0) t->mr = u->mr;
   if (primary && u->nr > 0) t->nr = u->nr;
+  if (p->amx) t->mr = t->nr = CG_AMX_MR; /* four 16x16 accumulator tiles, in tiles not registers */
   if (t->nr % w != 0 || t->mr < 1 || t->mr > 64 || t->nr > 256)
     return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen: micro-tile %dx%d does not fit SIMD width %d", t->mr, t->nr, w);
   t->nv = t->nr / w;
-  if (isa->id != CGEN_ISA_SCALAR && t->mr * t->nv + t->nv + 1 > isa->nregs)
+  if (isa->id != CGEN_ISA_SCALAR && !p->amx && t->mr * t->nv + t->nv + 1 > isa->nregs)
     return ut_fail(e, HARP_E_REG_OVERFLOW, NULL, "cgen: micro-tile %dx%d needs %d vector registers, %s has %d",
                    t->mr, t->nr, t->mr * t->nv + t->nv + 1, isa->tag, isa->nregs);
   t->kc = u->kc > 0 ? u->kc : 256;
@@ -93,6 +94,8 @@ static harp_status resolve_tile(harp_error *e, const cg_mm *p, const cg_isa *isa
    * depth the plan sized for fp32 fills the same cache, and halves the
    * passes over C (a conv's view counts pairs in K already) */
   if (p->tune.bf16 && isa->id == CGEN_ISA_AVX512 && !p->pairs) t->kc *= 2;
+  /* AMX: 256 pairs a block (A and B panels of 32 KiB), not the AVX-512 plan's */
+  if (p->amx) t->kc = p->pairs ? 256 : 512;
   if (t->kc > p->K) t->kc = (int)p->K;
   int64_t nc = u->nc > 0 ? u->nc : 512;
   nc = cg_rup(nc, t->nr);
@@ -214,6 +217,10 @@ static cg_mm bf16_pairs(const cg_mm *p) {
 
 static void emit_kernel(cg_out *o, const cg_mm *p, const cg_tile *t, int mr, int nv) {
   int w = o->isa->w;
+  if (o->amx) {
+    cg_emit_amx_kernel(o, mr, nv, p->pairs);
+    return;
+  }
   if (cg_mm_use_bf16(p, o)) {
     cg_emit_bf16_kernel(o, mr, nv, t->mr, t->nr, t->pf, t->direct ? (long)p->c_sm : 0, p->pairs,
                         p->prepack_a && p->N <= 256 ? CG_PF_A_BYTES : 0);
@@ -464,6 +471,7 @@ static void emit_variant(cg_out *o, const cg_mm *p, const cg_tile *t) {
     }
   }
   cg_emit_pack_a(o, p, t);
+  if (o->amx) cg_emit_amx_pack_a(o, t->groups, t->ppg * t->mr, t->mp, t->kc, p->pairs);
   if (cg_bt_transposes(p, o->isa, t)) cg_emit_tr16(o);
   /* a half-precision conv input is widened into fp32 scratch first (one
    * vector pass), so that the packer takes the fp32 row runs or gathers:
@@ -583,6 +591,31 @@ static harp_status check_epi(harp_error *e, const cg_mm *p) {
   return HARP_OK;
 }
 
+/* Does contraction p (variants `set`) get an AMX variant: tune.amx with
+ * bf16 multiplication, an AVX-512 variant that is this template's (not the
+ * direct / Winograd conv's, not the skinny GEMM's), M a constant, a size
+ * where AMX pays (cg_amx_pays)? */
+static bool amx_applies(const cg_mm *p, unsigned set) {
+  if (!p->tune.amx || !p->tune.bf16 || !(set >> CGEN_ISA_AVX512 & 1u) || p->m_expr || p->direct || p->wino) return false;
+  if (!cg_amx_pays(p->M, p->N, p->K)) return false;
+  return p->conv || !cg_skinny_ok(p, cg_isa_get(CGEN_ISA_AVX512));
+}
+
+/* The AMX variant of p into o (cgen_amx.c): the template's bf16 view with
+ * 32x32 micro-tiles; the selector tries it first (o->has_amx). */
+static harp_status emit_amx(harp_error *e, cg_out *o, const cg_mm *p) {
+  cg_emit_amx_runtime(o);
+  cg_set_amx(o);
+  cg_mm q = p->conv ? bf16_pairs(p) : *p;
+  q.amx = true;
+  cg_tile tq;
+  if (resolve_tile(e, &q, o->isa, true, &tq)) return e->code;
+  cg_emit(o, "#ifdef HPRT_AMX /* a compiler without AMX: the selector never picks it */\n");
+  emit_variant(o, &q, &tq);
+  cg_emit(o, "#endif /* HPRT_AMX */\n");
+  return HARP_OK;
+}
+
 static harp_status gen_mm(harp_error *e, const cg_mm *p, const char *fn, ut_str *out) {
   if (cg_check_name(e, fn)) return e->code;
   if (p->M < 1 || p->N < 1 || p->K < 1 || p->nb[0] < 1 || p->nb[1] < 1)
@@ -651,6 +684,7 @@ static harp_status gen_mm(harp_error *e, const cg_mm *p, const char *fn, ut_str 
       emit_variant(&o, p, &tiles[i]);
     }
   }
+  if (amx_applies(p, set) && emit_amx(e, &o, p)) return e->code;
   cg_emit_dispatch(&o, set, p->tune.force_isa, "hprt_pool *pool, const void *A, const void *B, void *C, const void *const *ep",
                    "pool, A, B, C, ep");
   if (p->prepack_a) {
@@ -752,6 +786,15 @@ bool cgen_conv_direct(const cgen_conv_spec *s, const char **why) {
   if (conv_bf16(s)) { /* the direct kernel on channel pairs (cgen_dconv.c) where cg_dconv_plan takes the pair view */
     cgen_conv_spec q = cg_dconv_pairs(s);
     bool avx512 = cg_isa_set(&s->tune) >> CGEN_ISA_AVX512 & 1u;
+    /* with AMX (tune.amx: this host has it) the implicit GEMM's AMX variant
+     * (cgen_amx.c) beats the direct kernels: 1024->256 1x1 @14, 2 threads,
+     * 0.08 ms against 0.49 direct (bench/amx.py) */
+    int64_t oh, ow;
+    bool amx_size = cgen_conv_out_hw(s, &oh, &ow) && cg_amx_pays(s->oc / s->groups, oh * ow, s->c / s->groups * s->kh * s->kw);
+    if (avx512 && s->tune.amx && amx_size && s->tune.conv_algo != CGEN_CONV_DIRECT) {
+      *why = "bf16 with AMX: the implicit GEMM's AMX variant";
+      return false;
+    }
     /* few output channels, not a multiple of 16: pixels in the lanes (cgen_dconv_px.c) */
     if (avx512 && s->tune.conv_algo != CGEN_CONV_GEMM && cg_dconv_px_ok(s, why)) return true;
     /* A 1x1 window goes by the fp32 rule on the pair view (cg_dconv_plan):

@@ -23,6 +23,7 @@ typedef struct cg_mm {
   /* a conv's bf16 view (bf16_pairs): A, B and K count channel pairs, 32-bit
    * words of two bf16; the original weight and input dtypes and channels */
   bool pairs;
+  bool amx; /* the AMX variant's view (cgen_amx.c): MR = NR = 32, no register budget */
   tiny_dtype bf_adt, bf_bdt;
   int64_t bf_c, bf_icg;
   /* a ShapeSet object: M read at run time (cgen_gemm_spec.m_expr; M is then

@@ -18,7 +18,8 @@ void cg_emit_pack_a(cg_out *o, const cg_mm *p, const cg_tile *t) {
   const char *at = cg_ctype(p->adt);
   char ld[160];
   bool cv = cg_mm_use_bfcv(p, o) && !cg_mm_a_pairs(p, o); /* fp32 panels, then $P_bfcv */
-  cg_emit(o, "static $T void $P_packA_task%s(void *vc, int task, int tid) {\n  (void)tid;\n", cv ? "0" : "");
+  /* bf16: $P_packA_task0 before $P_bfcv; AMX: $P_packA_task1 before $P_amxtr */
+  cg_emit(o, "static $T void $P_packA_task%s(void *vc, int task, int tid) {\n  (void)tid;\n", cv ? "0" : o->amx ? "1" : "");
   cg_emit(o, "  const $F_ctx *cx = (const $F_ctx *)vc;\n");
   cg_emit(o, "  long g = task %% %ldL, r = task / %ldL, pb = r %% cx->nkb, ba = r / cx->nkb;\n", (long)t->groups,
           (long)t->groups);

@@ -25,12 +25,16 @@ typedef struct cg_out {
   const char *F;
   char P[160];
   const cg_isa *isa;
+  bool amx;     /* the variant being emitted is the AMX one (cg_set_amx: AVX-512 helpers, prefix $F_amx) */
+  bool has_amx; /* an AMX variant was emitted: the selector tries it (4) before AVX-512 */
   bool bf16; /* the AVX-512 variant multiplies in bf16: its selector also asks for AVX512_BF16 */
   bool bf16_cvt; /* the AVX-512 variant rounds its bf16 stores with vcvtneps2bf16 (cgen_tuning.bf16_cvt):
                     compiled for AVX512_BF16, and its selector asks for it */
 } cg_out;
 
 void cg_set_isa(cg_out *o, const cg_isa *isa);
+/* The AMX variant: AVX-512's vector layer and attributes, prefix $F_amx (cg_out.amx). */
+void cg_set_amx(cg_out *o);
 void cg_emit(cg_out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* The guarded runtime (includes, hprt thread pool); safe to emit many times. */
@@ -90,11 +94,30 @@ bool cg_emit_epi_common(cg_out *o, const cgen_epi *ep, int i, const char *bias_i
   "_mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21, 5, 20, 4, 19, 3, " \
   "18, 2, 17, 1, 16, 0)"
 void cg_emit_bf16_cvt(cg_out *o);
+/* AMX pieces (cgen_amx.c), the GEMM template's AMX variant (cg_set_amx):
+ * functions carrying CG_AMX_ATTR use the tiles; MR = NR = CG_AMX_MR.
+ * cg_amx_pays: whether an M x N x K contraction pays on it;
+ * cg_emit_amx_kernel emits $P_k<mr>_<nv> (cg_emit_bf16_kernel's signature)
+ * over an A panel [32][kp] and a B panel [kp][32] of pair words;
+ * cg_emit_amx_pack_a emits $P_packA_task: $P_packA_task1, then its panels
+ * from [kp][32] to [32][kp] (groups, span, mp as cg_emit_bf16_pack_a; kc
+ * the block depth, counted in pairs when `pairs`). */
+#define CG_AMX_MR 32
+#define CG_AMX_ATTR \
+  "__attribute__((target(\"avx512f,avx512bw,avx512vl,avx512dq,fma,f16c,avx512bf16,amx-tile,amx-bf16\")))"
+bool cg_amx_pays(int64_t M, int64_t N, int64_t K);
+/* HPRT_AMX (the compiler knows AMX) and hprt_amx_ok() (this process may use it), once per source. */
+void cg_emit_amx_runtime(cg_out *o);
+void cg_emit_amx_kernel(cg_out *o, int mr, int nv, bool pairs);
+void cg_emit_amx_pack_a(cg_out *o, int64_t groups, int64_t span, int64_t mp, int kc, bool pairs);
 void cg_emit_bf16_kernel(cg_out *o, int mr, int nv, int tmr, int tnr, int pf, long c_sm, bool pairs, int pf_a);
 /* The GEMM micro-kernel's end (cgen_gemm.c): the k loop closed, the mr x nv
  * accumulators c<i>_<j> stored row by row through $P_row<nv>. */
 void cg_emit_kernel_rows(cg_out *o, int mr, int nv);
 void cg_emit_bf16_pack_a(cg_out *o, int64_t groups, int64_t span, int64_t mp, int mr);
+/* $P_packA_task<suffix>: `inner` (a packer task), then `stmt` per panel of its group (cgen_bf16.c says how). */
+void cg_emit_pack_a_pass(cg_out *o, const char *suffix, const char *inner, int64_t groups, int64_t span, int64_t mp,
+                         int mr, const char *stmt);
 void cg_emit_bf16_pack_a_words(cg_out *o, int w);
 /* A conv's bf16 view (cgen_gemm.c bf16_pairs): $P_ilv, a pool task per
  * plane interleaving the input's channel pairs into 32-bit words, and

@@ -1,0 +1,114 @@
+/* cgen_amx.c — the Intel AMX pieces of the GEMM / implicit-GEMM conv
+ * template (cgen_gemm.c) under tune.amx: a variant of its own ($F_amx_*,
+ * cg_set_amx) that the selector runs where the CPU has AMX-BF16 and Linux
+ * grants the tile state (hprt_amx_ok), else the AVX-512 BF16 variant runs.
+ * Needs: cgen_int.h.  Gives: cg_amx_pays, cg_emit_amx_runtime,
+ * cg_emit_amx_kernel, cg_emit_amx_pack_a (declared in cgen_int.h).
+ *
+ * Layout.  The variant packs as the AVX-512 BF16 one (cgen_bf16.c: A and B
+ * panels of pair words, [kp][W]) with MR = NR = CG_AMX_MR (32), and then
+ * turns each A panel in place into [MR][kp] (row i's pairs contiguous, the
+ * AMX "A" operand, $P_amxtr).  B's pair rows are already AMX's "VNNI" B:
+ * 16 pair rows x 16 columns = one 1 KiB tile, row stride NR words.
+ * The micro-kernel holds C's 32x32 in four accumulator tiles (tmm4-7), two
+ * A tiles (tmm0-1: rows 0-15, 16-31, 16 pairs each) and two B tiles
+ * (tmm2-3: columns 0-15, 16-31): four tdpbf16ps per 16 pairs.  The pairs
+ * past the last multiple of 16 (kp % 16) are added with vdpbf16ps to the
+ * stored fp32 tile, whose rows then go through the template's epilogue
+ * ($P_row<nv>): rows past mr and columns past nr are computed (on zero or
+ * padding lanes) but never stored. */
+#include <stdio.h>
+
+#include "backend/c/cgen_int.h"
+
+/* HPRT_AMX and hprt_amx_ok(), once per source (before the first AMX variant). */
+static const char AMX_RUNTIME[] =
+    "#ifndef HPRT_AMX_RUNTIME\n"
+    "#define HPRT_AMX_RUNTIME 1\n"
+    "/* a compiler that knows the AMX instructions: the AMX variants (cgen_amx.c) */\n"
+    "#if defined(HPRT_X86) && defined(__x86_64__) && (defined(__clang__) ? __clang_major__ >= 12 : __GNUC__ >= 11)\n"
+    "#define HPRT_AMX 1\n"
+    "#endif\n"
+    "#ifdef HPRT_AMX\n"
+    "/* AMX-BF16 usable (the AMX variants, cgen_amx.c): CPUID.7.0:EDX bits 22 and 24,\n"
+    " * XCR0's tile bits 17-18, and Linux's permission for the tile data\n"
+    " * (arch_prctl ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA), asked once; a\n"
+    " * refusal leaves the AVX-512 variant (no SIGILL). */\n"
+    "static __attribute__((unused)) int hprt_amx_ok(void) {\n"
+    "  static int st;\n  int s = __atomic_load_n(&st, __ATOMIC_ACQUIRE);\n"
+    "  if (!s) {\n    unsigned a = 7, b, c = 0, d, lo, hi;\n    s = -1;\n"
+    "    __asm__ volatile(\"cpuid\" : \"+a\"(a), \"=b\"(b), \"+c\"(c), \"=d\"(d));\n"
+    "    if ((d >> 22 & 1u) && (d >> 24 & 1u)) {\n"
+    "      __asm__ volatile(\"xgetbv\" : \"=a\"(lo), \"=d\"(hi) : \"c\"(0u));\n      (void)hi;\n"
+    "#if defined(__linux__) && defined(__x86_64__)\n"
+    "      long r = 158, x = 0x1023, f = 18;\n"
+    "      if ((lo >> 17 & 3u) == 3u) __asm__ volatile(\"syscall\" : \"+a\"(r) : \"D\"(x), \"S\"(f) : \"rcx\", \"r11\", \"memory\");\n"
+    "      if ((lo >> 17 & 3u) == 3u && r == 0) s = 1;\n"
+    "#endif\n    }\n    __atomic_store_n(&st, s, __ATOMIC_RELEASE);\n  }\n  return s > 0;\n}\n"
+    "#endif\n"
+    "#endif /* HPRT_AMX_RUNTIME */\n";
+
+void cg_emit_amx_runtime(cg_out *o) { ut_str_puts(o->s, AMX_RUNTIME); }
+
+/* Does an M x N x K contraction (per batch and group) pay on the AMX
+ * variant?  Measured at 2 threads, bench/amx.py, AMX-off time / AMX time:
+ * 16x256x256 2.85, 32x256x256 2.73, 64x512x512 2.76 and up to 10.9 at
+ * 1024^3; but 9x64x64 0.74, 12x256x32 0.61, 16x64x16 0.57, 64x64x16 0.82
+ * (a tile's setup, the A panel's transpose and 32-wide tiles padded past
+ * a small N or M outweigh the products): at least 16 rows, 16 columns,
+ * 32 deep and 2^18 multiply-adds, between the largest loss (64x64x16, 2^16)
+ * and the smallest gain measured (16x256x256, 2^20); ResNet-50's convs at
+ * 7x7 pixels (N = 49) pay. */
+bool cg_amx_pays(int64_t M, int64_t N, int64_t K) {
+  return M >= 16 && N >= 16 && K >= 32 && (double)M * (double)N * (double)K >= 262144.0;
+}
+
+/* $P_k<mr>_<nv>(kc, a, b, tt, m, n, nr, first, last): the AMX micro-kernel
+ * over an A panel [32][kp] and a B panel [kp][32] of pair words (kp = kc
+ * when `pairs` counts them already, else (kc + 1) / 2); mr rows and nv
+ * vectors of 16 columns of the 32x32 result reach $P_row<nv>. */
+void cg_emit_amx_kernel(cg_out *o, int mr, int nv, bool pairs) {
+  const int R = CG_AMX_MR;
+  cg_emit(o, "static " CG_AMX_ATTR " void $P_k%d_%d(long kc, const float *restrict a, const float *restrict b,\n"
+             "    const $F_tt *tt, long m, long n, int nr, int first, int last) {\n", mr, nv);
+  cg_emit(o, "  long kp = %s, ks = kp & ~15L;\n", pairs ? "kc" : "(kc + 1) >> 1");
+  cg_emit(o, "  float cb[%d] __attribute__((aligned(64)));\n", R * R);
+  /* palette 1; tiles 0-7 all 16 rows of 64 bytes */
+  cg_emit(o, "  struct { uint8_t pal, start, res[14]; uint16_t colsb[16]; uint8_t rows[16]; } cfg;\n");
+  cg_emit(o, "  memset(&cfg, 0, sizeof cfg);\n  cfg.pal = 1;\n");
+  cg_emit(o, "  for (int t = 0; t < 8; t++) cfg.colsb[t] = 64, cfg.rows[t] = 16;\n");
+  cg_emit(o, "  _tile_loadconfig(&cfg);\n  _tile_zero(4); _tile_zero(5); _tile_zero(6); _tile_zero(7);\n");
+  cg_emit(o, "  const char *ab = (const char *)a, *bb = (const char *)b;\n  long as = kp * 4;\n");
+  cg_emit(o, "  for (long k = 0; k < ks; k += 16) {\n");
+  cg_emit(o, "    _tile_loadd(0, ab + k * 4, as);\n    _tile_loadd(1, ab + (%dL * kp + k) * 4, as);\n", R / 2);
+  cg_emit(o, "    _tile_loadd(2, bb + k * %d, %d);\n    _tile_loadd(3, bb + k * %d + 64, %d);\n", R * 4, R * 4, R * 4, R * 4);
+  cg_emit(o, "    _tile_dpbf16ps(4, 0, 2); _tile_dpbf16ps(5, 0, 3); _tile_dpbf16ps(6, 1, 2); _tile_dpbf16ps(7, 1, 3);\n  }\n");
+  cg_emit(o, "  _tile_stored(4, cb, %d); _tile_stored(5, cb + 16, %d);\n", R * 4, R * 4);
+  cg_emit(o, "  _tile_stored(6, cb + %d, %d); _tile_stored(7, cb + %d, %d);\n  _tile_release();\n", 16 * R, R * 4,
+          16 * R + 16, R * 4);
+  /* the last kp % 16 pairs, rows < mr: vdpbf16ps onto the stored tile */
+  cg_emit(o, "  if (ks < kp) {\n    const int *aw = (const int *)a;\n");
+  cg_emit(o, "    for (int i = 0; i < %d; i++)\n      for (int j = 0; j < %d; j++) {\n", mr, nv);
+  cg_emit(o, "        __m512 c = _mm512_load_ps(cb + i * %d + j * 16);\n", R);
+  cg_emit(o, "        for (long k = ks; k < kp; k++)\n");
+  cg_emit(o, "          c = _mm512_dpbf16_ps(c, (__m512bh)_mm512_set1_epi32(aw[i * kp + k]), "
+             "(__m512bh)_mm512_loadu_ps(b + k * %d + j * 16));\n", R);
+  cg_emit(o, "        _mm512_store_ps(cb + i * %d + j * 16, c);\n      }\n  }\n", R);
+  cg_emit(o, "  for (int i = 0; i < %d; i++)\n    $P_row%d(tt, m + i, n, nr, first, last", mr, nv);
+  for (int j = 0; j < nv; j++) cg_emit(o, ", _mm512_load_ps(cb + i * %d + %d)", R, 16 * j);
+  cg_emit(o, ");\n}\n");
+}
+
+/* $P_amxtr and $P_packA_task: the packer's task ($P_packA_task1: panel
+ * group g of `groups`, span rows of A each, of KC block pb, kc deep at most
+ * (pairs: kc counts pairs) for batch ba; mp rows in all), then each of its
+ * 32-row panels from [kp][32] to [32][kp] pair words. */
+void cg_emit_amx_pack_a(cg_out *o, int64_t groups, int64_t span, int64_t mp, int kc, bool pairs) {
+  const int R = CG_AMX_MR;
+  long kpmax = pairs ? kc : (kc + 1) / 2;
+  cg_emit(o, "static $T void $P_amxtr(float *d, long kp) {\n");
+  cg_emit(o, "  uint32_t t[%ldL];\n  uint32_t *w = (uint32_t *)d;\n  memcpy(t, d, (size_t)kp * %dU * 4U);\n", kpmax * R, R);
+  cg_emit(o, "  for (int i = 0; i < %d; i++)\n    for (long k = 0; k < kp; k++) w[i * kp + k] = t[k * %d + i];\n}\n", R, R);
+  cg_emit_pack_a_pass(o, "", "$P_packA_task1", groups, span, mp, R,
+                      pairs ? "$P_amxtr(Ap + ir * kc, kc)" : "$P_amxtr(Ap + ir * kc, (kc + 1) >> 1)");
+}

@@ -1,0 +1,187 @@
+"""--precision bf16 on a CPU with Intel AMX: GEMMs and implicit-GEMM convs
+get an AMX variant (cgen_amx.c, tdpbf16ps on 32x32 tiles of C), chosen at
+load; HARP_AMX=off leaves it out (the AVX-512 BF16 variant runs).  Skips
+(77) on a CPU without AMX-BF16.
+
+One model of contractions runs twice, AMX on (auto) and off, each output
+checked against numpy in float64 as tests/py/test_bf16.py does: against the
+product of the operands rounded to bf16 within fp32 accumulation's bound
+K * 2^-24 * sum |a b| (catches a wrong pair, a lost tail, a wrong tile), and
+against the fp32 product within bf16's.  Shapes: M and N not multiples of
+the 32x32 tile, K odd, a tail of one pair past two 16-pair steps, K over one
+256-pair block (C summed over blocks), batched matmuls of two activations
+(both packed per run), Gemm with transB, bias and Relu, a residual Add, convs
+on the implicit GEMM (HARP_CONV=gemm: 1x1, 3x3 with odd channels and stride
+2, groups, a weight given as an input).  The generated C with AMX on has the
+AMX variant (tile loads, tdpbf16ps, the selector's AMX branch), without has
+none, every case on it but three below the line where AMX pays (13x3x17,
+16x32x64, a conv to 9 channels: the AVX-512 kernels); and the two runs' outputs differ in most cases (tdpbf16ps sums a
+16-pair step in another order than vdpbf16ps), the sign that the AMX kernel
+ran.  A third run, AMX on with the conv algorithm harp picks, puts every
+conv (1x1 and 3x3) on the implicit GEMM's AMX variant, checked the same."""
+import os
+import re
+import sys
+import tempfile
+
+import numpy as np
+
+from bf16_ref import bf16, check_products
+from harp_test import Suite, run
+
+try:
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+except ImportError:
+    print("skip: no onnx")
+    sys.exit(77)
+
+if "amx_bf16" not in open("/proc/cpuinfo").read():
+    print("skip: this CPU has no AMX-BF16 (the AMX variant is not chosen here)")
+    sys.exit(77)
+
+s = Suite("amx")
+rng = np.random.default_rng(2811)
+
+
+def arr(*shape, scale=1.0):
+    return (rng.standard_normal(shape) * scale).astype(np.float32)
+
+
+def im2col_conv(x, w, stride, pad, groups):
+    """conv(x, w) (NCHW, OIHW) in float64 by im2col, and sum |x w| per output."""
+    n, c, h, wd = x.shape
+    oc, icg, kh, kw = w.shape
+    oh, ow = (h + 2 * pad - kh) // stride + 1, (wd + 2 * pad - kw) // stride + 1
+    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    cols = np.stack([xp[:, :, i:i + stride * oh:stride, j:j + stride * ow:stride] for i in range(kh) for j in range(kw)], 2)
+    ocg, y, ya = oc // groups, [], []
+    for g in range(groups):
+        cg = cols[:, g * icg:(g + 1) * icg].reshape(n, icg * kh * kw, oh * ow)
+        wg = w[g * ocg:(g + 1) * ocg].reshape(ocg, icg * kh * kw)
+        y.append(np.einsum("ok,nkp->nop", wg, cg))
+        ya.append(np.einsum("ok,nkp->nop", np.abs(wg), np.abs(cg)))
+    return np.concatenate(y, 1).reshape(n, oc, oh, ow), np.concatenate(ya, 1).reshape(n, oc, oh, ow)
+
+
+nodes, inputs, inits, outs, cases = [], {}, {}, [], []
+
+
+def case(name, f32, bfr, absum, k):
+    outs.append(name)
+    cases.append((name, f32, bfr, absum, k))
+
+
+def matmul(name, a_shape, b_shape, b_init=True, residual=False):
+    a, b = arr(*a_shape), arr(*b_shape)
+    inputs[name + "_a"] = a
+    (inits if b_init else inputs)[name + "_b"] = b
+    f64 = lambda v: v.astype(np.float64)
+    f32, bfr = np.matmul(f64(a), f64(b)), np.matmul(bf16(a), bf16(b))
+    absum = np.matmul(np.abs(f64(a)), np.abs(f64(b)))
+    if residual:  # MatMul + Add: the residual epilogue
+        r = arr(*f32.shape)
+        inputs[name + "_r"] = r
+        nodes.append(helper.make_node("MatMul", [name + "_a", name + "_b"], [name + "_mm"]))
+        nodes.append(helper.make_node("Add", [name + "_mm", name + "_r"], [name]))
+        f32, bfr = f32 + r, bfr + r
+    else:
+        nodes.append(helper.make_node("MatMul", [name + "_a", name + "_b"], [name]))
+    case(name, f32, bfr, absum, a_shape[-1])
+
+
+def gemm_bt_relu(name, m, n, k):
+    a, w, c = arr(m, k), arr(n, k), arr(n)
+    inputs[name + "_a"] = a
+    inits[name + "_w"], inits[name + "_c"] = w, c
+    nodes.append(helper.make_node("Gemm", [name + "_a", name + "_w", name + "_c"], [name + "_g"], transB=1))
+    nodes.append(helper.make_node("Relu", [name + "_g"], [name]))
+    f32 = np.maximum(a.astype(np.float64) @ w.T.astype(np.float64) + c, 0)
+    bfr = np.maximum(bf16(a) @ bf16(w).T + c, 0)
+    case(name, f32, bfr, np.abs(a.astype(np.float64)) @ np.abs(w.T.astype(np.float64)), k)
+
+
+def conv(name, xs, oc, kk, stride=1, pad=0, groups=1, w_init=True):
+    x, w = arr(*xs), arr(oc, xs[1] // groups, kk, kk, scale=0.5)
+    inputs[name + "_x"] = x
+    (inits if w_init else inputs)[name + "_w"] = w
+    nodes.append(helper.make_node("Conv", [name + "_x", name + "_w"], [name], strides=[stride] * 2, pads=[pad] * 4,
+                                  group=groups))
+    f32, absum = im2col_conv(x.astype(np.float64), w.astype(np.float64), stride, pad, groups)
+    bfr, _ = im2col_conv(bf16(x), bf16(w), stride, pad, groups)
+    case(name, f32, bfr, absum, xs[1] // groups * kk * kk)
+
+
+matmul("mm_tails", (37, 529), (529, 75))           # M 32 + 5, N 64 + 11, K 512 + 17: two blocks, a tail
+matmul("mm_whole_tiles", (64, 64), (64, 128))       # no tail anywhere
+matmul("mm_k65", (40, 65), (65, 110))               # 32 pairs + 1: two tile steps and a tail pair
+matmul("mm_deep", (45, 1701), (1701, 70))           # four blocks summed in C
+matmul("mm_batched_acts", (2, 3, 40, 96), (2, 3, 96, 80), b_init=False)
+matmul("mm_residual", (40, 96), (96, 80), residual=True)
+gemm_bt_relu("gemm_transb_bias_relu", 50, 70, 100)
+conv("conv1x1", (1, 70, 9, 11), 40, 1)
+conv("conv1x1_120ch", (1, 120, 8, 16), 32, 1)
+conv("conv3x3_odd_s2_batch2", (2, 19, 15, 15), 35, 3, stride=2, pad=1)
+conv("conv3x3_groups2", (1, 38, 11, 9), 40, 3, pad=1, groups=2)
+conv("conv3x3_weight_input", (1, 17, 12, 12), 20, 3, pad=1, w_init=False)
+# below the line where AMX pays (cg_amx_pays: 16 rows, 16 columns, 32 deep, 2^18 products): the AVX-512 kernels
+BELOW = ("below_mm_13x3x17", "below_mm_16x32x64", "below_conv3x3_9_out")
+matmul("below_mm_13x3x17", (13, 3), (3, 17))
+matmul("below_mm_16x32x64", (16, 32), (32, 64))  # every side at the line, 2^15 products
+conv("below_conv3x3_9_out", (1, 17, 12, 12), 9, 3, pad=1)
+
+
+def mk():
+    vi = [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(a.shape)) for n, a in inputs.items()]
+    vo = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outs]
+    ini = [numpy_helper.from_array(a, n) for n, a in inits.items()]
+    m = helper.make_model(helper.make_graph(nodes, "g", vi, vo, ini), opset_imports=[helper.make_opsetid("", 17)],
+                          ir_version=8)
+    path = os.path.join(tempfile.mkdtemp(), "m.onnx")
+    onnx.save(m, path)
+    return path
+
+
+def check(tag, name, got, f32, bfr, absum, k):
+    check_products(s, f"{tag} {name}", got, f32, bfr, absum, k)
+
+
+def kernel_chunks(src):
+    """{region name: its part of the generated C} (split at the `/* kernel N: region NAME */` headers)."""
+    parts = re.split(r"/\* kernel \d+: region (\S+) \*/", src)
+    return {parts[i]: parts[i + 1] for i in range(1, len(parts) - 1, 2)}
+
+
+AMX_C = ("_tile_dpbf16ps", "_tile_loadd", "hprt_amx_ok()", "_amx_run(")
+path = mk()
+got = {}
+# convs on the implicit GEMM on both sides (HARP_CONV=gemm); then AMX with the conv algorithm harp picks
+RUNS = (("amx", {"HARP_AMX": "auto", "HARP_CONV": "gemm"}), ("no-amx", {"HARP_AMX": "off", "HARP_CONV": "gemm"}),
+        ("amx-conv-auto", {"HARP_AMX": "auto"}))
+for tag, env in RUNS:
+    dump = tempfile.mkdtemp()
+    os.environ.update(env)
+    p, d = run(path, inputs, backend="cpu", extra=["--precision", "bf16", "--dump", "c", "--dump-dir", dump])
+    for k in env:
+        os.environ.pop(k)
+    s.check(f"{tag}: runs", p.returncode == 0, p.stderr.strip()[-600:])
+    if p.returncode != 0:
+        continue
+    src = open(os.path.join(dump, "model.c")).read()
+    on = env["HARP_AMX"] == "auto"
+    s.check(f"{tag}: the generated C {'has' if on else 'has no'} AMX variant", all(t in src for t in AMX_C) == on, "")
+    if on:  # every case on the AMX variant but those below the line; with conv auto, convs go to the GEMM's AMX
+        ks = kernel_chunks(src)
+        for c in cases:
+            # the AMX micro-kernel, defined or shared with an earlier kernel's (#define, kernels deduplicated)
+            amx_k = re.search(r"_amx_k32_\d", ks.get(c[0], "")) is not None
+            s.check(f"{tag}: {c[0]} {'not ' if c[0] in BELOW else ''}on the AMX variant", amx_k == (c[0] not in BELOW),
+                    f"{sorted(ks)[:20]}")
+    for c in cases:
+        got[(tag, c[0])] = np.load(os.path.join(d, c[0] + ".npy"))
+        check(tag, c[0], got[(tag, c[0])], *c[1:])
+if len(got) == len(RUNS) * len(cases):
+    differ = [c[0] for c in cases if c[0] not in BELOW and not np.array_equal(got[("amx", c[0])], got[("no-amx", c[0])])]
+    s.check("AMX on and off differ in rounding (the AMX kernel ran)", len(differ) >= (len(cases) - len(BELOW)) // 2,
+            f"differ only in {differ}")
+s.close()
