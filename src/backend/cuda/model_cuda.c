@@ -211,6 +211,65 @@ static const char *space_of(const cuda_model_tu *t, const cuda_arg *a) {
   }
 }
 
+/* One launch of t's launch list, l, as gpu.json writes it: kernel, region,
+ * arguments (space, buffer, offsets), a decline note, grid.x at run time. */
+static json_t *launch_json(const cuda_model_tu *t, const cuda_launch *l) {
+  json_t *x = json_object(), *args = json_array();
+  json_object_set_new(x, "kernel", json_string(l->k->name));
+  json_object_set_new(x, "region", json_string(t->f->kernels[l->fn_kernel].name));
+  for (int p = 0; p < l->nargs; p++) {
+    const cuda_arg *a = &l->args[p];
+    json_t *y = json_object();
+    json_object_set_new(y, "param", json_string(l->k->params[p].name));
+    json_object_set_new(y, "space", json_string(space_of(t, a)));
+    if (a->kind == CUDA_ARG_BUF) {
+      json_object_set_new(y, "buffer", json_integer(a->buffer));
+      json_object_set_new(y, "value", json_string(t->g->nodes[t->f->buffers[a->buffer].node].id));
+    }
+    if (a->kind == CUDA_ARG_SYM) json_object_set_new(y, "sym", json_integer(a->buffer));
+    if (a->kind == CUDA_ARG_BUF || a->kind == CUDA_ARG_SCRATCH || a->kind == CUDA_ARG_PACKED)
+      json_object_set_new(y, "byte_offset", json_integer(a->offset));
+    bool in_consts;
+    int64_t off = cuda_arg_offset(t, a, &in_consts);
+    if (off >= 0) json_object_set_new(y, "offset", json_integer(off));
+    json_array_append_new(args, y);
+  }
+  json_object_set_new(x, "args", args);
+  if (l->note) json_object_set_new(x, "declined", json_string(l->note));
+  if (l->once) json_object_set_new(x, "once", json_true());
+  if (l->grid_div > 0) { /* grid.x at run time: min(grid[0], ceil(lit * prod(syms) / div)) */
+    json_t *gs = json_array(), *gr = json_object();
+    for (int j = 0; j < l->ngrid_sym; j++) json_array_append_new(gs, json_integer(l->grid_sym[j]));
+    json_object_set_new(gr, "lit", json_integer(l->grid_lit));
+    json_object_set_new(gr, "syms", gs);
+    json_object_set_new(gr, "div", json_integer(l->grid_div));
+    json_object_set_new(x, "grid_x", gr);
+  }
+  return x;
+}
+
+/* Function buffer b of t as gpu.json writes it: where it lives (space,
+ * offset) and what fills it (value, name, dtype, shape, bytes). */
+static json_t *buffer_json(const cuda_model_tu *t, int b) {
+  const fn_buffer *B = &t->f->buffers[b];
+  const tiny_node *n = &t->g->nodes[B->node];
+  json_t *x = json_object();
+  cuda_arg a = {CUDA_ARG_BUF, b, 0};
+  bool in_consts;
+  json_object_set_new(x, "id", json_integer(b));
+  json_object_set_new(x, "space", json_string(space_of(t, &a)));
+  json_object_set_new(x, "value", json_string(n->id));
+  if (B->kind == FN_INPUT || B->kind == FN_PARAM) json_object_set_new(x, "name", json_string(n->a.input.tensor_id));
+  if (B->kind == FN_OUTPUT) json_object_set_new(x, "name", json_string(tiny_output_name(t->g, B->node)));
+  json_object_set_new(x, "dtype", json_string(tiny_dtype_name(B->dtype)));
+  json_t *shape = json_array();
+  for (int d = 0; d < n->shape.rank; d++) json_array_append_new(shape, json_integer(n->shape.d[d].n));
+  json_object_set_new(x, "shape", shape);
+  json_object_set_new(x, "bytes", json_integer((json_int_t)B->size));
+  json_object_set_new(x, "offset", json_integer(cuda_arg_offset(t, &a, &in_consts)));
+  return x;
+}
+
 harp_status cuda_model_dump_json(harp_error *e, const cuda_model_tu *t, char **out) {
   *out = NULL;
   char *mj = NULL;
@@ -226,41 +285,7 @@ harp_status cuda_model_dump_json(harp_error *e, const cuda_model_tu *t, char **o
   json_object_set_new(gpu, "precision", json_string(cuda_math_name(t->math)));
   json_object_set_new(gpu, "dead_regions", json_integer(t->ndead));
   json_t *ls = json_array();
-  for (int i = 0; i < t->nlaunch; i++) {
-    const cuda_launch *l = &t->launch[i];
-    json_t *x = json_object(), *args = json_array();
-    json_object_set_new(x, "kernel", json_string(l->k->name));
-    json_object_set_new(x, "region", json_string(t->f->kernels[l->fn_kernel].name));
-    for (int p = 0; p < l->nargs; p++) {
-      const cuda_arg *a = &l->args[p];
-      json_t *y = json_object();
-      json_object_set_new(y, "param", json_string(l->k->params[p].name));
-      json_object_set_new(y, "space", json_string(space_of(t, a)));
-      if (a->kind == CUDA_ARG_BUF) {
-        json_object_set_new(y, "buffer", json_integer(a->buffer));
-        json_object_set_new(y, "value", json_string(t->g->nodes[t->f->buffers[a->buffer].node].id));
-      }
-      if (a->kind == CUDA_ARG_SYM) json_object_set_new(y, "sym", json_integer(a->buffer));
-      if (a->kind == CUDA_ARG_BUF || a->kind == CUDA_ARG_SCRATCH || a->kind == CUDA_ARG_PACKED)
-        json_object_set_new(y, "byte_offset", json_integer(a->offset));
-      bool in_consts;
-      int64_t off = cuda_arg_offset(t, a, &in_consts);
-      if (off >= 0) json_object_set_new(y, "offset", json_integer(off));
-      json_array_append_new(args, y);
-    }
-    json_object_set_new(x, "args", args);
-    if (l->note) json_object_set_new(x, "declined", json_string(l->note));
-    if (l->once) json_object_set_new(x, "once", json_true());
-    if (l->grid_div > 0) { /* grid.x at run time: min(grid[0], ceil(lit * prod(syms) / div)) */
-      json_t *gs = json_array(), *gr = json_object();
-      for (int j = 0; j < l->ngrid_sym; j++) json_array_append_new(gs, json_integer(l->grid_sym[j]));
-      json_object_set_new(gr, "lit", json_integer(l->grid_lit));
-      json_object_set_new(gr, "syms", gs);
-      json_object_set_new(gr, "div", json_integer(l->grid_div));
-      json_object_set_new(x, "grid_x", gr);
-    }
-    json_array_append_new(ls, x);
-  }
+  for (int i = 0; i < t->nlaunch; i++) json_array_append_new(ls, launch_json(t, &t->launch[i]));
   json_object_set_new(gpu, "launches", ls);
   json_t *ss = json_array(); /* a ShapeSet build's symbols: the arguments of CUDA_ARG_SYM */
   for (int i = 0; i < t->gen.n; i++) {
@@ -270,27 +295,8 @@ harp_status cuda_model_dump_json(harp_error *e, const cuda_model_tu *t, char **o
     json_array_append_new(ss, x);
   }
   json_object_set_new(gpu, "syms", ss);
-  /* every Function buffer: where it lives and what fills it */
-  json_t *bs = json_array();
-  for (int b = 0; b < t->f->nbuffers; b++) {
-    const fn_buffer *B = &t->f->buffers[b];
-    const tiny_node *n = &t->g->nodes[B->node];
-    json_t *x = json_object();
-    cuda_arg a = {CUDA_ARG_BUF, b, 0};
-    bool in_consts;
-    json_object_set_new(x, "id", json_integer(b));
-    json_object_set_new(x, "space", json_string(space_of(t, &a)));
-    json_object_set_new(x, "value", json_string(n->id));
-    if (B->kind == FN_INPUT || B->kind == FN_PARAM) json_object_set_new(x, "name", json_string(n->a.input.tensor_id));
-    if (B->kind == FN_OUTPUT) json_object_set_new(x, "name", json_string(tiny_output_name(t->g, B->node)));
-    json_object_set_new(x, "dtype", json_string(tiny_dtype_name(B->dtype)));
-    json_t *shape = json_array();
-    for (int d = 0; d < n->shape.rank; d++) json_array_append_new(shape, json_integer(n->shape.d[d].n));
-    json_object_set_new(x, "shape", shape);
-    json_object_set_new(x, "bytes", json_integer((json_int_t)B->size));
-    json_object_set_new(x, "offset", json_integer(cuda_arg_offset(t, &a, &in_consts)));
-    json_array_append_new(bs, x);
-  }
+  json_t *bs = json_array(); /* every Function buffer: where it lives and what fills it */
+  for (int b = 0; b < t->f->nbuffers; b++) json_array_append_new(bs, buffer_json(t, b));
   json_object_set_new(gpu, "buffers", bs);
   json_t *mem = json_object();
   json_object_set_new(mem, "arena_bytes", json_integer((json_int_t)t->arena_bytes));
