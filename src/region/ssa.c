@@ -96,12 +96,8 @@ static json_t *plan_info(const plan_region_info *r) {
   return j;
 }
 
-static json_t *info_json(const rg_partition *p, const rg_region *R, const rg_info *I, harp_error *e) {
-  const tiny_graph *g = p->g;
-  const poly_view *pv = p->formed->pv;
-  json_t *j = json_object();
-  json_object_set_new(j, "shape", json_string(rg_shape_name(I->shape)));
-  json_object_set_new(j, "selection", json_string(I->selection));
+/* The region's blocks, each with its name, index, kind, node and role. */
+static json_t *blocks_json(const tiny_graph *g, const poly_view *pv, const rg_info *I) {
   json_t *bl = json_array();
   for (int i = 0; i < I->nblocks; i++) {
     const poly_block_info *b = poly_block(pv, I->blocks[i]);
@@ -110,26 +106,30 @@ static json_t *info_json(const rg_partition *p, const rg_region *R, const rg_inf
     json_object_set_new(o, "index", json_integer(I->blocks[i]));
     json_object_set_new(o, "kind", json_string(poly_kind_name(b->kind)));
     json_object_set_new(o, "node", json_string(g->nodes[b->node].id));
-    const char *role = rg_role_name(I->roles[i]);
-    json_object_set_new(o, "role", json_string(role));
+    json_object_set_new(o, "role", json_string(rg_role_name(I->roles[i])));
     json_array_append_new(bl, o);
   }
-  json_object_set_new(j, "blocks", bl);
-  if (I->shape != RG_SHAPE_GATHER) json_object_set_new(j, "prefix", json_integer(I->prefix));
-  if (I->nepi) {
-    json_t *ep = json_array();
-    for (int i = 0; i < I->nepi; i++) {
-      const rg_epi *x = &I->epi[i];
-      json_t *o = json_object(), *reads = json_array();
-      json_object_set_new(o, "block", json_string(poly_block(pv, x->block)->name));
-      json_object_set_new(o, "op", json_string(tiny_op_name(x->op)));
-      json_object_set_new(o, "role", x->role >= 0 ? json_string(plan_epi_name((plan_epi)x->role)) : json_null());
-      for (int k = 0; k < x->nextra; k++) json_array_append_new(reads, operand(g, pv, &x->extra[k]));
-      json_object_set_new(o, "reads", reads);
-      json_array_append_new(ep, o);
-    }
-    json_object_set_new(j, "epilogue", ep);
+  return bl;
+}
+
+/* The epilogue steps of I: block, op, role and the extra operands read. */
+static json_t *epilogue_json(const tiny_graph *g, const poly_view *pv, const rg_info *I) {
+  json_t *ep = json_array();
+  for (int i = 0; i < I->nepi; i++) {
+    const rg_epi *x = &I->epi[i];
+    json_t *o = json_object(), *reads = json_array();
+    json_object_set_new(o, "block", json_string(poly_block(pv, x->block)->name));
+    json_object_set_new(o, "op", json_string(tiny_op_name(x->op)));
+    json_object_set_new(o, "role", x->role >= 0 ? json_string(plan_epi_name((plan_epi)x->role)) : json_null());
+    for (int k = 0; k < x->nextra; k++) json_array_append_new(reads, operand(g, pv, &x->extra[k]));
+    json_object_set_new(o, "reads", reads);
+    json_array_append_new(ep, o);
   }
+  return ep;
+}
+
+/* The local edges of I (producer to consumer kept out of memory). */
+static json_t *edges_json(const tiny_graph *g, const rg_info *I) {
   json_t *le = json_array();
   for (int i = 0; i < I->nedges; i++) {
     const rg_local_edge *x = &I->edges[i];
@@ -143,70 +143,105 @@ static json_t *info_json(const rg_partition *p, const rg_region *R, const rg_inf
     json_object_set_new(o, "barrier", json_string(poly_barrier_name(x->barrier)));
     json_array_append_new(le, o);
   }
-  json_object_set_new(j, "local_edges", le);
-  if (I->nhalos) {
-    json_t *hs = json_array();
-    for (int i = 0; i < I->nhalos; i++) {
-      const rg_halo *h = &I->halos[i];
-      const poly_block_info *b = poly_block(pv, h->block);
-      json_t *o = json_object(), *tile = json_object(), *per = json_array();
-      json_object_set_new(o, "tensor", json_string(tiny_output_name(g, h->tensor)));
-      json_object_set_new(o, "consumer", json_string(b->name));
-      for (int v = 0; v < b->nout; v++) json_object_set_new(tile, b->var_names[v], json_integer(h->tile[v]));
-      json_object_set_new(o, "tile", tile);
-      json_object_set_new(o, "ok", json_boolean(h->halo.ok));
-      for (int d = 0; d < h->halo.rank; d++) {
-        json_t *a = json_object();
-        json_object_set_new(a, "axis", json_integer(d));
-        json_object_set_new(a, "extent", json_integer(h->halo.extent[d]));
-        json_object_set_new(a, "lo", json_integer(h->halo.lo[d]));
-        json_object_set_new(a, "hi", json_integer(h->halo.hi[d]));
-        json_array_append_new(per, a);
-      }
-      json_object_set_new(o, "per_axis", per);
-      json_object_set_new(o, "bytes", json_integer(h->halo.bytes));
-      json_object_set_new(o, "footprint_bytes", json_integer(h->halo.footprint_bytes));
-      json_array_append_new(hs, o);
+  return le;
+}
+
+/* The halos of I: per consumer tile, the extent and reach of each axis. */
+static json_t *halos_json(const tiny_graph *g, const poly_view *pv, const rg_info *I) {
+  json_t *hs = json_array();
+  for (int i = 0; i < I->nhalos; i++) {
+    const rg_halo *h = &I->halos[i];
+    const poly_block_info *b = poly_block(pv, h->block);
+    json_t *o = json_object(), *tile = json_object(), *per = json_array();
+    json_object_set_new(o, "tensor", json_string(tiny_output_name(g, h->tensor)));
+    json_object_set_new(o, "consumer", json_string(b->name));
+    for (int v = 0; v < b->nout; v++) json_object_set_new(tile, b->var_names[v], json_integer(h->tile[v]));
+    json_object_set_new(o, "tile", tile);
+    json_object_set_new(o, "ok", json_boolean(h->halo.ok));
+    for (int d = 0; d < h->halo.rank; d++) {
+      json_t *a = json_object();
+      json_object_set_new(a, "axis", json_integer(d));
+      json_object_set_new(a, "extent", json_integer(h->halo.extent[d]));
+      json_object_set_new(a, "lo", json_integer(h->halo.lo[d]));
+      json_object_set_new(a, "hi", json_integer(h->halo.hi[d]));
+      json_array_append_new(per, a);
     }
-    json_object_set_new(j, "halo", hs);
+    json_object_set_new(o, "per_axis", per);
+    json_object_set_new(o, "bytes", json_integer(h->halo.bytes));
+    json_object_set_new(o, "footprint_bytes", json_integer(h->halo.footprint_bytes));
+    json_array_append_new(hs, o);
   }
-  if (I->shape == RG_SHAPE_CELL) {
-    json_t *o = json_object(), *cons = json_array();
-    for (int k = 0; k < I->cell.ncon; k++) json_array_append_new(cons, json_string(poly_block(pv, I->cell.con[k])->name));
-    json_object_set_new(o, "contractions", cons);
-    json_object_set_new(o, "rows", json_integer(I->cell.M));
-    json_object_set_new(o, "columns", json_integer(I->cell.H));
-    json_object_set_new(j, "cell", o);
+  return hs;
+}
+
+/* The cell region's contractions and its rows x columns. */
+static json_t *cell_json(const poly_view *pv, const rg_info *I) {
+  json_t *o = json_object(), *cons = json_array();
+  for (int k = 0; k < I->cell.ncon; k++) json_array_append_new(cons, json_string(poly_block(pv, I->cell.con[k])->name));
+  json_object_set_new(o, "contractions", cons);
+  json_object_set_new(o, "rows", json_integer(I->cell.M));
+  json_object_set_new(o, "columns", json_integer(I->cell.H));
+  return o;
+}
+
+/* The attention region a: its two contractions, operands, variables and
+ * the softmax's options. */
+static json_t *attention_json(const tiny_graph *g, const poly_view *pv, const rg_attention *a) {
+  json_t *o = json_object();
+  json_object_set_new(o, "algo", json_string("streaming_softmax_2pass"));
+  json_object_set_new(o, "qk", json_string(poly_block(pv, a->qk)->name));
+  json_object_set_new(o, "pv", json_string(poly_block(pv, a->pv)->name));
+  json_object_set_new(o, "q", operand(g, pv, &a->q));
+  json_object_set_new(o, "k", operand(g, pv, &a->k));
+  json_object_set_new(o, "v", operand(g, pv, &a->v));
+  const poly_block_info *qk = poly_block(pv, a->qk), *pvb = poly_block(pv, a->pv);
+  json_object_set_new(o, "query_var", json_string(qk->var_names[a->q_var]));
+  json_object_set_new(o, "key_var", json_string(qk->var_names[a->k_var]));
+  json_object_set_new(o, "head_var", json_string(qk->var_names[a->d_var]));
+  json_object_set_new(o, "value_var", json_string(pvb->var_names[a->dv_var]));
+  json_object_set_new(o, "scale", jnum(a->scale));
+  json_object_set_new(o, "mask", a->has_mask ? operand(g, pv, &a->mask) : json_null());
+  json_object_set_new(o, "causal", json_boolean(a->causal));
+  if (a->causal) {
+    json_object_set_new(o, "causal_offset", json_integer(a->causal_offset));
+    json_object_set_new(o, "where_mask", json_string(g->nodes[a->where_mask].id));
   }
-  if (I->shape == RG_SHAPE_ATTENTION) {
-    const rg_attention *a = &I->att;
+  json_object_set_new(o, "exp", json_string(a->exp2 ? "exp2" : "exp"));
+  if (a->has_max_floor) json_object_set_new(o, "max_floor", jnum(a->max_floor));
+  if (a->has_sum_floor) json_object_set_new(o, "sum_floor", jnum(a->sum_floor));
+  json_object_set_new(o, "p_dtype", json_string(tiny_dtype_name(a->p_dtype)));
+  json_object_set_new(o, "out", json_string(g->nodes[a->out].id));
+  json_object_set_new(o, "out_dtype", json_string(tiny_dtype_name(a->out_dtype)));
+  return o;
+}
+
+/* The fusion stops recorded for I: candidate, reason, detail. */
+static json_t *stops_json(const rg_info *I) {
+  json_t *st = json_array();
+  for (int i = 0; i < I->nstops; i++) {
     json_t *o = json_object();
-    json_object_set_new(o, "algo", json_string("streaming_softmax_2pass"));
-    json_object_set_new(o, "qk", json_string(poly_block(pv, a->qk)->name));
-    json_object_set_new(o, "pv", json_string(poly_block(pv, a->pv)->name));
-    json_object_set_new(o, "q", operand(g, pv, &a->q));
-    json_object_set_new(o, "k", operand(g, pv, &a->k));
-    json_object_set_new(o, "v", operand(g, pv, &a->v));
-    const poly_block_info *qk = poly_block(pv, a->qk), *pvb = poly_block(pv, a->pv);
-    json_object_set_new(o, "query_var", json_string(qk->var_names[a->q_var]));
-    json_object_set_new(o, "key_var", json_string(qk->var_names[a->k_var]));
-    json_object_set_new(o, "head_var", json_string(qk->var_names[a->d_var]));
-    json_object_set_new(o, "value_var", json_string(pvb->var_names[a->dv_var]));
-    json_object_set_new(o, "scale", jnum(a->scale));
-    json_object_set_new(o, "mask", a->has_mask ? operand(g, pv, &a->mask) : json_null());
-    json_object_set_new(o, "causal", json_boolean(a->causal));
-    if (a->causal) {
-      json_object_set_new(o, "causal_offset", json_integer(a->causal_offset));
-      json_object_set_new(o, "where_mask", json_string(g->nodes[a->where_mask].id));
-    }
-    json_object_set_new(o, "exp", json_string(a->exp2 ? "exp2" : "exp"));
-    if (a->has_max_floor) json_object_set_new(o, "max_floor", jnum(a->max_floor));
-    if (a->has_sum_floor) json_object_set_new(o, "sum_floor", jnum(a->sum_floor));
-    json_object_set_new(o, "p_dtype", json_string(tiny_dtype_name(a->p_dtype)));
-    json_object_set_new(o, "out", json_string(g->nodes[a->out].id));
-    json_object_set_new(o, "out_dtype", json_string(tiny_dtype_name(a->out_dtype)));
-    json_object_set_new(j, "attention", o);
+    json_object_set_new(o, "candidate", json_string(I->stops[i].candidate));
+    json_object_set_new(o, "reason", json_string(I->stops[i].reason));
+    json_object_set_new(o, "detail", json_string(I->stops[i].detail));
+    json_array_append_new(st, o);
   }
+  return st;
+}
+
+/* The JSON of one formed region's info I over partition p (regions.json). */
+static json_t *info_json(const rg_partition *p, const rg_info *I, harp_error *e) {
+  const tiny_graph *g = p->g;
+  const poly_view *pv = p->formed->pv;
+  json_t *j = json_object();
+  json_object_set_new(j, "shape", json_string(rg_shape_name(I->shape)));
+  json_object_set_new(j, "selection", json_string(I->selection));
+  json_object_set_new(j, "blocks", blocks_json(g, pv, I));
+  if (I->shape != RG_SHAPE_GATHER) json_object_set_new(j, "prefix", json_integer(I->prefix));
+  if (I->nepi) json_object_set_new(j, "epilogue", epilogue_json(g, pv, I));
+  json_object_set_new(j, "local_edges", edges_json(g, I));
+  if (I->nhalos) json_object_set_new(j, "halo", halos_json(g, pv, I));
+  if (I->shape == RG_SHAPE_CELL) json_object_set_new(j, "cell", cell_json(pv, I));
+  if (I->shape == RG_SHAPE_ATTENTION) json_object_set_new(j, "attention", attention_json(g, pv, &I->att));
   json_object_set_new(j, "plan_info", plan_info(&I->plan_info));
   if (I->has_plan) {
     char *pj = NULL;
@@ -218,16 +253,7 @@ static json_t *info_json(const rg_partition *p, const rg_region *R, const rg_inf
   }
   json_object_set_new(j, "time_est", jnum(I->time_est));
   json_object_set_new(j, "dtime", jnum(I->dtime));
-  json_t *st = json_array();
-  for (int i = 0; i < I->nstops; i++) {
-    json_t *o = json_object();
-    json_object_set_new(o, "candidate", json_string(I->stops[i].candidate));
-    json_object_set_new(o, "reason", json_string(I->stops[i].reason));
-    json_object_set_new(o, "detail", json_string(I->stops[i].detail));
-    json_array_append_new(st, o);
-  }
-  json_object_set_new(j, "stops", st);
-  (void)R;
+  json_object_set_new(j, "stops", stops_json(I));
   return j;
 }
 
@@ -312,7 +338,7 @@ harp_status rg_dump_json(harp_error *e, const rg_partition *p, char **out) {
     json_object_set_new(j, "outputs", outs);
     json_object_set_new(j, "locals", locals);
     json_object_set_new(j, "body", body);
-    if (R->info && p->formed && p->formed->pv) json_object_update_missing_new(j, info_json(p, R, R->info, e));
+    if (R->info && p->formed && p->formed->pv) json_object_update_missing_new(j, info_json(p, R->info, e));
     json_array_append_new(regions, j);
   }
   json_object_set_new(root, "regions", regions);
