@@ -624,44 +624,18 @@ static void sym_dense_epi_copies(const rc_ctx *c, int r, const ct_gemm *read, co
   }
 }
 
-/* The plan's split-K (algo_choice matmul splitk_reduce: plan_validate
- * refuses the other forms on the CPU) into s->tune.splitk, the slice count
- * of plan_splitk_factor, for the skinny kernel of region r.  A GEMM that
- * kernel cannot split: a searched plan becomes implicit_gemm with a note,
- * so that plan.json says what runs; a plan given by the user is refused. */
+/* cgen_gemm_splitk_ok behind cc_splitk_ok_fn. */
+static bool gemm_splitk_ok(const void *spec, const char **why) {
+  *why = "split-K runs in the skinny kernel only (at most 8 rows, B and C unit-stride, no weight packed once, M a constant)";
+  return cgen_gemm_splitk_ok(spec);
+}
+
+/* The plan's split-K for the skinny kernel of region r (cc_plan_splitk). */
 static harp_status gemm_plan_splitk(rc_ctx *c, int r, plan_use *pu, cgen_gemm_spec *s) {
-  rt_plan_choice *ch = pu->ch;
-  if (ch && cgen_gemm_splitk_ok(s))
-    cc_note_add(ch, "skinny GEMM (at most 8 rows): B streamed in column strips over the threads, not packed; tile,"
+  if (pu->ch && cgen_gemm_splitk_ok(s))
+    cc_note_add(pu->ch, "skinny GEMM (at most 8 rows): B streamed in column strips over the threads, not packed; tile,"
                  " warp_tile, stages, reorder, unroll and which of M.o / N.o is bound not used");
-  if (!ch || !plan_algo_is_splitk(ch->plan.algo[PLAN_KEY_MATMUL])) return HARP_OK;
-  const plan_region_info *ri = &c->f->part->regions[c->f->kernels[r].region].info->plan_info;
-  int S = ch->plan.splitk;
-  if (!S && c->f->part->formed) {
-    const plan_machine *m = &c->f->part->formed->machine;
-    plan_resources res;
-    plan_resources_of(&ch->plan, m, ri, &res);
-    S = plan_splitk_factor(&ch->plan, ri, m, &res);
-  }
-  s->tune.splitk = S > 1 ? S : 0;
-  if (cgen_gemm_splitk_ok(s)) {
-    size_t n = strlen(pu->desc);
-    snprintf(pu->desc + n, sizeof pu->desc - n, " splitk %d", S > 1 ? S : 1);
-    return HARP_OK;
-  }
-  s->tune.splitk = 0;
-  const char *why = "split-K runs in the skinny kernel only (at most 8 rows, B and C unit-stride, no weight packed"
-                    " once, M a constant)";
-  if (ch->source == RT_PLAN_DEFAULT) {
-    char msg[200];
-    snprintf(msg, sizeof msg, "%s: %s, so implicit_gemm", plan_algo_name(ch->plan.algo[PLAN_KEY_MATMUL]), why);
-    cc_note_add(ch, msg);
-    ch->plan.algo[PLAN_KEY_MATMUL] = PLAN_ALGO_IMPLICIT_GEMM;
-    ch->plan.splitk = 0;
-    return HARP_OK;
-  }
-  return ut_fail(c->e, HARP_E_UNSUPPORTED, NULL, "region '%s': the plan's algo_choice matmul %s cannot run on the CPU: %s",
-                 ch->region ? ch->region : "?", plan_algo_name(ch->plan.algo[PLAN_KEY_MATMUL]), why);
+  return cc_plan_splitk(c, r, pu, &s->tune.splitk, gemm_splitk_ok, s);
 }
 
 harp_status cc_emit_gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_gemm *read, bool *handled,
@@ -890,6 +864,7 @@ harp_status cc_emit_conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
   }
   s.tune.conv_algo = conv_algo(c);
   if (conv_plan_algo(c, pu.ch, &s)) return c->e->code;
+  if (cc_conv_plan_splitk(c, r, &pu, &s)) return c->e->code;
   char kfn[128];
   snprintf(kfn, sizeof kfn, "%s_conv", fn);
   if (!cc_template_body(c, &pu, gen_conv, &s, &s.tune, NULL, NULL, kfn, out)) DECLINE("the template refused the shape");
