@@ -71,7 +71,7 @@ unsigned cc_host_isa_mask(void) {
  *   bind M.o / N.o       -> par_m / par_n and threads = cores; neither bound: one task over
  *                           M x N (batch dimensions are always parallel)
  *   reorder              -> order 1 when N.i.o comes before M.i.o, else order 0
- *   algo_choice matmul splitk_reduce -> splitk (the skinny kernel; gemm_plan_splitk)
+ *   algo_choice matmul splitk_reduce -> splitk (the skinny kernel, a conv's implicit GEMM; contract_splitk_c.c)
  *   unroll K.i F         -> unroll_k: the micro-kernel's K loop (#pragma GCC unroll F)
  * What the templates cannot follow (other unrolls, further splits, warp binds, ...)
  * plan_validate refuses on a cpu plan (docs/plan.md §18); fuse of batch axes is
