@@ -7,8 +7,10 @@ threads, interleaved.
                                  [--rounds 3] [--repeat 20] [--threads 1,2] [--only SUBSTR]
 
 Per layer, one ONNX graph (weight and bias as initializers: packed once) and,
-per thread count, each contender once a round (`harp bench`, median of
---repeat runs); the table gives the medians over the rounds:
+per thread count, each contender once a round (`harp bench`, the fastest of
+--repeat runs: on a shared machine under load the least disturbed one; the
+medians of --repeat runs ranged 2-10x); the table gives the medians over
+the rounds of those:
   base      --base (main's build) with its default plan
   dflt      --harp with its default plan (what the cost model now picks)
   gemm      --harp, the default plan as implicit_gemm, --knob conv=gemm: the
@@ -68,7 +70,7 @@ def default_plan(harp, path, xfile, d):
     plans = json.load(open(os.path.join(out, "plan.json")))["plans"]
     region = plans[0]["region"]
     m = re.search(r"/\* plan: ([^\n]*)\n", open(os.path.join(out, "model.c")).read())
-    text = re.sub(r"algo_choice conv \w+;", "", m.group(1)) if m else ""
+    text = re.sub(r"algo_choice (conv|matmul) \w+;", "", m.group(1)) if m else ""
     return region, text, plans[0]["plan"].get("algo_choice", {}).get("conv", "?")
 
 
@@ -77,7 +79,7 @@ def bench(harp, path, xfile, threads, repeat, extra):
     p = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "HARP_NUM_THREADS": str(threads)})
     if p.returncode:
         raise RuntimeError(f"harp bench: {p.stderr.strip()[-300:]}")
-    return float(json.loads(p.stdout)["median_ms"])
+    return float(json.loads(p.stdout)["min_ms"])
 
 
 def check(harp, path, xfile, plan, ref, d):

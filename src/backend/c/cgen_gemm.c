@@ -466,6 +466,29 @@ static void emit_batch_split(cg_out *o, const cg_mm *p, const cg_tile *t) {
   cg_emit(o, "  cx.tm = sp[0]; cx.sm = sp[1]; cx.tn = sp[2]; cx.sn = sp[3];\n");
 }
 
+/* A prepacked B's packer: KC blocks x groups of panels, one task each
+ * ($P_packBall_task), its size and the entry model_init calls. */
+static void emit_pack_b_run(cg_out *o, const cg_mm *p, const cg_tile *t) {
+  /* B arrives packed: KC blocks x groups of panels, one task each */
+  int64_t npan = cg_npanels(p, t), ppt = (npan + 7) / 8, ng = (npan + ppt - 1) / ppt;
+  cg_emit(o, "static $T void $P_packBall_task(void *vc, int task, int tid) {\n  (void)tid;\n");
+  cg_emit(o, "  const $F_ctx *cx = (const $F_ctx *)vc;\n");
+  cg_emit(o, "  long pb = task / %ldL, j0 = task %% %ldL * %ldL, j1 = j0 + %ldL < %ldL ? j0 + %ldL : %ldL;\n", (long)ng,
+          (long)ng, (long)ppt, (long)ppt, (long)npan, (long)ppt, (long)npan);
+  cg_emit(o, "  long pc = pb * %dL, kc = %ldL - pc < %dL ? %ldL - pc : %dL, n1 = j1 * %d < %ldL ? j1 * %d : %ldL;\n",
+          t->kc, (long)p->K, t->kc, (long)p->K, t->kc, t->nr, (long)p->N, t->nr, (long)p->N);
+  cg_emit(o, "  $P_packB(cx, 0, 0, pc, kc, j0 * %d, n1 - j0 * %d, cx->Ap + pb * %ldL + j0 * kc * %d);\n", t->nr, t->nr,
+          (long)t->kc * npan * t->nr, t->nr);
+  if (cg_mm_use_bfcv(p, o) && !cg_mm_b_pairs(p, o))
+    cg_emit(o, "  for (long j = j0; j < j1; j++) $P_bfcv(cx->Ap + pb * %ldL + j * kc * %d, kc, %d);\n",
+            (long)t->kc * npan * t->nr, t->nr, t->nr);
+  cg_emit(o, "}\n");
+  cg_emit(o, "static $T long $P_pack_b_bytes_run(void) { return %ldL; }\n", (long)(p->K * npan * t->nr * 4));
+  cg_emit(o, "static $T int $P_pack_b_run(hprt_pool *pool, const void *B, void *Bp) {\n");
+  cg_emit(o, "  $F_ctx cx;\n  memset(&cx, 0, sizeof cx);\n  cx.B = B; cx.Ap = (float *)Bp;\n");
+  cg_emit(o, "  hprt_pool_run(pool, %ld, $P_packBall_task, &cx);\n  return 0;\n}\n", (long)(t->nkb * ng));
+}
+
 static void emit_variant(cg_out *o, const cg_mm *p, const cg_tile *t) {
   int w = o->isa->w;
   cg_emit_isa_helpers(o);
@@ -528,26 +551,7 @@ static void emit_variant(cg_out *o, const cg_mm *p, const cg_tile *t) {
     cg_emit(o, "  hprt_pool_run(pool, %ld, $P_packA_task, &cx);\n%s  return 0;\n}\n", npack, p->pairs ? "  free(w2);\n" : "");
     shared = 0;
   }
-  if (p->prepack_b) {
-    /* B arrives packed: KC blocks x groups of panels, one task each */
-    int64_t npan = cg_npanels(p, t), ppt = (npan + 7) / 8, ng = (npan + ppt - 1) / ppt;
-    cg_emit(o, "static $T void $P_packBall_task(void *vc, int task, int tid) {\n  (void)tid;\n");
-    cg_emit(o, "  const $F_ctx *cx = (const $F_ctx *)vc;\n");
-    cg_emit(o, "  long pb = task / %ldL, j0 = task %% %ldL * %ldL, j1 = j0 + %ldL < %ldL ? j0 + %ldL : %ldL;\n", (long)ng,
-            (long)ng, (long)ppt, (long)ppt, (long)npan, (long)ppt, (long)npan);
-    cg_emit(o, "  long pc = pb * %dL, kc = %ldL - pc < %dL ? %ldL - pc : %dL, n1 = j1 * %d < %ldL ? j1 * %d : %ldL;\n",
-            t->kc, (long)p->K, t->kc, (long)p->K, t->kc, t->nr, (long)p->N, t->nr, (long)p->N);
-    cg_emit(o, "  $P_packB(cx, 0, 0, pc, kc, j0 * %d, n1 - j0 * %d, cx->Ap + pb * %ldL + j0 * kc * %d);\n", t->nr, t->nr,
-            (long)t->kc * npan * t->nr, t->nr);
-    if (cg_mm_use_bfcv(p, o) && !cg_mm_b_pairs(p, o))
-      cg_emit(o, "  for (long j = j0; j < j1; j++) $P_bfcv(cx->Ap + pb * %ldL + j * kc * %d, kc, %d);\n",
-              (long)t->kc * npan * t->nr, t->nr, t->nr);
-    cg_emit(o, "}\n");
-    cg_emit(o, "static $T long $P_pack_b_bytes_run(void) { return %ldL; }\n", (long)(p->K * npan * t->nr * 4));
-    cg_emit(o, "static $T int $P_pack_b_run(hprt_pool *pool, const void *B, void *Bp) {\n");
-    cg_emit(o, "  $F_ctx cx;\n  memset(&cx, 0, sizeof cx);\n  cx.B = B; cx.Ap = (float *)Bp;\n");
-    cg_emit(o, "  hprt_pool_run(pool, %ld, $P_packBall_task, &cx);\n  return 0;\n}\n", (long)(t->nkb * ng));
-  }
+  if (p->prepack_b) emit_pack_b_run(o, p, t);
   int64_t xoff = (shared + 63) / 64 * 64; /* the widened input after packed A */
   int64_t aoff = (xoff + xn * 4 + 63) / 64 * 64; /* pairs, A not prepacked: the paired weight */
   int64_t wbytes = p->pairs && !p->prepack_a ? p->nb[1] * p->M * p->K * 4 : 0;

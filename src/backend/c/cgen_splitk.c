@@ -85,7 +85,7 @@ void cg_emit_splitk_run(cg_out *o, const cg_mm *p, int64_t ntask, const cg_split
 bool cgen_conv_splitk_ok(const cgen_conv_spec *s, const char **why) {
   int S = s->tune.splitk;
   int64_t oh, ow, nps;
-  if (S < 2 || S > 64) return *why = "split-K takes 2..64 slices", false;
+  if (S < 2 || S > 64) return *why = "split-K takes 2..64 slices (without splitk N: plan_splitk_factor's count)", false;
   if (s->n_expr || s->h_expr || s->w_expr) return *why = "sizes read at run time (the direct kernel's)", false;
   if (s->tune.conv_algo != CGEN_CONV_AUTO && s->tune.conv_algo != CGEN_CONV_GEMM)
     return *why = "split-K is the implicit GEMM's, not Winograd's or the direct kernel's", false;

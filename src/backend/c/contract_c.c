@@ -491,7 +491,9 @@ static bool conv1x1_size_exprs(rc_ctx *c, int r, const ct_gemm *gm, cgen_conv_sp
  * kernel for it (cg_dconv_plan: 256 or more input channels, or a pixel count
  * that the GEMM's vectors along the pixels would pad by a tenth or more);
  * the other variants are its implicit GEMM, which copies input rows as its
- * B panel as the GEMM does.  HARP_CONV=gemm|direct forces either here too. */
+ * B panel as the GEMM does.  HARP_CONV=gemm|direct forces either here too.
+ * Or when the plan splits K (splitk_reduce): the conv's implicit GEMM split
+ * along K in every variant (cgen_splitk.c), which the skinny-only GEMM lacks. */
 static bool try_gemm_conv1x1(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_gemm *gm, bool swapped,
                              rc_packed *pk) {
   cgen_conv_spec s;
@@ -505,7 +507,8 @@ static bool try_gemm_conv1x1(rc_ctx *c, int r, const char *fn, ut_str *out, cons
   if (!rt) cc_plan_tuning(c, r, 'c', swapped, &s.tune, NULL, NULL, &pu);
   const char *dwhy = NULL;
   s.tune.conv_algo = conv_algo(c);
-  if (!cgen_conv_direct(&s, &dwhy)) return false;
+  bool split = !rt && cc_conv1x1_plan_splitk(c, r, &pu, &s); /* the implicit GEMM split along K */
+  if (!split && !cgen_conv_direct(&s, &dwhy)) return false;
   if (rt && !s.w_expr) { /* the batch alone at run time: the direct kernel where a specialised object takes it */
     cgen_conv_spec q = s;
     q.n_expr = NULL;
@@ -520,7 +523,7 @@ static bool try_gemm_conv1x1(rc_ctx *c, int r, const char *fn, ut_str *out, cons
     ut_str_free(&body);
     return false;
   }
-  if (pu.ch) {
+  if (pu.ch && !split) {
     char msg[256];
     snprintf(msg, sizeof msg, "1x1 conv: the AVX-512 variant is the direct kernel (%.120s); tile and warp tile not used", dwhy);
     cc_note_add(pu.ch, msg);

@@ -58,6 +58,9 @@ typedef bool (*cc_splitk_ok_fn)(const void *spec, const char **why);
 harp_status cc_plan_splitk(rc_ctx *c, int r, plan_use *pu, int *splitk, cc_splitk_ok_fn ok, const void *spec);
 /* The same for conv s (cgen_conv_splitk_ok), with a note when it splits. */
 harp_status cc_conv_plan_splitk(rc_ctx *c, int r, plan_use *pu, cgen_conv_spec *s);
+/* A GEMM that is a 1x1 conv (s): the plan's split-K as the conv's, true
+ * when it splits; else false, *c->e untouched, and the GEMM decides. */
+bool cc_conv1x1_plan_splitk(rc_ctx *c, int r, plan_use *pu, cgen_conv_spec *s);
 /* A kernel of fewer multiply-adds than a pool wake-up pays for runs on the
  * calling thread: the line that says so, into out. */
 void cc_small_on_caller(ut_str *out, double work);

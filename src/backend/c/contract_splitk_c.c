@@ -3,7 +3,7 @@
  * skinny GEMM's (cgen_skinny.c) and the implicit-GEMM conv's (cgen_splitk.c).
  * Needs: contract_c_int.h (plan_use, the notes), the plan's cost model
  * (plan_splitk_factor), cgen.h (cgen_gemm_splitk_ok, cgen_conv_splitk_ok).
- * Gives: cc_plan_splitk, cc_conv_plan_splitk. */
+ * Gives: cc_plan_splitk, cc_conv_plan_splitk, cc_conv1x1_plan_splitk. */
 #include <stdio.h>
 #include <string.h>
 
@@ -55,4 +55,13 @@ harp_status cc_conv_plan_splitk(rc_ctx *c, int r, plan_use *pu, cgen_conv_spec *
     cc_note_add(pu->ch, msg);
   }
   return HARP_OK;
+}
+
+bool cc_conv1x1_plan_splitk(rc_ctx *c, int r, plan_use *pu, cgen_conv_spec *s) {
+  if (!pu->ch || !plan_algo_is_splitk(pu->ch->plan.algo[PLAN_KEY_MATMUL])) return false;
+  harp_error keep = *c->e;
+  if (cc_conv_plan_splitk(c, r, pu, s) == HARP_OK && s->tune.splitk > 1) return true;
+  *c->e = keep; /* the GEMM's own split-K decides (cc_plan_splitk) */
+  s->tune.splitk = 0;
+  return false;
 }
