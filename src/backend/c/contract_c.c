@@ -508,6 +508,7 @@ static bool try_gemm_conv1x1(rc_ctx *c, int r, const char *fn, ut_str *out, cons
   const char *dwhy = NULL;
   s.tune.conv_algo = conv_algo(c);
   bool split = !rt && cc_conv1x1_plan_splitk(c, r, &pu, &s); /* the implicit GEMM split along K */
+  if (!split && pu.ch && plan_algo_is_splitk(pu.ch->plan.algo[PLAN_KEY_MATMUL])) return false; /* the GEMM's say */
   if (!split && !cgen_conv_direct(&s, &dwhy)) return false;
   if (rt && !s.w_expr) { /* the batch alone at run time: the direct kernel where a specialised object takes it */
     cgen_conv_spec q = s;
