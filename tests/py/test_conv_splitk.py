@@ -10,7 +10,7 @@ numpy float64 (fe_ref.conv2d), and the C differs (the split one has the
 slices' pass and says its count).  Cases: odd channel counts with a K tail
 and bias + relu; stride 2 with padding, batch 2, bias, a residual and relu;
 a long K (512 -> 512 3x3 at 7x7: K = 4608) at 2 and 4 slices; a 5x5 window
-with pad 2; a grouped conv; a 1x1 conv read as a GEMM (K = 1024).  Then what cannot run is refused with an error and no output:
+with pad 2; a grouped conv; a 1x1 conv read as a GEMM (K = 1024); the AVX2 and scalar variants.  Then what cannot run is refused with an error and no output:
 more slices than K tiles and more than 64 (located in the plan file),
 Winograd with split-K (located)."""
 import os
@@ -93,6 +93,11 @@ CASES = [
     # a 1x1 conv that the kernel layer reads as a GEMM (pixels as M): the conv's split-K all the same
     ("1x1 K 1024 @7", model((1, 1024, 7, 7), (256, 1024, 1, 1), pad=0), PLAN, SK.format(4), 0, 4),
     ("grouped (2 groups)", model((1, 48, 8, 8), (36, 24, 3, 3), groups=2), PLAN, SK.format(3), 0, 3),
+    # the AVX2 and the scalar variants (a vector width of 8, of 4) split and sum the same way
+    ("AVX2 variant", model((1, 37, 7, 7), (29, 37, 3, 3)), PLAN + " vectorize n.i.i 8;", SK.format(3) + " vectorize n.i.i 8;",
+     0, 3),
+    ("scalar variant", model((1, 37, 7, 7), (29, 37, 3, 3)), PLAN + " vectorize n.i.i 4;",
+     SK.format(3) + " vectorize n.i.i 4;", 0, 3),
     ("slice count", model((1, 512, 7, 7), (512, 512, 3, 3)), SK.format(2), SK.format(4), 2, 4),
 ]
 

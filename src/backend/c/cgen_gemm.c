@@ -98,7 +98,8 @@ static harp_status resolve_tile(harp_error *e, const cg_mm *p, const cg_isa *isa
   if (p->amx) t->kc = p->pairs ? 256 : 512;
   if (t->kc > p->K) t->kc = (int)p->K;
   int64_t nps;
-  if (p->full) t->kc = cg_splitk_kc(p->K, t->kc, u->splitk, &nps); /* S slices of whole blocks (cgen_conv_splitk_ok) */
+  if (p->full && !(t->kc = cg_splitk_kc(p->K, t->kc, u->splitk, &nps))) /* S slices of whole blocks */
+    return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen: K = %ld does not cut into %d slices", (long)p->K, u->splitk);
   int64_t nc = u->nc > 0 ? u->nc : 512;
   nc = cg_rup(nc, t->nr);
   t->pf = u->prefetch > 0 ? u->prefetch : u->prefetch < 0 ? 0 : 8;
