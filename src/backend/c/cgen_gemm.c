@@ -1,7 +1,8 @@
 /* cgen_gemm.c — GEMM and implicit-GEMM convolution kernel generator.
  * Needs: cgen_int.h (templating, vector layer, runtime), the spec helpers
  * (cgen_spec.c), the packers (cgen_gemm_pack.c), the direct and depthwise
- * convs (cgen_dconv.c, cgen_dwconv.c).  Gives: cgen_gemm, cgen_conv, cg_conv_bf16_asked.
+ * convs (cgen_dconv.c, cgen_dwconv.c), split-K's view and sum (cgen_splitk.c).
+ * Gives: cgen_gemm, cgen_conv, cg_conv_bf16_asked.
  *
  * Shape of the emitted code, per ISA variant (BLIS-style, vectors along N):
  *   phase 0 (conv, fp16/bf16 input, vector variants): widen the input into
@@ -19,6 +20,9 @@
  *   column stride, else in a per-thread fp32 buffer.
  * With at most 8 rows (GEMV, decode-time matmuls) the vector variants stream
  * B once instead of packing it (cgen_skinny.c).
+ * A conv with tune.splitk > 1 runs its variants on cg_splitk_view: the tasks
+ * are slices x tiles, each slice's KC blocks into its fp32 partial, then
+ * $P_ksum adds them in slice order with the epilogue (cgen_splitk.c).
  * prepack_a / prepack_b: a constant operand is packed once, by F_pack_a /
  * F_pack_b, in the layout the tasks read (B: per KC block pb, the NR-wide
  * panels of all N, panel j at pb*KC*npan*NR + j*kc*NR); runs skip packing it.

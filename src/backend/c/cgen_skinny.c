@@ -1,7 +1,7 @@
 /* cgen_skinny.c — the skinny GEMM variant: up to 8 rows of A (GEMV,
  * decode-time matmuls) stream B once instead of packing it.
  * Needs: cgen_gemm_int.h (the contraction, the GEMM's row store and task
- * setup), cgen_int.h.  Gives: cg_skinny_ok, cg_skinny_splitk_ok, cg_emit_skinny_variant
+ * setup, split-K's sum of cgen_splitk.c), cgen_int.h.  Gives: cg_skinny_ok, cg_skinny_splitk_ok, cg_emit_skinny_variant
  * (with split-K). */
 #include <stdio.h>
 #include <string.h>
