@@ -429,10 +429,6 @@ static harp_status v_cpu(vctx *v) {
     return plan_fail(v->e, HARP_E_UNSUPPORTED, v->src, p->pos.edges[0], "local_edge",
                      "local_edges: the CPU's fused kernel keeps the edges region formation chose for '%s'; a plan"
                      " cannot move them", r->name ? r->name : "?");
-  if (r->pattern == PLAN_PAT_CONV && plan_algo_is_splitk(p->algo[PLAN_KEY_MATMUL]))
-    return plan_fail(v->e, HARP_E_UNSUPPORTED, v->src, p->pos.algo[PLAN_KEY_MATMUL], "algo_choice",
-                     "algo_choice matmul %s on a conv: the CPU splits K of GEMMs only (its skinny kernel)",
-                     plan_algo_name(p->algo[PLAN_KEY_MATMUL]));
   if (plan_algo_is_splitk(p->algo[PLAN_KEY_MATMUL]) && p->algo[PLAN_KEY_MATMUL] != PLAN_ALGO_SPLITK_REDUCE)
     return plan_fail(v->e, HARP_E_UNSUPPORTED, v->src, p->pos.algo[PLAN_KEY_MATMUL], "algo_choice",
                      "algo_choice matmul %s: the CPU's split-K is splitk_reduce (partials summed in slice order by a"

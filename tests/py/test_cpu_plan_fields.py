@@ -10,12 +10,13 @@ overrides that differ only in it:
 Fields: tile, warp_tile, vectorize, stages (pipeline), bind, unroll (the
 micro-kernel's K loop), reorder; split-K (algo_choice matmul splitk_reduce,
 splitk N) on skinny GEMMs in both of the skinny kernel's forms (B along N,
-and x W^T), with batches, tails and an epilogue; the default plan's split-K.
+and x W^T), with batches, tails and an epilogue, and on a conv (the implicit
+GEMM's; test_conv_splitk.py has more); the default plan's split-K.
 Then what the CPU cannot follow is refused with a located Unsupported error
 and no output: unroll of another loop, further splits, a fuse of non-batch
 axes, warp binds, binds of inner axes, a pipeline axis other than K.i,
 caching a tensor besides A and B, swizzle, a moved local edge,
-splitk_serial / splitk_parallel, split-K on a conv."""
+splitk_serial / splitk_parallel."""
 import json
 import os
 import re
@@ -26,6 +27,7 @@ import tempfile
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
+from fe_ref import conv2d  # noqa: E402
 from harp_test import HARP, Suite, close  # noqa: E402
 
 RNG = np.random.default_rng(27)
@@ -44,6 +46,7 @@ CONV = ("graph main(x: f32[1, 64, 6, 6], w: f32[32, 64, 3, 3]) -> (y: f32[1, 32,
         "    y = conv2d(x, w, pad=1)\n    return y\n}\n")
 
 TAIL = "predicate_tail m.i.i n.i.i k.i.i;"
+CONV_PLAN = f"split m 32; split n 64; split k 64; {TAIL}"
 BASE = f"split m 48; split n 64; split k 64; warp_tile 6x32; bind m.o block.y; bind n.o block.x; vectorize n.i.i 16; {TAIL}"
 SK = f"split m 96; split n 512; split k 256; warp_tile 6x64; bind m.o block.y; bind n.o block.x; vectorize n.i.i 16; {TAIL}"
 
@@ -62,6 +65,8 @@ PAIRS = [
     ("split-K slices", SKINNY, SK + " algo_choice matmul splitk_reduce; splitk 2;",
      SK + " algo_choice matmul splitk_reduce; splitk 8;", ("splitk 2", "splitk 8")),
     ("split-K x W^T", SKINNY_T, SK, SK + " algo_choice matmul splitk_reduce; splitk 3;", ("order 0 */", "splitk 3")),
+    # a conv: the implicit GEMM with K (576) in 2 slices of whole KC blocks (test_conv_splitk.py has more)
+    ("conv split-K", CONV, CONV_PLAN, CONV_PLAN + " algo_choice matmul splitk_reduce; splitk 2;", ("order 0 */", "splitk 2")),
 ]
 
 # what, model, plan, words the error must contain (besides .plan:LINE:COL)
@@ -77,8 +82,6 @@ REFUSED = [
     ("local edge", GEMM, BASE + " local_edge matmul_0 -> c smem_ring depth=2;", ["local_edges", "cannot move them"]),
     ("splitk_serial", SKINNY, SK + " algo_choice matmul splitk_serial; splitk 2;", ["splitk_serial", "cpu"]),
     ("splitk_parallel", SKINNY, SK + " algo_choice matmul splitk_parallel; splitk 2;", ["splitk_parallel", "cpu"]),
-    ("conv split-K", CONV, "split m 32; split n 64; split k 64; predicate_tail m.i.i n.i.i k.i.i; "
-     "algo_choice matmul splitk_reduce; splitk 2;", ["splitk_reduce on a conv", "GEMMs only"]),
 ]
 
 
@@ -98,6 +101,8 @@ def inputs_of(model_text):
 
 def reference(model_text, x):
     f64 = {k: v.astype(np.float64) for k, v in x.items()}
+    if "conv2d" in model_text:
+        return conv2d(f64["x"], f64["w"], np.zeros(f64["w"].shape[0]), pad=1)
     if "permute" in model_text:
         return np.maximum(f64["a"] @ f64["w"].T + f64["bias"], 0)
     if "bias" in f64:
@@ -140,14 +145,18 @@ def tuning_line(c_text):
     return m.group(1) if m else ""
 
 
-def one_side(s, what, model, text, x, plan):
+def one_side(s, what, model, text, x, plan, want=None, atol=1e-4):
+    """Run model under plan: applied, the output (y of a conv, else c) against
+    want (default: reference(text, x)) in numpy float64; the C, or None."""
     p, d = harp_run(model, x, plan)
     s.check(f"{what}: harp run --plan", p.returncode == 0, p.stderr[-800:])
     if p.returncode:
         return None
     e = json.load(open(os.path.join(d, "plan.json")))["plans"][0]
     s.check(f"{what}: plan.json says applied", e.get("applied") is True, str(e.get("note")))
-    s.check(f"{what}: vs numpy", *close(np.load(os.path.join(d, "c.npy")), reference(text, x), rtol=1e-4, atol=1e-4))
+    out = os.path.join(d, "y.npy" if "conv2d" in text else "c.npy")
+    want = reference(text, x) if want is None else want
+    s.check(f"{what}: vs numpy", *close(np.load(out), want, rtol=1e-4, atol=atol))
     return open(os.path.join(d, "model.c")).read()
 
 
@@ -161,7 +170,7 @@ def check_pair(s, what, text, a, b, words):
     s.check(f"{what}: the C code differs", code_of(ca) != code_of(cb))
     s.check(f"{what}: tuning says '{words[0]}' / '{words[1]}'", words[0] in ca and words[1] in tb and words[1] not in ta,
             f"{ta} / {tb}")
-    if what in ("split-K", "split-K x W^T"):
+    if what in ("split-K", "split-K x W^T", "conv split-K"):
         s.check(f"{what}: the split kernel sums partials ($P_ksum) only in B", "_ksum" in cb and "_ksum" not in ca)
     print(f"{what}: {ta.strip()}  |  {tb.strip()}", flush=True)
 

@@ -307,6 +307,43 @@ static void test_cases(void **st) {
   ut_str_free(&src);
 }
 
+/* Split-K (tune.splitk) the implicit GEMM cannot run is an Unsupported
+ * error, not another kernel: too many slices, a K too short for them,
+ * Winograd, a depthwise conv, bf16; 2 and 64 slices where K allows run. */
+static void test_splitk_errors(ut_str *src) {
+  harp_error e;
+  memset(&e, 0, sizeof e);
+  cgen_conv_spec s;
+  const char *why;
+  cgen_conv_spec_init(&s, 1, 512, 7, 7, 64, 3, 3, F32);
+  s.pad[0] = s.pad[1] = s.pad[2] = s.pad[3] = 1;
+  const int bad[] = {65, -1};
+  for (int i = 0; i < 2; i++) {
+    s.tune.splitk = bad[i];
+    assert_int_equal(cgen_conv(&e, &s, "f", src), HARP_E_UNSUPPORTED);
+    harp_error_clear(&e);
+  }
+  s.tune.splitk = 2;
+  assert_true(cgen_conv_splitk_ok(&s, &why));
+  assert_false(cgen_conv_direct(&s, &why)); /* the implicit GEMM, not the direct kernel */
+  s.tune.splitk = 64;
+  assert_true(cgen_conv_splitk_ok(&s, &why));
+  s.tune.conv_algo = CGEN_CONV_WINO;
+  assert_int_equal(cgen_conv(&e, &s, "f", src), HARP_E_UNSUPPORTED);
+  harp_error_clear(&e);
+  s.tune.conv_algo = CGEN_CONV_AUTO, s.tune.bf16 = true;
+  assert_false(cgen_conv_splitk_ok(&s, &why));
+  s.tune.bf16 = false;
+  cgen_conv_spec_init(&s, 1, 3, 7, 7, 8, 1, 1, F32); /* K = 3: no 4 slices */
+  s.tune.splitk = 4;
+  assert_int_equal(cgen_conv(&e, &s, "f", src), HARP_E_UNSUPPORTED);
+  harp_error_clear(&e);
+  cgen_conv_spec_init(&s, 1, 16, 7, 7, 16, 3, 3, F32);
+  s.groups = 16, s.tune.splitk = 2; /* depthwise */
+  assert_int_equal(cgen_conv(&e, &s, "f", src), HARP_E_UNSUPPORTED);
+  harp_error_clear(&e);
+}
+
 static void test_errors(void **st) {
   (void)st;
   ut_str src;
@@ -340,6 +377,8 @@ static void test_errors(void **st) {
   harp_error_clear(&e);
   s.stride[1] = 1, s.n_epi = 1, s.epi[0].kind = CGEN_EPI_BIAS_N, s.epi[0].dtype = F32;
   assert_int_equal(cgen_conv(&e, &s, "f", &src), HARP_E_UNSUPPORTED);
+  harp_error_clear(&e);
+  test_splitk_errors(&src);
   ut_str_free(&src);
 }
 

@@ -244,6 +244,11 @@ bool cgen_conv_rt_multi_ok(const cgen_conv_spec *spec);
  * storage; *why says why not.  cgen_conv refuses a Winograd spec it cannot
  * honour (HARP_E_UNSUPPORTED) rather than running something else. */
 bool cgen_conv_wino_ok(const cgen_conv_spec *spec, const char **why);
+/* Whether s (tune.splitk = S > 1, the Plan's splitk_reduce) can split its
+ * K into S slices: the implicit GEMM in every variant (not Winograd, the
+ * direct or the depthwise kernel), fp32 multiplication, sizes constant,
+ * S in 2..64 slices of whole KC blocks (cgen_splitk.c); *why says why not. */
+bool cgen_conv_splitk_ok(const cgen_conv_spec *spec, const char **why);
 /* The output tile m (2 or 4) of that kernel: as tune.conv_algo asks, or
  * (CGEN_CONV_WINO) 2 below 8 outputs a side or at 27 to 52 columns (rows of
  * F(2) tiles read by loads, F(4)'s gathered), else 4. */

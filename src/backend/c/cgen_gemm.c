@@ -1,7 +1,8 @@
 /* cgen_gemm.c — GEMM and implicit-GEMM convolution kernel generator.
  * Needs: cgen_int.h (templating, vector layer, runtime), the spec helpers
  * (cgen_spec.c), the packers (cgen_gemm_pack.c), the direct and depthwise
- * convs (cgen_dconv.c, cgen_dwconv.c).  Gives: cgen_gemm, cgen_conv, cg_conv_bf16_asked.
+ * convs (cgen_dconv.c, cgen_dwconv.c), split-K's view and sum (cgen_splitk.c).
+ * Gives: cgen_gemm, cgen_conv, cg_conv_bf16_asked.
  *
  * Shape of the emitted code, per ISA variant (BLIS-style, vectors along N):
  *   phase 0 (conv, fp16/bf16 input, vector variants): widen the input into
@@ -19,6 +20,9 @@
  *   column stride, else in a per-thread fp32 buffer.
  * With at most 8 rows (GEMV, decode-time matmuls) the vector variants stream
  * B once instead of packing it (cgen_skinny.c).
+ * A conv with tune.splitk > 1 runs its variants on cg_splitk_view: the tasks
+ * are slices x tiles, each slice's KC blocks into its fp32 partial, then
+ * $P_ksum adds them in slice order with the epilogue (cgen_splitk.c).
  * prepack_a / prepack_b: a constant operand is packed once, by F_pack_a /
  * F_pack_b, in the layout the tasks read (B: per KC block pb, the NR-wide
  * panels of all N, panel j at pb*KC*npan*NR + j*kc*NR); runs skip packing it.
@@ -97,6 +101,9 @@ static harp_status resolve_tile(harp_error *e, const cg_mm *p, const cg_isa *isa
   /* AMX: 256 pairs a block (A and B panels of 32 KiB), not the AVX-512 plan's */
   if (p->amx) t->kc = p->pairs ? 256 : 512;
   if (t->kc > p->K) t->kc = (int)p->K;
+  int64_t nps;
+  if (p->full && !(t->kc = cg_splitk_kc(p->K, t->kc, u->splitk, &nps))) /* S slices of whole blocks */
+    return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen: K = %ld does not cut into %d slices", (long)p->K, u->splitk);
   int64_t nc = u->nc > 0 ? u->nc : 512;
   nc = cg_rup(nc, t->nr);
   t->pf = u->prefetch > 0 ? u->prefetch : u->prefetch < 0 ? 0 : 8;
@@ -135,10 +142,12 @@ static int64_t cg_npanels(const cg_mm *p, const cg_tile *t) { return (p->N + t->
 #define CG_PF_A_BYTES 1536
 
 /* ---- micro-kernel store + epilogue (one row of nv vectors) ---------------- */
-void cg_mm_emit_row(cg_out *o, const cg_mm *p, const cg_tile *t, int nv) {
+void cg_mm_emit_row(cg_out *o, const cg_mm *p, const cg_tile *t, int nv) { cg_mm_emit_row_as(o, p, t, nv, "row"); }
+
+void cg_mm_emit_row_as(cg_out *o, const cg_mm *p, const cg_tile *t, int nv, const char *name) {
   int w = o->isa->w;
   char buf[256];
-  cg_emit(o, "$I void $P_row%d(const $F_tt *tt, long m, long n, int nr, int first, int last", nv);
+  cg_emit(o, "$I void $P_%s%d(const $F_tt *tt, long m, long n, int nr, int first, int last", name, nv);
   for (int j = 0; j < nv; j++) cg_emit(o, ", $P_v x%d", j);
   cg_emit(o, ") {\n  (void)first; (void)last;\n");
   if (t->direct && t->multi) cg_emit(o, "  float *cp = (float *)tt->c + m * %ldL + n;\n", (long)p->c_sm);
@@ -308,6 +317,9 @@ static void emit_task(cg_out *o, const cg_mm *p, const cg_tile *t) {
     cg_emit(o, "  long m0 = tm * cx->tm, m1 = m0 + cx->tm < %ldL ? m0 + cx->tm : %ldL;\n", (long)p->M, (long)p->M);
     cg_emit(o, "  long n0 = tn * cx->tn, n1 = n0 + cx->tn < %ldL ? n0 + cx->tn : %ldL;\n", (long)p->N, (long)p->N);
   } else {
+    if (p->full) /* split-K: slice s of the tiles (cg_splitk_view) */
+      cg_emit(o, "  long s = task / %ldL;\n  task %%= %ldL;\n", (long)(p->nb[0] * p->nb[1] * t->sm * t->sn),
+              (long)(p->nb[0] * p->nb[1] * t->sm * t->sn));
     cg_emit(o, "  long tn = task %% %ldL, r = task / %ldL, tm = r %% %ldL; r /= %ldL;\n", (long)t->sn, (long)t->sn,
             (long)t->sm, (long)t->sm);
     cg_emit(o, "  long b1 = r %% %ldL, b0 = r / %ldL;\n", (long)p->nb[1], (long)p->nb[1]);
@@ -322,15 +334,20 @@ static void emit_task(cg_out *o, const cg_mm *p, const cg_tile *t) {
           t->nba[0] > 1 ? "b0" : "0", (long)t->nba[1], t->nba[1] > 1 ? "b1" : "0", (long)t->mp);
   cg_mm_tt_setup(o, p);
   if (t->ws) cg_emit(o, "  tt.ws = Bs + %ldL;\n  tt.wm0 = m0;\n", p->prepack_b ? 0L : (long)t->kc * t->ncp);
+  int64_t nps = p->full ? (t->nkb + p->tune.splitk - 1) / p->tune.splitk : 0; /* K blocks a slice */
+  if (p->full)
+    cg_emit(o, "  tt.c += s * %ldL;\n  long pb0 = s * %ldL, pb1 = pb0 + %ldL < cx->nkb ? pb0 + %ldL : cx->nkb;\n",
+            (long)cg_splitk_floats(p, 1) * 4, (long)nps, (long)nps, (long)nps);
   cg_emit(o, "  for (long jc = n0; jc < n1; jc += %d) {\n", t->nc);
   cg_emit(o, "    long nc = n1 - jc < %d ? n1 - jc : %d;\n    tt.wn0 = jc;\n", t->nc, t->nc);
   /* order 2: an MC-row block of C stays in L2 across the whole K loop (B is
    * packed once per block); orders 0/1: B packed once per (jc, pc) */
   const char *icl = "      for (long ic = m0; ic < m1; ic += %ldL) {\n      long ie = ic + %ldL < m1 ? ic + %ldL : m1;\n";
   if (t->order == 2) cg_emit(o, icl, (long)t->mc, (long)t->mc, (long)t->mc);
-  cg_emit(o, "    for (long pb = 0; pb < cx->nkb; pb++) {\n");
+  cg_emit(o, p->full ? "    for (long pb = pb0; pb < pb1; pb++) {\n" : "    for (long pb = 0; pb < cx->nkb; pb++) {\n");
   cg_emit(o, "      long pc = pb * cx->kc, kc = cx->K - pc < cx->kc ? cx->K - pc : cx->kc;\n");
-  cg_emit(o, "      int first = pb == 0, last = pb == cx->nkb - 1;\n");
+  cg_emit(o, p->full ? "      int first = pb == pb0, last = pb == pb1 - 1;\n"
+                     : "      int first = pb == 0, last = pb == cx->nkb - 1;\n");
   if (p->prepack_b) /* the block's panels from jc on (packed by $P_pack_b) */
     cg_emit(o, "      const float *Bp = (const float *)cx->B + pb * %ldL + jc / %d * kc * %d;\n",
             (long)t->kc * cg_npanels(p, t) * t->nr, t->nr, t->nr);
@@ -454,6 +471,29 @@ static void emit_batch_split(cg_out *o, const cg_mm *p, const cg_tile *t) {
   cg_emit(o, "  cx.tm = sp[0]; cx.sm = sp[1]; cx.tn = sp[2]; cx.sn = sp[3];\n");
 }
 
+/* A prepacked B's packer: KC blocks x groups of panels, one task each
+ * ($P_packBall_task), its size and the entry model_init calls. */
+static void emit_pack_b_run(cg_out *o, const cg_mm *p, const cg_tile *t) {
+  /* B arrives packed: KC blocks x groups of panels, one task each */
+  int64_t npan = cg_npanels(p, t), ppt = (npan + 7) / 8, ng = (npan + ppt - 1) / ppt;
+  cg_emit(o, "static $T void $P_packBall_task(void *vc, int task, int tid) {\n  (void)tid;\n");
+  cg_emit(o, "  const $F_ctx *cx = (const $F_ctx *)vc;\n");
+  cg_emit(o, "  long pb = task / %ldL, j0 = task %% %ldL * %ldL, j1 = j0 + %ldL < %ldL ? j0 + %ldL : %ldL;\n", (long)ng,
+          (long)ng, (long)ppt, (long)ppt, (long)npan, (long)ppt, (long)npan);
+  cg_emit(o, "  long pc = pb * %dL, kc = %ldL - pc < %dL ? %ldL - pc : %dL, n1 = j1 * %d < %ldL ? j1 * %d : %ldL;\n",
+          t->kc, (long)p->K, t->kc, (long)p->K, t->kc, t->nr, (long)p->N, t->nr, (long)p->N);
+  cg_emit(o, "  $P_packB(cx, 0, 0, pc, kc, j0 * %d, n1 - j0 * %d, cx->Ap + pb * %ldL + j0 * kc * %d);\n", t->nr, t->nr,
+          (long)t->kc * npan * t->nr, t->nr);
+  if (cg_mm_use_bfcv(p, o) && !cg_mm_b_pairs(p, o))
+    cg_emit(o, "  for (long j = j0; j < j1; j++) $P_bfcv(cx->Ap + pb * %ldL + j * kc * %d, kc, %d);\n",
+            (long)t->kc * npan * t->nr, t->nr, t->nr);
+  cg_emit(o, "}\n");
+  cg_emit(o, "static $T long $P_pack_b_bytes_run(void) { return %ldL; }\n", (long)(p->K * npan * t->nr * 4));
+  cg_emit(o, "static $T int $P_pack_b_run(hprt_pool *pool, const void *B, void *Bp) {\n");
+  cg_emit(o, "  $F_ctx cx;\n  memset(&cx, 0, sizeof cx);\n  cx.B = B; cx.Ap = (float *)Bp;\n");
+  cg_emit(o, "  hprt_pool_run(pool, %ld, $P_packBall_task, &cx);\n  return 0;\n}\n", (long)(t->nkb * ng));
+}
+
 static void emit_variant(cg_out *o, const cg_mm *p, const cg_tile *t) {
   int w = o->isa->w;
   cg_emit_isa_helpers(o);
@@ -516,36 +556,23 @@ static void emit_variant(cg_out *o, const cg_mm *p, const cg_tile *t) {
     cg_emit(o, "  hprt_pool_run(pool, %ld, $P_packA_task, &cx);\n%s  return 0;\n}\n", npack, p->pairs ? "  free(w2);\n" : "");
     shared = 0;
   }
-  if (p->prepack_b) {
-    /* B arrives packed: KC blocks x groups of panels, one task each */
-    int64_t npan = cg_npanels(p, t), ppt = (npan + 7) / 8, ng = (npan + ppt - 1) / ppt;
-    cg_emit(o, "static $T void $P_packBall_task(void *vc, int task, int tid) {\n  (void)tid;\n");
-    cg_emit(o, "  const $F_ctx *cx = (const $F_ctx *)vc;\n");
-    cg_emit(o, "  long pb = task / %ldL, j0 = task %% %ldL * %ldL, j1 = j0 + %ldL < %ldL ? j0 + %ldL : %ldL;\n", (long)ng,
-            (long)ng, (long)ppt, (long)ppt, (long)npan, (long)ppt, (long)npan);
-    cg_emit(o, "  long pc = pb * %dL, kc = %ldL - pc < %dL ? %ldL - pc : %dL, n1 = j1 * %d < %ldL ? j1 * %d : %ldL;\n",
-            t->kc, (long)p->K, t->kc, (long)p->K, t->kc, t->nr, (long)p->N, t->nr, (long)p->N);
-    cg_emit(o, "  $P_packB(cx, 0, 0, pc, kc, j0 * %d, n1 - j0 * %d, cx->Ap + pb * %ldL + j0 * kc * %d);\n", t->nr, t->nr,
-            (long)t->kc * npan * t->nr, t->nr);
-    if (cg_mm_use_bfcv(p, o) && !cg_mm_b_pairs(p, o))
-      cg_emit(o, "  for (long j = j0; j < j1; j++) $P_bfcv(cx->Ap + pb * %ldL + j * kc * %d, kc, %d);\n",
-              (long)t->kc * npan * t->nr, t->nr, t->nr);
-    cg_emit(o, "}\n");
-    cg_emit(o, "static $T long $P_pack_b_bytes_run(void) { return %ldL; }\n", (long)(p->K * npan * t->nr * 4));
-    cg_emit(o, "static $T int $P_pack_b_run(hprt_pool *pool, const void *B, void *Bp) {\n");
-    cg_emit(o, "  $F_ctx cx;\n  memset(&cx, 0, sizeof cx);\n  cx.B = B; cx.Ap = (float *)Bp;\n");
-    cg_emit(o, "  hprt_pool_run(pool, %ld, $P_packBall_task, &cx);\n  return 0;\n}\n", (long)(t->nkb * ng));
+  if (p->prepack_b) emit_pack_b_run(o, p, t);
+  int64_t xoff = (shared + 63) / 64 * 64; /* the widened input after packed A */
+  int64_t aoff = (xoff + xn * 4 + 63) / 64 * 64; /* pairs, A not prepacked: the paired weight */
+  int64_t wbytes = p->pairs && !p->prepack_a ? p->nb[1] * p->M * p->K * 4 : 0;
+  int64_t used = wbytes ? aoff + wbytes : xn ? xoff + xn * 4 : shared;
+  cg_splitk sk = {0};
+  if (p->full) { /* split-K: the slices' partials last, and their sum */
+    sk = cg_splitk_grid(p->full, (used + 63) / 64 * 16);
+    cg_emit_splitk_sum(o, p->full, &sk);
+    used = (sk.off + cg_splitk_floats(p, sk.S)) * 4;
   }
   cg_emit(o, "static $T int $P_run(hprt_pool *pool, const void *A, const void *B, void *C, const void *const *ep) {\n");
   cg_emit(o, "  $F_ctx cx;\n  cx.A = A; cx.B = B; cx.C = C; cx.ep = ep;\n");
   emit_depth(o, p, t);
   if (p->m_expr) emit_rows_split(o, p, t);
   if (p->b0_expr) emit_batch_split(o, p, t);
-  int64_t xoff = (shared + 63) / 64 * 64; /* the widened input after packed A */
-  int64_t aoff = (xoff + xn * 4 + 63) / 64 * 64; /* pairs, A not prepacked: the paired weight */
-  int64_t wbytes = p->pairs && !p->prepack_a ? p->nb[1] * p->M * p->K * 4 : 0;
-  cg_emit(o, "  if (hprt_scratch_get(pool, %ldUL, %ldUL, &cx.sc)) return -1;\n",
-          (long)(wbytes ? aoff + wbytes : xn ? xoff + xn * 4 : shared), (long)per_thread);
+  cg_emit(o, "  if (hprt_scratch_get(pool, %ldUL, %ldUL, &cx.sc)) return -1;\n", (long)used, (long)per_thread);
   if (xn) {
     cg_emit(o, "  cx.X = B; cx.B = cx.sc.shared + %ldL;\n", (long)xoff);
     if (p->pairs) cg_emit(o, "  hprt_pool_run(pool, %ld, $P_ilv, &cx);\n", (long)(p->nb[0] * p->cv_c));
@@ -565,6 +592,7 @@ static void emit_variant(cg_out *o, const cg_mm *p, const cg_tile *t) {
   }
   if (p->m_expr) cg_emit(o, "  hprt_pool_run(pool, (int)(cx.sm * cx.sn), $P_task, &cx);\n");
   else if (p->b0_expr) cg_emit(o, "  hprt_pool_run(pool, (int)(cx.nb0 * %ldL * cx.sm * cx.sn), $P_task, &cx);\n", (long)p->nb[1]);
+  else if (p->full) cg_emit_splitk_run(o, p->full, ntask, &sk);
   else cg_emit(o, "  hprt_pool_run(pool, %ld, $P_task, &cx);\n", ntask);
   cg_emit(o, "  hprt_scratch_put(&cx.sc);\n  return 0;\n}\n");
   if (o->isa->id != CGEN_ISA_SCALAR) cg_emit(o, "#endif /* HPRT_X86 */\n");
@@ -636,16 +664,19 @@ static harp_status gen_mm(harp_error *e, const cg_mm *p, const char *fn, ut_str 
   for (int i = 0; i < CGEN_ISA_COUNT; i++)
     if (set >> i & 1u) primary = i;
   /* split-K is the skinny kernel's (cgen_skinny.c); a scalar fallback runs unsplit */
-  if (p->tune.splitk > 1 && !cg_skinny_splitk_ok(p))
+  if (p->tune.splitk > 1 && !p->conv && !cg_skinny_splitk_ok(p))
     return ut_fail(e, HARP_E_UNSUPPORTED, NULL,
                    "cgen: split-K runs in the skinny kernel only (M <= %d rows, a vector ISA, B and C unit-stride,"
                    " no prepacked operand, not a conv)", CGEN_SKINNY_MAX_M);
   if (p->tune.splitk < 0 || p->tune.splitk > 64)
     return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen: splitk %d (0..64)", p->tune.splitk);
+  cg_mm sk; /* a conv split along K: the implicit GEMM's variants run on its slices' view */
+  const cg_mm *pv = p;
+  if (p->conv && p->tune.splitk > 1) cg_splitk_view(p, &sk), pv = &sk;
   cg_tile tiles[CGEN_ISA_COUNT];
   for (int i = 0; i < CGEN_ISA_COUNT; i++) {
     if (!(set >> i & 1u)) continue;
-    if (resolve_tile(e, p, cg_isa_get((cgen_isa)i), i == primary, &tiles[i])) return e->code;
+    if (resolve_tile(e, pv, cg_isa_get((cgen_isa)i), i == primary, &tiles[i])) return e->code;
     const cg_tile *t = &tiles[i];
     if (t->nba[0] * t->nba[1] * p->K * t->mp > (1L << 29))
       return ut_fail(e, HARP_E_LIMIT, NULL, "cgen: packed A would exceed 2 GiB");
@@ -681,7 +712,7 @@ static harp_status gen_mm(harp_error *e, const cg_mm *p, const char *fn, ut_str 
     } else if (!p->m_expr && !p->b0_expr && cg_skinny_ok(p, cg_isa_get((cgen_isa)i))) { /* skinny: sizes constant */
       cg_emit_skinny_variant(&o, p);
     } else {
-      emit_variant(&o, p, &tiles[i]);
+      emit_variant(&o, pv, &tiles[i]);
     }
   }
   if (amx_applies(p, set) && emit_amx(e, &o, p)) return e->code;
@@ -782,6 +813,7 @@ bool cgen_conv_direct(const cgen_conv_spec *s, const char **why) {
     *why = "winograd";
     return false;
   }
+  if (s->tune.splitk > 1) return *why = "split-K: the implicit GEMM", false;
   if (conv_bf16_cols(s)) return cg_dconv_cols_ok(s, why);
   if (conv_bf16(s)) { /* the direct kernel on channel pairs (cgen_dconv.c) where cg_dconv_plan takes the pair view */
     cgen_conv_spec q = cg_dconv_pairs(s);
@@ -843,6 +875,8 @@ harp_status cgen_conv(harp_error *e, const cgen_conv_spec *s, const char *fn, ut
   const char *why;
   if (conv_wino(s) && !cgen_conv_wino_ok(s, &why))
     return ut_fail(e, HARP_E_UNSUPPORTED, NULL, "cgen_conv: winograd asked for, but %s", why);
+  if (s->tune.splitk && (s->tune.splitk != 1 && !cgen_conv_splitk_ok(s, &why)))
+    return ut_fail(e, HARP_E_UNSUPPORTED, NULL, "cgen_conv: splitk %d, but %s", s->tune.splitk, why);
   if ((s->n_expr || s->h_expr || s->w_expr) && !cgen_conv_rt_ok(s, &why))
     return ut_fail(e, HARP_E_UNSUPPORTED, NULL, "cgen_conv: sizes at run time, but %s", why);
   if (cg_dw_applies(s)) return cg_dwconv(e, s, fn, out);

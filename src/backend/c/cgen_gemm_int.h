@@ -35,6 +35,9 @@ typedef struct cg_mm {
    * nb[0] is then the upper corner's), the tasks' split per run (ctx nb0,
    * tm, sm, tn, sn from a table of resolve_tile's splits) */
   const char *b0_expr;
+  /* split-K's view of a conv (cg_splitk_view): the slices' fp32 partials as
+   * C, no epilogue; full is the contraction their sum ends in */
+  const struct cg_mm *full;
 } cg_mm;
 
 /* Per-variant blocking, resolved from the tuning. */
@@ -48,6 +51,8 @@ typedef struct cg_tile {
 /* One row of nv vectors of C: the epilogue applied in registers, the store
  * in the output dtype (the micro-kernels' and the skinny variant's). */
 void cg_mm_emit_row(cg_out *o, const cg_mm *p, const cg_tile *t, int nv);
+/* The same row store named $P_<name><nv>. */
+void cg_mm_emit_row_as(cg_out *o, const cg_mm *p, const cg_tile *t, int nv, const char *name);
 /* The store context of batch (b0, b1): C and the epilogue tensors there. */
 void cg_mm_tt_setup(cg_out *o, const cg_mm *p);
 /* The skinny variant applies (at most 8 rows, vector ISA, plain operands). */
@@ -55,6 +60,30 @@ bool cg_skinny_ok(const cg_mm *p, const cg_isa *isa);
 /* Split-K (tune.splitk > 1) is the skinny kernel's: its primary variant must be it. */
 bool cg_skinny_splitk_ok(const cg_mm *p);
 void cg_emit_skinny_variant(cg_out *o, const cg_mm *p);
+
+/* Split-K's partials and their sum (cgen_splitk.c).  Slice s's fp32
+ * partial of batch r (b0 * nb[1] + b1), row m, column n sits at
+ * off + ((s * nbat + r) * M + m) * N + n floats into cx->sc.shared; the
+ * pass $P_ksum adds the S partials in slice order over tiles of tm rows by
+ * tn columns (sm x sn a batch) and applies the epilogue and the store of p. */
+typedef struct cg_splitk {
+  int S;
+  int64_t sm, tm, sn, tn, off;
+} cg_splitk;
+void cg_emit_splitk_sum(cg_out *o, const cg_mm *p, const cg_splitk *k);
+/* Floats of the S partials of p. */
+int64_t cg_splitk_floats(const cg_mm *p, int S);
+/* KC for S slices of whole KC blocks over K (at most kc0 deep); *nps: the
+ * blocks a slice.  Returns 0 when K does not cut into S non-empty slices. */
+int cg_splitk_kc(int64_t K, int kc0, int S, int64_t *nps);
+/* The implicit-GEMM conv p seen by its slices (tune.splitk > 1): C the fp32
+ * partials, no epilogue, tasks over the tiles a slice. */
+void cg_splitk_view(const cg_mm *p, cg_mm *q);
+/* The sum's grid for the conv p (its slices' partials at off floats into
+ * the shared scratch), and the slices' tasks (ntask tiles a slice) and the
+ * sum in its $P_run. */
+cg_splitk cg_splitk_grid(const cg_mm *p, int64_t off);
+void cg_emit_splitk_run(cg_out *o, const cg_mm *p, int64_t ntask, const cg_splitk *k);
 
 /* Does this variant multiply in bf16 (tune.bf16, AVX-512; cgen_bf16.c)?
  * And are its fp32 panels rewritten as pairs after packing (a GEMM; a

@@ -1,7 +1,7 @@
 /* cgen_skinny.c — the skinny GEMM variant: up to 8 rows of A (GEMV,
  * decode-time matmuls) stream B once instead of packing it.
  * Needs: cgen_gemm_int.h (the contraction, the GEMM's row store and task
- * setup), cgen_int.h.  Gives: cg_skinny_ok, cg_skinny_splitk_ok, cg_emit_skinny_variant
+ * setup, split-K's sum of cgen_splitk.c), cgen_int.h.  Gives: cg_skinny_ok, cg_skinny_splitk_ok, cg_emit_skinny_variant
  * (with split-K). */
 #include <stdio.h>
 #include <string.h>
@@ -68,26 +68,17 @@ static void emit_skinny_axpy(cg_out *o, const cg_mm *p, int nk, bool tail, int64
 }
 
 /* Split-K's end of a task (slice s of strip tn: its y rows into the
- * partials after the fp32 A, ap_floats in) and the pass $P_ksum that adds
- * the S partials of a strip in slice order, then the epilogue and the store. */
+ * partials after the fp32 A, ap_floats in, as cg_emit_splitk_sum lays them
+ * out) and that pass, which adds the S partials of a strip in slice order,
+ * then the epilogue and the store. */
 static void emit_skinny_partials(cg_out *o, const cg_mm *p, int S, int64_t sn, int64_t tw, int64_t ap_floats) {
-  int w = o->isa->w, M = (int)p->M;
-  int64_t slot = M * tw; /* floats of one partial: [batch][strip][slice][M][tw] */
-  cg_emit(o, "  float *pp = (float *)cx->sc.shared + %ldL + ((r * %ldL + tn) * %dL + s) * %ldL;\n", (long)ap_floats,
-          (long)sn, S, (long)slot);
-  cg_emit(o, "  (void)b0; (void)b1;\n  memcpy(pp, y, sizeof(float) * %ldL);\n}\n", (long)slot);
-  cg_emit(o, "static $T void $P_ksum(void *vc, int task, int tid) {\n  const $F_ctx *cx = (const $F_ctx *)vc;\n");
-  cg_emit(o, "  (void)tid;\n  long tn = task %% %ldL, r = task / %ldL, b1 = r %% %ldL, b0 = r / %ldL;\n", (long)sn,
-          (long)sn, (long)p->nb[1], (long)p->nb[1]);
-  cg_emit(o, "  long n0 = tn * %ldL, n1 = n0 + %ldL < %ldL ? n0 + %ldL : %ldL;\n  int nc = (int)(n1 - n0);\n", (long)tw,
-          (long)tw, (long)p->N, (long)tw, (long)p->N);
-  cg_emit(o, "  const float *pp = (const float *)cx->sc.shared + %ldL + (task * %dL) * %ldL;\n", (long)ap_floats, S,
-          (long)slot);
-  cg_mm_tt_setup(o, p);
-  cg_emit(o, "  for (long m = 0; m < %dL; m++)\n    for (long v = 0; v < nc; v += %d) {\n", M, w);
-  cg_emit(o, "      $P_v t = $P_ld(pp + m * %ldL + v);\n", (long)tw);
-  cg_emit(o, "      for (long s = 1; s < %dL; s++) t = t + $P_ld(pp + s * %ldL + m * %ldL + v);\n", S, (long)slot, (long)tw);
-  cg_emit(o, "      $P_row1(&tt, m, n0 + v, nc - (int)v, 1, 1, t);\n    }\n}\n");
+  int M = (int)p->M;
+  cg_emit(o, "  float *pp = (float *)cx->sc.shared + %ldL + ((s * %ldL + r) * %dL) * %ldL + n0;\n", (long)ap_floats,
+          (long)(p->nb[0] * p->nb[1]), M, (long)p->N);
+  cg_emit(o, "  (void)b0; (void)b1;\n  for (long m = 0; m < %dL; m++) memcpy(pp + m * %ldL, y + m * %ldL, sizeof(float) * nc);\n}\n",
+          M, (long)p->N, (long)tw);
+  cg_splitk k = {S, 1, M, sn, tw, ap_floats};
+  cg_emit_splitk_sum(o, p, &k);
 }
 
 /* K slices of tune.splitk (0, 1: none), each whole vectors of width w. */
@@ -174,7 +165,7 @@ static void emit_skinny_run(cg_out *o, const cg_mm *p, int S, int64_t sn, int64_
   cg_emit(o, "static $T int $P_run(hprt_pool *pool, const void *A, const void *B, void *C, const void *const *ep) {\n");
   cg_emit(o, "  $F_ctx cx;\n  cx.A = A; cx.B = B; cx.C = C; cx.ep = ep;\n");
   cg_emit(o, "  if (hprt_scratch_get(pool, %ldUL, %ldUL, &cx.sc)) return -1;\n",
-          (long)(S > 1 ? (ap_floats + nbat * sn * S * M * tw) * 4 : nbat * M * K * 4), (long)(M * tw * 4));
+          (long)(S > 1 ? (ap_floats + cg_splitk_floats(p, S)) * 4 : nbat * M * K * 4), (long)(M * tw * 4));
   cg_emit(o, "  cx.Ap = (float *)cx.sc.shared;\n  float *ap = cx.Ap;\n");
   cg_emit(o, "  for (long b0 = 0; b0 < %ldL; b0++)\n    for (long b1 = 0; b1 < %ldL; b1++)\n", (long)p->nb[0],
           (long)p->nb[1]);
@@ -195,7 +186,7 @@ void cg_emit_skinny_variant(cg_out *o, const cg_mm *p) {
   cg_tile rt; /* the GEMM's store, one vector at a time, nothing carried across K blocks */
   memset(&rt, 0, sizeof rt);
   cg_emit_isa_helpers(o);
-  cg_mm_emit_row(o, p, &rt, 1);
+  if (S == 1) cg_mm_emit_row(o, p, &rt, 1);
   cg_emit(o, "static $T void $P_task(void *vc, int task, int tid) {\n  const $F_ctx *cx = (const $F_ctx *)vc;\n");
   if (S > 1) { /* the slice s of K: [k0, k1) */
     cg_emit(o, "  long tn = task %% %ldL, r = task / %ldL, s = r %% %dL; r /= %dL;\n", (long)sn, (long)sn, S, S);

@@ -71,7 +71,7 @@ unsigned cc_host_isa_mask(void) {
  *   bind M.o / N.o       -> par_m / par_n and threads = cores; neither bound: one task over
  *                           M x N (batch dimensions are always parallel)
  *   reorder              -> order 1 when N.i.o comes before M.i.o, else order 0
- *   algo_choice matmul splitk_reduce -> splitk (the skinny kernel; gemm_plan_splitk)
+ *   algo_choice matmul splitk_reduce -> splitk (the skinny kernel, a conv's implicit GEMM; contract_splitk_c.c)
  *   unroll K.i F         -> unroll_k: the micro-kernel's K loop (#pragma GCC unroll F)
  * What the templates cannot follow (other unrolls, further splits, warp binds, ...)
  * plan_validate refuses on a cpu plan (docs/plan.md §18); fuse of batch axes is
@@ -491,7 +491,9 @@ static bool conv1x1_size_exprs(rc_ctx *c, int r, const ct_gemm *gm, cgen_conv_sp
  * kernel for it (cg_dconv_plan: 256 or more input channels, or a pixel count
  * that the GEMM's vectors along the pixels would pad by a tenth or more);
  * the other variants are its implicit GEMM, which copies input rows as its
- * B panel as the GEMM does.  HARP_CONV=gemm|direct forces either here too. */
+ * B panel as the GEMM does.  HARP_CONV=gemm|direct forces either here too.
+ * Or when the plan splits K (splitk_reduce): the conv's implicit GEMM split
+ * along K in every variant (cgen_splitk.c), which the skinny-only GEMM lacks. */
 static bool try_gemm_conv1x1(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_gemm *gm, bool swapped,
                              rc_packed *pk) {
   cgen_conv_spec s;
@@ -505,7 +507,9 @@ static bool try_gemm_conv1x1(rc_ctx *c, int r, const char *fn, ut_str *out, cons
   if (!rt) cc_plan_tuning(c, r, 'c', swapped, &s.tune, NULL, NULL, &pu);
   const char *dwhy = NULL;
   s.tune.conv_algo = conv_algo(c);
-  if (!cgen_conv_direct(&s, &dwhy)) return false;
+  bool split = !rt && cc_conv1x1_plan_splitk(c, r, &pu, &s); /* the implicit GEMM split along K */
+  if (!split && pu.ch && plan_algo_is_splitk(pu.ch->plan.algo[PLAN_KEY_MATMUL])) return false; /* the GEMM's say */
+  if (!split && !cgen_conv_direct(&s, &dwhy)) return false;
   if (rt && !s.w_expr) { /* the batch alone at run time: the direct kernel where a specialised object takes it */
     cgen_conv_spec q = s;
     q.n_expr = NULL;
@@ -520,7 +524,7 @@ static bool try_gemm_conv1x1(rc_ctx *c, int r, const char *fn, ut_str *out, cons
     ut_str_free(&body);
     return false;
   }
-  if (pu.ch) {
+  if (pu.ch && !split) {
     char msg[256];
     snprintf(msg, sizeof msg, "1x1 conv: the AVX-512 variant is the direct kernel (%.120s); tile and warp tile not used", dwhy);
     cc_note_add(pu.ch, msg);
@@ -624,44 +628,18 @@ static void sym_dense_epi_copies(const rc_ctx *c, int r, const ct_gemm *read, co
   }
 }
 
-/* The plan's split-K (algo_choice matmul splitk_reduce: plan_validate
- * refuses the other forms on the CPU) into s->tune.splitk, the slice count
- * of plan_splitk_factor, for the skinny kernel of region r.  A GEMM that
- * kernel cannot split: a searched plan becomes implicit_gemm with a note,
- * so that plan.json says what runs; a plan given by the user is refused. */
+/* cgen_gemm_splitk_ok behind cc_splitk_ok_fn. */
+static bool gemm_splitk_ok(const void *spec, const char **why) {
+  *why = "split-K runs in the skinny kernel only (at most 8 rows, B and C unit-stride, no weight packed once, M a constant)";
+  return cgen_gemm_splitk_ok(spec);
+}
+
+/* The plan's split-K for the skinny kernel of region r (cc_plan_splitk). */
 static harp_status gemm_plan_splitk(rc_ctx *c, int r, plan_use *pu, cgen_gemm_spec *s) {
-  rt_plan_choice *ch = pu->ch;
-  if (ch && cgen_gemm_splitk_ok(s))
-    cc_note_add(ch, "skinny GEMM (at most 8 rows): B streamed in column strips over the threads, not packed; tile,"
+  if (pu->ch && cgen_gemm_splitk_ok(s))
+    cc_note_add(pu->ch, "skinny GEMM (at most 8 rows): B streamed in column strips over the threads, not packed; tile,"
                  " warp_tile, stages, reorder, unroll and which of M.o / N.o is bound not used");
-  if (!ch || !plan_algo_is_splitk(ch->plan.algo[PLAN_KEY_MATMUL])) return HARP_OK;
-  const plan_region_info *ri = &c->f->part->regions[c->f->kernels[r].region].info->plan_info;
-  int S = ch->plan.splitk;
-  if (!S && c->f->part->formed) {
-    const plan_machine *m = &c->f->part->formed->machine;
-    plan_resources res;
-    plan_resources_of(&ch->plan, m, ri, &res);
-    S = plan_splitk_factor(&ch->plan, ri, m, &res);
-  }
-  s->tune.splitk = S > 1 ? S : 0;
-  if (cgen_gemm_splitk_ok(s)) {
-    size_t n = strlen(pu->desc);
-    snprintf(pu->desc + n, sizeof pu->desc - n, " splitk %d", S > 1 ? S : 1);
-    return HARP_OK;
-  }
-  s->tune.splitk = 0;
-  const char *why = "split-K runs in the skinny kernel only (at most 8 rows, B and C unit-stride, no weight packed"
-                    " once, M a constant)";
-  if (ch->source == RT_PLAN_DEFAULT) {
-    char msg[200];
-    snprintf(msg, sizeof msg, "%s: %s, so implicit_gemm", plan_algo_name(ch->plan.algo[PLAN_KEY_MATMUL]), why);
-    cc_note_add(ch, msg);
-    ch->plan.algo[PLAN_KEY_MATMUL] = PLAN_ALGO_IMPLICIT_GEMM;
-    ch->plan.splitk = 0;
-    return HARP_OK;
-  }
-  return ut_fail(c->e, HARP_E_UNSUPPORTED, NULL, "region '%s': the plan's algo_choice matmul %s cannot run on the CPU: %s",
-                 ch->region ? ch->region : "?", plan_algo_name(ch->plan.algo[PLAN_KEY_MATMUL]), why);
+  return cc_plan_splitk(c, r, pu, &s->tune.splitk, gemm_splitk_ok, s);
 }
 
 harp_status cc_emit_gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_gemm *read, bool *handled,
@@ -890,6 +868,7 @@ harp_status cc_emit_conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
   }
   s.tune.conv_algo = conv_algo(c);
   if (conv_plan_algo(c, pu.ch, &s)) return c->e->code;
+  if (cc_conv_plan_splitk(c, r, &pu, &s)) return c->e->code;
   char kfn[128];
   snprintf(kfn, sizeof kfn, "%s_conv", fn);
   if (!cc_template_body(c, &pu, gen_conv, &s, &s.tune, NULL, NULL, kfn, out)) DECLINE("the template refused the shape");

@@ -47,6 +47,20 @@ rt_plan_choice *cc_plan_tuning(const rc_ctx *c, int r, char kind, bool swap, cge
  * built-in one; false: the template refuses the shape itself. */
 bool cc_template_body(rc_ctx *c, plan_use *pu, gen_fn gen, const void *spec, cgen_tuning *tune, int *bm, int *bn,
                       const char *kfn, ut_str *out);
+/* Whether a template's spec takes its tune.splitk (set), and why not. */
+typedef bool (*cc_splitk_ok_fn)(const void *spec, const char **why);
+/* Region r's plan's split-K (algo_choice matmul splitk_reduce; its splitk,
+ * else plan_splitk_factor's count) into *splitk, a member of spec, where ok
+ * says the template takes it (the tuning line then says "splitk S").
+ * Otherwise *splitk 0: a searched plan becomes implicit_gemm with a note,
+ * so that plan.json says what runs; a plan given by the user is refused
+ * (HARP_E_UNSUPPORTED, with ok's reason). contract_splitk_c.c. */
+harp_status cc_plan_splitk(rc_ctx *c, int r, plan_use *pu, int *splitk, cc_splitk_ok_fn ok, const void *spec);
+/* The same for conv s (cgen_conv_splitk_ok), with a note when it splits. */
+harp_status cc_conv_plan_splitk(rc_ctx *c, int r, plan_use *pu, cgen_conv_spec *s);
+/* A GEMM that is a 1x1 conv (s): the plan's split-K as the conv's, true
+ * when it splits; else false, *c->e untouched, and the GEMM decides. */
+bool cc_conv1x1_plan_splitk(rc_ctx *c, int r, plan_use *pu, cgen_conv_spec *s);
 /* A kernel of fewer multiply-adds than a pool wake-up pays for runs on the
  * calling thread: the line that says so, into out. */
 void cc_small_on_caller(ut_str *out, double work);
