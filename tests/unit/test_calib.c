@@ -96,10 +96,12 @@ static void test_bad_text(void **state) {
       {"wino 3136 576\n", 6, "wino:"},
       {"wino 3136.5 576 1\n", 6, "wino:"},
       {"wino 3136 576 0\n", 6, "wino:"},
-      {"wfilter_ns 0.2\n", 6, "wfilter_ns:"},
-      {"wfilter_ns 0.2 0\n", 6, "wfilter_ns:"},
-      {"wfilter_ns 0.2 0.4 9\n", 6, "wfilter_ns:"},
-      {"wfilter_ns 0.2 0.4\nwfilter_ns 0.2 0.4\n", 7, "given twice"},
+      {"#@ wfilter_ns 0.2\n", 6, "wfilter_ns:"},
+      {"#@ wfilter_ns 0.2 0\n", 6, "wfilter_ns:"},
+      {"#@ wfilter_ns 0.2 0.4 9\n", 6, "wfilter_ns:"},
+      {"#@ wfilter_ns 0.2 0.4\n#@ wfilter_ns 0.2 0.4\n", 7, "given twice"},
+      {"wfilter_ns 0.2 0.4\n", 6, "is a '#@' line"},
+      {"#@ mem_gbs 3\n", 6, "unknown '#@' key 'mem_gbs'"},
   };
   harp_error e = {0};
   plan_calib c;
@@ -222,6 +224,15 @@ static void test_files(void **state) {
   assert_ok(&e, ut_read_file(&e, path, 1 << 16, &text, &len));
   assert_null(strstr(text, "wfilter_ns"));
   free(text);
+  /* and the file with it is one a harp from before it reads: the figure
+   * on a line it takes for a comment */
+  assert_ok(&e, rt_calib_store(&e, path, id, &c));
+  assert_ok(&e, ut_read_file(&e, path, 1 << 16, &text, &len));
+  const char *wl = strstr(text, "\n#@ wfilter_ns ");
+  assert_non_null(wl);
+  assert_null(strstr(wl + 1, "\nwfilter_ns")); /* not also as a plain key */
+  free(text);
+  assert_ok(&e, rt_calib_store(&e, path, id, &old));
   memset(&m.calib, 0, sizeof m.calib);
   assert_ok(&e, rt_calib_ensure(&e, dir, false, &m, &r));
   assert_true(r.measured);
