@@ -3,7 +3,9 @@
  * runtime's load / measure / re-measure of a bad file, the knob cpu_calib,
  * the calibrated cost model (edge waste, the micro-kernel's measured rate,
  * the DRAM floor of operands beyond the caches, transposed and direct 1x1
- * convs, tile-independent convolutions), and the tuner's choice of points
+ * convs, tile-independent convolutions, Winograd's per-call filter
+ * transform at the calibrated rate), the '#@' figures an older harp reads as
+ * comments and their upgrade of an older file, and the tuner's choice of points
  * (rt_tune_pick: every algorithm's best is measured). */
 #include <math.h>
 #include <sys/stat.h>
