@@ -306,6 +306,10 @@ typedef struct plan_calib {
   double mem_gbs;  /* DRAM bandwidth, all cores (read + write of a buffer far above the LLC) */
   double pack_gbs; /* packing: a strided gather into a contiguous panel, one core */
   double task_us;  /* one parallel call: waking the workers and joining them */
+  /* Winograd's filter transform (a weight that is no parameter, every
+   * call): ns per multiply-add on one core, its output within one core's
+   * L2 [0] and beyond it [1]; 0: not measured (an older file) */
+  double wf_ns[2];
   int nmk;
   plan_calib_mk mk[PLAN_CALIB_MK];
   int nwino;

@@ -31,6 +31,9 @@ static void print_calib(const plan_calib *c) {
   printf("  micro-kernel, GFLOP/s of one core (MRxNR kc nc):\n");
   for (int i = 0; i < c->nmk; i++)
     printf("    %dx%d kc %d nc %d: %.1f\n", c->mk[i].mr, c->mk[i].nr, c->mk[i].kc, c->mk[i].nc, c->mk[i].gflops);
+  if (c->wf_ns[0] > 0)
+    printf("  Winograd filter transform, ns a multiply-add (one core): %.3f in L2, %.3f beyond\n", c->wf_ns[0],
+           c->wf_ns[1]);
 }
 
 int cmd_calibrate(int argc, char **argv) {

@@ -13,6 +13,12 @@
  *   mk 6 64 256 512 283.5        (MR NR KC NC GFLOP/s of one core, fp32)
  *   wino 3136 576 0.68           (optional: harp tune's measured Winograd speed-up
  *                                 over the direct kernel at PIXELS, K)
+ *   #@ wfilter_ns 0.21 0.43      (optional: Winograd's filter transform, ns a
+ *                                 multiply-add on one core, output in L2 / beyond)
+ *
+ * "#@ " lines hold the figures added after version 1: a harp from before
+ * them reads a comment (and keeps the file, rather than find it malformed
+ * and measure everything again), this one parses the rest of the line.
  *
  * Every key once (mk: 1 to PLAN_CALIB_MK lines), numbers finite and in a
  * sane range; anything else is a located HARP_E_PARSE (the runtime then
@@ -62,9 +68,11 @@ static const calib_key keys[] = {
  * (0..2 the scalars, 3 the version, 4 the machine). */
 static harp_status parse_line(char *line, const char *path, int ln, const char *machine, plan_calib *c, bool *seen,
                               harp_error *e) {
-  char *hash = strchr(line, '#');
+  /* "#@ key ...": a figure newer than the format, a comment to older harps */
+  bool ext = !strncmp(line, "#@ ", 3);
+  char *hash = strchr(ext ? line + 3 : line, '#');
   if (hash) *hash = 0;
-  const char *s = line;
+  const char *s = ext ? line + 3 : line;
   while (*s == ' ' || *s == '\t') s++;
   if (!*s) return HARP_OK;
   size_t kl = strcspn(s, " \t");
@@ -107,6 +115,15 @@ static harp_status parse_line(char *line, const char *path, int ln, const char *
     if (c->nwino >= PLAN_CALIB_WINO)
       return ut_fail_at(e, HARP_E_PARSE, path, ln, 0, "more than %d wino lines", PLAN_CALIB_WINO);
     c->wino[c->nwino++] = (plan_calib_wino){(int64_t)px, (int64_t)k, sp};
+    return HARP_OK;
+  }
+  if (ext != (kl == 10 && !strncmp(s, "wfilter_ns", kl)))
+    return ut_fail_at(e, HARP_E_PARSE, path, ln, 0, ext ? "unknown '#@' key '%.*s'" : "'%.*s' is a '#@' line",
+                      (int)(kl > 40 ? 40 : kl), s);
+  if (ext) {
+    if (c->wf_ns[0] > 0) return ut_fail_at(e, HARP_E_PARSE, path, ln, 0, "wfilter_ns given twice");
+    if (!num(&v, 1e-4, 1e4, &c->wf_ns[0]) || !num(&v, 1e-4, 1e4, &c->wf_ns[1]) || !rest_empty(v))
+      return ut_fail_at(e, HARP_E_PARSE, path, ln, 0, "wfilter_ns: expected two numbers in [0.0001, 10000] (ns)");
     return HARP_OK;
   }
   for (int i = 0; i < UT_ARRAY_LEN(keys); i++)
@@ -157,6 +174,9 @@ char *plan_calib_format(const plan_calib *c, const char *machine) {
   ut_str_puts(&s, "# mk MR NR KC NC GFLOP/s (one core, fp32)\n");
   for (int i = 0; i < c->nmk; i++)
     ut_str_printf(&s, "mk %d %d %d %d %.3f\n", c->mk[i].mr, c->mk[i].nr, c->mk[i].kc, c->mk[i].nc, c->mk[i].gflops);
+  if (c->wf_ns[0] > 0 && c->wf_ns[1] > 0)
+    ut_str_printf(&s, "# Winograd filter transform: ns a multiply-add, one core, output in L2 / beyond\n"
+                      "#@ wfilter_ns %.4f %.4f\n", c->wf_ns[0], c->wf_ns[1]);
   if (c->nwino) ut_str_puts(&s, "# wino PIXELS K SPEEDUP (harp tune: direct / Winograd, measured)\n");
   for (int i = 0; i < c->nwino; i++)
     ut_str_printf(&s, "wino %lld %lld %.4f\n", (long long)c->wino[i].px, (long long)c->wino[i].k, c->wino[i].speedup);

@@ -26,7 +26,8 @@
  * depends on the shape alone; Winograd's against the direct kernel's is the
  * speed-up harp tune measured at the nearest shape (plan_calib's wino
  * entries), else cost.c's factors from another machine; plus, when the
- * weight is no parameter, its filter transform every call. */
+ * weight is no parameter, its filter transform every call (at the rate
+ * harp calibrate measured, wfilter_ns, else WINO_FILTER_NS_PER_MAC). */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -49,7 +50,12 @@
  * core; 256->256 @14 (4 MB of transformed weights) ran ~30 ms more, far
  * slower still (not modelled).  1.0 taken: it keeps the direct kernel for a
  * weight input at 64->64 @56, whose Winograd the rate of the transform
- * alone would make a toss-up. */
+ * alone would make a toss-up.  Used when the calibration has no wfilter_ns
+ * (uncalibrated, or a file from before it): harp calibrate times the
+ * transform's loop (calib_wf.c) with its output within L2 and beyond, and
+ * the transformed weights' bytes pick one (this AMX host, one thread, the
+ * loop storing runs of MR floats: 0.2 ns in L2, 0.4 beyond; 64->64 @56 on
+ * costrank 5% faster on Winograd than direct, quiet, 19:25 UTC). */
 #define WINO_FILTER_NS_PER_MAC 1.0
 
 static int64_t rup(int64_t a, int64_t b) { return b > 0 ? (a + b - 1) / b * b : a; }
@@ -282,12 +288,23 @@ static bool direct_conv(const plan_region_info *r, const plan_gemm_view *g, cons
  * output columns: F(4x4) (6) from 8 columns except at 27-52, F(2x2) (4). */
 static int wino_points_side(int64_t ow) { return ow < 8 || (ow >= 27 && ow <= 52) ? 4 : 6; }
 
+/* Seconds of the per-call filter transform of a Winograd conv whose weight
+ * is no parameter (r->conv_w_per_call elements): output x input channels,
+ * each a*9 + a*a*3 multiply-adds for a x a points, over m's cores, at the
+ * calibrated rate for where its a*a floats a filter land (one core's L2 or
+ * beyond), plus its own parallel call; uncalibrated: WINO_FILTER_NS_PER_MAC. */
 double plan_cpu_wino_filter_s(const plan_region_info *r, const plan_gemm_view *g, const plan_machine *m) {
   (void)g;
   if (r->conv_w_per_call <= 0 || r->pattern != PLAN_PAT_CONV || m->arch != PLAN_ARCH_CPU) return 0;
   double a = wino_points_side(r->conv_ow), macs = a * 9 + a * a * 3;
   double pairs = (double)r->conv_w_per_call / (double)UT_MAX(r->conv_kh * r->conv_kw, 1); /* out x in channels */
-  return pairs * macs * WINO_FILTER_NS_PER_MAC * 1e-9 / UT_MAX(m->sm_count, 1);
+  const plan_calib *c = &m->calib;
+  double ns = WINO_FILTER_NS_PER_MAC;
+  if (c->valid && c->wf_ns[0] > 0 && c->wf_ns[1] > 0) ns = pairs * a * a * 4 <= (double)m->l2_bytes ? c->wf_ns[0] : c->wf_ns[1];
+  /* the transform is a parallel call of its own before the kernel's
+   * (cgen_wino.c: hprt_pool_run of wtask, then of the tiles) */
+  double call = c->valid ? c->task_us * 1e-6 : 0;
+  return pairs * macs * ns * 1e-9 / UT_MAX(m->sm_count, 1) + call;
 }
 
 bool plan_cpu_time(const plan_t *p, const plan_region_info *r, const plan_gemm_view *g, const plan_machine *m,

@@ -20,6 +20,12 @@ bool rt_calib_mk_run(bool avx512, int mr, int nr, const float *a, const float *b
 /* fp32 lanes of the micro-kernels for this CPU's ISA; 0: none (not x86-64). */
 int rt_calib_mk_lanes(bool avx512, bool avx2);
 
+/* calib_wf.c: the Winograd filter transform (cgen_wino.c's emit_wpack,
+ * F(4x4)) of a ch x ch 3x3 weight w into up (rt_calib_wf_up_floats(ch)
+ * floats), on this thread; returns its multiply-adds. */
+double rt_calib_wf_run(const float *w, float *up, long ch);
+long rt_calib_wf_up_floats(long ch);
+
 /* <cache dir>/calib/cpu-<hash of the machine id>.txt (malloc'd; NULL: out
  * of memory).  cache_dir NULL or "": the default cache directory. */
 char *rt_calib_path(const char *cache_dir, const char *machine_id);

@@ -3,7 +3,9 @@
  * runtime's load / measure / re-measure of a bad file, the knob cpu_calib,
  * the calibrated cost model (edge waste, the micro-kernel's measured rate,
  * the DRAM floor of operands beyond the caches, transposed and direct 1x1
- * convs, tile-independent convolutions), and the tuner's choice of points
+ * convs, tile-independent convolutions, Winograd's per-call filter
+ * transform at the calibrated rate), the '#@' figures an older harp reads as
+ * comments and their upgrade of an older file, and the tuner's choice of points
  * (rt_tune_pick: every algorithm's best is measured). */
 #include <math.h>
 #include <sys/stat.h>
@@ -37,6 +39,7 @@ static void test_roundtrip(void **state) {
   plan_calib c = sample_calib(123.25, 61.5), back;
   plan_calib_add_wino(&c, 3136, 576, 0.68);
   plan_calib_add_wino(&c, 196, 2304, 1.25);
+  c.wf_ns[0] = 0.25, c.wf_ns[1] = 0.5;
   char *text = plan_calib_format(&c, MACHINE);
   assert_non_null(text);
   harp_error e = {0};
@@ -44,6 +47,7 @@ static void test_roundtrip(void **state) {
   assert_true(back.valid);
   assert_int_equal(back.nmk, c.nmk);
   assert_true(back.mem_gbs == 20 && back.pack_gbs == 50 && back.task_us == 5);
+  assert_true(back.wf_ns[0] == 0.25 && back.wf_ns[1] == 0.5);
   for (int i = 0; i < c.nmk; i++) {
     assert_int_equal(back.mk[i].mr, c.mk[i].mr);
     assert_int_equal(back.mk[i].nr, c.mk[i].nr);
@@ -94,6 +98,12 @@ static void test_bad_text(void **state) {
       {"wino 3136 576\n", 6, "wino:"},
       {"wino 3136.5 576 1\n", 6, "wino:"},
       {"wino 3136 576 0\n", 6, "wino:"},
+      {"#@ wfilter_ns 0.2\n", 6, "wfilter_ns:"},
+      {"#@ wfilter_ns 0.2 0\n", 6, "wfilter_ns:"},
+      {"#@ wfilter_ns 0.2 0.4 9\n", 6, "wfilter_ns:"},
+      {"#@ wfilter_ns 0.2 0.4\n#@ wfilter_ns 0.2 0.4\n", 7, "given twice"},
+      {"wfilter_ns 0.2 0.4\n", 6, "is a '#@' line"},
+      {"#@ mem_gbs 3\n", 6, "unknown '#@' key 'mem_gbs'"},
   };
   harp_error e = {0};
   plan_calib c;
@@ -205,6 +215,33 @@ static void test_files(void **state) {
   assert_int_equal(r.why[0], 0);
   assert_true(m.calib.valid && m.calib.nmk == c.nmk);
   rt_calib_result_free(&r);
+  /* a file from before wfilter_ns: that figure alone measured and added */
+  assert_true(c.wf_ns[0] > 0 && c.wf_ns[1] > 0);
+  plan_calib old = c;
+  old.wf_ns[0] = old.wf_ns[1] = 0;
+  old.mem_gbs = 1234.5; /* a figure a full measurement would replace */
+  assert_ok(&e, rt_calib_store(&e, path, id, &old));
+  char *text = NULL;
+  size_t len = 0;
+  assert_ok(&e, ut_read_file(&e, path, 1 << 16, &text, &len));
+  assert_null(strstr(text, "wfilter_ns"));
+  free(text);
+  /* and the file with it is one a harp from before it reads: the figure
+   * on a line it takes for a comment */
+  assert_ok(&e, rt_calib_store(&e, path, id, &c));
+  assert_ok(&e, ut_read_file(&e, path, 1 << 16, &text, &len));
+  const char *wl = strstr(text, "\n#@ wfilter_ns ");
+  assert_non_null(wl);
+  assert_null(strstr(wl + 1, "\nwfilter_ns")); /* not also as a plain key */
+  free(text);
+  assert_ok(&e, rt_calib_store(&e, path, id, &old));
+  memset(&m.calib, 0, sizeof m.calib);
+  assert_ok(&e, rt_calib_ensure(&e, dir, false, &m, &r));
+  assert_true(r.measured);
+  assert_true(m.calib.mem_gbs == 1234.5 && m.calib.nmk == c.nmk && m.calib.wf_ns[0] > 0 && m.calib.wf_ns[1] > 0);
+  rt_calib_result_free(&r);
+  assert_ok(&e, rt_calib_load(&e, path, id, &c, &found));
+  assert_true(c.mem_gbs == 1234.5 && fabs(c.wf_ns[0] - m.calib.wf_ns[0]) < 1e-4 && fabs(c.wf_ns[1] - m.calib.wf_ns[1]) < 1e-4);
   rt_calib_apply(&m, &k);
   assert_true(m.calib.valid);
   k.cpu_calib = RT_CPU_CALIB_OFF; /* the knob: the uncalibrated model */
@@ -463,6 +500,58 @@ static void test_calibrated_conv(void **state) {
     if (plan_algo_is_winograd(pts[i].algo[PLAN_KEY_CONV])) assert_true(fabs(costs[i].time_est / direct - 1 / 0.7) < 1e-9);
 }
 
+/* A 3x3 stride-1 fp32 conv of c -> c channels at hw x hw whose weight is an
+ * input: Winograd transforms it every call. */
+static plan_region_info conv3x3_input_w(int64_t c, int64_t hw) {
+  plan_region_info r = f32_gemm(c, hw * hw, c * 9);
+  r.pattern = PLAN_PAT_CONV;
+  r.conv_kh = r.conv_kw = 3;
+  r.conv_sh = r.conv_sw = r.conv_dh = r.conv_dw = 1;
+  r.conv_oh = r.conv_ow = hw;
+  r.conv_w_per_call = c * c * 9;
+  return r;
+}
+
+/* The per-call filter transform at the calibrated rate (wfilter_ns): its
+ * multiply-adds (a*9 + a*a*3 a filter) over the cores at the in-L2 rate
+ * when the transformed weights fit one core's L2, else the other, plus its
+ * own parallel call; and what it does to the ranking: 64->64 @56 saves a
+ * third of the direct kernel's time on Winograd (cost.c's 1.5x), so a
+ * cheap transform (4096 filters x 162 multiply-adds at 0.2 ns, 0.07 ms)
+ * makes Winograd the faster, a slow one (2 ns, 0.66 ms) the direct kernel. */
+static void test_calibrated_wino_filter(void **state) {
+  (void)state;
+  plan_machine m = fixed_cpu(); /* 2 cores, 1 MiB of L2 each */
+  m.calib = sample_calib(200, 200);
+  m.calib.wf_ns[0] = 0.2, m.calib.wf_ns[1] = 0.7;
+  plan_region_info r = conv3x3_input_w(64, 56); /* F(4x4): 36 points, 0.6 MiB transformed */
+  plan_gemm_view g;
+  harp_error ge = {0};
+  assert_ok(&ge, plan_region_gemm_view(&r, &g, &ge));
+  double call = m.calib.task_us * 1e-6;
+  assert_true(fabs(plan_cpu_wino_filter_s(&r, &g, &m) - (64.0 * 64 * 162 * 0.2e-9 / 2 + call)) < 1e-15);
+  plan_region_info big = conv3x3_input_w(256, 14); /* F(4x4): 9.4 MiB transformed, beyond L2 */
+  assert_ok(&ge, plan_region_gemm_view(&big, &g, &ge));
+  assert_true(fabs(plan_cpu_wino_filter_s(&big, &g, &m) - (256.0 * 256 * 162 * 0.7e-9 / 2 + call)) < 1e-15);
+  plan_region_info f2 = conv3x3_input_w(128, 28); /* F(2x2): 16 points, 1 MiB: in L2 */
+  assert_ok(&ge, plan_region_gemm_view(&f2, &g, &ge));
+  assert_true(fabs(plan_cpu_wino_filter_s(&f2, &g, &m) - (128.0 * 128 * 84 * 0.2e-9 / 2 + call)) < 1e-15);
+  f2.conv_w_per_call = 0; /* a parameter: transformed once at model_init */
+  assert_true(plan_cpu_wino_filter_s(&f2, &g, &m) == 0);
+  /* the ranking follows the measured rate */
+  plan_t pts[PLAN_TUNE_POINTS];
+  plan_cost costs[PLAN_TUNE_POINTS];
+  assert_true(points(&r, &m, pts, costs) > 1);
+  assert_true(plan_algo_is_winograd(pts[0].algo[PLAN_KEY_CONV]));
+  m.calib.wf_ns[0] = 2.0;
+  assert_true(points(&r, &m, pts, costs) > 1);
+  assert_false(plan_algo_is_winograd(pts[0].algo[PLAN_KEY_CONV]));
+  /* a calibration without the figure: WINO_FILTER_NS_PER_MAC (1 ns) */
+  m.calib.wf_ns[0] = m.calib.wf_ns[1] = 0;
+  assert_ok(&ge, plan_region_gemm_view(&r, &g, &ge));
+  assert_true(fabs(plan_cpu_wino_filter_s(&r, &g, &m) - (64.0 * 64 * 162 * 1e-9 / 2 + call)) < 1e-15);
+}
+
 static void test_tune_pick(void **state) {
   (void)state;
   enum { N = 20 };
@@ -498,7 +587,8 @@ int main(void) {
       cmocka_unit_test(test_files),            cmocka_unit_test(test_calibrated_model),
       cmocka_unit_test(test_calibrated_gemm_terms), cmocka_unit_test(test_calibrated_dram_floor),
       cmocka_unit_test(test_calibrated_conv1x1),
-      cmocka_unit_test(test_calibrated_conv),  cmocka_unit_test(test_tune_pick),
+      cmocka_unit_test(test_calibrated_conv),  cmocka_unit_test(test_calibrated_wino_filter),
+      cmocka_unit_test(test_tune_pick),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
