@@ -3,9 +3,11 @@
  * then runs.  With the knob tier0 (auto, the default) a compile returns
  * after the function stage of the greedy regions (tier 0's), and forms
  * the exact regions, their Function and plans, prints the C and builds the
- * object (or finds it in the disk cache) on a thread of its own; runs
- * before it is ready go to tier 0 (tier0.c), the first one after it loads
- * it.  tier0=force: every run on tier 0, no compiler.
+ * object (or finds it in the disk cache) on a thread of its own, which
+ * first reads tier 0's kernels (tier0.c's rt_t0_prep_read: a run started
+ * meanwhile waits per kernel); runs before the object is ready go to tier
+ * 0, the first one after it loads it.  tier0=force: every run on tier 0,
+ * no compiler.
  * Needs: pipeline.c, target_cpu.c, tier0.c.  Gives: harp/cpu.h. */
 #include <dlfcn.h>
 #include <errno.h>
@@ -49,6 +51,7 @@ struct rt_cpu_model {
   bool building;         /* the builder thread was started and not joined */
   int built;             /* it finished (atomic) */
   pthread_t builder;
+  bool read_on_thread;   /* the builder reads tier 0's kernels first (prep), the runs waiting per kernel */
   bool code_on_thread;   /* the builder prints the C first (the code stage) */
   bool exact_on_thread;  /* before that it forms the exact regions, the Function and the plans (c->part, c->f,
                             c->plans are its own until joined): tier 0 runs t0f, of the greedy regions */
@@ -77,11 +80,17 @@ static harp_status tier0_locked(harp_error *e, rt_cpu_model *m, const ut_tensor 
   return st;
 }
 
-/* The builder thread: the build stage of m's compile, at a lower priority
- * than the runs it overlaps (on Linux the nice value is the thread's, and
- * the compiler it spawns inherits it), so tier 0 keeps the cores first. */
+/* The builder thread: tier 0's reading of the kernels (at the runs'
+ * priority: a run waits for it), then the build stage of m's compile at a
+ * lower priority than the runs it overlaps (on Linux the nice value is the
+ * thread's, and the compiler it spawns inherits it), so tier 0 keeps the
+ * cores first. */
 static void *build_main(void *arg) {
   rt_cpu_model *m = arg;
+  if (m->read_on_thread) { /* the Poly-View is this thread's from here on */
+    harp_error re = {0};
+    rt_t0_prep_read(&re, m->c, m->prep); /* a failure is kept in m->prep: the runs that reach it say it */
+  }
 #ifdef __linux__
   errno = 0;
   int nice_now = getpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid));
@@ -222,14 +231,16 @@ static harp_status tier0_start(harp_error *e, rt_cpu_model *m) {
     m->t0part = c->part, m->t0f = c->f, c->part = NULL, c->f = NULL;
     m->exact_on_thread = true;
   }
-  if (rt_t0_prepare(e, c, m->t0f ? m->t0f : c->f, &m->prep)) return e->code;
-  if (m->tier0 == RT_TIER0_FORCE) return HARP_OK;
+  if (rt_t0_prep_new(e, m->t0f ? m->t0f : c->f, &m->prep)) return e->code;
+  if (m->tier0 == RT_TIER0_FORCE) return rt_t0_prep_read(e, c, m->prep);
   m->code_on_thread = !code_now;
   if (m->code_on_thread) c->stopped = false;
   m->c->e = &m->build_err; /* the thread's own: this one goes on with e */
+  m->read_on_thread = true; /* the first run overlaps tier 0's reading */
   if (pthread_create(&m->builder, NULL, build_main, m)) {
     m->c->e = e;
-    m->code_on_thread = m->exact_on_thread = false;
+    m->code_on_thread = m->exact_on_thread = m->read_on_thread = false;
+    if (rt_t0_prep_read(e, c, m->prep)) return e->code;
     if (c->opts.greedy_regions && rt_cpu_exact_stages(c, true, NULL)) return e->code; /* no thread: all here */
     if (!code_now && rt_cpu_code_stage(c)) return e->code;
     if (rt_cpu_build_stage(m->c)) return e->code;
@@ -482,6 +493,7 @@ bool rt_cpu_tier0_last(const rt_cpu_model *m, int *fast, int *interp, double *fa
   *fast = m->t0.fast, *interp = m->t0.interp, *fast_ms = m->t0.fast_ms, *interp_ms = m->t0.interp_ms;
   return m->last_tier0;
 }
+double rt_cpu_tier0_wait_ms(const rt_cpu_model *m) { return m->t0.wait_ms; }
 
 harp_status rt_cpu_wait_build(harp_error *e, rt_cpu_model *m, double *build_ms) {
   bool was = m->building;
