@@ -43,7 +43,7 @@ $(TSAN_BUILD)/Makefile: CMakeLists.txt | deps
 	@cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DHARP_TSAN=ON $(CMAKE_FLAGS) >/dev/null
 
 test-tsan: deps $(TSAN_BUILD)/Makefile
-	@cmake --build $(TSAN_BUILD) -j $(JOBS) --target harp test_threads
+	@cmake --build $(TSAN_BUILD) -j $(JOBS) --target harp test_threads test_tier0_read
 	@cd $(TSAN_BUILD) && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 HARP_THREAD_RUNS=200 \
 	  ctest --output-on-failure -L threads
 

@@ -95,6 +95,9 @@ void rt_cpu_free(rt_cpu_model *m);
  * kernels on the shape-generic fast kernels and on the interpreter, and
  * their milliseconds. */
 bool rt_cpu_tier0_last(const rt_cpu_model *m, int *fast, int *interp, double *fast_ms, double *interp_ms);
+/* The milliseconds that last tier-0 run waited for its kernels' reading
+ * (read on the builder thread while the first run starts; 0 after). */
+double rt_cpu_tier0_wait_ms(const rt_cpu_model *m);
 /* Whether the compiled object is loaded: true at once without the knob
  * tier0; with it, once the background build finished (then loaded here; a
  * failed build's error into e).  Never waits. */

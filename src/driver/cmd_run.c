@@ -124,8 +124,10 @@ static harp_status run_cpu(harp_error *e, const cli_opts *o, cli_model *m, const
   double fast_ms, interp_ms;
   if (!s && rt_cpu_tier0_last(cm, &fast, &interp, &fast_ms, &interp_ms)) {
     if (o->time_stages)
-      fprintf(stderr, "harp: tier 0: %d kernels on the shape-generic kernels (%.1f ms), %d on the interpreter (%.1f ms)\n",
-              fast, fast_ms, interp, interp_ms);
+      fprintf(stderr,
+              "harp: tier 0: %d kernels on the shape-generic kernels (%.1f ms), %d on the interpreter (%.1f ms), "
+              "%.1f ms waiting for their reading\n",
+              fast, fast_ms, interp, interp_ms, rt_cpu_tier0_wait_ms(cm));
     *pending = cm;
     return s;
   }

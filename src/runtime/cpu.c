@@ -3,9 +3,11 @@
  * then runs.  With the knob tier0 (auto, the default) a compile returns
  * after the function stage of the greedy regions (tier 0's), and forms
  * the exact regions, their Function and plans, prints the C and builds the
- * object (or finds it in the disk cache) on a thread of its own; runs
- * before it is ready go to tier 0 (tier0.c), the first one after it loads
- * it.  tier0=force: every run on tier 0, no compiler.
+ * object (or finds it in the disk cache) on a thread of its own, which
+ * first reads tier 0's kernels (tier0.c's rt_t0_prep_read: a run started
+ * meanwhile waits per kernel); runs before the object is ready go to tier
+ * 0, the first one after it loads it.  tier0=force: every run on tier 0,
+ * no compiler.
  * Needs: pipeline.c, target_cpu.c, tier0.c.  Gives: harp/cpu.h. */
 #include <dlfcn.h>
 #include <errno.h>
@@ -13,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #ifdef __linux__
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -49,6 +52,7 @@ struct rt_cpu_model {
   bool building;         /* the builder thread was started and not joined */
   int built;             /* it finished (atomic) */
   pthread_t builder;
+  bool read_on_thread;   /* the builder reads tier 0's kernels first (prep), the runs waiting per kernel */
   bool code_on_thread;   /* the builder prints the C first (the code stage) */
   bool exact_on_thread;  /* before that it forms the exact regions, the Function and the plans (c->part, c->f,
                             c->plans are its own until joined): tier 0 runs t0f, of the greedy regions */
@@ -62,7 +66,46 @@ struct rt_cpu_model {
   bool last_tier0;
   pthread_mutex_t mu;    /* join_build: instances of one model may run on several threads */
   pthread_mutex_t t0mu;  /* one tier-0 run at a time (the readers reach isl, whose context is not shared safely) */
+  pthread_mutex_t holdmu; /* with holdcv: the builder holds back after its reading while hold */
+  pthread_cond_t holdcv;
+  bool hold;             /* until the first tier-0 run ended (or HOLD_MS, or someone waits for the object) */
 };
+
+/* How long the builder holds back after tier 0's reading for the first
+ * tier-0 run to end (a caller that runs later finds a build in progress). */
+#define HOLD_MS 1500
+
+/* The builder may go on (under no lock of m's). */
+static void release_hold(rt_cpu_model *m) {
+  pthread_mutex_lock(&m->holdmu);
+  m->hold = false;
+  pthread_cond_broadcast(&m->holdcv);
+  pthread_mutex_unlock(&m->holdmu);
+}
+
+/* On the builder thread: wait while m->hold, at most HOLD_MS. */
+static void wait_hold(rt_cpu_model *m) {
+  struct timespec dl;
+  clock_gettime(CLOCK_REALTIME, &dl);
+  dl.tv_sec += HOLD_MS / 1000;
+  dl.tv_nsec += (long)(HOLD_MS % 1000) * 1000000L;
+  if (dl.tv_nsec >= 1000000000L) dl.tv_sec++, dl.tv_nsec -= 1000000000L;
+  pthread_mutex_lock(&m->holdmu);
+  while (m->hold && pthread_cond_timedwait(&m->holdcv, &m->holdmu, &dl) != ETIMEDOUT) {
+  }
+  pthread_mutex_unlock(&m->holdmu);
+}
+
+/* A zeroed model with its locks, or NULL. */
+static rt_cpu_model *model_alloc(void) {
+  rt_cpu_model *m = ut_xcalloc(1, sizeof *m);
+  if (!m) return NULL;
+  pthread_mutex_init(&m->mu, NULL);
+  pthread_mutex_init(&m->t0mu, NULL);
+  pthread_mutex_init(&m->holdmu, NULL);
+  pthread_cond_init(&m->holdcv, NULL);
+  return m;
+}
 
 /* A tier-0 run of m, one at a time. */
 static harp_status tier0_locked(harp_error *e, rt_cpu_model *m, const ut_tensor *inputs, int ninputs, ut_tensor *outputs,
@@ -74,19 +117,28 @@ static harp_status tier0_locked(harp_error *e, rt_cpu_model *m, const ut_tensor 
   if (!st && !m->prep) st = rt_t0_prepare(e, m->c, m->c->f, &m->prep);
   if (!st) st = rt_tier0_run(e, m->c, m->prep, inputs, ninputs, outputs, stats);
   pthread_mutex_unlock(&m->t0mu);
+  release_hold(m); /* the first run is over: the builder takes the second core */
   return st;
 }
 
-/* The builder thread: the build stage of m's compile, at a lower priority
- * than the runs it overlaps (on Linux the nice value is the thread's, and
- * the compiler it spawns inherits it), so tier 0 keeps the cores first. */
+/* The builder thread: tier 0's reading of the kernels (at the runs'
+ * priority: a run waits for it), then the build stage of m's compile at a
+ * lower priority than the runs it overlaps (on Linux the nice value is the
+ * thread's, and the compiler it spawns inherits it), so tier 0 keeps the
+ * cores first. */
 static void *build_main(void *arg) {
   rt_cpu_model *m = arg;
+  if (m->read_on_thread) { /* the Poly-View is this thread's from here on */
+    harp_error re = {0};
+    rt_t0_prep_read(&re, m->c, m->prep); /* a failure is kept in m->prep: the runs that reach it say it */
+  }
 #ifdef __linux__
   errno = 0;
   int nice_now = getpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid));
   if (!errno) setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), nice_now + 10 < 19 ? nice_now + 10 : 19);
 #endif
+  wait_hold(m); /* the first tier-0 run keeps both cores: its kernels start their threads per kernel, and a
+                   thread of lower priority on the other core still delays each by a time slice */
   if (m->exact_on_thread) /* the object's regions first, on the Poly-View tier 0 is done reading */
     rt_cpu_exact_stages(m->c, false, m->exact_ms);
   double t0 = ut_now_ms();
@@ -109,6 +161,7 @@ static harp_status run_once(harp_error *e, rt_cpu_model *m, const tiny_graph *gb
  * any, into e.  Under m->mu. */
 static harp_status join_build_locked(harp_error *e, rt_cpu_model *m) {
   if (!m->building) return HARP_OK;
+  release_hold(m); /* the object is waited for now */
   pthread_join(m->builder, NULL);
   m->building = false;
   m->c->e = e;
@@ -149,6 +202,8 @@ void rt_cpu_free(rt_cpu_model *m) {
   rt_compile_free(m->c);
   pthread_mutex_destroy(&m->mu);
   pthread_mutex_destroy(&m->t0mu);
+  pthread_mutex_destroy(&m->holdmu);
+  pthread_cond_destroy(&m->holdcv);
   free(m);
 }
 
@@ -222,14 +277,17 @@ static harp_status tier0_start(harp_error *e, rt_cpu_model *m) {
     m->t0part = c->part, m->t0f = c->f, c->part = NULL, c->f = NULL;
     m->exact_on_thread = true;
   }
-  if (rt_t0_prepare(e, c, m->t0f ? m->t0f : c->f, &m->prep)) return e->code;
-  if (m->tier0 == RT_TIER0_FORCE) return HARP_OK;
+  if (rt_t0_prep_new(e, m->t0f ? m->t0f : c->f, &m->prep)) return e->code;
+  if (m->tier0 == RT_TIER0_FORCE) return rt_t0_prep_read(e, c, m->prep);
   m->code_on_thread = !code_now;
   if (m->code_on_thread) c->stopped = false;
   m->c->e = &m->build_err; /* the thread's own: this one goes on with e */
+  m->read_on_thread = true; /* the first run overlaps tier 0's reading */
+  m->hold = m->tier0 == RT_TIER0_AUTO; /* then the builder holds back while that run lasts */
   if (pthread_create(&m->builder, NULL, build_main, m)) {
     m->c->e = e;
-    m->code_on_thread = m->exact_on_thread = false;
+    m->code_on_thread = m->exact_on_thread = m->read_on_thread = false;
+    if (rt_t0_prep_read(e, c, m->prep)) return e->code;
     if (c->opts.greedy_regions && rt_cpu_exact_stages(c, true, NULL)) return e->code; /* no thread: all here */
     if (!code_now && rt_cpu_code_stage(c)) return e->code;
     if (rt_cpu_build_stage(m->c)) return e->code;
@@ -244,10 +302,8 @@ static harp_status compile_and_load(harp_error *e, const rt_cpu_model *base, con
                                   const rt_cpu_opts *o, rt_cpu_model **out) {
   *out = NULL;
   double t0 = ut_now_ms();
-  rt_cpu_model *m = ut_xcalloc(1, sizeof *m);
+  rt_cpu_model *m = model_alloc();
   if (!m) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
-  pthread_mutex_init(&m->mu, NULL);
-  pthread_mutex_init(&m->t0mu, NULL);
   rt_knobs k;
   rt_compile_opts co = compile_opts(o, &k);
   m->tier0 = base ? RT_TIER0_OFF : k.tier0;
@@ -306,13 +362,11 @@ harp_status rt_cpu_compile_code(harp_error *e, tiny_graph *g, const tiny_symtab 
 harp_status rt_cpu_adopt(harp_error *e, rt_compile *c, rt_cpu_model **out) {
   *out = NULL;
   double t0 = ut_now_ms();
-  rt_cpu_model *m = ut_xcalloc(1, sizeof *m);
+  rt_cpu_model *m = model_alloc();
   if (!m) {
     rt_compile_free(c);
     return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   }
-  pthread_mutex_init(&m->mu, NULL);
-  pthread_mutex_init(&m->t0mu, NULL);
   m->c = c;
   c->e = e;
   harp_status st = rt_cpu_build_stage(c);
@@ -330,14 +384,12 @@ harp_status rt_cpu_load_cached(harp_error *e, tiny_graph *g, const tiny_symtab *
                                struct fn_function *f, const char *so_name, rt_cpu_model **out) {
   *out = NULL;
   double t0 = ut_now_ms();
-  rt_cpu_model *m = ut_xcalloc(1, sizeof *m);
+  rt_cpu_model *m = model_alloc();
   rt_compile *c = ut_xcalloc(1, sizeof *c);
   if (!m || !c) {
-    free(m), free(c), fn_free(f);
+    free(m), free(c), fn_free(f); /* m's locks hold nothing yet */
     return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   }
-  pthread_mutex_init(&m->mu, NULL);
-  pthread_mutex_init(&m->t0mu, NULL);
   m->c = c;
   rt_knobs k;
   rt_compile_opts co = compile_opts(o, &k);
@@ -482,6 +534,7 @@ bool rt_cpu_tier0_last(const rt_cpu_model *m, int *fast, int *interp, double *fa
   *fast = m->t0.fast, *interp = m->t0.interp, *fast_ms = m->t0.fast_ms, *interp_ms = m->t0.interp_ms;
   return m->last_tier0;
 }
+double rt_cpu_tier0_wait_ms(const rt_cpu_model *m) { return m->t0.wait_ms; }
 
 harp_status rt_cpu_wait_build(harp_error *e, rt_cpu_model *m, double *build_ms) {
   bool was = m->building;

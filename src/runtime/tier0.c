@@ -7,12 +7,16 @@
  * read through floor divisions (ct_read_gmap) run on tier0_map.c too.  Only
  * fp32 regions take the fast path; a region the readers decline, or one
  * with fp16 / bf16 data, runs on the interpreter.  The readers run once,
- * in rt_t0_prepare (they reach isl through the Poly-View); the runs read
- * only what it kept, so they may overlap a C print on another thread.
+ * in rt_t0_prep_read (they reach isl through the Poly-View), kernel by
+ * kernel in the Function's order, each published as it is read: a run may
+ * start while another thread (cpu.c's builder) is still reading, and waits
+ * per kernel for its reading.  The runs read only what was kept, so they
+ * may overlap the reading, the exact search or a C print on that thread.
  * Needs: fn_playback_ex, src/kernel/contract*.c, tier0_gemm.c, tier0_rows.c,
  * tier0_map.c.
- * Gives: rt_t0_prepare, rt_t0_prep_free, rt_tier0_run. */
+ * Gives: rt_t0_prep_new, rt_t0_prep_read, rt_t0_prepare, rt_t0_prep_free, rt_tier0_run. */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,12 +48,17 @@ typedef struct t0_read {
 struct rt_t0_prep {
   const fn_function *f; /* the Function read: the compile's, or tier 0's own partition's (cpu.c) */
   int n;
-  t0_read *k; /* per kernel of the Function */
+  t0_read *k;           /* per kernel of the Function */
+  int ready;            /* kernels k[0..ready) read (atomic: rt_t0_prep_read publishes each) */
+  int stopped;          /* the reading ended: all read, or failed with err (under mu) */
+  harp_error err;       /* why it failed (set before stopped) */
+  pthread_mutex_t mu;   /* with cv: a run waiting for a kernel's reading */
+  pthread_cond_t cv;
 };
 
 typedef struct t0_ctx {
   const rt_compile *c;
-  const rt_t0_prep *prep;
+  rt_t0_prep *prep;
   int threads;
   rt_t0_stats st;
 } t0_ctx;
@@ -224,9 +233,9 @@ static harp_status read_kernel(harp_error *e, const ct_src *src, int r, t0_read 
   return HARP_OK;
 }
 
-harp_status rt_t0_prepare(harp_error *e, const rt_compile *c, const fn_function *f, rt_t0_prep **out) {
+harp_status rt_t0_prep_new(harp_error *e, const fn_function *f, rt_t0_prep **out) {
   *out = NULL;
-  if (!f || !c->pv) return ut_fail(e, HARP_E_INTERNAL, NULL, "tier 0 needs the compile's Function and Poly-View");
+  if (!f) return ut_fail(e, HARP_E_INTERNAL, NULL, "tier 0 needs the compile's Function");
   rt_t0_prep *p = ut_xcalloc(1, sizeof *p);
   if (p) p->k = ut_xcalloc((size_t)f->nkernels + 1, sizeof *p->k);
   if (!p || !p->k) {
@@ -235,21 +244,64 @@ harp_status rt_t0_prepare(harp_error *e, const rt_compile *c, const fn_function 
   }
   p->f = f;
   p->n = f->nkernels;
-  ct_src src = {.g = c->g, .pv = c->pv, .f = f};
-  for (int r = 0; r < p->n; r++)
-    if (read_kernel(e, &src, r, &p->k[r])) {
-      rt_t0_prep_free(p);
-      return e->code;
-    }
+  pthread_mutex_init(&p->mu, NULL);
+  pthread_cond_init(&p->cv, NULL);
   *out = p;
   return HARP_OK;
+}
+
+/* The reading of p ended (st: how; its error in e): said to the runs waiting. */
+static harp_status read_stop(harp_error *e, rt_t0_prep *p, harp_status st) {
+  pthread_mutex_lock(&p->mu);
+  if (st) p->err = *e;
+  p->stopped = 1;
+  pthread_cond_broadcast(&p->cv);
+  pthread_mutex_unlock(&p->mu);
+  return st;
+}
+
+harp_status rt_t0_prep_read(harp_error *e, const rt_compile *c, rt_t0_prep *p) {
+  if (!c->pv) return read_stop(e, p, ut_fail(e, HARP_E_INTERNAL, NULL, "tier 0 needs the compile's Poly-View"));
+  ct_src src = {.g = c->g, .pv = c->pv, .f = p->f};
+  for (int r = 0; r < p->n; r++) {
+    if (read_kernel(e, &src, r, &p->k[r])) return read_stop(e, p, e->code);
+    __atomic_store_n(&p->ready, r + 1, __ATOMIC_RELEASE);
+    pthread_mutex_lock(&p->mu); /* a run may be waiting for this one */
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+  }
+  return read_stop(e, p, HARP_OK);
+}
+
+harp_status rt_t0_prepare(harp_error *e, const rt_compile *c, const fn_function *f, rt_t0_prep **out) {
+  if (rt_t0_prep_new(e, f, out)) return e->code;
+  if (rt_t0_prep_read(e, c, *out)) {
+    rt_t0_prep_free(*out);
+    *out = NULL;
+  }
+  return e->code;
 }
 
 void rt_t0_prep_free(rt_t0_prep *p) {
   if (!p) return;
   for (int r = 0; r < p->n; r++) free(p->k[r].ms), free(p->k[r].gm);
   free(p->k);
+  pthread_cond_destroy(&p->cv);
+  pthread_mutex_destroy(&p->mu);
   free(p);
+}
+
+/* Kernel r's reading, waited for while another thread reads; its failure
+ * into e (the kernels before it stay usable). */
+static harp_status wait_read(harp_error *e, rt_t0_prep *p, int r) {
+  if (__atomic_load_n(&p->ready, __ATOMIC_ACQUIRE) > r) return HARP_OK;
+  pthread_mutex_lock(&p->mu);
+  while (__atomic_load_n(&p->ready, __ATOMIC_ACQUIRE) <= r && !p->stopped) pthread_cond_wait(&p->cv, &p->mu);
+  harp_status st = __atomic_load_n(&p->ready, __ATOMIC_ACQUIRE) > r ? HARP_OK
+                   : ut_fail(e, p->err.code ? p->err.code : HARP_E_INTERNAL, NULL, "tier 0's reading of kernel %s failed: %.400s",
+                             p->f->kernels[r].name, p->err.code ? p->err.msg : "it stopped early");
+  pthread_mutex_unlock(&p->mu);
+  return st;
 }
 
 /* ---- running ---------------------------------------------------------------------- */
@@ -418,6 +470,9 @@ static harp_status run_read(harp_error *e, t0_ctx *x, int r, ut_tensor *storage,
 static harp_status run_fast(void *ctx, harp_error *e, int r, ut_tensor *storage, bool *done) {
   t0_ctx *x = ctx;
   double t0 = ut_now_ms();
+  if (wait_read(e, x->prep, r)) return e->code;
+  x->st.wait_ms += ut_now_ms() - t0;
+  t0 = ut_now_ms();
   const fn_kernel *K = &x->prep->f->kernels[r];
   uint64_t unset = 0; /* writes without storage yet (the first 64) */
   for (int w = 0; w < K->nwrites && w < 64; w++) unset |= (uint64_t)!storage[K->writes[w]].data << w;
@@ -444,7 +499,7 @@ static harp_status check_inputs(harp_error *e, const rt_compile *c, const fn_fun
   return HARP_OK;
 }
 
-harp_status rt_tier0_run(harp_error *e, const rt_compile *c, const rt_t0_prep *prep, const ut_tensor *inputs, int ninputs,
+harp_status rt_tier0_run(harp_error *e, const rt_compile *c, rt_t0_prep *prep, const ut_tensor *inputs, int ninputs,
                          ut_tensor *outputs, rt_t0_stats *stats) {
   if (!prep || !prep->f || prep->n != prep->f->nkernels)
     return ut_fail(e, HARP_E_INTERNAL, NULL, "tier 0 needs the compile's reading (rt_t0_prepare)");
@@ -453,7 +508,7 @@ harp_status rt_tier0_run(harp_error *e, const rt_compile *c, const rt_t0_prep *p
   t0_ctx x = {.c = c, .prep = prep, .threads = nc < 1 ? 1 : nc > RT_T0_MAX_THREADS ? RT_T0_MAX_THREADS : (int)nc};
   double t0 = ut_now_ms();
   harp_status st = fn_playback_ex(e, prep->f, c->syms, inputs, ninputs, outputs, run_fast, &x);
-  x.st.interp_ms = ut_now_ms() - t0 - x.st.fast_ms;
+  x.st.interp_ms = ut_now_ms() - t0 - x.st.fast_ms - x.st.wait_ms;
   if (stats) *stats = x.st;
   return st;
 }

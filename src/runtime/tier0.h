@@ -110,18 +110,26 @@ void rt_t0_epilogue_row(const rt_t0_epi *ep, int nep, float *x, int64_t n, int64
                         int64_t roff, bool conv);
 
 /* What one tier-0 run did: kernels on the fast path and on the
- * interpreter, and the milliseconds each took. */
+ * interpreter, the milliseconds each took, and those it waited for
+ * kernels' readings (rt_t0_prep_read on another thread). */
 typedef struct rt_t0_stats {
   int fast, interp;
-  double fast_ms, interp_ms;
+  double fast_ms, interp_ms, wait_ms;
 } rt_t0_stats;
 
 /* Every kernel of Function f (the compile's, or one of tier 0's own over
  * the same graph, cpu.c) read once through compile c's analysis (c kept
  * it: the readers reach isl through the Poly-View, which is not to be
  * shared between threads): which fast kernel takes it, with its sizes and
- * strides.  The runs read only this, not the Poly-View; f outlives it. */
+ * strides.  The runs read only this, not the Poly-View; f outlives it.
+ * rt_t0_prep_new makes it with nothing read; rt_t0_prep_read reads the
+ * kernels in order, publishing each, on one thread (the only one on the
+ * Poly-View meanwhile), while runs on others wait per kernel for its
+ * reading; a failed reading is the error of the runs that reach a kernel
+ * it did not read.  rt_t0_prepare: both at once (freed on failure). */
 typedef struct rt_t0_prep rt_t0_prep;
+harp_status rt_t0_prep_new(harp_error *e, const struct fn_function *f, rt_t0_prep **out);
+harp_status rt_t0_prep_read(harp_error *e, const rt_compile *c, rt_t0_prep *p);
 harp_status rt_t0_prepare(harp_error *e, const rt_compile *c, const struct fn_function *f, rt_t0_prep **out);
 void rt_t0_prep_free(rt_t0_prep *p);
 
@@ -129,7 +137,7 @@ void rt_t0_prep_free(rt_t0_prep *p);
  * order, weights included; checked against the model's dtypes and shapes
  * before any kernel runs); outputs[] follow g->outputs.  stats may be
  * NULL.  Touches neither c's Poly-View nor its plans or source. */
-harp_status rt_tier0_run(harp_error *e, const rt_compile *c, const rt_t0_prep *prep, const ut_tensor *inputs, int ninputs,
+harp_status rt_tier0_run(harp_error *e, const rt_compile *c, rt_t0_prep *prep, const ut_tensor *inputs, int ninputs,
                          ut_tensor *outputs, rt_t0_stats *stats);
 
 /* target_cpu.c, for tier 0: whether c's object (its code stage ran) is in

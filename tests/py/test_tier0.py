@@ -308,6 +308,35 @@ for i, (pr, out) in enumerate(procs):
 objs = [f for f in os.listdir(cache2) if f.endswith(".so")]
 s.check("concurrent runs: one object in the cache", len(objs) == 1, str(os.listdir(cache2)))
 
+# tier0=auto: the builder thread reads tier 0's kernels while the first run
+# starts (each kernel waited for): a chain of 24 small convs, each read
+# slower than it runs, must still run every kernel on the fast kernels,
+# as many as tier0=force (which reads them all first) runs there, and say
+# how long the run waited for the reading.  The compiler is absent, so the
+# builder reads and then fails fast.
+nodes, inits, prev = [], {}, "x"
+for i in range(24):
+    inits[f"w{i}"], inits[f"b{i}"] = rand(6, 6, 3, 3, scale=0.2), rand(6, scale=0.1)
+    nodes += [conv(prev, f"w{i}", f"b{i}", f"c{i}", pads=[1, 1, 1, 1]), helper.make_node("Relu", [f"c{i}"], [f"r{i}"])]
+    prev = f"r{i}"
+nodes.append(helper.make_node("Identity", [prev], ["y"]))
+xc = rand(1, 6, 7, 7)
+chain = model(nodes, {"x": xc}, [("y", [1, 6, 7, 7])], inits)
+want_c = ort.InferenceSession(chain, providers=["CPUExecutionProvider"]).run(None, {"x": xc})[0]
+pf, _ = harp(chain, {"x": xc}, "force")
+for i in range(2):
+    pa, oa = harp(chain, {"x": xc}, "auto", tempfile.mkdtemp(), ["--knob", "cc=/nonexistent/cc"])
+    s.check(f"reading on the builder ({i}): tier 0 answers", pa.returncode == 0 and "first result written" in pa.stderr,
+            pa.stderr.strip()[-400:])
+    fast_a, fast_f = counts(pa.stderr)[0], counts(pf.stderr)[0]
+    s.check(f"reading on the builder ({i}): every kernel tier0=force runs fast runs fast ({fast_a} of {fast_f})",
+            fast_f >= 24 and fast_a == fast_f, pa.stderr.strip()[-400:])
+    s.check(f"reading on the builder ({i}): the wait is said", re.search(r"\([0-9.]+ ms\), [0-9.]+ ms waiting for their reading",
+                                                                       pa.stderr) is not None, pa.stderr.strip()[-400:])
+    if pa.returncode == 0:
+        s.check(f"reading on the builder ({i}): vs onnxruntime", *close(np.load(os.path.join(oa, "y.npy")), want_c,
+                                                                         rtol=1e-4, atol=1e-4))
+
 # no C compiler at all: tier0=auto still answers, and says the build failed
 out = tempfile.mkdtemp()
 f = os.path.join(out, "in_x.npy")
