@@ -345,6 +345,28 @@ static void test_no_plan(void **state) {
   rgt_free(&t);
 }
 
+/* no plan, attention (§7.3): a backend with the GEMM template and no
+ * attention algorithm (rg_options.algo_mask) has a plan for the P.V matmul
+ * alone and none for the attention region: QK^T, the softmax and P.V stay
+ * apart, a matmul each side of the softmax; the stock mask forms it */
+static void test_no_plan_attention(void **state) {
+  (void)state;
+  static const char *syms[] = {"B=2", "H=2", "M=5", "N=6", "D=4", "Dv=3", NULL};
+  for (int a = 0; a < PLAN_ARCH_COUNT; a++) {
+    rgt t;
+    rgt_load(&t, "attention_full.json", syms);
+    rg_options o = {.algo_mask = 1u << PLAN_ALGO_IMPLICIT_GEMM};
+    rgt_form_opt(&t, (plan_arch)a, &o);
+    assert_true(t.p->n > 1);
+    for (int i = 0; i < t.p->n; i++) assert_true(!t.p->regions[i].info || t.p->regions[i].info->shape != RG_SHAPE_ATTENTION);
+    rgt_playback(&t, true);
+    rgt_form(&t, (plan_arch)a);
+    assert_int_equal(t.p->n, 1);
+    assert_int_equal(t.p->regions[0].info->shape, RG_SHAPE_ATTENTION);
+    rgt_free(&t);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_not_ucc),           cmocka_unit_test(test_non_scop),
@@ -354,6 +376,7 @@ int main(void) {
       cmocka_unit_test(test_smem_over_80pct),   cmocka_unit_test(test_cta_drops_to_1),
       cmocka_unit_test(test_vector_width_shrinks), cmocka_unit_test(test_sm90_tile_constraint),
       cmocka_unit_test(test_rollback),          cmocka_unit_test(test_no_plan),
+      cmocka_unit_test(test_no_plan_attention),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
