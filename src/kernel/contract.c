@@ -299,6 +299,66 @@ static bool repack_a(const poly_contraction *con, const poly_block_info *b, cons
   return true;
 }
 
+/* A GEMM's dimensions by role: M, N, K and the batch ones. */
+typedef struct gemm_dims {
+  dimv dm[POLY_MAX_VARS], dn[POLY_MAX_VARS], dk[POLY_MAX_VARS], db[POLY_MAX_VARS + 4];
+  int nm, nn, nk, nb;
+} gemm_dims;
+
+/* The dimensions of contraction con (block b, its variables' extents
+ * size) by role into *d, with the strides along each of A, B, C (C's
+ * row-major strides cst) and of the epilogue tensors of em; M, N and K
+ * folded where contiguous in every tensor.  False (*why) when an epilogue
+ * tensor varies along K. */
+static bool role_dims(const poly_contraction *con, const poly_block_info *b, const int64_t *size, const int64_t *cst,
+                      const opnd *A, const opnd *B, const epi_map *em, gemm_dims *d, const char **why) {
+  dimv *dm = d->dm, *dn = d->dn, *dk = d->dk, *db = d->db;
+  int nm = 0, nn = 0, nk = 0, nb = 0;
+  /* (a variable of extent 1 never moves: it has no dimension) */
+  for (int i = 0; i < con->nm; i++)
+    if (size[con->m[i]] > 1) dm[nm++] = (dimv){size[con->m[i]], {A->stride[con->m[i]], 0, cst[con->m[i]]}};
+  for (int i = 0; i < con->nn; i++)
+    if (size[con->n[i]] > 1) dn[nn++] = (dimv){size[con->n[i]], {0, B->stride[con->n[i]], cst[con->n[i]]}};
+  for (int v = b->nout; v < b->nvars; v++)
+    if (size[v] > 1) dk[nk++] = (dimv){size[v], {A->stride[v], B->stride[v], 0}};
+  if (nk == 0) dk[nk++] = (dimv){1, {0}};
+  for (int i = 0; i < con->nbatch; i++) {
+    int v = con->batch[i];
+    if (size[v] > 1) db[nb++] = (dimv){size[v], {A->stride[v], B->stride[v], cst[v]}};
+  }
+  /* the epilogue tensors' strides ride along (they index output variables) */
+  dimv *lists[3] = {dm, dn, db};
+  const int *vars[3] = {con->m, con->n, con->batch};
+  for (int l = 0; l < 3; l++)
+    for (int i = 0, j = 0; i < (l == 0 ? con->nm : l == 1 ? con->nn : con->nbatch); i++) {
+      int v = vars[l][i];
+      if (size[v] <= 1) continue;
+      for (int q = 0; q < em->n; q++) lists[l][j].s[3 + q] = em->x[q] ? em->x[q]->strides[v] : 0;
+      j++;
+    }
+  for (int q = 0; q < em->n; q++) /* an addend must not depend on K */
+    if (em->x[q])
+      for (int v = b->nout; v < b->nvars; v++)
+        if (v < em->x[q]->nvars && em->x[q]->strides[v] && size[v] > 1) DECLINE("an epilogue tensor varies along K");
+  if (nm == 0) dm[nm++] = (dimv){1, {0}};
+  if (nn == 0) dn[nn++] = (dimv){1, {0}};
+  d->nm = fold(dm, nm, 0);
+  d->nn = fold(dn, nn, 1);
+  d->nk = fold(dk, nk, 0);
+  d->nb = nb;
+  return true;
+}
+
+/* d's unfolded outer M and N dimensions moved to its batch ones, folded;
+ * false (*why) when more than two remain. */
+static bool batch_dims(gemm_dims *d, const char **why) {
+  for (int i = 0; i < d->nm - 1; i++) d->db[d->nb++] = d->dm[i]; /* unfolded outer M / N dimensions: batch */
+  for (int i = 0; i < d->nn - 1; i++) d->db[d->nb++] = d->dn[i];
+  if (d->nb > 0) d->nb = fold(d->db, d->nb, 2);
+  if (d->nb > 2) DECLINE("more than two batch dimensions after folding");
+  return true;
+}
+
 char ct_kind(const ct_src *c, int r) {
   const fn_function *f = c->f;
   const rg_region *R = &f->part->regions[f->kernels[r].region];
@@ -362,50 +422,17 @@ bool ct_read_gemm(const ct_src *c, int r, ct_gemm *out, const char **why) {
    * as [b][s][h*d]), a second try copies A into a dense scratch first */
   opnd A0 = A; /* A as the tensor holds it */
   int nrep = 0, rep_var[POLY_MAX_VARS];
-  dimv dm[POLY_MAX_VARS], dn[POLY_MAX_VARS], dk[POLY_MAX_VARS], db[POLY_MAX_VARS + 4];
-  int nm, nn, nk, nb;
+  gemm_dims d;
   for (int attempt = 0;; attempt++) {
-    nm = 0, nn = 0, nk = 0, nb = 0;
-    /* (a variable of extent 1 never moves: it has no dimension) */
-    for (int i = 0; i < con->nm; i++)
-      if (size[con->m[i]] > 1) dm[nm++] = (dimv){size[con->m[i]], {A.stride[con->m[i]], 0, cst[con->m[i]]}};
-    for (int i = 0; i < con->nn; i++)
-      if (size[con->n[i]] > 1) dn[nn++] = (dimv){size[con->n[i]], {0, B.stride[con->n[i]], cst[con->n[i]]}};
-    for (int v = b->nout; v < b->nvars; v++)
-      if (size[v] > 1) dk[nk++] = (dimv){size[v], {A.stride[v], B.stride[v], 0}};
-    if (nk == 0) dk[nk++] = (dimv){1, {0}};
-    for (int i = 0; i < con->nbatch; i++) {
-      int v = con->batch[i];
-      if (size[v] > 1) db[nb++] = (dimv){size[v], {A.stride[v], B.stride[v], cst[v]}};
-    }
-    /* the epilogue tensors' strides ride along (they index output variables) */
-    dimv *lists[3] = {dm, dn, db};
-    const int *vars[3] = {con->m, con->n, con->batch};
-    for (int l = 0; l < 3; l++)
-      for (int i = 0, j = 0; i < (l == 0 ? con->nm : l == 1 ? con->nn : con->nbatch); i++) {
-        int v = vars[l][i];
-        if (size[v] <= 1) continue;
-        for (int q = 0; q < em.n; q++) lists[l][j].s[3 + q] = em.x[q] ? em.x[q]->strides[v] : 0;
-        j++;
-      }
-    for (int q = 0; q < em.n; q++) /* an addend must not depend on K */
-      if (em.x[q])
-        for (int v = b->nout; v < b->nvars; v++)
-          if (v < em.x[q]->nvars && em.x[q]->strides[v] && size[v] > 1) DECLINE("an epilogue tensor varies along K");
-    if (nm == 0) dm[nm++] = (dimv){1, {0}};
-    if (nn == 0) dn[nn++] = (dimv){1, {0}};
-    nm = fold(dm, nm, 0);
-    nn = fold(dn, nn, 1);
-    nk = fold(dk, nk, 0);
-    if (nk == 1 && (attempt > 0 || A.round == TINY_FP32)) break; /* a rounded A is copied (rounding) anyway */
+    if (!role_dims(con, b, size, cst, &A, &B, &em, &d, why)) return false;
+    if (d.nk == 1 && (attempt > 0 || A.round == TINY_FP32)) break; /* a rounded A is copied (rounding) anyway */
     if (attempt > 0 || !repack_a(con, b, size, &A, &B, rep_var, out->rep_size, out->rep_src, &nrep))
       DECLINE("the reduced variables do not fold into one K");
   }
-  for (int i = 0; i < nm - 1; i++) db[nb++] = dm[i]; /* unfolded outer M / N dimensions: batch */
-  for (int i = 0; i < nn - 1; i++) db[nb++] = dn[i];
-  if (nb > 0) nb = fold(db, nb, 2);
-  if (nb > 2) DECLINE("more than two batch dimensions after folding");
-  dimv M = dm[nm - 1], N = dn[nn - 1], Kd = dk[0];
+  if (!batch_dims(&d, why)) return false;
+  const dimv *db = d.db;
+  int nb = d.nb;
+  dimv M = d.dm[d.nm - 1], N = d.dn[d.nn - 1], Kd = d.dk[0];
   for (int q = 0; q < em.n; q++)
     if (em.x[q])
       place_addend(&em.epi[q], M.s[3 + q], N.s[3 + q], nb > 0 ? db[0].s[3 + q] : 0, nb > 1 ? db[1].s[3 + q] : 0);
@@ -448,6 +475,70 @@ static bool idx_of(const poly_idx *ix, int nvars, const int64_t *size, int va, i
   want[va] = a;
   if (vb >= 0) want[vb] = b;
   return idx_is(ix, nvars, size, want, 0);
+}
+
+/* The shape, strides, dilations and padding of a convolution's window
+ * into *out, from its input and weight shapes xs, ws, the input's indices
+ * xi and the extents size of the block's variables (oh, ow, kh, kw at
+ * 2 + vo, 3 + vo, 5 + vo, 6 + vo); false (*why) when the window starts
+ * inside the input or gives another output size. */
+static bool conv_window(const tiny_shape *xs, const tiny_shape *ws, const poly_idx *xi, const int64_t *size, int vo,
+                        ct_conv *out, const char **why) {
+  out->n = xs->d[0].n, out->c = xs->d[1].n, out->h = xs->d[2].n, out->w = xs->d[3].n;
+  out->oc = ws->d[0].n, out->kh = ws->d[2].n, out->kw = ws->d[3].n;
+  for (int q = 0; q < 2; q++) {
+    const poly_idx *w = &xi[2 + q];
+    int64_t in = xs->d[2 + q].n, outn = size[2 + q + vo], k = size[5 + q + vo];
+    out->stride[q] = w->stride;
+    out->dil[q] = w->dilation;
+    int64_t lo = -w->offset;
+    int64_t hi = (outn - 1) * w->stride + w->dilation * (k - 1) + 1 - in - lo;
+    if (lo < 0) DECLINE("the window starts inside the input");
+    /* hi < 0: the last rows are never read (a 1x1 stride-2 conv on an even
+     * size); the floor in the output size below skips them, and it declines
+     * when they are more than a stride */
+    out->pad[q] = lo;                 /* top, left */
+    out->pad[2 + q] = hi < 0 ? 0 : hi; /* bottom, right */
+  }
+  /* the output size the window gives (cgen_conv_out_hw / cuda_conv_out_hw) */
+  int64_t oh = -1, ow = -1;
+  if (out->stride[0] >= 1 && out->stride[1] >= 1 && out->dil[0] >= 1 && out->dil[1] >= 1) {
+    int64_t eh = out->h + out->pad[0] + out->pad[2] - out->dil[0] * (out->kh - 1) - 1;
+    int64_t ew = out->w + out->pad[1] + out->pad[3] - out->dil[1] * (out->kw - 1) - 1;
+    if (eh >= 0 && ew >= 0) oh = eh / out->stride[0] + 1, ow = ew / out->stride[1] + 1;
+  }
+  if (oh < 0 || oh != size[2 + vo] || ow != size[3 + vo] || size[0] != xs->d[0].n)
+    DECLINE("the output size does not match the window");
+  return true;
+}
+
+/* The epilogue tensors of em classified for a convolution (block b, its
+ * variables' extents size; grouped: grp, OCG output channels a group): a
+ * bias per output channel becomes CT_EPI_BIAS_M; false (*why) for one
+ * neither that nor laid out like the output. */
+static bool conv_epilogue(const poly_block_info *b, const int64_t *size, bool grp, int64_t OCG, epi_map *em,
+                          const char **why) {
+  const int vo = grp ? 1 : 0, vg = grp ? 1 : -1, voc = 1 + vo;
+  /* conv: a bias per output channel (g*OCG + o), or a residual laid out like y */
+  int64_t bst[POLY_MAX_VARS] = {0}, yst[POLY_MAX_VARS];
+  bst[voc] = 1;
+  if (grp) bst[vg] = OCG;
+  tiny_shape ys = {.rank = b->nout};
+  for (int v = 0; v < b->nout; v++) ys.d[v].n = size[v];
+  rowmajor(&ys, yst);
+  for (int q = 0; q < em->n; q++) {
+    if (!em->x[q]) continue;
+    bool bias = true, resid = true;
+    for (int v = 0; v < b->nout; v++) {
+      if (size[v] == 1) continue; /* an extent-1 dimension never moves the address */
+      int64_t st = v < em->x[q]->nvars ? em->x[q]->strides[v] : 0;
+      bias = bias && st == bst[v];
+      resid = resid && st == yst[v];
+    }
+    if (bias) em->epi[q].kind = CT_EPI_BIAS_M;
+    else if (!resid) DECLINE("an epilogue tensor is neither a per-channel bias nor laid out like the output");
+  }
+  return true;
 }
 
 bool ct_read_conv(const ct_src *c, int r, ct_conv *out, const char **why) {
@@ -508,54 +599,12 @@ bool ct_read_conv(const ct_src *c, int r, ct_conv *out, const char **why) {
   int yslot = ct_slot_of(K, f, cnode);
   tiny_dtype ydt = f->buffers[f->buffer_of[cnode]].dtype;
   if (yslot < 0 || (ydt != TINY_FP32 && ydt != TINY_FP16 && ydt != TINY_BF16)) DECLINE("the output is not an fp32/fp16/bf16 buffer");
-  out->n = xs->d[0].n, out->c = xs->d[1].n, out->h = xs->d[2].n, out->w = xs->d[3].n;
-  out->oc = ws->d[0].n, out->kh = ws->d[2].n, out->kw = ws->d[3].n;
-  for (int q = 0; q < 2; q++) {
-    const poly_idx *w = &xi[2 + q];
-    int64_t in = xs->d[2 + q].n, outn = size[2 + q + vo], k = size[5 + q + vo];
-    out->stride[q] = w->stride;
-    out->dil[q] = w->dilation;
-    int64_t lo = -w->offset;
-    int64_t hi = (outn - 1) * w->stride + w->dilation * (k - 1) + 1 - in - lo;
-    if (lo < 0) DECLINE("the window starts inside the input");
-    /* hi < 0: the last rows are never read (a 1x1 stride-2 conv on an even
-     * size); the floor in the output size below skips them, and it declines
-     * when they are more than a stride */
-    out->pad[q] = lo;                 /* top, left */
-    out->pad[2 + q] = hi < 0 ? 0 : hi; /* bottom, right */
-  }
-  /* the output size the window gives (cgen_conv_out_hw / cuda_conv_out_hw) */
-  int64_t oh = -1, ow = -1;
-  if (out->stride[0] >= 1 && out->stride[1] >= 1 && out->dil[0] >= 1 && out->dil[1] >= 1) {
-    int64_t eh = out->h + out->pad[0] + out->pad[2] - out->dil[0] * (out->kh - 1) - 1;
-    int64_t ew = out->w + out->pad[1] + out->pad[3] - out->dil[1] * (out->kw - 1) - 1;
-    if (eh >= 0 && ew >= 0) oh = eh / out->stride[0] + 1, ow = ew / out->stride[1] + 1;
-  }
-  if (oh < 0 || oh != size[2 + vo] || ow != size[3 + vo] || size[0] != xs->d[0].n)
-    DECLINE("the output size does not match the window");
+  if (!conv_window(xs, ws, xi, size, vo, out, why)) return false;
   if (G * ICG != xs->d[1].n || ws->d[1].n != ICG || ws->d[0].n != G * OCG) DECLINE("the channels do not match");
   out->groups = G;
   epi_map em;
   if (!map_epilogue(c, K, info, grp, &em)) DECLINE("the epilogue is not a sequence of template steps");
-  /* conv: a bias per output channel (g*OCG + o), or a residual laid out like y */
-  int64_t bst[POLY_MAX_VARS] = {0}, yst[POLY_MAX_VARS];
-  bst[voc] = 1;
-  if (grp) bst[vg] = OCG;
-  tiny_shape ys = {.rank = b->nout};
-  for (int v = 0; v < b->nout; v++) ys.d[v].n = size[v];
-  rowmajor(&ys, yst);
-  for (int q = 0; q < em.n; q++) {
-    if (!em.x[q]) continue;
-    bool bias = true, resid = true;
-    for (int v = 0; v < b->nout; v++) {
-      if (size[v] == 1) continue; /* an extent-1 dimension never moves the address */
-      int64_t st = v < em.x[q]->nvars ? em.x[q]->strides[v] : 0;
-      bias = bias && st == bst[v];
-      resid = resid && st == yst[v];
-    }
-    if (bias) em.epi[q].kind = CT_EPI_BIAS_M;
-    else if (!resid) DECLINE("an epilogue tensor is neither a per-channel bias nor laid out like the output");
-  }
+  if (!conv_epilogue(b, size, grp, OCG, &em, why)) return false;
   out->X = tensor_of(&X);
   out->W = tensor_of(&W);
   out->Y = (ct_tensor){cnode, yslot, ydt, 0};

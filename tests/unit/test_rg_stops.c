@@ -316,6 +316,57 @@ static void test_rollback(void **state) {
   rgt_free(&t);
 }
 
+/* no plan: no plan of the search space fits the fused region, while its
+ * anchor alone has one.  An A100 whose threads hold at most 120 registers:
+ * the GEMM alone fits its 64x32 warp tiles (32 base + 64 accumulator + 24
+ * fragment registers, the 64x64 ones do not), and a bias epilogue's 8 more
+ * fit no tile.  Both selections refuse it: the greedy one (window -1) and
+ * the exact search (window 0: the default windows). */
+static void test_no_plan(void **state) {
+  (void)state;
+  rgt t;
+  rgt_load(&t, GEMM_XS "{\"id\":\"y\",\"uop\":\"ADD\",\"src\":[\"c\",\"s\"]}]}", NULL);
+  plan_machine m;
+  plan_machine_get(PLAN_ARCH_SM80, &m);
+  m.regs_per_thread_max = 120;
+  for (int window = -1; window <= 0; window++) {
+    rg_options o = {.machine = &m, .window = window};
+    rg_partition_free(t.p);
+    t.p = NULL;
+    assert_ok(&t.e, rg_form(&t.e, t.g, &t.syms, &o, &t.p));
+    assert_ok(&t.e, rg_partition_check(&t.e, t.p));
+    assert_int_equal(t.p->n, 2); /* the GEMM, and the bias alone */
+    expect(&t, "y", "c", "no_plan");
+    rgt_playback(&t, true);
+  }
+  /* the stock A100 (255 registers a thread) takes the bias into the GEMM */
+  rgt_form(&t, PLAN_ARCH_SM80);
+  assert_true(rgt_region_of(&t, "y") == rgt_region_of(&t, "c"));
+  rgt_free(&t);
+}
+
+/* no plan, attention (§7.3): a backend with the GEMM template and no
+ * attention algorithm (rg_options.algo_mask) has a plan for the P.V matmul
+ * alone and none for the attention region: QK^T, the softmax and P.V stay
+ * apart, a matmul each side of the softmax; the stock mask forms it */
+static void test_no_plan_attention(void **state) {
+  (void)state;
+  static const char *syms[] = {"B=2", "H=2", "M=5", "N=6", "D=4", "Dv=3", NULL};
+  for (int a = 0; a < PLAN_ARCH_COUNT; a++) {
+    rgt t;
+    rgt_load(&t, "attention_full.json", syms);
+    rg_options o = {.algo_mask = 1u << PLAN_ALGO_IMPLICIT_GEMM};
+    rgt_form_opt(&t, (plan_arch)a, &o);
+    assert_true(t.p->n > 1);
+    for (int i = 0; i < t.p->n; i++) assert_true(!t.p->regions[i].info || t.p->regions[i].info->shape != RG_SHAPE_ATTENTION);
+    rgt_playback(&t, true);
+    rgt_form(&t, (plan_arch)a);
+    assert_int_equal(t.p->n, 1);
+    assert_int_equal(t.p->regions[0].info->shape, RG_SHAPE_ATTENTION);
+    rgt_free(&t);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_not_ucc),           cmocka_unit_test(test_non_scop),
@@ -324,7 +375,8 @@ int main(void) {
       cmocka_unit_test(test_buffer_too_large),  cmocka_unit_test(test_delta_time_nonneg),
       cmocka_unit_test(test_smem_over_80pct),   cmocka_unit_test(test_cta_drops_to_1),
       cmocka_unit_test(test_vector_width_shrinks), cmocka_unit_test(test_sm90_tile_constraint),
-      cmocka_unit_test(test_rollback),
+      cmocka_unit_test(test_rollback),          cmocka_unit_test(test_no_plan),
+      cmocka_unit_test(test_no_plan_attention),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -141,19 +141,11 @@ static void rt_patterns(dc *d) {
   d->tsig[2 * DC_MAX_EDGE] = 0;
 }
 
-/* Blocking and the tile patterns; false (with *why) when the direct kernel
- * does not apply. */
-static bool plan_tiles(dc *d, const cgen_conv_spec *s, const char **why) {
-  memset(d, 0, sizeof *d);
-  d->s = s;
-  d->rt = s->n_expr || s->h_expr || s->w_expr;
-  if (!cgen_conv_out_hw(s, &d->OH, &d->OW)) return *why = "window does not fit", false;
-  if (s->kw > DC_MAX_KW) return *why = "kernel wider than 15 taps", false;
-  d->G = s->groups, d->ICG = s->c / s->groups, d->OCG = s->oc / s->groups;
-  d->HW = s->h * s->w, d->OHW = d->OH * d->OW, d->K = d->ICG * s->kh * s->kw;
-  /* mr / nr are a GEMM micro-tile unless the direct kernel was asked for */
-  bool forced = s->tune.conv_algo == CGEN_CONV_DIRECT;
-  int nr = forced ? s->tune.nr : 0;
+/* d's NV (1 or 2 vectors of output channels) and MR (pixels a tile) for
+ * spec s, nr the forced kernel's NR (0: any), forced: the direct kernel
+ * was asked for (its MR bounds the tile); *bmx the chosen NV's register
+ * bound on MR.  False when no NV leaves registers for the weights. */
+static bool choose_nv(dc *d, const cgen_conv_spec *s, bool forced, int nr, int *bmx) {
   /* NV 1 or 2 vectors of output channels: the one that issues fewer
    * instructions per output row and input channel.  Per (c, kh) a tile of np
    * pixels issues np*KW*NV FMAs and loads KW*NV weight vectors plus one
@@ -165,7 +157,6 @@ static bool plan_tiles(dc *d, const cgen_conv_spec *s, const char **why) {
    * 1.12, and stride 1 gains too (128 @28 0.88 -> 0.81 ms, 64 @56 0.90 ->
    * 0.82, 2 threads). */
   double best = -1;
-  int bmx = 0; /* the chosen nv's register bound on mr */
   for (int nv = 1; nv <= 2; nv++) {
     int mx = (31 - (int)s->kw * nv) / nv; /* registers: MR*NV acc, KW*NV weights, a broadcast */
     if (mx > DC_MAX_MR) mx = DC_MAX_MR;
@@ -179,14 +170,16 @@ static bool plan_tiles(dc *d, const cgen_conv_spec *s, const char **why) {
       cost += (double)(np * s->kw * nv + s->kw * nv + (np - 1) * s->stride[1] + (s->kw - 1) * s->dil[1] + 1);
     }
     cost *= (double)nob;
-    if (best < 0 || cost < best - 1e-9) best = cost, d->nv = nv, d->mr = (int)mr, bmx = mx;
+    if (best < 0 || cost < best - 1e-9) best = cost, d->nv = nv, d->mr = (int)mr, *bmx = mx;
   }
-  if (best < 0) return *why = "the kernel's weights do not fit the registers", false;
-  if (d->rt) d->mr = bmx; /* a run's row: even tiles of at most bmx pixels (rt_patterns) */
-  d->ob = 16 * d->nv;
-  d->nob = (int)((d->OCG + d->ob - 1) / d->ob);
-  if (s->n * d->G * d->OH * d->nob >= (1L << 30)) return *why = "too many row tasks", false;
-  d->nt = (int)((d->OW + d->mr - 1) / d->mr);
+  return best >= 0;
+}
+
+/* d's channel blocking for spec s (forced: the direct kernel's KC was
+ * asked for): the channel block cb, the rows rb a task, the weight
+ * prefetch npf and input prefetch distance pfd, and the task order
+ * ocb_fast. */
+static void plan_blocking(dc *d, const cgen_conv_spec *s, bool forced) {
   /* A block's weights (all channels up to 96 KiB, else ~20 KiB, an L1's
    * worth) are reused by every tile of rb rows; partial sums wait in a
    * per-thread scratch between channel blocks.  Measured: 147 KiB of weights
@@ -235,10 +228,13 @@ static bool plan_tiles(dc *d, const cgen_conv_spec *s, const char **why) {
    * a group's weights stay in L2 (else they would come from L3 per row), so
    * the input is read once, not once per channel block (56x56x64: +5%). */
   d->ocb_fast = d->nob > 1 && d->nob * d->K * d->ob * 4 <= 512 * 1024;
+}
+
+/* d's tile signatures: the padded tiles at the left (nl) and right (nr)
+ * of a row and the interior one; false (*why) when more than DC_MAX_EDGE
+ * tiles on a side are padded. */
+static bool edge_tiles(dc *d, const char **why) {
   dc_sig g;
-  d->rtcopy = d->rt && rt_copies(s);
-  d->edge = d->rt && !d->rtcopy && (s->pad[1] || s->pad[3]);
-  if (d->rt) return rt_patterns(d), true;
   int nl = 0, nrt = 0;
   while (nl < d->nt) {
     tile_sig(d, nl, &g);
@@ -258,6 +254,33 @@ static bool plan_tiles(dc *d, const cgen_conv_spec *s, const char **why) {
     d->tsig[2 * DC_MAX_EDGE] = sig_index(d, &g);
   }
   return true;
+}
+
+/* Blocking and the tile patterns; false (with *why) when the direct kernel
+ * does not apply. */
+static bool plan_tiles(dc *d, const cgen_conv_spec *s, const char **why) {
+  memset(d, 0, sizeof *d);
+  d->s = s;
+  d->rt = s->n_expr || s->h_expr || s->w_expr;
+  if (!cgen_conv_out_hw(s, &d->OH, &d->OW)) return *why = "window does not fit", false;
+  if (s->kw > DC_MAX_KW) return *why = "kernel wider than 15 taps", false;
+  d->G = s->groups, d->ICG = s->c / s->groups, d->OCG = s->oc / s->groups;
+  d->HW = s->h * s->w, d->OHW = d->OH * d->OW, d->K = d->ICG * s->kh * s->kw;
+  /* mr / nr are a GEMM micro-tile unless the direct kernel was asked for */
+  bool forced = s->tune.conv_algo == CGEN_CONV_DIRECT;
+  int nr = forced ? s->tune.nr : 0;
+  int bmx = 0; /* the chosen nv's register bound on mr */
+  if (!choose_nv(d, s, forced, nr, &bmx)) return *why = "the kernel's weights do not fit the registers", false;
+  if (d->rt) d->mr = bmx; /* a run's row: even tiles of at most bmx pixels (rt_patterns) */
+  d->ob = 16 * d->nv;
+  d->nob = (int)((d->OCG + d->ob - 1) / d->ob);
+  if (s->n * d->G * d->OH * d->nob >= (1L << 30)) return *why = "too many row tasks", false;
+  d->nt = (int)((d->OW + d->mr - 1) / d->mr);
+  plan_blocking(d, s, forced);
+  d->rtcopy = d->rt && rt_copies(s);
+  d->edge = d->rt && !d->rtcopy && (s->pad[1] || s->pad[3]);
+  if (d->rt) return rt_patterns(d), true;
+  return edge_tiles(d, why);
 }
 
 bool cg_dconv_plan(const cgen_conv_spec *s, const char **why) {
@@ -344,6 +367,83 @@ static void emit_store_row(cg_out *o, const dc *d, int cnt) {
 /* Is pixel p of pattern g fed by tap kw? */
 static bool valid(const dc_sig *g, int p, int kw) { return p >= g->lo[kw] && p < g->hi[kw]; }
 
+/* The prefetch of the input rows pfd channels ahead that d's tile reads,
+ * its columns jlo..jhi (jlo < 0: none), each row rs bytes on (text). */
+static void emit_prefetch_rows(cg_out *o, const dc *d, int jlo, int jhi, const char *rs) {
+  if (jlo < 0) return;
+  /* the rows of the channel pfd ahead: their stride (H*W floats) is beyond
+   * what the hardware prefetchers follow.  Every line the tile reads: a stride-2
+   * tile of 28 pixels spans 57 columns, and prefetching only its first
+   * and last column left two lines in the middle to miss (3x3 s2
+   * 128->128 56->28, 28 x 16 tiles: 1.38 -> 1.08 ms) */
+  cg_emit(o, "    for (int r = 0; r < nkh; r++) {\n");
+  for (int j = jlo, more = 1; more; more = j < jhi, j = j + 16 < jhi ? j + 16 : jhi)
+    if (d->rt)
+      cg_emit(o, "      __builtin_prefetch((const void *)(xa + %du * hs + %du + (uintptr_t)r * rs));\n", d->pfd, j * 4);
+    else
+      cg_emit(o, "      __builtin_prefetch((const void *)(xa + %ldu + (uintptr_t)r * %s));\n", (long)(d->pfd * d->HW + j) * 4, rs);
+  cg_emit(o, "    }\n");
+}
+
+/* The FMAs of d's tile pattern g for one kernel row: per input column j in
+ * jlo..jhi (of 0..jmax) one broadcast (zero where padding may lie outside
+ * the row) into every accumulator whose pixel and tap read it. */
+static void emit_taps(cg_out *o, const dc *d, const dc_sig *g, int jlo, int jhi, int jmax) {
+  const cgen_conv_spec *s = d->s;
+  int np = g->np, nv = d->nv, kw_n = (int)s->kw, sw = (int)s->stride[1], dw = (int)s->dil[1];
+  for (int j = jlo; j >= 0 && j <= jhi; j++) {
+    bool any = false;
+    for (int p = 0; p < np; p++)
+      for (int kw = 0; kw < kw_n; kw++)
+        if (p * sw + kw * dw == j && valid(g, p, kw)) {
+          if (!any && d->bf) cg_emit(o, "      { __m512bh b = (__m512bh)_mm512_set1_epi32(((const int *)xr)[%d]);", j);
+          else if (!any && d->edge && (j < s->pad[1] || jmax - j < s->pad[3])) /* maybe outside the row */
+            cg_emit(o, "      { __m512 b = _mm512_set1_ps(*(%s > %d ? &zf : xr + %d));", j < s->pad[1] ? "zl" : "zr",
+                    j < s->pad[1] ? j : jmax - j, j);
+          else if (!any) cg_emit(o, "      { __m512 b = _mm512_set1_ps(xr[%d]);", j);
+          any = true;
+          for (int v = 0; v < nv; v++)
+            if (d->bf) cg_emit(o, " a%d_%d = _mm512_dpbf16_ps(a%d_%d, b, w%d_%d);", p, v, p, v, kw, v);
+            else cg_emit(o, " a%d_%d = _mm512_fmadd_ps(b, w%d_%d, a%d_%d);", p, v, kw, v, p, v);
+        }
+    if (any) cg_emit(o, " }\n");
+  }
+}
+
+/* The end of d's micro-kernel for np pixels: blocked, the accumulators
+ * parked in the scratch until the last channel block; then transposed to
+ * rows of output channels and stored through the epilogue. */
+static void emit_store_tile(cg_out *o, const dc *d, int np, bool blocked) {
+  int nv = d->nv;
+  if (blocked) {
+    cg_emit(o, "  if (!last) {\n");
+    for (int p = 0; p < np; p++)
+      for (int v = 0; v < nv; v++) cg_emit(o, "    _mm512_store_ps(ws + %d, a%d_%d);\n", (p * nv + v) * 16, p, v);
+    cg_emit(o, "    return;\n  }\n");
+  }
+  /* [pixel][oc] -> oc rows of pixels, 16 x 16 at a time */
+  for (int p0 = 0; p0 < np; p0 += 16) {
+    int cnt = np - p0 < 16 ? np - p0 : 16;
+    for (int v = 0; v < nv; v++) {
+      cg_emit(o, "  {\n    __m512 r[16] = {");
+      for (int i = 0; i < 16; i++)
+        if (i < cnt) cg_emit(o, "a%d_%d%s", p0 + i, v, i < 15 ? ", " : "");
+        else cg_emit(o, "_mm512_setzero_ps()%s", i < 15 ? ", " : "");
+      cg_emit(o, "};\n    $P_tr16(r);\n");
+      cg_emit(o, "    long q = q0 + %d;\n", p0);
+      cg_emit(o, "#pragma GCC unroll 16\n    for (int k = 0; k < 16; k++) {\n");
+      cg_emit(o, "      long oc = o0 + %d + k;\n", v * 16);
+      if (d->OCG % d->ob) cg_emit(o, "      if (oc >= %ldL) break;\n", (long)d->OCG);
+      cg_emit(o, "      __m512 x = r[k];\n");
+      emit_store_row(o, d, cnt);
+      cg_emit(o, "    }\n  }\n");
+    }
+  }
+}
+
+/* The micro-kernel of d's tile pattern si: the accumulators of its
+ * pixels over the channel steps (taps, prefetches), then stored, or
+ * parked in the scratch between channel blocks. */
 static void emit_kernel(cg_out *o, const dc *d, int si) {
   const cgen_conv_spec *s = d->s;
   const dc_sig *g = &d->sig[si];
@@ -386,20 +486,7 @@ static void emit_kernel(cg_out *o, const dc *d, int si) {
   /* the next block's weights, npf lines a channel step (prefetches never fault) */
   for (int l = 0; l < d->npf; l++)
     cg_emit(o, "    __builtin_prefetch((const void *)(pf + (uintptr_t)c * %du + %du));\n", d->npf * 64, l * 64);
-  if (jlo >= 0) {
-    /* the rows of the channel pfd ahead: their stride (H*W floats) is beyond
-     * what the hardware prefetchers follow.  Every line the tile reads: a stride-2
-     * tile of 28 pixels spans 57 columns, and prefetching only its first
-     * and last column left two lines in the middle to miss (3x3 s2
-     * 128->128 56->28, 28 x 16 tiles: 1.38 -> 1.08 ms) */
-    cg_emit(o, "    for (int r = 0; r < nkh; r++) {\n");
-    for (int j = jlo, more = 1; more; more = j < jhi, j = j + 16 < jhi ? j + 16 : jhi)
-      if (d->rt)
-        cg_emit(o, "      __builtin_prefetch((const void *)(xa + %du * hs + %du + (uintptr_t)r * rs));\n", d->pfd, j * 4);
-      else
-        cg_emit(o, "      __builtin_prefetch((const void *)(xa + %ldu + (uintptr_t)r * %s));\n", (long)(d->pfd * d->HW + j) * 4, rs);
-    cg_emit(o, "    }\n");
-  }
+  emit_prefetch_rows(o, d, jlo, jhi, rs);
   cg_emit(o, "    for (int r = 0; r < nkh; r++) {\n");
   cg_emit(o, "      const float *xr = (const float *)(xa + (uintptr_t)r * %s);\n", rs);
   cg_emit(o, "      const float *wr = wc + r * %dL;\n", kw_n * d->ob);
@@ -407,50 +494,11 @@ static void emit_kernel(cg_out *o, const dc *d, int si) {
     for (int v = 0; v < nv; v++)
       cg_emit(o, "      %s w%d_%d = %s(wr + %d);\n", d->bf ? "__m512bh" : "__m512", kw, v, d->bf ? "(__m512bh)_mm512_loadu_ps" : "_mm512_loadu_ps",
               kw * d->ob + v * 16);
-  for (int j = jlo; j >= 0 && j <= jhi; j++) {
-    bool any = false;
-    for (int p = 0; p < np; p++)
-      for (int kw = 0; kw < kw_n; kw++)
-        if (p * sw + kw * dw == j && valid(g, p, kw)) {
-          if (!any && d->bf) cg_emit(o, "      { __m512bh b = (__m512bh)_mm512_set1_epi32(((const int *)xr)[%d]);", j);
-          else if (!any && d->edge && (j < s->pad[1] || jmax - j < s->pad[3])) /* maybe outside the row */
-            cg_emit(o, "      { __m512 b = _mm512_set1_ps(*(%s > %d ? &zf : xr + %d));", j < s->pad[1] ? "zl" : "zr",
-                    j < s->pad[1] ? j : jmax - j, j);
-          else if (!any) cg_emit(o, "      { __m512 b = _mm512_set1_ps(xr[%d]);", j);
-          any = true;
-          for (int v = 0; v < nv; v++)
-            if (d->bf) cg_emit(o, " a%d_%d = _mm512_dpbf16_ps(a%d_%d, b, w%d_%d);", p, v, p, v, kw, v);
-            else cg_emit(o, " a%d_%d = _mm512_fmadd_ps(b, w%d_%d, a%d_%d);", p, v, kw, v, p, v);
-        }
-    if (any) cg_emit(o, " }\n");
-  }
+  emit_taps(o, d, g, jlo, jhi, jmax);
   for (int kw = 0; kw < kw_n; kw++)
     for (int v = 0; v < nv; v++) cg_emit(o, "      (void)w%d_%d;\n", kw, v);
   cg_emit(o, "    }\n  }\n");
-  if (blocked) {
-    cg_emit(o, "  if (!last) {\n");
-    for (int p = 0; p < np; p++)
-      for (int v = 0; v < nv; v++) cg_emit(o, "    _mm512_store_ps(ws + %d, a%d_%d);\n", (p * nv + v) * 16, p, v);
-    cg_emit(o, "    return;\n  }\n");
-  }
-  /* [pixel][oc] -> oc rows of pixels, 16 x 16 at a time */
-  for (int p0 = 0; p0 < np; p0 += 16) {
-    int cnt = np - p0 < 16 ? np - p0 : 16;
-    for (int v = 0; v < nv; v++) {
-      cg_emit(o, "  {\n    __m512 r[16] = {");
-      for (int i = 0; i < 16; i++)
-        if (i < cnt) cg_emit(o, "a%d_%d%s", p0 + i, v, i < 15 ? ", " : "");
-        else cg_emit(o, "_mm512_setzero_ps()%s", i < 15 ? ", " : "");
-      cg_emit(o, "};\n    $P_tr16(r);\n");
-      cg_emit(o, "    long q = q0 + %d;\n", p0);
-      cg_emit(o, "#pragma GCC unroll 16\n    for (int k = 0; k < 16; k++) {\n");
-      cg_emit(o, "      long oc = o0 + %d + k;\n", v * 16);
-      if (d->OCG % d->ob) cg_emit(o, "      if (oc >= %ldL) break;\n", (long)d->OCG);
-      cg_emit(o, "      __m512 x = r[k];\n");
-      emit_store_row(o, d, cnt);
-      cg_emit(o, "    }\n  }\n");
-    }
-  }
+  emit_store_tile(o, d, np, blocked);
   cg_emit(o, "}\n");
 }
 

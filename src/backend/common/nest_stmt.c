@@ -453,97 +453,134 @@ void rc_flag_name(ut_str *o, const emit *m, const poly_block_info *b) {
   rc_local_name(o, &m->c->g->nodes[b->node], "N", b->node);
 }
 
+/* The INIT step of reduction b (node n) in m: its accumulator acc set to
+ * the REDUCE's init, or the op's identity, and its NaN flag cleared. */
+static void reduce_init(emit *m, const poly_block_info *b, const tiny_node *n, const char *acc) {
+  ut_str *o = m->o;
+  tiny_reduce_op rop = n->a.reduce.op;
+  tiny_dtype ad = n->a.reduce.dtype;
+  double init = n->a.reduce.has_init ? n->a.reduce.init : rop == TINY_RSUM ? 0.0 : rop == TINY_RMAX ? -INFINITY : INFINITY;
+  if (is_int(ad)) {
+    if (n->a.reduce.has_init) ut_str_printf(o, "%s = (int32_t)%.0f;\n", acc, init);
+    else ut_str_printf(o, "%s = %s;\n", acc, rop == TINY_RSUM ? "0" : rop == TINY_RMAX ? "INT32_MIN" : "INT32_MAX");
+  } else {
+    ut_str_printf(o, "%s = ", acc);
+    float_const(o, ad, init);
+    ut_str_puts(o, ";");
+    if (rc_nan_flag(m, b)) {
+      ut_str_putc(o, ' ');
+      rc_flag_name(o, m, b);
+      ut_str_puts(o, " = 0;");
+    }
+    ut_str_putc(o, '\n');
+  }
+}
+
+/* The product contraction b of m's statement u sums, into ex: the MUL of
+ * its operands (read through their CASTs) in the MUL's dtype, then the
+ * CAST between MUL and REDUCE (node n's source). */
+static harp_status contraction_product(emit *m, const poly_ast *u, const poly_block_info *b, const tiny_node *n,
+                                       ut_str *ex) {
+  const tiny_graph *g = m->c->g;
+  char *l = read_through_casts(m, u, b, 0), *r = read_through_casts(m, u, b, 1);
+  if (!l || !r) {
+    free(l);
+    free(r);
+    return m->c->e->code ? m->c->e->code : ut_fail(m->c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  }
+  /* MUL in its dtype's representation, then the CAST between MUL and REDUCE */
+  const tiny_node *mul = &g->nodes[b->con->mul_node];
+  bool mi = is_int(mul->dtype);
+  ut_str prod;
+  ut_str_init(&prod);
+  const char *lr[2] = {l, r};
+  tiny_op_spell(&prod, tiny_op_c(TINY_MUL, mi, m->c->gpu), lr, 2);
+  int cast_node = n->src[0].node;
+  if (cast_node != b->con->mul_node) cast(ex, mul->dtype, g->nodes[cast_node].dtype, prod.buf);
+  else ut_str_puts(ex, prod.buf);
+  ut_str_free(&prod);
+  free(l);
+  free(r);
+  return HARP_OK;
+}
+
+/* The BODY step's update of reduction b (node n) in m: the value ex
+ * folded into the accumulator acc by the REDUCE's op, in its dtype
+ * (int32 wrapping; floats rounded, NaN kept by a flag or a select). */
+static void reduce_update(emit *m, const poly_block_info *b, const tiny_node *n, const char *ex, const char *acc) {
+  ut_str *o = m->o;
+  tiny_reduce_op rop = n->a.reduce.op;
+  tiny_dtype ad = n->a.reduce.dtype;
+  if (is_int(ad)) {
+    ut_str_printf(o, "{ int32_t v_ = %s; %s = ", ex, acc);
+    if (rop == TINY_RSUM) ut_str_printf(o, "(int32_t)((uint32_t)%s + (uint32_t)v_); }\n", acc);
+    else ut_str_printf(o, "v_ %s %s ? v_ : %s; }\n", rop == TINY_RMAX ? ">" : "<", acc, acc);
+    return;
+  }
+  ut_str_printf(o, "{ float v_ = %s; %s = %s(", ex, acc, round_fn(ad));
+  if (rop == TINY_RSUM) {
+    ut_str_printf(o, "%s + v_); }\n", acc);
+  } else if (rc_nan_flag(m, b) && m->simd_outer) {
+    /* each lane runs a whole reduction: NaN is kept in the accumulator
+     * (GCC's outer-loop vectorizer takes this select, not a flag) */
+    ut_str_printf(o, "(%s %s v_ || %s != %s) ? %s : v_); }\n", acc, rop == TINY_RMAX ? ">" : "<", acc, acc, acc);
+  } else if (rc_nan_flag(m, b)) {
+    ut_str_printf(o, "v_ %s %s ? v_ : %s); ", rop == TINY_RMAX ? ">" : "<", acc, acc);
+    rc_flag_name(o, m, b);
+    ut_str_puts(o, " |= v_ != v_; }\n");
+  } else {
+    ut_str_printf(o, "%s(%s, v_)); }\n", rop == TINY_RMAX ? "hp_fmax" : "hp_fmin", acc);
+  }
+}
+
+/* The FINAL step of reduction b in m's statement u: the accumulator acc
+ * (NaN where its flag is set) stored through the write access w; a failed
+ * allocation marks acc. */
+static void reduce_final(emit *m, const poly_ast *u, const poly_block_info *b, int w, ut_str *acc) {
+  if (!rc_nan_flag(m, b)) {
+    store_value(m, &u->access[w], b->node, acc->buf);
+    return;
+  }
+  ut_str fin;
+  ut_str_init(&fin);
+  ut_str_putc(&fin, '(');
+  rc_flag_name(&fin, m, b);
+  ut_str_printf(&fin, " ? NAN : %s)", acc->buf);
+  store_value(m, &u->access[w], b->node, fin.buf ? fin.buf : acc->buf);
+  if (fin.oom) acc->oom = true;
+  ut_str_free(&fin);
+}
+
 harp_status rc_stmt_body(emit *m, const poly_ast *u) {
   const poly_stmt_spec *sp = &m->stmts[u->stmt];
   const poly_block_info *b = poly_block(m->c->pv, sp->block);
   const tiny_graph *g = m->c->g;
   const tiny_node *n = &g->nodes[b->node];
-  ut_str *o = m->o, ex, acc;
+  ut_str ex, acc;
   ut_str_init(&ex);
   ut_str_init(&acc);
   int w = b->naccess - 1; /* the write */
   bool reduction = b->kind == POLY_REDUCE || b->kind == POLY_CONTRACTION;
   if (reduction) {
-    tiny_reduce_op rop = n->a.reduce.op;
-    tiny_dtype ad = n->a.reduce.dtype;
     rc_acc_ref(m, u, b, &acc);
     if (sp->role == POLY_STMT_INIT) {
-      double init = n->a.reduce.has_init ? n->a.reduce.init : rop == TINY_RSUM ? 0.0 : rop == TINY_RMAX ? -INFINITY : INFINITY;
-      if (is_int(ad)) {
-        if (n->a.reduce.has_init) ut_str_printf(o, "%s = (int32_t)%.0f;\n", acc.buf, init);
-        else ut_str_printf(o, "%s = %s;\n", acc.buf, rop == TINY_RSUM ? "0" : rop == TINY_RMAX ? "INT32_MIN" : "INT32_MAX");
-      } else {
-        ut_str_printf(o, "%s = ", acc.buf);
-        float_const(o, ad, init);
-        ut_str_puts(o, ";");
-        if (rc_nan_flag(m, b)) {
-          ut_str_putc(o, ' ');
-          rc_flag_name(o, m, b);
-          ut_str_puts(o, " = 0;");
-        }
-        ut_str_putc(o, '\n');
-      }
+      reduce_init(m, b, n, acc.buf);
     } else if (sp->role == POLY_STMT_BODY) {
-      char *v;
       if (b->kind == POLY_CONTRACTION) {
-        char *l = read_through_casts(m, u, b, 0), *r = read_through_casts(m, u, b, 1);
-        if (!l || !r) {
-          free(l);
-          free(r);
+        harp_status st = contraction_product(m, u, b, n, &ex);
+        if (st) {
           ut_str_free(&ex);
           ut_str_free(&acc);
-          return m->c->e->code ? m->c->e->code : ut_fail(m->c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
+          return st;
         }
-        /* MUL in its dtype's representation, then the CAST between MUL and REDUCE */
-        const tiny_node *mul = &g->nodes[b->con->mul_node];
-        bool mi = is_int(mul->dtype);
-        ut_str prod;
-        ut_str_init(&prod);
-        const char *lr[2] = {l, r};
-        tiny_op_spell(&prod, tiny_op_c(TINY_MUL, mi, m->c->gpu), lr, 2);
-        int cast_node = n->src[0].node;
-        if (cast_node != b->con->mul_node) cast(&ex, mul->dtype, g->nodes[cast_node].dtype, prod.buf);
-        else ut_str_puts(&ex, prod.buf);
-        ut_str_free(&prod);
-        free(l);
-        free(r);
       } else {
-        v = read_text(m, u, 0, b->access[0].tensor);
+        char *v = read_text(m, u, 0, b->access[0].tensor);
         ut_str_puts(&ex, v);
         free(v);
       }
-      if (is_int(ad)) {
-        ut_str_printf(o, "{ int32_t v_ = %s; %s = ", ex.buf, acc.buf);
-        if (rop == TINY_RSUM) ut_str_printf(o, "(int32_t)((uint32_t)%s + (uint32_t)v_); }\n", acc.buf);
-        else ut_str_printf(o, "v_ %s %s ? v_ : %s; }\n", rop == TINY_RMAX ? ">" : "<", acc.buf, acc.buf);
-      } else {
-        ut_str_printf(o, "{ float v_ = %s; %s = %s(", ex.buf, acc.buf, round_fn(ad));
-        if (rop == TINY_RSUM) {
-          ut_str_printf(o, "%s + v_); }\n", acc.buf);
-        } else if (rc_nan_flag(m, b) && m->simd_outer) {
-          /* each lane runs a whole reduction: NaN is kept in the accumulator
-           * (GCC's outer-loop vectorizer takes this select, not a flag) */
-          ut_str_printf(o, "(%s %s v_ || %s != %s) ? %s : v_); }\n", acc.buf, rop == TINY_RMAX ? ">" : "<", acc.buf,
-                        acc.buf, acc.buf);
-        } else if (rc_nan_flag(m, b)) {
-          ut_str_printf(o, "v_ %s %s ? v_ : %s); ", rop == TINY_RMAX ? ">" : "<", acc.buf, acc.buf);
-          rc_flag_name(o, m, b);
-          ut_str_puts(o, " |= v_ != v_; }\n");
-        } else {
-          ut_str_printf(o, "%s(%s, v_)); }\n", rop == TINY_RMAX ? "hp_fmax" : "hp_fmin", acc.buf);
-        }
-      }
-    } else if (rc_nan_flag(m, b)) { /* FINAL */
-      ut_str fin;
-      ut_str_init(&fin);
-      ut_str_putc(&fin, '(');
-      rc_flag_name(&fin, m, b);
-      ut_str_printf(&fin, " ? NAN : %s)", acc.buf);
-      store_value(m, &u->access[w], b->node, fin.buf ? fin.buf : acc.buf);
-      if (fin.oom) acc.oom = true;
-      ut_str_free(&fin);
+      reduce_update(m, b, n, ex.buf, acc.buf);
     } else { /* FINAL */
-      store_value(m, &u->access[w], b->node, acc.buf);
+      reduce_final(m, u, b, w, &acc);
     }
   } else if (b->kind == POLY_MOVEMENT_AFFINE) {
     char *v = read_text(m, u, 0, b->access[0].tensor);
