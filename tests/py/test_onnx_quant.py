@@ -887,8 +887,9 @@ def test_q8_downsample():
     """The residual add of a downsampling block — both operands convs'
     requantized outputs — fused into the 3x3 conv's int8 epilogue, the 1x1
     projection's output (made first in the graph) the tensor it adds
-    (onnx_qdq.c's ox_qdq_skip_first): equal to onnxruntime's int8 run; two
-    kernels for the two convs and the sum, neither writing bare sums."""
+    (onnx_qdq.c's ox_qdq_skip_first): equal to onnxruntime's int8 run; one
+    int8 kernel adds a tensor and requantizes again, no kernel writes a
+    conv's bare sums for another to add."""
     cases = [((0, 255, 0, 128), False, True, False), ((255, 0, 255, 64), True, False, True), ((77, 128, 3, 250), True, True, False)]
     for zs, relu, sum_op, proj_second in cases:
         name = f"q8 downsample zero points {zs} {'Sum' if sum_op else 'Add'}{' Relu' if relu else ''}{' proj second' if proj_second else ''}"
