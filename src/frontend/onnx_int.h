@@ -294,6 +294,7 @@ int ox_qdq_contract(ox_ctx *c, int kind); /* kind 'c', 'g', 'm': 1 fused, 0 not 
 /* fp32 integers v (|v| <= 256) through bf16 and back: exact; a contraction then reads bf16 storage. */
 hg_val ox_bf16_exact(ox_ctx *c, hg_val v);
 int ox_qdq_binary(ox_ctx *c, int op);     /* op '+', '*': the same for Add / Mul */
+void ox_qdq_skip_first(ox_ctx *c);        /* at a DQ: a downsampling residual's operand made first */
 int ox_qdq_softmax(ox_ctx *c);            /* and for a Softmax (opset 13+) over the last axis */
 harp_status ox_conv_transpose3d(ox_ctx *c, hg_val x, ox_val *wv, int nsp);
 harp_status ox_pool3d(ox_ctx *c, hg_val x, bool is_max, int64_t lp, int nsp); /* nsp 3, or 2 as 3-D */

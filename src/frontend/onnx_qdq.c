@@ -21,7 +21,7 @@
  * Sum -> [Relu] -> Q is written so that it fuses into the epilogue of the
  * contraction that made one operand (ox_qdq_binary).
  * Needs: onnx_int.h, onnx_nn.c (ox_conv, ox_matmul).  Gives: ox_qdq_contract,
- * ox_qdq_binary, ox_qdq_softmax, ox_qinfo_new, ox_bf16_exact. */
+ * ox_qdq_binary, ox_qdq_skip_first, ox_qdq_softmax, ox_qinfo_new, ox_bf16_exact. */
 #include <inttypes.h>
 #include <math.h>
 #include <string.h>
@@ -59,10 +59,10 @@ static bool const_one(ox_ctx *c, const char *name, double *v) {
   return x && (x->v <= 0 || x->has_t) && ox_const_scalar(x, v);
 }
 
-/* The node before this one that writes value `name`, or NULL. */
-static const Onnx__NodeProto *producer(ox_ctx *c, const char *name) {
+/* The node before node `at` of the graph that writes value `name`, or NULL. */
+static const Onnx__NodeProto *producer_at(ox_ctx *c, int at, const char *name) {
   if (!c->gp || !name || !*name) return NULL;
-  for (int i = c->node_index - 1; i >= 0; i--) {
+  for (int i = at - 1; i >= 0; i--) {
     const Onnx__NodeProto *n = c->gp->node[i];
     for (size_t k = 0; k < n->n_output; k++)
       if (!strcmp(n->output[k], name)) return n;
@@ -70,16 +70,19 @@ static const Onnx__NodeProto *producer(ox_ctx *c, const char *name) {
   return NULL;
 }
 
-/* Whether value `name` is the DequantizeLinear of a QuantizeLinear of a
- * Conv / Gemm / MatMul's output (through one Relu / Clip): a contraction's
- * requantized output. */
-static bool from_contraction(ox_ctx *c, const char *name) {
-  const Onnx__NodeProto *dq = producer(c, name), *q = NULL, *p = NULL;
-  if (dq && !strcmp(dq->op_type, "DequantizeLinear") && dq->n_input) q = producer(c, dq->input[0]);
-  if (q && !strcmp(q->op_type, "QuantizeLinear") && q->n_input) p = producer(c, q->input[0]);
-  if (p && (!strcmp(p->op_type, "Relu") || !strcmp(p->op_type, "Clip")) && p->n_input) p = producer(c, p->input[0]);
+/* Whether value `name`, as node `at` of the graph reads it, is the
+ * DequantizeLinear of a QuantizeLinear of a Conv / Gemm / MatMul's output
+ * (through one Relu / Clip): a contraction's requantized output. */
+static bool from_contraction_at(ox_ctx *c, int at, const char *name) {
+  const Onnx__NodeProto *dq = producer_at(c, at, name), *q = NULL, *p = NULL;
+  if (dq && !strcmp(dq->op_type, "DequantizeLinear") && dq->n_input) q = producer_at(c, at, dq->input[0]);
+  if (q && !strcmp(q->op_type, "QuantizeLinear") && q->n_input) p = producer_at(c, at, q->input[0]);
+  if (p && (!strcmp(p->op_type, "Relu") || !strcmp(p->op_type, "Clip")) && p->n_input) p = producer_at(c, at, p->input[0]);
   return p && (!strcmp(p->op_type, "Conv") || !strcmp(p->op_type, "Gemm") || !strcmp(p->op_type, "MatMul"));
 }
+
+/* from_contraction_at as this node reads `name`. */
+static bool from_contraction(ox_ctx *c, const char *name) { return from_contraction_at(c, c->node_index, name); }
 
 /* ---- the fused contraction -------------------------------------------------------------------- */
 /* The scale of output channel k of weight facts w. */
@@ -224,7 +227,9 @@ int ox_qdq_binary(ox_ctx *c, int op) {
    * bf16: a residual step, CT_EPI_RESIDUAL, of the tensor they read); so
    * the sum fuses into that contraction's epilogue, as onnxruntime's QDQ
    * fusions and OpenVINO fuse the residual add into the int8 conv */
-  bool swap = from_contraction(c, c->node->input[1]) && !from_contraction(c, c->node->input[0]);
+  bool f0 = from_contraction(c, c->node->input[0]), f1 = from_contraction(c, c->node->input[1]);
+  bool made0 = x->q && x->q->opnd > 0, made1 = y->q && y->q->opnd > 0; /* ox_qdq_skip_first's choice */
+  bool swap = f0 && f1 ? made0 && !made1 : f1 && !f0;
   const ox_qinfo *qs = swap ? y : x, *qr = swap ? x : y;
   float rs = swap ? rb : ra, rr = swap ? ra : rb;
   hg_val r = operand(c, qr);
@@ -236,6 +241,27 @@ int ox_qdq_binary(ox_ctx *c, int op) {
   int rc = scaled_out(c, sy, true);
   if (rc > 0) ox_find(c, c->node->output[0])->qi->relu = relu;
   return rc;
+}
+
+/* At the DequantizeLinear of a contraction's requantized output that only
+ * an Add / Sum reads whose other operand is another contraction's, not yet
+ * imported (ResNet's downsampling block: the 1x1 projection conv and the
+ * block's last conv): this one's operand form made now, before the other
+ * contraction's nodes, and ox_qdq_binary takes it as the residual.  Region
+ * selection takes a region's latest producers first: so the sum's region
+ * reaches the other conv through its requantization, and the sum fuses into
+ * that conv's epilogue (the operand read as stored), rather than both
+ * requantizations into an elementwise kernel after two bare sums. */
+void ox_qdq_skip_first(ox_ctx *c) {
+  const ox_val *v = c->node->n_output == 1 ? ox_find(c, c->node->output[0]) : NULL;
+  const char *name = v ? c->node->output[0] : NULL;
+  const Onnx__NodeProto *d = name && v->qi && v->qi->kind == QI_INT ? only_reader(c, name) : NULL;
+  if (!d || (strcmp(d->op_type, "Add") && strcmp(d->op_type, "Sum")) || (d->domain && *d->domain) || d->n_input != 2) return;
+  const char *other = !strcmp(d->input[0], name) ? d->input[1] : d->input[0];
+  int at = c->node_index + 1;
+  while (at < (int)c->gp->n_node && c->gp->node[at] != d) at++;
+  if (!strcmp(other, name) || ox_find(c, other) || !from_contraction_at(c, at, name) || !from_contraction_at(c, at, other)) return;
+  operand(c, v->qi);
 }
 
 /* Softmax over the last axis of quantized activations read by a Q, as

@@ -414,6 +414,7 @@ OP(DequantizeLinear) {
     if (ox_def(c, 0, hg_mul(g, y, hg_const(g, in->s1)))) return c->e->code;
     ox_qinfo *qi = ox_qinfo_new(c, ox_find(c, c->node->output[0]), QI_INT);
     if (qi) *qi = *in;
+    if (qi) ox_qdq_skip_first(c);
     return c->e->code;
   }
   if (xo->fq) { /* its QuantizeLinear computed the round trip (dq_only) */

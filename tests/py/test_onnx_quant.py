@@ -847,6 +847,72 @@ def test_q8_residual():
                 src.count("its epilogue requantizing to bytes, a tensor added, requantized again") == 1, f"{kernels} {err[-300:]}")
 
 
+def downsample_model(zs, relu, sum_op, proj_second):
+    """Handmade QDQ downsampling block, as ResNet's: y = Q(relu?(DQ(Q(conv
+    3x3 stride 2(x))) + DQ(Q(conv 1x1 stride 2(x))))) of 13 -> 16 channels
+    on 9x7, batch 2, per-channel int8 weights with -128 / 127 among them,
+    int32 biases; the 1x1 projection conv (and its Q, DQ) before the 3x3
+    one in the graph, as onnxruntime's quantizer writes ResNet-50; zs the
+    zero points of x, of the two convs' outputs and of y; the projection
+    the Add's / Sum's second operand, or with proj_second its first."""
+    C, O, zx, za, zb, zy = 13, 16, *zs
+    ws = []
+    for k in (1, 3):
+        w = RNG.integers(-128, 128, (O, C, k, k), dtype=np.int8)
+        w[::3, 0, 0, 0] = RNG.choice(np.array([-128, 127], np.int8), w[::3, 0, 0, 0].shape)
+        ws.append(w)
+    sx, sa, sb, sy = np.float32(0.03), np.float32(0.11), np.float32(0.07), np.float32(0.13)
+    u8 = lambda v: np.uint8(v)  # noqa: E731
+    inits = [init("sx", sx), init("zx", u8(zx)), init("sa", sa), init("za", u8(za)), init("sb", sb), init("zb", u8(zb)),
+             init("sy", sy), init("zy", u8(zy))]
+    nodes = [h.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"]), h.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"])]
+    for i, (w, st, s, z) in enumerate(((ws[0], "sb", "sb", "zb"), (ws[1], "sa", "sa", "za"))):  # the projection first
+        k = w.shape[2]
+        wsc = (RNG.random(O) * 0.004 + 0.001).astype(np.float32)
+        inits += [init(f"w{i}", w), init(f"ws{i}", wsc), init(f"wz{i}", np.zeros(O, np.int8)),
+                  init(f"b{i}", RNG.integers(-3000, 3000, O).astype(np.int32)), init(f"bs{i}", (sx * wsc).astype(np.float32)),
+                  init(f"bz{i}", np.zeros(O, np.int32))]
+        nodes += [h.make_node("DequantizeLinear", [f"w{i}", f"ws{i}", f"wz{i}"], [f"wd{i}"], axis=0),
+                  h.make_node("DequantizeLinear", [f"b{i}", f"bs{i}", f"bz{i}"], [f"bd{i}"], axis=0),
+                  h.make_node("Conv", ["xd", f"wd{i}", f"bd{i}"], [f"c{i}"], pads=[k // 2] * 4, strides=[2, 2]),
+                  h.make_node("QuantizeLinear", [f"c{i}", s, z], [f"c{i}q"]), h.make_node("DequantizeLinear", [f"c{i}q", s, z], [f"c{i}d"])]
+    nodes += [h.make_node("Sum" if sum_op else "Add", ["c1d", "c0d"] if proj_second else ["c0d", "c1d"], ["a"])]
+    nodes += [h.make_node("Relu", ["a"], ["r"])] if relu else []
+    nodes += [h.make_node("QuantizeLinear", ["r" if relu else "a", "sy", "zy"], ["yq"]),
+              h.make_node("DequantizeLinear", ["yq", "sy", "zy"], ["y"])]
+    return model(nodes, [vi("x", T.FLOAT, [2, C, 9, 7])], [vi("y", T.FLOAT, None)], inits, opset=13), sy
+
+
+def test_q8_downsample():
+    """The residual add of a downsampling block — both operands convs'
+    requantized outputs — fused into the 3x3 conv's int8 epilogue, the 1x1
+    projection's output (made first in the graph) the tensor it adds
+    (onnx_qdq.c's ox_qdq_skip_first): equal to onnxruntime's int8 run; one
+    int8 kernel adds a tensor and requantizes again, no kernel writes a
+    conv's bare sums for another to add."""
+    cases = [((0, 255, 0, 128), False, True, False), ((255, 0, 255, 64), True, False, True), ((77, 128, 3, 250), True, True, False)]
+    for zs, relu, sum_op, proj_second in cases:
+        name = f"q8 downsample zero points {zs} {'Sum' if sum_op else 'Add'}{' Relu' if relu else ''}{' proj second' if proj_second else ''}"
+        path, sy = downsample_model(zs, relu, sum_op, proj_second)
+        x = (RNG.standard_normal((2, 13, 9, 7)) * 3).astype(np.float32)
+        want = ort_run(path, {"x": x})["y"]
+        p, d = ht.run(path, {"x": x}, backend="cpu", extra=Q8_FORCE)
+        S.check(f"{name}: runs", p.returncode == 0, p.stderr[-600:])
+        if p.returncode == 0:
+            got = np.load(os.path.join(d, "y.npy"))
+            err = np.abs(got.astype(np.float64) - want) / sy
+            exact = float(np.mean(err <= 1e-3))
+            yq = np.rint(want / sy) + zs[3]
+            inside = float(np.mean((yq > 0) & (yq < 255)))
+            print(f"{name}: {exact:.4%} equal, max {err.max():.2f} steps, {inside:.1%} unsaturated")
+            S.check(f"{name}: equal to onnxruntime's int8 run", got.shape == want.shape and exact >= 0.999 and err.max() <= 1 and
+                    inside > 0.3, f"{exact:.4%} equal, max {err.max():.2f} steps, {inside:.1%} unsaturated")
+        src, err = compiled_c(path, Q8_FORCE)
+        kernels = re.findall(r"/\* kernel \d+: region ([\w.]+) \*/", src)
+        S.check(f"{name}: the sum in the int8 conv's epilogue", not any(n.endswith(".reduce") for n in kernels) and
+                src.count("its epilogue requantizing to bytes, a tensor added, requantized again") == 1, f"{kernels} {err[-300:]}")
+
+
 test_quantize_edges()
 test_round_epilogue()
 test_contractions()
@@ -866,4 +932,5 @@ test_q8_depthwise_held()
 test_narrow_operand_kept()
 test_q8_pays_by_template()
 test_q8_residual()
+test_q8_downsample()
 S.close()
