@@ -129,6 +129,45 @@ harp_status cuda_splitk_check(harp_error *e, const cuda_gemm_spec *s, const char
   return HARP_OK;
 }
 
+/* Size z as C text (hp_sv<i> * .. * lit), or NULL when it is a constant. */
+static const char *rtsz_text(cuda_b *b, const cuda_rtsz *z) {
+  if (!z->n) return NULL;
+  const char *t = "";
+  for (int i = 0; i < z->n; i++) t = cuda_fmt(b, "%shp_sv%d * ", t, z->sym[i]);
+  return cuda_fmt(b, "(%s%lldL)", t, (long long)z->lit);
+}
+
+/* Stride *v read at run time as z says: *t its text, *v its literal factor
+ * (what divides it at every binding: the chunk widths and store pairs). */
+static void rt_stride(cuda_b *b, const cuda_rtsz *z, int64_t *v, const char **t) {
+  if (!z->n) return;
+  *t = rtsz_text(b, z);
+  *v = z->lit;
+}
+
+/* A ShapeSet build's run-time sizes and strides of spec s in problem p (its
+ * operands' layouts chosen at the binding); the chunk widths from what
+ * divides the strides at every binding.  True when out of memory. */
+static bool gemm_rt(cuda_b *b, const cuda_gemm_spec *s, cuda_mma_prob *p) {
+  p->nsyms = s->nsyms;
+  p->Mt = rtsz_text(b, &s->rt_m), p->Nt = rtsz_text(b, &s->rt_n), p->Kt = rtsz_text(b, &s->rt_k);
+  rt_stride(b, &s->rt_st[0], &p->A.s_mn, &p->A.s_mn_t);
+  rt_stride(b, &s->rt_st[1], &p->A.s_k, &p->A.s_k_t);
+  rt_stride(b, &s->rt_st[2], &p->B.s_k, &p->B.s_k_t);
+  rt_stride(b, &s->rt_st[3], &p->B.s_mn, &p->B.s_mn_t);
+  rt_stride(b, &s->rt_st[4], &p->c_sm, &p->c_sm_t);
+  rt_stride(b, &s->rt_st[5], &p->c_sn, &p->c_sn_t);
+  int esz = tiny_dtype_size(s->a_dtype);
+  const int64_t zero[2] = {0, 0}; /* batch 1 */
+  if (p->A.vec) p->A.vec = cuda_chunk_elems_esz(p->A.kmajor ? p->A.s_mn : p->A.s_k, zero, 2, esz);
+  if (p->B.vec) p->B.vec = cuda_chunk_elems_esz(p->B.kmajor ? p->B.s_mn : p->B.s_k, zero, 2, esz);
+  p->c_zmul = 8; /* one batch: its bases are 0 */
+  p->a_base = p->b_base = p->c_base = "0";
+  for (int i = 0; i < s->n_epi; i++)
+    if (s->epi[i].kind == CUDA_EPI_RESIDUAL) p->epi_ptr[i] = cuda_fmt(b, "ep%d", i);
+  return b->oom;
+}
+
 /* The MMA problem of a GEMM spec (the batch bases as C text in bz). */
 static harp_status gemm_prob(harp_error *e, cuda_module *m, const cuda_gemm_spec *s, const char *name, cuda_mma_prob *pp) {
   cuda_mma_prob p;
@@ -170,13 +209,9 @@ static harp_status gemm_prob(harp_error *e, cuda_module *m, const cuda_gemm_spec
   if (tb.oom) return ut_fail(e, HARP_E_NO_MEMORY, name, "out of memory");
   p.c_ss = s->c_ss;
   p.tune = s->tune;
-  if (s->nm_sym && (s->tune.splitk > 1 || s->tune.arch == CUDA_SM90))
-    return ut_fail(e, HARP_E_UNSUPPORTED, name, "M read at run time: the SM80 template without split-K only");
-  if (s->nm_sym) { /* M at run time: (hp_sv<i> * .. * lit) */
-    const char *t = "";
-    for (int i = 0; i < s->nm_sym; i++) t = cuda_fmt(&tb, "%shp_sv%d * ", t, s->m_sym[i]);
-    p.Mt = cuda_fmt(&tb, "(%s%lldL)", t, (long long)s->m_lit), p.nsyms = s->nsyms;
-  }
+  if (s->nsyms && (s->tune.splitk > 1 || s->tune.arch == CUDA_SM90 || p.nz != 1))
+    return ut_fail(e, HARP_E_UNSUPPORTED, name, "sizes read at run time: the SM80 template without split-K or a batch only");
+  if (s->nsyms && gemm_rt(&tb, s, &p)) return ut_fail(e, HARP_E_NO_MEMORY, name, "out of memory");
   cuda_tune_fill_mma(&p.tune, s->M, s->N, s->c_dtype, p.mode);
   *pp = p;
   return HARP_OK;

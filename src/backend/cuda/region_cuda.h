@@ -108,10 +108,12 @@ bool cuda_rows_at_run_time(const cuda_rctx *c, int r, int slot, cuda_rownorm_spe
  * reduction) leaves Function kernel r, whose buffer at slot has a symbol's
  * size, to the loop nest; else NULL. */
 const char *cuda_sizes_printed(const cuda_rctx *c, int r, int slot);
-/* The GEMM of Function kernel r (C at slot) on an sm80 module, no batch,
- * no split-K: in a ShapeSet build, when a symbol is among C's rows, s reads
- * M at run time (nsyms, m_sym, m_lit; M the box's most) and true. */
-bool cuda_gemm_m_at_run_time(const cuda_rctx *c, int r, int slot, cuda_gemm_spec *s);
+/* The GEMM s of Function kernel r (A, B, C at slot[0..2]; -1: none) on an
+ * sm80 module, no batch, no split-K, C's columns contiguous: in a ShapeSet
+ * build, when a symbol is among M (C's dims before N's), N (C's shortest
+ * suffix of N elements), K (A's or B's dims of K) or the strides, s reads
+ * them at run time (nsyms, rt_*; M, N, K the box's most) and true. */
+bool cuda_gemm_at_run_time(const cuda_rctx *c, int r, const int slot[3], cuda_gemm_spec *s);
 /* The last launch's size parameters (hp_sv<i>) bound to the symbols. */
 void cuda_launch_sym_args(cuda_rctx *c);
 /* The last launch (a row kernel of s, true above): its grid from the

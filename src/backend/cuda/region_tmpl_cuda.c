@@ -449,7 +449,9 @@ harp_status cr_print_gemm(cuda_rctx *c, int r, const ct_gemm *read, bool *done, 
     if (st || *done) return st;
   }
   bool split_refused = has_plan && refused; /* the split-K above: marked already */
-  bool rt = cuda_gemm_m_at_run_time(c, r, gm.C.slot, &s); /* a ShapeSet build's M */
+  /* a ShapeSet build's M, N, K and strides (A: its slot unless repacked) */
+  const int slots[3] = {gm.nrep ? -1 : gm.A.slot, b_arg.kind == CUDA_ARG_BUF ? gm.B.slot : -1, gm.C.slot};
+  bool rt = cuda_gemm_at_run_time(c, r, slots, &s);
   harp_status gst;
   if ((st = gemm_generate(c, r, &s, &pt, has_plan, split_refused, pnote, &refused, why, &gst)) || gst) {
     gemm_undo(c, &mk);
