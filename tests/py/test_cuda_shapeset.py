@@ -45,7 +45,19 @@ CASES = [
     ("seed000_gemm_bias_relu.json", "N", (36, 70), (70, 41, 36), {"M": 61, "K": 19}, ("templates",), 1),
     ("seed000_gemm_bias_relu.json", "K", (9, 40), (40, 17, 9), {"M": 33, "N": 24}, ("templates",), 1),
     ("seed001_gemm.json", "N", (2, 40), (40, 9), {"M": 24, "K": 16}, ("templates",), 1),
+    # the implicit-GEMM conv's image height / width at run time (the output's
+    # size, the pixel decode, the padded window's bounds): 3x3, 5x5, 3x1 pads
+    ("conv_pad_hw.harp", "H", (5, 8), (8, 6, 5), {"W": 6}, ("templates",), 3),
+    ("conv_pad_hw.harp", "W", (5, 8), (8, 7, 5), {"H": 5}, ("templates",), 3),
+    ("conv_pad_hw.harp", "N", (2, 3), (3, 2), {"H": 5, "W": 5}, ("templates",), 3),  # the images (grid.z)
+    # 1x1 convs as GEMMs batched over the images (grid.z at run time), C's rows contiguous
+    ("pw_batch.harp", "N", (3, 4), (4, 3), {}, ("templates",), 3),
 ]
+# options of a model's dumps: fp32 contractions exact (the interpreter's
+# fp32, not TF32's rounding), on the SIMT form of the template
+EXTRA = {"conv_pad_hw.harp": ("--precision", "fp32"), "pw_batch.harp": ("--precision", "fp32")}
+# rows run with HARP_TEST_SLOW=1 only (a simulator build and run each)
+SLOW = {("conv_pad_hw.harp", "W"), ("conv_pad_hw.harp", "N")}
 NVCC_UNITS = []  # (what, model.cu): compiled together at the end, one nvcc call
 
 
@@ -137,8 +149,11 @@ def main():
     for name, sym, (lo, hi), at, fixed, variants, ntemplate in CASES:
         if only and name not in only.split(",") and f"{name}:{sym}" not in only.split(","):
             continue
+        if (name, sym) in SLOW and os.environ.get("HARP_TEST_SLOW") != "1":
+            print(f"{name}:{sym}: a slow row (HARP_TEST_SLOW=1 runs it)")
+            continue
         model = os.path.join(MODELS, name)
-        box = ("--shapeset", f"{sym}={lo}..{hi}")
+        box = ("--shapeset", f"{sym}={lo}..{hi}", *EXTRA.get(name, ()))
         for variant in variants:
             knobs = NO_TEMPLATES if variant == "loop nests" else ()
             one_box(s, rng, f"{name}:{sym}", model, sym, hi, at, fixed, (*box, *knobs), variant, ntemplate)

@@ -22,6 +22,7 @@ typedef struct cuda_mma_opnd {
   const char *s_mn_t, *s_k_t; /* a stride read at run time as C text (a ShapeSet build), else NULL */
   bool conv;
   cuda_conv_geom cv;
+  const char *cv_h_t, *cv_w_t, *cv_ow_t; /* the input's h, w and the output's width read at run time (C text), else NULL */
 } cuda_mma_opnd;
 
 /* How the MMA template computes (from the operands' dtype and cuda_math).
@@ -51,6 +52,7 @@ typedef struct cuda_mma_prob {
   const char *epi_ptr[CUDA_MAX_EPI]; /* tensor pointer per epilogue op (batch applied), or NULL */
   cuda_tune tune;                    /* filled: every tile field set */
   const char *Mt, *Nt, *Kt;          /* M, N, K as C text when read at run time (cuda_gemm_spec.rt_*), else NULL */
+  const char *NZt;                   /* the batches (grid.z) at run time: a CTA past them returns; else NULL */
   int nsyms;                         /* then the size parameters hp_sv0 .. */
 } cuda_mma_prob;
 

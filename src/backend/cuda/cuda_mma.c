@@ -93,7 +93,7 @@ static const char *mn_text(cuda_b *b, const cuda_mma_prob *p, bool is_a) {
 /* K of p as C text (read at run time: p->Kt). */
 static const char *k_text(cuda_b *b, const cuda_mma_prob *p) { return p->Kt ? p->Kt : cuda_fmt(b, "%lld", (long long)p->K); }
 
-/* Stride v as C text: t when it is read at run time. */
+/* A size or stride v as C text: t when it is read at run time. */
 static const char *st_text(cuda_b *b, int64_t v, const char *t) { return t ? t : cuda_fmt(b, "%lld", (long long)v); }
 
 /* Element pointer and in-bounds predicate of GEMM element (mn, k). */
@@ -102,7 +102,6 @@ static void opnd_elem(mma_gen *g, const cuda_mma_opnd *op, bool is_a, const char
   cuda_b *b = &g->b;
   const cuda_mma_prob *p = g->p;
   const char *base = is_a ? "Ab" : "Bb";
-  int64_t lim_mn = is_a ? p->M : p->N;
   if (!op->conv) {
     *ptr = cuda_fmt(b, "(%s + (hk_i64)%s * %s + (hk_i64)%s * %s)", base, mn, st_text(b, op->s_mn, op->s_mn_t), k,
                     st_text(b, op->s_k, op->s_k_t));
@@ -111,20 +110,21 @@ static void opnd_elem(mma_gen *g, const cuda_mma_opnd *op, bool is_a, const char
   }
   /* conv gather: k = (ci, kh, kw), n = (oh, ow); pad -> zero fill */
   const cuda_conv_geom *cg = &op->cv;
+  const char *h = st_text(b, cg->h, op->cv_h_t), *w = st_text(b, cg->w, op->cv_w_t), *ow = st_text(b, cg->ow, op->cv_ow_t);
   cuda_decl(b, "const int", "hk_ci", NULL, cuda_fmt(b, "%s / %lld", k, (long long)(cg->kh * cg->kw)));
   cuda_decl(b, "const int", "hk_rk", NULL, cuda_fmt(b, "%s - hk_ci * %lld", k, (long long)(cg->kh * cg->kw)));
   cuda_decl(b, "const int", "hk_kh", NULL, cuda_fmt(b, "hk_rk / %lld", (long long)cg->kw));
   cuda_decl(b, "const int", "hk_kw", NULL, cuda_fmt(b, "hk_rk - hk_kh * %lld", (long long)cg->kw));
-  cuda_decl(b, "const int", "hk_oh", NULL, cuda_fmt(b, "%s / %lld", mn, (long long)cg->ow));
-  cuda_decl(b, "const int", "hk_ow", NULL, cuda_fmt(b, "%s - hk_oh * %lld", mn, (long long)cg->ow));
+  cuda_decl(b, "const int", "hk_oh", NULL, cuda_fmt(b, "%s / %s", mn, ow));
+  cuda_decl(b, "const int", "hk_ow", NULL, cuda_fmt(b, "%s - hk_oh * %s", mn, ow));
   cuda_decl(b, "const int", "hk_ih", NULL,
             cuda_fmt(b, "hk_oh * %lld - %lld + hk_kh * %lld", (long long)cg->sh, (long long)cg->pt, (long long)cg->dh));
   cuda_decl(b, "const int", "hk_iw", NULL,
             cuda_fmt(b, "hk_ow * %lld - %lld + hk_kw * %lld", (long long)cg->sw, (long long)cg->pl, (long long)cg->dw));
-  *ok = cuda_fmt(b, "(%s < %lld && %s < %lld && hk_ih >= 0 && hk_ih < %lld && hk_iw >= 0 && hk_iw < %lld)", mn,
-                 (long long)lim_mn, k, (long long)p->K, (long long)cg->h, (long long)cg->w);
-  *ptr = cuda_fmt(b, "(%s + (hk_i64)hk_ci * %lld + (hk_i64)hk_ih * %lld + hk_iw)", base, (long long)(cg->h * cg->w),
-                  (long long)cg->w);
+  *ok = cuda_fmt(b, "(%s < %s && %s < %s && hk_ih >= 0 && hk_ih < %s && hk_iw >= 0 && hk_iw < %s)", mn, mn_text(b, p, is_a), k,
+                 k_text(b, p), h, w);
+  const char *hw = op->cv_h_t || op->cv_w_t ? cuda_fmt(b, "%s * %s", h, w) : cuda_fmt(b, "%lld", (long long)(cg->h * cg->w));
+  *ptr = cuda_fmt(b, "(%s + (hk_i64)hk_ci * %s + (hk_i64)hk_ih * %s + hk_iw)", base, hw, w);
 }
 
 static int opnd_rows(const mma_gen *g, bool is_a) { return is_a ? g->a_rows : g->b_rows; }
@@ -330,6 +330,7 @@ static void emit_cta_indices(mma_gen *g) {
   cuda_decl(b, "const int", "bn0", NULL, cuda_fmt(b, "blockIdx.%c * %d", mx ? 'y' : 'x', g->BN));
   if (g->p->Mt) cuda_call(b, cuda_fmt(b, "if (bm0 >= %s) return", g->p->Mt)); /* past the binding's M: the whole CTA */
   if (g->p->Nt) cuda_call(b, cuda_fmt(b, "if (bn0 >= %s) return", g->p->Nt)); /* past its N */
+  if (g->p->NZt) cuda_call(b, cuda_fmt(b, "if (blockIdx.z >= %s) return", g->p->NZt)); /* past its batches */
 }
 
 /* Parameters C (with the alignment its stores need) and ep0.. */

@@ -615,15 +615,21 @@ static harp_status conv_wino(cuda_rctx *c, int r, const cuda_conv_spec *s, const
   return HARP_OK;
 }
 
-/* The conv kernel of spec s, its launch on io (*ok: bound). */
-static harp_status conv_launch(cuda_rctx *c, int r, const cuda_conv_spec *s, const named_arg *io, int nio, bool *ok,
+/* The conv kernel of spec s (its input at x_slot), its launch on io (*ok:
+ * bound); the images and the image size read at run time where a ShapeSet
+ * build lets it. */
+static harp_status conv_launch(cuda_rctx *c, int r, const cuda_conv_spec *s, int x_slot, const named_arg *io, int nio, bool *ok,
                                const char **why) {
   int n0 = c->mod->n;
   *ok = false;
   if (s->tune.winograd) return conv_wino(c, r, s, io, nio, ok, why);
   if (s->tune.splitk > 1) return conv_splitk(c, r, s, io, nio, ok, why);
-  if (cr_try_gen(c, gen_conv, s, cr_kname(c, r, "conv"), why)) return HARP_OK;
-  return cr_launch_last(c, r, n0, io, nio, ok, why);
+  cuda_conv_spec g = *s;
+  bool rt = cuda_conv_at_run_time(c, r, x_slot, &g);
+  if (cr_try_gen(c, gen_conv, &g, cr_kname(c, r, "conv"), why)) return HARP_OK;
+  harp_status st = cr_launch_last(c, r, n0, io, nio, ok, why);
+  if (!st && *ok && rt) cuda_launch_sym_args(c);
+  return st;
 }
 
 /* The plan.json note of a Winograd conv: the tile it runs. */
@@ -656,7 +662,7 @@ harp_status cr_print_conv(cuda_rctx *c, int r, const ct_conv *read, bool *done, 
   bool ok = false;
   if (has_plan) {
     s.tune = pt;
-    if ((st = conv_launch(c, r, &s, na, 3 + cv.nepi, &ok, &refused))) return st;
+    if ((st = conv_launch(c, r, &s, cv.X.slot, na, 3 + cv.nepi, &ok, &refused))) return st;
     if (!ok && (st = plan_refused(c, r, refused, "the template's own tiles ran"))) return st;
     if (ok) plan_mark(c, r, true, s.tune.winograd ? wino_note(&s) : pnote);
   }
@@ -665,7 +671,7 @@ harp_status cr_print_conv(cuda_rctx *c, int r, const ct_conv *read, bool *done, 
     s.n_epi = cv.nepi;
     for (int i = 0; i < cv.nepi; i++) s.epi[i] = epi_of(&cv.epi[i]);
     s.math = c->math;
-    if ((st = conv_launch(c, r, &s, na, 3 + cv.nepi, &ok, why))) return st;
+    if ((st = conv_launch(c, r, &s, cv.X.slot, na, 3 + cv.nepi, &ok, why))) return st;
   }
   if (ok) { /* the conv kernel comes first (a split-K zero kernel after it; Winograd: the GEMM third) */
     cuda_kernel *k = c->mod->k[s.tune.winograd ? n0 + 2 : n0];
