@@ -133,6 +133,27 @@ def one_box(s, rng, name, model, sym, hi, at, fixed, extra, variant, ntemplate):
     print(f"{name} ({variant}): {ghi['launch_kinds']}", flush=True)
 
 
+def conv_residual_declines(s):
+    """A conv whose residual (in its Epilogue) has the pixels as its row
+    stride: over a varying H the Epilogue would print the box's stride, so
+    the conv must keep its sizes printed -- the corners' code differs (the
+    session then builds per binding) rather than one wrong build."""
+    src = ("graph<H=4> main(x: f32[1, 8, H, 8], w: f32[8, 8, 3, 3]) -> (y: f32[1, 8, H, 8]) {\n"
+           "    y = x + conv2d(x, w, pad=1)\n    return y\n}\n")
+    model = os.path.join(tempfile.mkdtemp(prefix="harp_ss_"), "conv_res.harp")
+    open(model, "w").write(src)
+    units = []
+    for v in (8, 6):
+        p, d = cuda_sim.dump(model, "sm80", [f"H={v}"], extra=("--shapeset", "H=5..8"))
+        s.check(f"conv residual over H [H={v}]: dump", p.returncode == 0, p.stderr)
+        if p.returncode:
+            return
+        g = json.load(open(os.path.join(d, "gpu.json")))["gpu"]
+        s.check(f"conv residual over H [H={v}]: the conv template", g["launch_kinds"]["template"] == 1, str(g["launch_kinds"]))
+        units.append(open(os.path.join(d, "model.cu")).read())
+    s.check("conv residual over H: the corners' code differs (its sizes printed)", units[0] != units[1])
+
+
 def main():
     warnings.simplefilter("ignore", RuntimeWarning)
     s = Suite("cuda_shapeset")
@@ -157,6 +178,8 @@ def main():
         for variant in variants:
             knobs = NO_TEMPLATES if variant == "loop nests" else ()
             one_box(s, rng, f"{name}:{sym}", model, sym, hi, at, fixed, (*box, *knobs), variant, ntemplate)
+    if not only:
+        conv_residual_declines(s)
     nvcc_compiles(s, NVCC_UNITS)
     s.close()
 
