@@ -11,9 +11,10 @@
  * their grids computed from the binding at launch); when the two
  * translation units are the same text, with the same launch list and
  * Function, the upper corner's build serves the box (its arena, the largest).
- * Where a kernel still prints a size (a template, a simple row kernel), the
- * corners differ and the cluster falls back to one build per binding, the
- * kernel that differs named in `why` (as the CPU's sgen.c does).
+ * Where a kernel still prints a size (attention, the SM90 or a split-K or
+ * Winograd template, a residual whose strides vary), the corners differ
+ * and the cluster falls back to one build per binding, the kernel that
+ * differs named in `why` (as the CPU's sgen.c does).
  * Needs: gpu.c (gpu_build_gen), plan (plan_shapeset_class), tiny.
  * Gives: gpu_box_decide, gpu_box_fits, gpu_box_free, gpu_prepare_at (gpu_int.h). */
 #include <stdio.h>

@@ -2,7 +2,7 @@
 
 Each model is dumped for the GPU with `--shapeset SYM=LO..HI` (its kernels
 take SYM's size as the parameter hp_sv<i>: the loop nests' bounds and the
-launch's grid_x, the row kernels' row count, the SM80 GEMM template's M) at
+launch's grid_x, the row kernels' row count, the SM80 GEMM template's M, N, K) at
 the box's corner HI and at every binding below, twice: loop nests only
 (--knob no_templates=1) and with the templates (the default).  The unit
 must be the same text at every binding (ONE build serves the box, as
@@ -13,7 +13,7 @@ binding's elements is an error) against the reference interpreter there;
 one row short must give another result.  A model whose template prints
 its size would have corners that differ (the session then builds per
 binding).  Each HI unit compiles with nvcc for sm_80 and sm_90a when nvcc
-is there.  HARP_CUDA_SS_MODELS=name,... runs some only.  Skips (77)
+is there.  HARP_CUDA_SS_MODELS=name[:SYM],... runs some only.  Skips (77)
 without g++."""
 import json
 import os
@@ -29,34 +29,66 @@ import cuda_sim
 from harp_test import MODELS, Suite, close, run
 
 NO_TEMPLATES = ("--knob", "no_templates=1")
-# model, box symbol (lo, hi), bindings inside, fixed symbols, one build with
-# the templates on too (the SM80 GEMM template and the row kernels read M /
-# the rows at run time, an elementwise chain goes to the loop nest)
+BOTH = ("loop nests", "templates")
+# model, box symbol (lo, hi), bindings inside, fixed symbols, the variants
+# built (the loop nests only, and the templates on: the SM80 GEMM template
+# and the row kernels read M, N, K / the rows at run time, an elementwise
+# chain goes to the loop nest), template launches at least
 CASES = [
-    ("seed000_gemm_bias_relu.json", "M", (3, 61), (61, 29, 3), {"K": 19, "N": 70}, True),
-    ("seed001_gemm.json", "M", (2, 40), (40, 9), {"K": 16, "N": 24}, True),
-    ("layernorm.json", "R", (2, 48), (48, 20, 2), {}, True),
-    ("softmax_rows.json", "R", (1, 48), (48, 19, 1), {"L": 33}, True),
-    ("gelu_bias_rows.json", "R", (2, 300), (300, 77), {}, True),
+    ("seed000_gemm_bias_relu.json", "M", (3, 61), (61, 29, 3), {"K": 19, "N": 70}, BOTH, 1),
+    ("seed001_gemm.json", "M", (2, 40), (40, 9), {"K": 16, "N": 24}, BOTH, 1),
+    ("layernorm.json", "R", (2, 48), (48, 20, 2), {}, BOTH, 0),
+    ("softmax_rows.json", "R", (1, 48), (48, 19, 1), {"L": 33}, BOTH, 0),
+    ("gelu_bias_rows.json", "R", (2, 300), (300, 77), {}, BOTH, 0),
+    # the GEMM template's N (C's row stride, the bias, B's K stride) and K
+    # (A's row stride, the k tiles, the zero-filled tail) at run time
+    ("seed000_gemm_bias_relu.json", "N", (36, 70), (70, 41, 36), {"M": 61, "K": 19}, ("templates",), 1),
+    ("seed000_gemm_bias_relu.json", "K", (9, 40), (40, 17, 9), {"M": 33, "N": 24}, ("templates",), 1),
+    ("seed001_gemm.json", "N", (2, 40), (40, 9), {"M": 24, "K": 16}, ("templates",), 1),
+    # the implicit-GEMM conv's image height / width at run time (the output's
+    # size, the pixel decode, the padded window's bounds): 3x3, 5x5, 3x1 pads
+    ("conv_pad_hw.harp", "H", (5, 8), (8, 6, 5), {"W": 6}, ("templates",), 3),
+    ("conv_pad_hw.harp", "W", (5, 8), (8, 7, 5), {"H": 5}, ("templates",), 3),
+    ("conv_pad_hw.harp", "N", (2, 3), (3, 2), {"H": 5, "W": 5}, ("templates",), 3),  # the images (grid.z)
+    # 1x1 convs as GEMMs batched over the images (grid.z at run time), C's rows contiguous
+    ("pw_batch.harp", "N", (3, 4), (4, 3), {}, ("templates",), 3),
 ]
+# options of a model's dumps: fp32 contractions exact (the interpreter's
+# fp32, not TF32's rounding), on the SIMT form of the template
+EXTRA = {"conv_pad_hw.harp": ("--precision", "fp32"), "pw_batch.harp": ("--precision", "fp32")}
+# rows run with HARP_TEST_SLOW=1 only (a simulator build and run each)
+SLOW = {("conv_pad_hw.harp", "W"), ("conv_pad_hw.harp", "N")}
+NVCC_UNITS = []  # (what, model.cu): compiled together at the end, one nvcc call
 
 
 def syms_of(sym, v, fixed):
     return [f"{sym}={v}"] + [f"{k}={x}" for k, x in fixed.items()]
 
 
-def nvcc_compiles(src_path, s, what):
+def nvcc_compiles(s, units):
+    """Every unit (what, path) compiled for sm_80 and sm_90a in one nvcc call
+    (a fatbin each); when that fails, one call per unit names the culprit."""
     nvcc = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
-    if not nvcc:
-        print(f"{what}: nvcc not found, compile not checked")
+    if not nvcc or not units:
+        print("nvcc not found, compiles not checked" if units else "no unit to compile")
         return
-    for arch in ("-gencode=arch=compute_80,code=sm_80", "-gencode=arch=compute_90a,code=sm_90a"):
-        out = tempfile.mktemp(suffix=".cubin")
-        p = subprocess.run([nvcc, "-cubin", arch, "-o", out, src_path], capture_output=True, text=True, timeout=600)
-        s.check(f"{what}: nvcc {arch.split('=')[-1]}", p.returncode == 0, p.stderr[-2000:])
+    work = tempfile.mkdtemp(prefix="harp_nvcc_")
+    names = []
+    for i, (what, path) in enumerate(units):
+        names.append(f"u{i}.cu")
+        shutil.copy(path, os.path.join(work, names[-1]))
+    archs = ["-gencode=arch=compute_80,code=sm_80", "-gencode=arch=compute_90a,code=sm_90a"]
+    p = subprocess.run([nvcc, "-fatbin", *archs, *names], cwd=work, capture_output=True, text=True, timeout=1200)
+    if p.returncode == 0:
+        for what, _ in units:
+            s.check(f"{what}: nvcc sm_80 + sm_90a", True)
+        return
+    for (what, _), n in zip(units, names):
+        q = subprocess.run([nvcc, "-fatbin", *archs, n], cwd=work, capture_output=True, text=True, timeout=600)
+        s.check(f"{what}: nvcc sm_80 + sm_90a", q.returncode == 0, q.stderr[-2000:])
 
 
-def one_box(s, rng, name, model, sym, hi, at, fixed, extra, variant):
+def one_box(s, rng, name, model, sym, hi, at, fixed, extra, variant, ntemplate):
     """The box unit of `model` at its corner hi, the same text at every
     binding of `at`, run on the simulator there against the interpreter."""
     p, dhi = cuda_sim.dump(model, "sm80", syms_of(sym, hi, fixed), extra=extra)
@@ -69,6 +101,9 @@ def one_box(s, rng, name, model, sym, hi, at, fixed, extra, variant):
     s.check(f"{name} ({variant}): every launch reads the size at run time",
             all(any(a["space"] == "sym" for a in l["args"]) for l in ghi["launches"]), str(ghi["launches"])[:2000])
     s.check(f"{name} ({variant}): a size passed by value", "const long hp_sv0" in src_hi)
+    if variant == "templates":
+        s.check(f"{name} ({variant}): {ntemplate}+ template launches", ghi["launch_kinds"]["template"] >= ntemplate,
+                str(ghi["launch_kinds"]))
     for v in at:
         what = f"{name} ({variant}) [{sym}={v}]"
         p, dv = cuda_sim.dump(model, "sm80", syms_of(sym, v, fixed), extra=extra)
@@ -94,8 +129,29 @@ def one_box(s, rng, name, model, sym, hi, at, fixed, extra, variant):
             bad, err = cuda_sim.run(dhi, feeds, sv=[v - 1], out_shapes=outs)
             s.check(f"{what}: a size one short gives another result", err is not None or not all(
                 close(a, np.load(os.path.join(e, f"{o}.npy")).astype(np.float64))[0] for o, a in bad.items()))
-    nvcc_compiles(os.path.join(dhi, "model.cu"), s, f"{name} ({variant})")
+    NVCC_UNITS.append((f"{name} ({variant})", os.path.join(dhi, "model.cu")))
     print(f"{name} ({variant}): {ghi['launch_kinds']}", flush=True)
+
+
+def conv_residual_declines(s):
+    """A conv whose residual (in its Epilogue) has the pixels as its row
+    stride: over a varying H the Epilogue would print the box's stride, so
+    the conv must keep its sizes printed -- the corners' code differs (the
+    session then builds per binding) rather than one wrong build."""
+    src = ("graph<H=4> main(x: f32[1, 8, H, 8], w: f32[8, 8, 3, 3]) -> (y: f32[1, 8, H, 8]) {\n"
+           "    y = x + conv2d(x, w, pad=1)\n    return y\n}\n")
+    model = os.path.join(tempfile.mkdtemp(prefix="harp_ss_"), "conv_res.harp")
+    open(model, "w").write(src)
+    units = []
+    for v in (8, 6):
+        p, d = cuda_sim.dump(model, "sm80", [f"H={v}"], extra=("--shapeset", "H=5..8"))
+        s.check(f"conv residual over H [H={v}]: dump", p.returncode == 0, p.stderr)
+        if p.returncode:
+            return
+        g = json.load(open(os.path.join(d, "gpu.json")))["gpu"]
+        s.check(f"conv residual over H [H={v}]: the conv template", g["launch_kinds"]["template"] == 1, str(g["launch_kinds"]))
+        units.append(open(os.path.join(d, "model.cu")).read())
+    s.check("conv residual over H: the corners' code differs (its sizes printed)", units[0] != units[1])
 
 
 def main():
@@ -111,22 +167,20 @@ def main():
         s.check(f"--shapeset R=2..48 at {syms}: refused", p.returncode != 0 and "bind R inside the box" in p.stderr and
                 not os.path.exists(os.path.join(d, "model.cu")), p.stderr)
     only = os.environ.get("HARP_CUDA_SS_MODELS")  # name,...: some only
-    for name, sym, (lo, hi), at, fixed, default_one in CASES:
-        if only and name not in only.split(","):
+    for name, sym, (lo, hi), at, fixed, variants, ntemplate in CASES:
+        if only and name not in only.split(",") and f"{name}:{sym}" not in only.split(","):
+            continue
+        if (name, sym) in SLOW and os.environ.get("HARP_TEST_SLOW") != "1":
+            print(f"{name}:{sym}: a slow row (HARP_TEST_SLOW=1 runs it)")
             continue
         model = os.path.join(MODELS, name)
-        box = ("--shapeset", f"{sym}={lo}..{hi}")
-        for variant, knobs in (("loop nests", NO_TEMPLATES), ("templates", ())):
-            if variant == "templates" and not default_one:
-                # a template that prints M (a plan of another tile, a repack): the corners' units differ
-                p1, d1 = cuda_sim.dump(model, "sm80", syms_of(sym, hi, fixed), extra=box)
-                p2, d2 = cuda_sim.dump(model, "sm80", syms_of(sym, at[1], fixed), extra=box)
-                s.check(f"{name}: with templates, dumps", p1.returncode == 0 and p2.returncode == 0, p1.stderr + p2.stderr)
-                if not p1.returncode and not p2.returncode:
-                    s.check(f"{name}: with templates, the corners' code differs",
-                            open(os.path.join(d1, "model.cu")).read() != open(os.path.join(d2, "model.cu")).read())
-                continue
-            one_box(s, rng, name, model, sym, hi, at, fixed, (*box, *knobs), variant)
+        box = ("--shapeset", f"{sym}={lo}..{hi}", *EXTRA.get(name, ()))
+        for variant in variants:
+            knobs = NO_TEMPLATES if variant == "loop nests" else ()
+            one_box(s, rng, f"{name}:{sym}", model, sym, hi, at, fixed, (*box, *knobs), variant, ntemplate)
+    if not only:
+        conv_residual_declines(s)
+    nvcc_compiles(s, NVCC_UNITS)
     s.close()
 
 

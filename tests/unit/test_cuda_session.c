@@ -18,11 +18,17 @@ static const char relu_src[] = "graph<B=4> main(x: f32[B, 8]) -> (y: f32[B, 8]) 
                                "    y = relu(x)\n"
                                "    return y\n"
                                "}\n";
-/* a batched GEMM over B: the template prints the batch (grid.z, strides) */
+/* a batched GEMM over B: the template reads the batch at run time (grid.z) */
 static const char bmm_src[] = "graph<B=4> main(x: f32[B, 16, 16], w: f32[B, 16, 16]) -> (y: f32[B, 16, 16]) {\n"
                               "    y = x @ w\n"
                               "    return y\n"
                               "}\n";
+/* a GEMM of N = B with a residual in its epilogue: the Epilogue prints the
+ * residual's row stride (B), so the box's corners differ */
+static const char gemm_res_src[] = "graph<B=4> main(x: f32[B, 16], w: f32[16, B], r: f32[B, B]) -> (y: f32[B, B]) {\n"
+                                   "    y = x @ w + r\n"
+                                   "    return y\n"
+                                   "}\n";
 
 typedef struct sess {
   hg_program *p;
@@ -191,8 +197,9 @@ static unsigned long long last_arg_at(sess *t, long B, unsigned *grid_x) {
  * box 33..64) share one build (one module, one model), each binding's
  * launches pass its own B (the kernel's last parameter, hp_sv0), and the
  * cluster's graph is updated in place per binding.  A batched GEMM's
- * template prints the batch B: the box's corners differ, one build per
- * binding, and the session says which kernel. */
+ * template reads the batch B at run time: one build too.  A GEMM whose
+ * residual epilogue prints its row stride: the box's corners differ, one
+ * build per binding, and the session says which kernel. */
 static void test_one_build_per_box(void **vs) {
   NEED_NVRTC();
   S->reset();
@@ -229,6 +236,13 @@ static void test_one_build_per_box(void **vs) {
   open_session_with(&t, NULL, bmm_src, true, &S->knobs, false);
   assert_ok(&e, run_at(&t, 48, NULL, bmm_src, &e));
   assert_ok(&e, run_at(&t, 64, NULL, bmm_src, &e));
+  expect(&t, 1, 1, 2, 1, 1, 2);
+  assert_int_equal(stats(&t).box_fallbacks, 0);
+  assert_true(rt_gpu_session_box(t.s, &b48, &why));
+  close_session(&t);
+  open_session_with(&t, NULL, gemm_res_src, true, &S->knobs, false);
+  assert_ok(&e, run_at(&t, 48, NULL, gemm_res_src, &e));
+  assert_ok(&e, run_at(&t, 64, NULL, gemm_res_src, &e));
   expect(&t, 1, 2, 2, 1, 1, 2);
   assert_int_equal(stats(&t).box_fallbacks, 1);
   assert_false(rt_gpu_session_box(t.s, &b48, &why));

@@ -171,6 +171,13 @@ typedef struct cuda_epi {
 } cuda_epi;
 
 /* ---- contraction specs (mirror cgen_*_spec) ------------------------------- */
+/* A size read at run time in a ShapeSet build: lit x hp_sv<sym[0]> x ..
+ * x hp_sv<sym[n-1]> (n 0: a constant, not read at run time). */
+typedef struct cuda_rtsz {
+  int64_t lit;
+  int n, sym[8];
+} cuda_rtsz;
+
 /* Batched GEMM C[b0][b1] = A[b0][b1] x B[b0][b1], fp32 accumulation.
  * Kernel parameters: (A, B, C, ep0, ..., ep{n_epi-1}); ep[i] is the tensor of
  * epilogue i (bias or residual), pass NULL for the others.
@@ -192,11 +199,13 @@ typedef struct cuda_gemm_spec {
   cuda_math math;                       /* fp32 operands: TF32 (default), strict FP32, FP16 / BF16 */
   cuda_tune tune;
   /* a ShapeSet build (nsyms > 0, the SM80 template without split-K): the
-   * kernel takes the sizes hp_sv0 .. hp_sv<nsyms-1> (`const long`) and M at
-   * run time is m_lit times the symbols m_sym[0..nm_sym); M is then the
-   * box's most (the grid's M tiles; a CTA past the binding's M returns) */
-  int nsyms, nm_sym, m_sym[8];
-  int64_t m_lit;
+   * kernel takes the sizes hp_sv0 .. hp_sv<nsyms-1> (`const long`); a size or stride whose rt_* has n > 0 is read at run time (M, N, K are
+   * then the box's most: the grid's tiles; a CTA past the binding's M or N
+   * returns, the K loop runs the binding's tiles, its tail zero-filled) */
+  int nsyms;
+  cuda_rtsz rt_m, rt_n, rt_k, rt_b[2]; /* rt_b: batch[0], batch[1] (grid.z; a CTA past the binding's batches returns) */
+  cuda_rtsz rt_st[6];    /* the strides a_sm, a_sk, b_sk, b_sn, c_sm, c_sn */
+  cuda_rtsz rt_sb[3][2]; /* the batch strides of A, B, C */
 } cuda_gemm_spec;
 
 /* Row-major contiguous A[M][K], B[K][N], C[M][N], batch 1, C of dtype dt. */
@@ -244,6 +253,12 @@ typedef struct cuda_conv_spec {
   cuda_epi epi[CUDA_MAX_EPI];
   cuda_math math; /* fp32 x and w: as cuda_gemm_spec.math */
   cuda_tune tune;
+  /* a ShapeSet build (nsyms > 0, the implicit GEMM without split-K): the
+   * kernel takes hp_sv0 .. hp_sv<nsyms-1>; the images n, the input's h and
+   * w whose rt_* has n > 0 are read at run time (n, h, w then the box's
+   * most: the grid; the output's size follows from them in the kernel) */
+  int nsyms;
+  cuda_rtsz rt_n, rt_h, rt_w;
 } cuda_conv_spec;
 
 void cuda_conv_spec_init(cuda_conv_spec *s, int64_t n, int64_t c, int64_t h, int64_t w, int64_t oc,

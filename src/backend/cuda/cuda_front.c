@@ -129,6 +129,71 @@ harp_status cuda_splitk_check(harp_error *e, const cuda_gemm_spec *s, const char
   return HARP_OK;
 }
 
+/* Size z as C text (hp_sv<i> * .. * lit), or NULL when it is a constant. */
+static const char *rtsz_text(cuda_b *b, const cuda_rtsz *z) {
+  if (!z->n) return NULL;
+  const char *t = "";
+  for (int i = 0; i < z->n; i++) t = cuda_fmt(b, "%shp_sv%d * ", t, z->sym[i]);
+  return cuda_fmt(b, "(%s%lldL)", t, (long long)z->lit);
+}
+
+/* Stride *v read at run time as z says: *t its text, *v its literal factor
+ * (what divides it at every binding: the chunk widths and store pairs). */
+static void rt_stride(cuda_b *b, const cuda_rtsz *z, int64_t *v, const char **t) {
+  if (!z->n) return;
+  *t = rtsz_text(b, z);
+  *v = z->lit;
+}
+
+/* The batches of spec s (batch[0] x batch[1], either read at run time:
+ * rt_b) in problem p: the batch bases of A, B, C from the batch index bz
+ * and their strides (rt_sb), the guard of the batches at run time (NZt);
+ * sb the strides' literal factors. */
+static void gemm_rt_batch(cuda_b *b, const cuda_gemm_spec *s, cuda_mma_prob *p, int64_t sb[3][2]) {
+  const char *b0 = s->rt_b[0].n ? rtsz_text(b, &s->rt_b[0]) : cuda_fmt(b, "%lldL", (long long)s->batch[0]);
+  const char *b1 = s->rt_b[1].n ? rtsz_text(b, &s->rt_b[1]) : cuda_fmt(b, "%lldL", (long long)s->batch[1]);
+  if (s->rt_b[0].n || s->rt_b[1].n) p->NZt = cuda_fmt(b, "%s * %s", b0, b1);
+  const char *z = cuda_fmt(b, "(hk_i64)(bz / %s)", b1), *z1 = cuda_fmt(b, "(hk_i64)(bz %% %s)", b1);
+  const int64_t *v[3] = {s->a_sb, s->b_sb, s->c_sb};
+  const char **base[3] = {&p->a_base, &p->b_base, &p->c_base};
+  for (int o = 0; o < 3; o++) {
+    const char *st[2] = {NULL, NULL};
+    for (int i = 0; i < 2; i++) {
+      sb[o][i] = v[o][i];
+      rt_stride(b, &s->rt_sb[o][i], &sb[o][i], &st[i]);
+    }
+    *base[o] = cuda_fmt(b, "%s * %s + %s * %s", z, st[0] ? st[0] : cuda_fmt(b, "%lld", (long long)sb[o][0]), z1,
+                        st[1] ? st[1] : cuda_fmt(b, "%lld", (long long)sb[o][1]));
+  }
+  for (int i = 0; i < s->n_epi; i++)
+    if (s->epi[i].kind == CUDA_EPI_RESIDUAL)
+      p->epi_ptr[i] = cuda_fmt(b, "(ep%d + %s * %lld + %s * %lld)", i, z, (long long)s->epi[i].s_b0, z1, (long long)s->epi[i].s_b1);
+}
+
+/* A ShapeSet build's run-time sizes and strides of spec s in problem p (its
+ * operands' layouts chosen at the binding); the chunk widths from what
+ * divides the strides at every binding.  True when out of memory. */
+static bool gemm_rt(cuda_b *b, const cuda_gemm_spec *s, cuda_mma_prob *p) {
+  p->nsyms = s->nsyms;
+  p->Mt = rtsz_text(b, &s->rt_m), p->Nt = rtsz_text(b, &s->rt_n), p->Kt = rtsz_text(b, &s->rt_k);
+  rt_stride(b, &s->rt_st[0], &p->A.s_mn, &p->A.s_mn_t);
+  rt_stride(b, &s->rt_st[1], &p->A.s_k, &p->A.s_k_t);
+  rt_stride(b, &s->rt_st[2], &p->B.s_k, &p->B.s_k_t);
+  rt_stride(b, &s->rt_st[3], &p->B.s_mn, &p->B.s_mn_t);
+  rt_stride(b, &s->rt_st[4], &p->c_sm, &p->c_sm_t);
+  rt_stride(b, &s->rt_st[5], &p->c_sn, &p->c_sn_t);
+  int esz = tiny_dtype_size(s->a_dtype);
+  int64_t sb[3][2] = {{0, 0}, {0, 0}, {0, 0}}; /* the batch strides' literal factors (one batch: its bases are 0) */
+  if (p->nz > 1 || s->rt_b[0].n || s->rt_b[1].n) gemm_rt_batch(b, s, p, sb);
+  else p->a_base = p->b_base = p->c_base = "0";
+  if (p->A.vec) p->A.vec = cuda_chunk_elems_esz(p->A.kmajor ? p->A.s_mn : p->A.s_k, sb[0], 2, esz);
+  if (p->B.vec) p->B.vec = cuda_chunk_elems_esz(p->B.kmajor ? p->B.s_mn : p->B.s_k, sb[1], 2, esz);
+  p->c_zmul = sb[2][0] % 2 == 0 && sb[2][1] % 2 == 0 ? (sb[2][0] % 8 == 0 && sb[2][1] % 8 == 0 ? 8 : 2) : 1;
+  for (int i = 0; i < s->n_epi; i++)
+    if (s->epi[i].kind == CUDA_EPI_RESIDUAL && p->nz == 1) p->epi_ptr[i] = cuda_fmt(b, "ep%d", i);
+  return b->oom;
+}
+
 /* The MMA problem of a GEMM spec (the batch bases as C text in bz). */
 static harp_status gemm_prob(harp_error *e, cuda_module *m, const cuda_gemm_spec *s, const char *name, cuda_mma_prob *pp) {
   cuda_mma_prob p;
@@ -170,13 +235,9 @@ static harp_status gemm_prob(harp_error *e, cuda_module *m, const cuda_gemm_spec
   if (tb.oom) return ut_fail(e, HARP_E_NO_MEMORY, name, "out of memory");
   p.c_ss = s->c_ss;
   p.tune = s->tune;
-  if (s->nm_sym && (s->tune.splitk > 1 || s->tune.arch == CUDA_SM90))
-    return ut_fail(e, HARP_E_UNSUPPORTED, name, "M read at run time: the SM80 template without split-K only");
-  if (s->nm_sym) { /* M at run time: (hp_sv<i> * .. * lit) */
-    const char *t = "";
-    for (int i = 0; i < s->nm_sym; i++) t = cuda_fmt(&tb, "%shp_sv%d * ", t, s->m_sym[i]);
-    p.Mt = cuda_fmt(&tb, "(%s%lldL)", t, (long long)s->m_lit), p.nsyms = s->nsyms;
-  }
+  if (s->nsyms && (s->tune.splitk > 1 || s->tune.arch == CUDA_SM90))
+    return ut_fail(e, HARP_E_UNSUPPORTED, name, "sizes read at run time: the SM80 template without split-K only");
+  if (s->nsyms && gemm_rt(&tb, s, &p)) return ut_fail(e, HARP_E_NO_MEMORY, name, "out of memory");
   cuda_tune_fill_mma(&p.tune, s->M, s->N, s->c_dtype, p.mode);
   *pp = p;
   return HARP_OK;
@@ -247,6 +308,40 @@ harp_status cuda_conv_checks(harp_error *e, cuda_module *m, const cuda_conv_spec
   return HARP_OK;
 }
 
+/* A ShapeSet build's run-time images, height and width of conv s in problem
+ * p (pointwise: B is the input itself): the output's size from them as C
+ * text, the pixel decode, the input's bounds and strides, the batch bases;
+ * a chunk width or a store pair from what divides them at every binding.
+ * True when out of memory. */
+static bool conv_rt(cuda_b *b, const cuda_conv_spec *s, cuda_mma_prob *p, bool pointwise) {
+  const char *n = s->rt_n.n ? rtsz_text(b, &s->rt_n) : cuda_fmt(b, "%lldL", (long long)s->n);
+  const char *h = s->rt_h.n ? rtsz_text(b, &s->rt_h) : cuda_fmt(b, "%lldL", (long long)s->h);
+  const char *w = s->rt_w.n ? rtsz_text(b, &s->rt_w) : cuda_fmt(b, "%lldL", (long long)s->w);
+  int64_t eh = s->dil[0] * (s->kh - 1) + 1, ew = s->dil[1] * (s->kw - 1) + 1, G = s->groups, cg = s->c / G, ocg = s->oc / G;
+  const char *oh = cuda_fmt(b, "((%s + %lld) / %lld + 1)", h, (long long)(s->pad[0] + s->pad[2] - eh), (long long)s->stride[0]);
+  const char *ow = cuda_fmt(b, "((%s + %lld) / %lld + 1)", w, (long long)(s->pad[1] + s->pad[3] - ew), (long long)s->stride[1]);
+  const char *np = cuda_fmt(b, "(%s * %s)", oh, ow), *hw = cuda_fmt(b, "(%s * %s)", h, w);
+  p->nsyms = s->nsyms;
+  if (s->rt_n.n) p->NZt = cuda_fmt(b, "%s * %lld", n, (long long)G);
+  if (s->rt_h.n || s->rt_w.n) {
+    p->Nt = np;
+    p->c_sm = 1, p->c_sm_t = np; /* the pixels' count: no store pairs */
+    if (pointwise) {
+      p->B.s_k = 1, p->B.s_k_t = hw;
+      if (p->B.vec) p->B.vec = cuda_chunk_elems_esz(1, NULL, 0, tiny_dtype_size(s->x_dtype));
+    } else {
+      p->B.cv_h_t = h, p->B.cv_w_t = w, p->B.cv_ow_t = ow;
+    }
+  }
+  const char *img = cuda_fmt(b, "(hk_i64)(bz / %lld)", (long long)G), *grp = cuda_fmt(b, "(hk_i64)(bz %% %lld)", (long long)G);
+  p->b_base = cuda_fmt(b, "%s * %lld * %s + %s * %lld * %s", img, (long long)s->c, hw, grp, (long long)cg, hw);
+  p->c_base = cuda_fmt(b, "%s * %lld * %s + %s * %lld * %s", img, (long long)s->oc, np, grp, (long long)ocg, np);
+  p->c_zmul = ocg % 8 == 0 ? 8 : ocg % 2 == 0 ? 2 : 1; /* every batch offset: a multiple of ocg */
+  for (int i = 0; i < s->n_epi; i++)
+    if (s->epi[i].kind == CUDA_EPI_RESIDUAL) p->epi_ptr[i] = cuda_fmt(b, "(ep%d + %s)", i, p->c_base);
+  return b->oom;
+}
+
 /* The MMA problem of conv spec s (checked; output oh x ow): per (image,
  * group) the GEMM [OC/G x OH*OW] over C/G*KH*KW, B gathered through the
  * window (a 1x1 stride-1 unpadded conv reads the input as it is). */
@@ -300,6 +395,9 @@ static harp_status conv_prob(harp_error *e, cuda_module *m, const cuda_conv_spec
   }
   if (tb.oom) return ut_fail(e, HARP_E_NO_MEMORY, name, "out of memory");
   p.tune = s->tune;
+  if (s->nsyms && s->tune.splitk > 1)
+    return ut_fail(e, HARP_E_UNSUPPORTED, name, "sizes read at run time: the conv template without split-K only");
+  if (s->nsyms && conv_rt(&tb, s, &p, pointwise)) return ut_fail(e, HARP_E_NO_MEMORY, name, "out of memory");
   cuda_tune_fill_mma(&p.tune, p.M, p.N, s->y_dtype, p.mode);
   *pp = p;
   *pointwise_ = pointwise;

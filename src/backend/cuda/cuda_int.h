@@ -18,9 +18,11 @@ typedef struct cuda_conv_geom {
 typedef struct cuda_mma_opnd {
   bool kmajor;
   int vec;
-  int64_t s_mn, s_k; /* element strides (dense operands) */
+  int64_t s_mn, s_k; /* element strides (dense operands); read at run time: their literal factor */
+  const char *s_mn_t, *s_k_t; /* a stride read at run time as C text (a ShapeSet build), else NULL */
   bool conv;
   cuda_conv_geom cv;
+  const char *cv_h_t, *cv_w_t, *cv_ow_t; /* the input's h, w and the output's width read at run time (C text), else NULL */
 } cuda_mma_opnd;
 
 /* How the MMA template computes (from the operands' dtype and cuda_math).
@@ -40,7 +42,8 @@ typedef struct cuda_mma_prob {
   cuda_mmode mode;      /* how it computes */
   tiny_dtype mma_dtype; /* MMA16 / CVT16: fp16 or bf16 (the instruction's) */
   cuda_mma_opnd A, B;
-  int64_t c_sm, c_sn;
+  int64_t c_sm, c_sn;                 /* read at run time: their literal factor (what divides them) */
+  const char *c_sm_t, *c_sn_t;        /* C's strides read at run time as C text, else NULL */
   int64_t c_ss;                       /* split-K REDUCE: elements between the slices' partials */
   int c_zmul;                         /* largest of 8/2/1 dividing every batch offset of C */
   const char *a_base, *b_base, *c_base; /* element offsets of batch bz (C text in bz) */
@@ -48,7 +51,8 @@ typedef struct cuda_mma_prob {
   cuda_epi epi[CUDA_MAX_EPI];
   const char *epi_ptr[CUDA_MAX_EPI]; /* tensor pointer per epilogue op (batch applied), or NULL */
   cuda_tune tune;                    /* filled: every tile field set */
-  const char *Mt;                    /* M as C text when read at run time (cuda_gemm_spec.m_sym), else NULL */
+  const char *Mt, *Nt, *Kt;          /* M, N, K as C text when read at run time (cuda_gemm_spec.rt_*), else NULL */
+  const char *NZt;                   /* the batches (grid.z) at run time: a CTA past them returns; else NULL */
   int nsyms;                         /* then the size parameters hp_sv0 .. */
 } cuda_mma_prob;
 

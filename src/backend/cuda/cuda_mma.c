@@ -84,10 +84,17 @@ static void opnd_coords(mma_gen *g, const cuda_mma_opnd *op, bool is_a, const ch
   }
 }
 
-/* M (is_a) or N of p as C text: M may be read at run time (p->Mt). */
+/* M (is_a) or N of p as C text: either may be read at run time (p->Mt, p->Nt). */
 static const char *mn_text(cuda_b *b, const cuda_mma_prob *p, bool is_a) {
-  return is_a && p->Mt ? p->Mt : cuda_fmt(b, "%lld", (long long)(is_a ? p->M : p->N));
+  const char *t = is_a ? p->Mt : p->Nt;
+  return t ? t : cuda_fmt(b, "%lld", (long long)(is_a ? p->M : p->N));
 }
+
+/* K of p as C text (read at run time: p->Kt). */
+static const char *k_text(cuda_b *b, const cuda_mma_prob *p) { return p->Kt ? p->Kt : cuda_fmt(b, "%lld", (long long)p->K); }
+
+/* A size or stride v as C text: t when it is read at run time. */
+static const char *st_text(cuda_b *b, int64_t v, const char *t) { return t ? t : cuda_fmt(b, "%lld", (long long)v); }
 
 /* Element pointer and in-bounds predicate of GEMM element (mn, k). */
 static void opnd_elem(mma_gen *g, const cuda_mma_opnd *op, bool is_a, const char *mn, const char *k,
@@ -95,29 +102,29 @@ static void opnd_elem(mma_gen *g, const cuda_mma_opnd *op, bool is_a, const char
   cuda_b *b = &g->b;
   const cuda_mma_prob *p = g->p;
   const char *base = is_a ? "Ab" : "Bb";
-  int64_t lim_mn = is_a ? p->M : p->N;
   if (!op->conv) {
-    *ptr = cuda_fmt(b, "(%s + (hk_i64)%s * %lld + (hk_i64)%s * %lld)", base, mn, (long long)op->s_mn, k,
-                    (long long)op->s_k);
-    *ok = cuda_fmt(b, "(%s < %s && %s < %lld)", mn, mn_text(b, p, is_a), k, (long long)p->K);
+    *ptr = cuda_fmt(b, "(%s + (hk_i64)%s * %s + (hk_i64)%s * %s)", base, mn, st_text(b, op->s_mn, op->s_mn_t), k,
+                    st_text(b, op->s_k, op->s_k_t));
+    *ok = cuda_fmt(b, "(%s < %s && %s < %s)", mn, mn_text(b, p, is_a), k, k_text(b, p));
     return;
   }
   /* conv gather: k = (ci, kh, kw), n = (oh, ow); pad -> zero fill */
   const cuda_conv_geom *cg = &op->cv;
+  const char *h = st_text(b, cg->h, op->cv_h_t), *w = st_text(b, cg->w, op->cv_w_t), *ow = st_text(b, cg->ow, op->cv_ow_t);
   cuda_decl(b, "const int", "hk_ci", NULL, cuda_fmt(b, "%s / %lld", k, (long long)(cg->kh * cg->kw)));
   cuda_decl(b, "const int", "hk_rk", NULL, cuda_fmt(b, "%s - hk_ci * %lld", k, (long long)(cg->kh * cg->kw)));
   cuda_decl(b, "const int", "hk_kh", NULL, cuda_fmt(b, "hk_rk / %lld", (long long)cg->kw));
   cuda_decl(b, "const int", "hk_kw", NULL, cuda_fmt(b, "hk_rk - hk_kh * %lld", (long long)cg->kw));
-  cuda_decl(b, "const int", "hk_oh", NULL, cuda_fmt(b, "%s / %lld", mn, (long long)cg->ow));
-  cuda_decl(b, "const int", "hk_ow", NULL, cuda_fmt(b, "%s - hk_oh * %lld", mn, (long long)cg->ow));
+  cuda_decl(b, "const int", "hk_oh", NULL, cuda_fmt(b, "%s / %s", mn, ow));
+  cuda_decl(b, "const int", "hk_ow", NULL, cuda_fmt(b, "%s - hk_oh * %s", mn, ow));
   cuda_decl(b, "const int", "hk_ih", NULL,
             cuda_fmt(b, "hk_oh * %lld - %lld + hk_kh * %lld", (long long)cg->sh, (long long)cg->pt, (long long)cg->dh));
   cuda_decl(b, "const int", "hk_iw", NULL,
             cuda_fmt(b, "hk_ow * %lld - %lld + hk_kw * %lld", (long long)cg->sw, (long long)cg->pl, (long long)cg->dw));
-  *ok = cuda_fmt(b, "(%s < %lld && %s < %lld && hk_ih >= 0 && hk_ih < %lld && hk_iw >= 0 && hk_iw < %lld)", mn,
-                 (long long)lim_mn, k, (long long)p->K, (long long)cg->h, (long long)cg->w);
-  *ptr = cuda_fmt(b, "(%s + (hk_i64)hk_ci * %lld + (hk_i64)hk_ih * %lld + hk_iw)", base, (long long)(cg->h * cg->w),
-                  (long long)cg->w);
+  *ok = cuda_fmt(b, "(%s < %s && %s < %s && hk_ih >= 0 && hk_ih < %s && hk_iw >= 0 && hk_iw < %s)", mn, mn_text(b, p, is_a), k,
+                 k_text(b, p), h, w);
+  const char *hw = op->cv_h_t || op->cv_w_t ? cuda_fmt(b, "%s * %s", h, w) : cuda_fmt(b, "%lld", (long long)(cg->h * cg->w));
+  *ptr = cuda_fmt(b, "(%s + (hk_i64)hk_ci * %s + (hk_i64)hk_ih * %s + hk_iw)", base, hw, w);
 }
 
 static int opnd_rows(const mma_gen *g, bool is_a) { return is_a ? g->a_rows : g->b_rows; }
@@ -147,17 +154,17 @@ static void emit_async_load(mma_gen *g, const cuda_mma_opnd *op, bool is_a, cons
   const char *outer_ok, *inner_left;
   if (op->kmajor) {
     outer_ok = cuda_fmt(b, "hk_mn < %s", lim_mn);
-    inner_left = cuda_fmt(b, "%lld - hk_k", (long long)g->p->K);
+    inner_left = cuda_fmt(b, "%s - hk_k", k_text(b, g->p));
   } else {
-    outer_ok = cuda_fmt(b, "hk_k < %lld", (long long)g->p->K);
+    outer_ok = cuda_fmt(b, "hk_k < %s", k_text(b, g->p));
     inner_left = cuda_fmt(b, "%s - hk_mn", lim_mn);
   }
   cuda_decl(b, "const int", "hk_left", NULL, inner_left);
   cuda_decl(b, "const int", "hk_n", NULL,
             cuda_fmt(b, "(%s && hk_left > 0) ? (hk_left < %d ? hk_left : %d) * %d : 0", outer_ok, w, w, es));
   cuda_decl(b, cuda_fmt(b, "const %s *", cuda_ctype(g->p->ab_dtype)), "hk_src", NULL,
-            cuda_fmt(b, "hk_n ? %s + (hk_i64)hk_mn * %lld + (hk_i64)hk_k * %lld : %s", base, (long long)op->s_mn,
-                     (long long)op->s_k, base));
+            cuda_fmt(b, "hk_n ? %s + (hk_i64)hk_mn * %s + (hk_i64)hk_k * %s : %s", base, st_text(b, op->s_mn, op->s_mn_t),
+                     st_text(b, op->s_k, op->s_k_t), base));
   cuda_stmt *cp = cuda_emit_s(b, CU_CP_ASYNC, cuda_fmt(b, "%s + %s", sbase, cuda_mm_tile_off(g, is_a, "hk_r", "hk_c")),
                               "hk_src", "hk_n", NULL);
   cp->i[0] = w * es;
@@ -241,8 +248,8 @@ static void emit_stores_staged(mma_gen *g, int osz, int VE) {
   cuda_decl(b, "hk_v4", "hk_v", NULL, NULL);
   cuda_stmt *ls = cuda_emit_s(b, CU_LD_SHARED, "hk_v", "hk_sa", NULL, NULL);
   ls->i[0] = 16;
-  const char *gp = cuda_fmt(b, "Cb + (hk_i64)hk_gr * %lld + hk_gc", (long long)p->c_sm);
-  cuda_if(b, cuda_fmt(b, "hk_gr < %s && hk_gc + %d <= %lld", mn_text(b, p, true), VE, (long long)p->N));
+  const char *gp = cuda_fmt(b, "Cb + (hk_i64)hk_gr * %s + hk_gc", st_text(b, p->c_sm, p->c_sm_t));
+  cuda_if(b, cuda_fmt(b, "hk_gr < %s && hk_gc + %d <= %s", mn_text(b, p, true), VE, mn_text(b, p, false)));
   cuda_stmt *sg = cuda_emit_s(b, CU_ST_GLOBAL_VEC, gp, "hk_v", NULL, NULL);
   sg->i[0] = 16;
   cuda_else(b);
@@ -251,7 +258,7 @@ static void emit_stores_staged(mma_gen *g, int osz, int VE) {
   cuda_decl(b, "hk_u32", "hk_w", NULL, NULL);
   ls = cuda_emit_s(b, CU_LD_SHARED, "hk_w", cuda_fmt(b, "hk_sa + (hk_e * %d & ~3)", osz), NULL, NULL);
   ls->i[0] = 4;
-  const char *ok = cuda_fmt(b, "hk_gr < %s && hk_gc + hk_e < %lld", mn_text(b, p, true), (long long)p->N);
+  const char *ok = cuda_fmt(b, "hk_gr < %s && hk_gc + hk_e < %s", mn_text(b, p, true), mn_text(b, p, false));
   sg = cuda_emit_s(b, CU_ST_GLOBAL_VEC, cuda_fmt(b, "%s + hk_e", gp), osz == 2 ? "(hk_u16)(hk_e & 1 ? hk_w >> 16 : hk_w & 0xffff)" : "hk_w",
                    ok, NULL);
   sg->i[0] = osz == 2 ? 2 : 4;
@@ -274,17 +281,18 @@ static void emit_stores_direct(mma_gen *g, int osz, bool pair_ok, const char *cv
   cuda_for(b, "h", "0", "2", -1);
   cuda_decl(b, "const int", "hk_r", NULL, cuda_fmt(b, "bm0 + %s", cuda_mm_row(g, "i", "h")));
   cuda_decl(b, "const int", "hk_c", NULL, cuda_fmt(b, "bn0 + %s", cuda_mm_col(g, "j")));
-  const char *rp = cuda_fmt(b, "Cb + (hk_i64)hk_r * %lld + (hk_i64)hk_c * %lld", (long long)p->c_sm, (long long)p->c_sn);
+  const char *csn = st_text(b, p->c_sn, p->c_sn_t), *nt = mn_text(b, p, false);
+  const char *rp = cuda_fmt(b, "Cb + (hk_i64)hk_r * %s + (hk_i64)hk_c * %s", st_text(b, p->c_sm, p->c_sm_t), csn);
   const char *mok = cuda_fmt(b, "hk_r < %s", mn_text(b, p, true));
   if (pair_ok) {
-    cuda_if(b, cuda_fmt(b, "%s && hk_c + 1 < %lld", mok, (long long)p->N));
+    cuda_if(b, cuda_fmt(b, "%s && hk_c + 1 < %s", mok, nt));
     cuda_store_acc_pair(b, CU_ST_GLOBAL_VEC, rp, "acc[i][j]", p->c_dtype, osz);
     cuda_else(b);
   }
   for (int e = 0; e < 2; e++) {
     const char *val = osz == 2 ? cuda_fmt(b, "%s(acc[i][j][2 * h + %d])", cv, e) : cuda_fmt(b, "hk_f2u(acc[i][j][2 * h + %d])", e);
-    cuda_stmt *sg = cuda_emit_s(b, CU_ST_GLOBAL_VEC, e ? cuda_fmt(b, "%s + %lld", rp, (long long)p->c_sn) : rp, val,
-                                cuda_fmt(b, "%s && hk_c + %d < %lld", mok, e, (long long)p->N), NULL);
+    cuda_stmt *sg = cuda_emit_s(b, CU_ST_GLOBAL_VEC, e ? cuda_fmt(b, "%s + %s", rp, csn) : rp, val,
+                                cuda_fmt(b, "%s && hk_c + %d < %s", mok, e, nt), NULL);
     sg->i[0] = osz;
   }
   if (pair_ok) cuda_close(b);
@@ -300,9 +308,9 @@ static void emit_stores_direct(mma_gen *g, int osz, bool pair_ok, const char *cv
 static void emit_stores(mma_gen *g) {
   const cuda_mma_prob *p = g->p;
   int osz = tiny_dtype_size(p->c_dtype);
-  bool pair_ok = p->c_sn == 1 && p->c_sm % 2 == 0 && p->c_zmul % 2 == 0;
+  bool pair_ok = p->c_sn == 1 && !p->c_sn_t && p->c_sm % 2 == 0 && p->c_zmul % 2 == 0;
   int VE = 16 / osz;
-  bool staged = g->p->tune.vec * osz >= 16 && p->c_sn == 1 && p->c_sm % VE == 0 && p->c_zmul % VE == 0;
+  bool staged = g->p->tune.vec * osz >= 16 && p->c_sn == 1 && !p->c_sn_t && p->c_sm % VE == 0 && p->c_zmul % VE == 0;
   if (staged) emit_stores_staged(g, osz, VE);
   else emit_stores_direct(g, osz, pair_ok, cuda_cvt_fn(p->c_dtype));
 }
@@ -321,6 +329,8 @@ static void emit_cta_indices(mma_gen *g) {
   cuda_decl(b, "const int", "bm0", NULL, cuda_fmt(b, "blockIdx.%c * %d", mx ? 'x' : 'y', g->BM));
   cuda_decl(b, "const int", "bn0", NULL, cuda_fmt(b, "blockIdx.%c * %d", mx ? 'y' : 'x', g->BN));
   if (g->p->Mt) cuda_call(b, cuda_fmt(b, "if (bm0 >= %s) return", g->p->Mt)); /* past the binding's M: the whole CTA */
+  if (g->p->Nt) cuda_call(b, cuda_fmt(b, "if (bn0 >= %s) return", g->p->Nt)); /* past its N */
+  if (g->p->NZt) cuda_call(b, cuda_fmt(b, "if (blockIdx.z >= %s) return", g->p->NZt)); /* past its batches */
 }
 
 /* Parameters C (with the alignment its stores need) and ep0.. */
@@ -329,8 +339,8 @@ static void add_c_params(mma_gen *g) {
   cuda_kernel *k = g->k;
   cuda_param_add(k, p->pname[2], cuda_ctype(p->c_dtype), CUDA_P_PTR_OUT, p->c_dtype);
   int cs = tiny_dtype_size(p->c_dtype), VE = 16 / cs;
-  bool staged = p->tune.vec * cs >= 16 && p->c_sn == 1 && p->c_sm % VE == 0 && p->c_zmul % VE == 0;
-  bool pairs = p->c_sn == 1 && p->c_sm % 2 == 0 && p->c_zmul % 2 == 0;
+  bool staged = p->tune.vec * cs >= 16 && p->c_sn == 1 && !p->c_sn_t && p->c_sm % VE == 0 && p->c_zmul % VE == 0;
+  bool pairs = p->c_sn == 1 && !p->c_sn_t && p->c_sm % 2 == 0 && p->c_zmul % 2 == 0;
   bool partials = g->splits > 1 && g->sk != CUDA_SPLITK_SERIAL; /* element-wise fp32 */
   cuda_param_align(k, partials ? 4 : staged ? 16 : pairs ? 2 * cs : cs);
   cuda_epi_params(&g->b, k, p->epi, p->n_epi);
@@ -343,7 +353,7 @@ static void emit_epilogue(mma_gen *g) {
   bool simt = p->mode == CUDA_MM_SIMT;
   cuda_stmt *ep = cuda_emit_s(b, CU_EPILOGUE, "acc", simt ? "bm0" : cuda_fmt(b, "bm0 + wm * %d", g->WM),
                               simt ? "bn0" : cuda_fmt(b, "bn0 + wn * %d", g->WN), mn_text(b, p, true));
-  ep->s[4] = cuda_fmt(b, "%lld", (long long)p->N);
+  ep->s[4] = mn_text(b, p, false);
   if (simt) { /* the SIMT layout: element [hk_i][hk_j][2 hk_h + e] at row(i, h), column col(j) + e */
     ep->s[5] = cuda_mm_row(g, "hk_i", "hk_h");
     ep->s[6] = cuda_mm_col(g, "hk_j");
@@ -364,7 +374,7 @@ static void open_frag_elems(mma_gen *g) {
   cuda_for(b, "q", "0", "4", -1);
   cuda_decl(b, "const int", "hk_r", NULL, cuda_fmt(b, "bm0 + %s", cuda_mm_row(g, "i", "(q >> 1)")));
   cuda_decl(b, "const int", "hk_c", NULL, cuda_fmt(b, "bn0 + %s + (q & 1)", cuda_mm_col(g, "j")));
-  cuda_if(b, cuda_fmt(b, "hk_r < %s && hk_c < %lld", mn_text(b, g->p, true), (long long)g->p->N));
+  cuda_if(b, cuda_fmt(b, "hk_r < %s && hk_c < %s", mn_text(b, g->p, true), mn_text(b, g->p, false)));
 }
 static void close_frag_elems(mma_gen *g) {
   for (int i = 0; i < 4; i++) cuda_close(&g->b);
@@ -542,6 +552,10 @@ static void mma_prologue(mma_gen *g) {
     cuda_decl(b, "const int", "bz", NULL, "blockIdx.z");
     cuda_decl(b, "const int", "kt0", NULL, "0");
     g->nkt = cuda_fmt(b, "%d", g->KT);
+    if (p->Kt) { /* the binding's k tiles (K read at run time) */
+      cuda_decl(b, "const int", "nkt", NULL, cuda_fmt(b, "(int)((%s + %d) / %d)", p->Kt, g->BK - 1, g->BK));
+      g->nkt = "nkt";
+    }
   }
   cuda_decl(b, cuda_fmt(b, "const %s *", et), "Ab", NULL, cuda_fmt(b, "%s + %s", p->pname[0], p->a_base));
   cuda_decl(b, cuda_fmt(b, "const %s *", et), "Bb", NULL, cuda_fmt(b, "%s + %s", p->pname[1], p->b_base));

@@ -108,10 +108,19 @@ bool cuda_rows_at_run_time(const cuda_rctx *c, int r, int slot, cuda_rownorm_spe
  * reduction) leaves Function kernel r, whose buffer at slot has a symbol's
  * size, to the loop nest; else NULL. */
 const char *cuda_sizes_printed(const cuda_rctx *c, int r, int slot);
-/* The GEMM of Function kernel r (C at slot) on an sm80 module, no batch,
- * no split-K: in a ShapeSet build, when a symbol is among C's rows, s reads
- * M at run time (nsyms, m_sym, m_lit; M the box's most) and true. */
-bool cuda_gemm_m_at_run_time(const cuda_rctx *c, int r, int slot, cuda_gemm_spec *s);
+/* The GEMM s of Function kernel r (A, B, C at slot[0..2]; -1: none) on an
+ * sm80 module, no split-K, C's columns or rows contiguous: in a ShapeSet
+ * build, when a symbol is among the batches, M, N (C's dims [batch[0]..]
+ * [batch[1]..][M..][N..] or [..][N..][M..]), K (A's or B's dims of K) or
+ * the strides, s reads them at
+ * run time (nsyms, rt_*; the sizes the box's most) and true. */
+bool cuda_gemm_at_run_time(const cuda_rctx *c, int r, const int slot[3], cuda_gemm_spec *s);
+/* The implicit-GEMM conv s of Function kernel r (its input at x_slot, a
+ * dense NCHW buffer; no split-K, no Winograd; no residual epilogue when
+ * the image size varies): in a ShapeSet build, when a
+ * symbol is among the images, the height or the width, s reads them at run
+ * time (nsyms, rt_n, rt_h, rt_w; n, h, w the box's most) and true. */
+bool cuda_conv_at_run_time(const cuda_rctx *c, int r, int x_slot, cuda_conv_spec *s);
 /* The last launch's size parameters (hp_sv<i>) bound to the symbols. */
 void cuda_launch_sym_args(cuda_rctx *c);
 /* The last launch (a row kernel of s, true above): its grid from the

@@ -1,0 +1,177 @@
+/* rtsize_cuda.c — a ShapeSet build's sizes read at run time (issue 25): which
+ * size or stride of a template or row kernel is a formula of the box's
+ * symbols (lit x hp_sv<i> x ..: cuda_rtsz), found from the shapes of the
+ * buffers the kernel reads and writes, and the launches' size arguments and
+ * grids.  A size it cannot write as a formula stays the binding's constant:
+ * the box's two corners then differ and the session builds per binding,
+ * naming the kernel (gpu_box.c).
+ * Needs: region_cuda.h (cuda_rctx: the box's symbols, their values now).
+ * Gives: cuda_gen_sym, cuda_sizes_printed, cuda_rows_at_run_time,
+ * cuda_gemm_at_run_time, cuda_conv_at_run_time, cuda_launch_sym_args,
+ * cuda_launch_rows. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/region_cuda.h"
+
+int cuda_gen_sym(const cuda_rctx *c, const tiny_dim *d) {
+  for (int i = 0; d->sym && i < c->gen.n; i++)
+    if (!strcmp(d->sym, c->gen.names[i]) && d->n == c->gen_now[i]) return i;
+  return -1;
+}
+
+/* The shape of the buffer at Function kernel r's slot, or NULL. */
+static const tiny_shape *slot_shape(const cuda_rctx *c, int r, int slot) {
+  const fn_kernel *K = &c->f->kernels[r];
+  int buf = slot < 0 ? -1 : slot < K->nreads ? K->reads[slot] : slot < K->nreads + K->nwrites ? K->writes[slot - K->nreads] : -1;
+  return buf < 0 ? NULL : &c->g->nodes[c->f->buffers[buf].node].shape;
+}
+
+const char *cuda_sizes_printed(const cuda_rctx *c, int r, int slot) {
+  const tiny_shape *sh = c->gen.n ? slot_shape(c, r, slot) : NULL;
+  for (int d = 0; sh && d < sh->rank; d++)
+    if (cuda_gen_sym(c, &sh->d[d]) >= 0) return "a ShapeSet build: the loop nest reads the sizes at run time";
+  return NULL;
+}
+
+/* The product of dims [d0, d1) of sh as a formula *z of c's symbols (z->n
+ * 0: none among them), *hi its value at the box's corner hi; false when it
+ * takes more than 8 symbols. */
+static bool span_formula(const cuda_rctx *c, const tiny_shape *sh, int d0, int d1, cuda_rtsz *z, int64_t *hi) {
+  memset(z, 0, sizeof *z);
+  z->lit = *hi = 1;
+  for (int d = d0; d < d1; d++) {
+    int i = cuda_gen_sym(c, &sh->d[d]);
+    *hi *= i < 0 ? sh->d[d].n : c->gen.hi[i];
+    if (i < 0) z->lit *= sh->d[d].n;
+    else if (z->n < 8) z->sym[z->n++] = i;
+    else return false;
+  }
+  return true;
+}
+
+/* The product of dims [d0, d1) of sh at the binding. */
+static int64_t span_now(const tiny_shape *sh, int d0, int d1) {
+  int64_t p = 1;
+  for (int d = d0; d < d1; d++) p *= sh->d[d].n;
+  return p;
+}
+
+/* The first dim j of the shortest run of sh's dims [j, end) of `want`
+ * elements, or -1. */
+static int suffix_in(const tiny_shape *sh, int end, int64_t want) {
+  int64_t p = 1;
+  for (int j = end; j >= 0 && p <= want; j--) {
+    if (j < end) p *= sh->d[j].n; /* dims [j, end) */
+    if (p == want) return j;
+  }
+  return -1;
+}
+
+/* The first dim of sh's shortest suffix of `want` elements, or -1. */
+static int suffix_of(const tiny_shape *sh, int64_t want) { return suffix_in(sh, sh->rank, want); }
+
+/* The rows of the buffer at Function kernel r's slot (its dims but the
+ * last, which must not be a symbol) when they are `want` and some is a
+ * ShapeSet symbol of c: *z, *hi at the box's corner hi.  False otherwise. */
+static bool rows_formula(const cuda_rctx *c, int r, int slot, int64_t want, cuda_rtsz *z, int64_t *hi) {
+  const tiny_shape *sh = c->gen.n ? slot_shape(c, r, slot) : NULL;
+  if (!sh || sh->rank < 1 || cuda_gen_sym(c, &sh->d[sh->rank - 1]) >= 0) return false;
+  if (!span_formula(c, sh, 0, sh->rank - 1, z, hi)) return false;
+  return z->n && span_now(sh, 0, sh->rank - 1) == want; /* else not these rows: the constant stays */
+}
+
+bool cuda_rows_at_run_time(const cuda_rctx *c, int r, int slot, cuda_rownorm_spec *s) {
+  cuda_rtsz z;
+  int64_t hi;
+  if (!rows_formula(c, r, slot, s->rows, &z, &hi)) return false;
+  s->nsyms = c->gen.n, s->nrows_sym = z.n, s->rows_lit = z.lit, s->rows = hi;
+  memcpy(s->rows_sym, z.sym, sizeof z.sym[0] * (size_t)z.n);
+  return true;
+}
+
+/* Stride v of a dense operand of shape sh as a formula *z: the shortest
+ * suffix of sh of v elements (v 0 or 1, or none: a constant, z->n 0). */
+static bool stride_formula(const cuda_rctx *c, const tiny_shape *sh, int64_t v, cuda_rtsz *z) {
+  int64_t hi;
+  int j = v > 1 ? suffix_of(sh, v) : -1;
+  memset(z, 0, sizeof *z);
+  return j < 0 || span_formula(c, sh, j, sh->rank, z, &hi);
+}
+
+/* K of s as a formula *z (*hi at the corner hi): A's suffix when k is A's
+ * contiguous dimension (A [M..][K..]), else B's suffix (B [N..][K..]), the
+ * dims of B before N's suffix (B [K..][N..]) or of A before M's (A
+ * [K..][M..]).  False when none is K. */
+static bool k_formula(const cuda_rctx *c, const cuda_gemm_spec *s, const tiny_shape *sa, const tiny_shape *sb, cuda_rtsz *z,
+                      int64_t *hi) {
+  int j;
+  if (s->a_sk == 1 && (j = suffix_of(sa, s->K)) >= 0) return span_formula(c, sa, j, sa->rank, z, hi);
+  if (s->b_sk == 1 && (j = suffix_of(sb, s->K)) >= 0) return span_formula(c, sb, j, sb->rank, z, hi);
+  int e;
+  if (s->b_sn == 1 && (e = suffix_of(sb, s->N)) >= 0 && (j = suffix_in(sb, e, s->K)) >= 0) return span_formula(c, sb, j, e, z, hi);
+  if (s->a_sm == 1 && (e = suffix_of(sa, s->M)) >= 0 && (j = suffix_in(sa, e, s->K)) >= 0) return span_formula(c, sa, j, e, z, hi);
+  return false;
+}
+
+bool cuda_gemm_at_run_time(const cuda_rctx *c, int r, const int slot[3], cuda_gemm_spec *s) {
+  const tiny_shape *sa = c->gen.n ? slot_shape(c, r, slot[0]) : NULL, *sb = sa ? slot_shape(c, r, slot[1]) : NULL;
+  const tiny_shape *sc = sb ? slot_shape(c, r, slot[2]) : NULL;
+  bool cm = s->c_sn != 1 && s->c_sm == 1; /* C's rows contiguous: [..][N..][M..] */
+  if (!sc || c->mod->arch != CUDA_SM80 || s->tune.splitk > 1 || (s->c_sn != 1 && !cm)) return false;
+  cuda_gemm_spec t = *s;
+  /* C [batch[0]..][batch[1]..][M..][N..] (or N, M): each the shortest run of its elements before the next */
+  int64_t in = cm ? s->M : s->N, out = cm ? s->N : s->M;
+  int ji = suffix_of(sc, in), jo = ji < 0 ? -1 : suffix_in(sc, ji, out), jb = jo < 0 ? -1 : suffix_in(sc, jo, s->batch[1]);
+  if (jb < 0 || span_now(sc, 0, jb) != s->batch[0]) return false;
+  if (!span_formula(c, sc, jo, ji, cm ? &t.rt_n : &t.rt_m, cm ? &t.N : &t.M) ||
+      !span_formula(c, sc, ji, sc->rank, cm ? &t.rt_m : &t.rt_n, cm ? &t.M : &t.N) ||
+      !span_formula(c, sc, 0, jb, &t.rt_b[0], &t.batch[0]) || !span_formula(c, sc, jb, jo, &t.rt_b[1], &t.batch[1]) ||
+      !k_formula(c, s, sa, sb, &t.rt_k, &t.K))
+    return false;
+  const tiny_shape *of[6] = {sa, sa, sb, sb, sc, sc};
+  const int64_t st[6] = {s->a_sm, s->a_sk, s->b_sk, s->b_sn, s->c_sm, s->c_sn};
+  bool any = t.rt_m.n || t.rt_n.n || t.rt_k.n || t.rt_b[0].n || t.rt_b[1].n;
+  for (int i = 0; i < 6; i++) {
+    if (!stride_formula(c, of[i], st[i], &t.rt_st[i])) return false;
+    any = any || t.rt_st[i].n;
+  }
+  const int64_t *sbs[3] = {s->a_sb, s->b_sb, s->c_sb};
+  for (int i = 0; i < 6; i++) { /* the batch strides of A, B, C */
+    if (!stride_formula(c, of[i / 2 * 2], sbs[i / 2][i % 2], &t.rt_sb[i / 2][i % 2])) return false;
+    any = any || t.rt_sb[i / 2][i % 2].n;
+  }
+  if (!any) return false;
+  t.nsyms = c->gen.n;
+  *s = t;
+  return true;
+}
+
+bool cuda_conv_at_run_time(const cuda_rctx *c, int r, int x_slot, cuda_conv_spec *s) {
+  const tiny_shape *sx = c->gen.n ? slot_shape(c, r, x_slot) : NULL;
+  if (!sx || sx->rank != 4 || s->tune.splitk > 1 || s->tune.winograd || sx->d[0].n != s->n || sx->d[1].n != s->c ||
+      sx->d[2].n != s->h || sx->d[3].n != s->w || cuda_gen_sym(c, &sx->d[1]) >= 0)
+    return false; /* not a dense NCHW input of these sizes, or its channels vary */
+  cuda_conv_spec t = *s;
+  if (!span_formula(c, sx, 0, 1, &t.rt_n, &t.n) || !span_formula(c, sx, 2, 3, &t.rt_h, &t.h) ||
+      !span_formula(c, sx, 3, 4, &t.rt_w, &t.w) || !(t.rt_n.n || t.rt_h.n || t.rt_w.n))
+    return false;
+  for (int i = 0; i < s->n_epi && (t.rt_h.n || t.rt_w.n); i++)
+    if (s->epi[i].kind == CUDA_EPI_RESIDUAL) return false; /* its row stride (the pixels) is a constant of the Epilogue */
+  t.nsyms = c->gen.n;
+  *s = t;
+  return true;
+}
+
+void cuda_launch_sym_args(cuda_rctx *c) {
+  cuda_launch *l = &c->launch[c->nlaunch - 1];
+  for (int p = 0; p < l->k->nparams; p++) /* the sizes hp_sv<i> */
+    if (l->k->params[p].kind == CUDA_P_LONG) l->args[p] = (cuda_arg){CUDA_ARG_SYM, atoi(l->k->params[p].name + 5), 0};
+}
+
+void cuda_launch_rows(cuda_rctx *c, const cuda_rownorm_spec *s) {
+  cuda_launch *l = &c->launch[c->nlaunch - 1];
+  l->grid_div = (s->tune.threads ? s->tune.threads : 256) / 32, l->grid_lit = s->rows_lit, l->ngrid_sym = s->nrows_sym;
+  memcpy(l->grid_sym, s->rows_sym, sizeof s->rows_sym[0] * (size_t)s->nrows_sym);
+  cuda_launch_sym_args(c);
+}
