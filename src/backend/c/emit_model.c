@@ -69,22 +69,22 @@ static const char *comment_safe(const char *name, char out[160]) {
   return out;
 }
 
-static void buffer_ptr(ut_str *o, const fn_function *f, int b, const int *input_pos, const int *output_pos) {
-  const fn_buffer *B = &f->buffers[b];
+static void buffer_ptr(ut_str *o, const rc_ctx *c, int b, const int *input_pos, const int *output_pos) {
+  const fn_buffer *B = &c->f->buffers[b];
   switch (B->kind) {
   case FN_INPUT: ut_str_printf(o, "(void *)inputs[%d]", input_pos[b]); break;
   case FN_OUTPUT: ut_str_printf(o, "outputs[%d]", output_pos[b]); break;
   case FN_PARAM: ut_str_printf(o, "(void *)(m->consts + %zu)", B->offset); break;
-  case FN_TEMP: ut_str_printf(o, "(void *)(m->arena + %zu)", B->offset); break;
+  case FN_TEMP: rc_temp_ptr(c, b, o); break;
   }
 }
 
 /* Argument i of kernel k's bufs[]: its reads, its writes, its packed
  * weights (wpj: per kernel and packed form, the m->wp[] block it reads). */
-static void kernel_arg(ut_str *o, const fn_function *f, int k, int i, const int *wpj, const int *input_pos, const int *output_pos) {
-  const fn_kernel *K = &f->kernels[k];
-  if (i < K->nreads) buffer_ptr(o, f, K->reads[i], input_pos, output_pos);
-  else if (i < K->nreads + K->nwrites) buffer_ptr(o, f, K->writes[i - K->nreads], input_pos, output_pos);
+static void kernel_arg(ut_str *o, const rc_ctx *c, int k, int i, const int *wpj, const int *input_pos, const int *output_pos) {
+  const fn_kernel *K = &c->f->kernels[k];
+  if (i < K->nreads) buffer_ptr(o, c, K->reads[i], input_pos, output_pos);
+  else if (i < K->nreads + K->nwrites) buffer_ptr(o, c, K->writes[i - K->nreads], input_pos, output_pos);
   else ut_str_printf(o, "m->wp[%d]", wpj[k * RC_MAX_PACKED + i - K->nreads - K->nwrites]);
 }
 
@@ -223,8 +223,10 @@ static void emit_consts_copy(ut_str *out, const fn_function *f, const bool *skip
 
 /* P_free, then P_init: the copy of the weights, the pool, then the packed
  * weights (packing runs on the pool).  Any failure frees what was taken. */
-static void emit_init_free(ut_str *out, const char *P, const fn_function *f, const rc_packed *pk, const int *first,
-                           const bool *skip, int npk, const int *input_pos, const int *output_pos, bool gen) {
+static void emit_init_free(ut_str *out, const char *P, const rc_ctx *c, const rc_packed *pk, const int *first,
+                           const bool *skip, int npk, const int *input_pos, const int *output_pos) {
+  const fn_function *f = c->f;
+  bool gen = c->ngen_syms > 0;
   ut_str_printf(out,
                 "void %s_free(%s_t *m) {\n  if (!m) return;\n  hprt_pool_destroy(m->pool);\n  free(m->arena);\n"
                 "  free(m->consts);\n%s  free(m);\n}\n\n",
@@ -262,7 +264,7 @@ static void emit_init_free(ut_str *out, const char *P, const fn_function *f, con
                     f->kernels[k].name, P, k, i);
       int wb = f->kernels[k].reads[pk[k].slot[i]];
       if (skip && skip[wb]) ut_str_printf(out, "(const void *)((const unsigned char *)params + %zu)", f->buffers[wb].offset);
-      else buffer_ptr(out, f, wb, input_pos, output_pos);
+      else buffer_ptr(out, c, wb, input_pos, output_pos);
       ut_str_printf(out, ", m->wp[%d])) { %s_free(m); return NULL; }\n", j, P);
     }
   }
@@ -340,7 +342,7 @@ harp_status cgen_emit_model(rc_ctx *c, const char *prefix, ut_str *out) {
   int npk = packed_blocks(f, pk, wpj, first); /* m->wp[]: the packed blocks */
   ut_str_printf(out, "typedef struct %s_t {\n  unsigned char *arena; unsigned char *consts; hprt_pool *pool;\n", P);
   if (npk) ut_str_printf(out, "  unsigned char *packed; /* the packed weights, one block */\n  void *wp[%d];\n", npk);
-  if (c->ngen_syms) ut_str_puts(out, "  size_t arena_cap; /* the arena's bytes (a ShapeSet object's: grown per binding) */\n");
+  rc_emit_layout_fields(c, out);
   ut_str_printf(out,
                 "} %s_t;\n"
                 "size_t %s_required_memory(void) { return %zuu; }\n"
@@ -355,7 +357,7 @@ harp_status cgen_emit_model(rc_ctx *c, const char *prefix, ut_str *out) {
     st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
     goto done;
   }
-  emit_init_free(out, P, f, pk, first, skip, npk, input_pos, output_pos, c->ngen_syms > 0);
+  emit_init_free(out, P, c, pk, first, skip, npk, input_pos, output_pos);
   rc_emit_arena_at(c, P, out);
   free(skip);
   /* one kernel alone (the tuner times kernels): its buffers hold what the
@@ -382,7 +384,7 @@ harp_status cgen_emit_model(rc_ctx *c, const char *prefix, ut_str *out) {
           if (forms[d].order[q] == p) i = forms[k].order[q];
       }
       if (i < 0) ut_str_puts(out, "NULL"); /* a buffer the code never reads */
-      else kernel_arg(out, f, k, i, wpj, input_pos, output_pos);
+      else kernel_arg(out, c, k, i, wpj, input_pos, output_pos);
       ut_str_puts(out, ", ");
     }
     ut_str_printf(out, "NULL};\n    return %s_k%d(m->pool, b) ? %d : 0;\n  }\n", P, d >= 0 ? d : k, 100 + k);

@@ -5,7 +5,7 @@
  * (on the calling thread: a kernel reads its sizes there, before it hands
  * work to the pool).  Symbols are printed as indices, never by name.
  * Needs: region_c.h (rc_ctx.gen_syms).  Gives: rc_size_expr, rc_axis_expr, rc_stride_expr, rc_size_hi, rc_slot_shape,
- * rc_emit_sym_block, rc_emit_run_syms, rc_emit_arena_at, and for a generic
+ * rc_emit_sym_block, rc_emit_run_syms (rc_layout.c: the arena), and for a generic
  * loop nest (region_c.c) rc_sym_now, rc_emit_sv_locals, rc_emit_sv_entry:
  * its body takes the run's symbols as hp_sv[] (a pool thread has no
  * hp_sym_ of its own) and names them hp_sv<i>, isl's parameters. */
@@ -139,39 +139,6 @@ void rc_emit_run_syms(const rc_ctx *c, const char *P, ut_str *out) {
                 "  for (int i = 0; i < %d; i++) hp_sym_[i] = keep[i];\n"
                 "  return rc;\n}\n",
                 c->ngen_syms, P, c->ngen_syms, P, P, c->ngen_syms, c->ngen_syms, P, c->ngen_syms);
-}
-
-void rc_emit_arena_at(const rc_ctx *c, const char *P, ut_str *out) {
-  if (!c->ngen_syms) return;
-  const fn_function *f = c->f;
-  size_t fixed = 64; /* the largest end of a buffer whose size is the same at every binding */
-  ut_str body;
-  ut_str_init(&body);
-  for (int b = 0; b < f->nbuffers; b++) {
-    const fn_buffer *B = &f->buffers[b];
-    if (B->kind != FN_TEMP) continue;
-    const tiny_node *n = &c->g->nodes[B->node];
-    size_t es = tiny_dtype_size(n->dtype), bytes = (size_t)tiny_shape_numel(&n->shape) * es;
-    char e[512];
-    if (bytes <= B->size && rc_size_expr(c, &n->shape, 0, n->shape.rank, tiny_shape_numel(&n->shape), e, sizeof e))
-      ut_str_printf(&body, "  if ((end = %zuu + (size_t)%s * %zuu + %zuu) > need) need = end;\n", B->offset, e, es, B->size - bytes);
-    else if (B->offset + B->size > fixed)
-      fixed = B->offset + B->size;
-  }
-  ut_str_printf(out,
-                "\n/* the arena's bytes at the binding hp_sym_ holds: each buffer's end at it (the\n"
-                " * offsets are those of the values compiled for), the largest */\n"
-                "static size_t %s_arena_at_(void) {\n  size_t need = %zuu, end;\n  (void)end;\n%s  return need;\n}\n\n"
-                "/* the arena grown to the binding's bytes (its contents lost when it grows) */\n"
-                "static int %s_grow_(%s_t *m) {\n  size_t need = %s_arena_at_();\n  if (need <= m->arena_cap) return 0;\n"
-                "  unsigned char *a = aligned_alloc(64, (need + 63) / 64 * 64 + 64);\n  if (!a) return 1;\n"
-                "  free(m->arena);\n  m->arena = a, m->arena_cap = need;\n  return 0;\n}\n\n"
-                "/* the arena's bytes at the binding syms[0..%s_num_syms()) */\n"
-                "size_t %s_required_memory_syms(const long long *syms) {\n  long keep[%d];\n"
-                "  for (int i = 0; i < %d; i++) keep[i] = hp_sym_[i], hp_sym_[i] = (long)syms[i];\n"
-                "  size_t need = %s_arena_at_();\n  for (int i = 0; i < %d; i++) hp_sym_[i] = keep[i];\n  return need;\n}\n\n",
-                P, fixed, body.buf ? body.buf : "", P, P, P, P, P, c->ngen_syms, c->ngen_syms, P, c->ngen_syms);
-  ut_str_free(&body);
 }
 
 /* The PAD a read of tensor node x in region r passes (the window's

@@ -118,9 +118,15 @@ const tiny_shape *rc_slot_shape(const rc_ctx *c, int r, int slot);
  * P_run_syms (after P_run); nothing when c->ngen_syms is 0. */
 void rc_emit_sym_block(const rc_ctx *c, ut_str *out);
 void rc_emit_run_syms(const rc_ctx *c, const char *P, ut_str *out);
-/* A ShapeSet object's arena sized per binding: P_arena_at_, P_grow_
- * (P_run_kernel grows the arena to the binding's bytes before it runs) and
- * P_required_memory_syms(syms); nothing when c->ngen_syms is 0. */
+/* A ShapeSet object's arena laid out and sized per binding (rc_layout.c):
+ * P_layout_, P_grow_ (P_run_kernel lays the arena out for the binding and
+ * grows it to its bytes before it runs) and P_required_memory_syms(syms);
+ * nothing when c->ngen_syms is 0. */
 void rc_emit_arena_at(const rc_ctx *c, const char *P, ut_str *out);
+/* The fields of P_t that layout keeps (nothing when c->ngen_syms is 0). */
+void rc_emit_layout_fields(const rc_ctx *c, ut_str *out);
+/* The pointer to temporary buffer b in P_run: its offset in the arena, a
+ * constant, or in a ShapeSet object the binding's (m->off[b]). */
+void rc_temp_ptr(const rc_ctx *c, int b, ut_str *o);
 
 #endif
