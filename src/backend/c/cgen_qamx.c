@@ -12,12 +12,13 @@
  * tile's (cg_qg_emit_epilogue), applied to the stored tiles.
  *
  * Layout.  The depth is padded to K4p = K4 rounded up to 16 words (one
- * tile's 64 bytes), zeros in both operands, so there is no K tail.  AMX's
+ * tile's 64 bytes), zeros in the weight (the activation's padding then
+ * multiplies zeros, whatever it holds), so there is no K tail.  AMX's
  * A operand is rows of bytes, its B operand rows of 4-byte words of
  * consecutive k (the VNNI B layout):
  *   weight A: panels of 32 rows [32][K4p] words, packed once ($F_amxpk);
  *             B (the activation) per task as the VNNI variant's block
- *             ($F_avx512_pkb, [K4][64] words) with the rows to K4p zeroed;
+ *             ($F_avx512_pkb, [K4][64] words; rows to K4p unwritten);
  *   weight B: blocks [K4p][64] words ($F_pk, packed once); A (the
  *             activation) per call as panels [32][K4p] words (x ^ 0x80 for
  *             s8), a pool task per panel.
@@ -43,10 +44,16 @@ static const char AMX8_RUNTIME[] =
     "  unsigned a = 7, b, c = 0, d;\n  __asm__ volatile(\"cpuid\" : \"+a\"(a), \"=b\"(b), \"+c\"(c), \"=d\"(d));\n"
     "  return (d >> 25 & 1u) && hprt_amx_ok();\n}\n#endif\n#endif\n";
 
-/* Does an M x N x K int8 GEMM (per image) pay on AMX?  (Measured: see
- * cg_qamx_on's callers and bench/qgemm.py --amx.) */
+/* Does an M x N x K int8 GEMM (per image) pay on AMX?  bench/qamx.py, 2
+ * threads, VNNI time / AMX time: 1.4-3.4 on ResNet-50's convs and BERT's
+ * GEMMs, 1.69 at 960x49x160, 1.50 at 96x784x96, 1.18 at 32x256x256 (2^21),
+ * 1.10 at 32x3136x64; but 0.53-0.86 below 2^18 multiply-adds (a task's
+ * tile setup, A's panels and the 32x64 tiles padded past small M, N), and
+ * 0.83-0.87 at K = 24, 27, 48 (the depth padded to 64 bytes: up to 2.7x
+ * the products), 1.01 at K = 32: at least 16 rows, 16 columns, 64 deep and
+ * 2^21 multiply-adds (between 1.02-1.18 measured at 2^21 and 0.8-1.04 at 2^20). */
 bool cg_qamx_pays(int64_t M, int64_t N, int64_t K) {
-  return M >= 16 && N >= 16 && K >= 32 && (double)M * (double)N * (double)K >= 262144.0;
+  return M >= 16 && N >= 16 && K >= 64 && (double)M * (double)N * (double)K >= 2097152.0;
 }
 
 bool cg_qamx_on(const cgen_qgemm_spec *s) {
@@ -130,9 +137,8 @@ static void emit_task(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d) {
           4 * QG_NR * 4);
   if (s->weight_a) {
     cg_emit(o, "  int32_t *B = (int32_t *)cx->sc.thr[tid];\n");
-    cg_emit(o, "  if (cx->pjb[tid] != jb) {\n    %s_avx512_pkb(cx, jb, B);\n", o->F);
-    if (K4p > d->K4) cg_emit(o, "    memset(B + %ldL, 0, %ldUL);\n", d->K4 * QG_NR, (K4p - d->K4) * QG_NR * 4);
-    cg_emit(o, "    cx->pjb[tid] = jb;\n  }\n");
+    /* its rows K4 .. K4p are never written: the weight's zeros there null them */
+    cg_emit(o, "  if (cx->pjb[tid] != jb) %s_avx512_pkb(cx, jb, B), cx->pjb[tid] = jb;\n", o->F);
   } else
     cg_emit(o, "  const int32_t *B = cx->wp + jb * %ldL;\n", K4p * QG_NR);
   cg_emit(o, "  const char *bb = (const char *)B;\n");
