@@ -21,7 +21,7 @@ import tempfile
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from qgemm import P, THREADS, ZA, ZY, data, im2col, numpy_ref, ptr  # noqa: E402
+from qgemm import P, THREADS, ZA, ZY, conv_data, data, numpy_ref, ptr  # noqa: E402
 from settle import median_ms  # noqa: E402
 
 # name, M, N, K, weight is A: the int8 models' contractions, and small ones for the line
@@ -118,14 +118,8 @@ def main():
         x, w, bias, mult = data(m, n, k, wa, rng)
         jobs.append((name, m, n, k, x, w, bias, mult, numpy_ref(x, w, bias, mult, wa)))
     for name, c, h, w_, co, ks, st, pd in [c for c in CONVS if a.only in c[0]]:
-        x = rng.integers(0, 256, size=(c, h, w_), dtype=np.uint8)
-        wt = rng.integers(-128, 128, size=(co, c, ks, ks), dtype=np.int8)
-        bias = rng.integers(-20000, 20000, size=co, dtype=np.int32)
-        mult = ((rng.random(co, dtype=np.float32) * 3e-3 + 5e-4) / np.float32(max(1, c * ks * ks // 64))).astype(np.float32)
-        col, oh, ow = im2col(x, ks, st, pd)
-        acc = wt.reshape(co, -1).astype(np.int64) @ col
-        want = np.clip(np.rint((acc + bias[:, None]).astype(np.int32).astype(np.float32) * mult[:, None]) + ZY, 0, 255)
-        jobs.append((name, co, oh * ow, c * ks * ks, x, wt, bias, mult, want.astype(np.uint8)))
+        x, wt, bias, mult, want, oh, ow = conv_data(c, h, w_, co, ks, st, pd, rng)
+        jobs.append((name, co, oh * ow, c * ks * ks, x, wt, bias, mult, want))
     for name, m, n, k, x, w, bias, mult, want in jobs:
         calls, equal, keep = callables(lib, pool, name, x, w, bias, mult, want.shape, want)
         bad += equal != 1.0
