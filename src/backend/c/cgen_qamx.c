@@ -56,13 +56,16 @@ bool cg_qamx_pays(int64_t M, int64_t N, int64_t K) {
   return M >= 16 && N >= 16 && K >= 64 && (double)M * (double)N * (double)K >= 2097152.0;
 }
 
+/* Whether spec s gets the variant: forced (amx 2), or asked (1) where it pays. */
 bool cg_qamx_on(const cgen_qgemm_spec *s) {
   return s->amx == 2 || (s->amx == 1 && cg_qamx_pays(s->m, s->n, s->k));
 }
 
+/* The depth in words padded to a tile's 16; the 32-row panels of A. */
 static long k4p_of(const qg_dims *d) { return (d->K4 + 15) / 16 * 16; }
 static long panels_of(const qg_dims *d) { return (d->M + QX_R - 1) / QX_R; }
 
+/* Words of the weight in the AMX layout: A's panels or B's padded blocks. */
 long cg_qamx_wwords(const cgen_qgemm_spec *s, const qg_dims *d) {
   return s->weight_a ? panels_of(d) * QX_R * k4p_of(d) : d->NB * k4p_of(d) * QG_NR;
 }
@@ -187,6 +190,7 @@ static void emit_run(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d) {
   cg_emit(o, "  hprt_scratch_put(&cx.sc);\n  return 0;\n}\n");
 }
 
+/* The variant (cgen_qgemm_int.h): its epilogues, tasks and $F_amx_run. */
 void cg_qamx_emit(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d) {
   snprintf(o->P, sizeof o->P, "%s_amx", o->F);
   cg_emit(o, "#ifdef HPRT_AMX\n#include <immintrin.h>\n");
