@@ -20,6 +20,8 @@ Timed in interleaved rounds at 2 threads (each round a median of --repeat runs):
   harp      harp bench QDQ.onnx
   harpbf    the same with HARP_INT8=off: its convs on the bf16 template only,
             not the int8 VNNI kernel (the figure before contract_q8.c)
+  noamx     (on a CPU with AMX-INT8) the same with HARP_AMX=off: the int8 kernels
+            without their AMX variant (cgen_qamx.c), vpdpbusd only
   ort       onnxruntime on QDQ.onnx (intra_op_num_threads=2)
   ov        OpenVINO on QDQ.onnx at its default precision (INFERENCE_NUM_THREADS=2, one stream)
   base      with --base: that harp binary on QDQ.onnx (another build: before / after a change)
@@ -162,12 +164,15 @@ def main():
         s = ort_session(qdq)
         ov = ov_runner(qdq, xname, x)
         ins = {xname: ("input", x)}
-        t = {"harp": [], "harpbf": [], "ort": [], "ov": [], "harp32": [], "base": []}
+        t = {"harp": [], "harpbf": [], "noamx": [], "ort": [], "ov": [], "harp32": [], "base": []}
+        amx = "amx_int8" in open("/proc/cpuinfo").read()
         for _ in range(a.rounds):
             t["harp"].append(h.bench(qdq, {}, ins)["median_ms"])
             if hb:
                 t["base"].append(hb.bench(qdq, {}, ins)["median_ms"])
             t["harpbf"].append(h.bench(qdq, {}, ins, env={"HARP_INT8": "off"})["median_ms"])
+            if amx:
+                t["noamx"].append(h.bench(qdq, {}, ins, env={"HARP_AMX": "off"})["median_ms"])
             t["ort"].append(e2e.median_ms(lambda: s.run(None, {xname: x}), a.repeat))
             if ov:
                 t["ov"].append(e2e.median_ms(ov, a.repeat))
@@ -177,7 +182,8 @@ def main():
         rows.append((name, med, peer))
         print(f"{name:12} harp {med['harp']:8.2f}  harp bf16 {med['harpbf']:8.2f}  ort {med['ort']:8.2f}  ov {med['ov']:8.2f}  harp fp32 {med['harp32']:8.2f} ms   "
               f"faster peer / harp {peer / med['harp']:.2f}x   harp fp32 / harp int8 {med['harp32'] / med['harp']:.2f}x"
-              + (f"   base / harp {med['base'] / med['harp']:.2f}x" if hb else ""), flush=True)
+              + (f"   base / harp {med['base'] / med['harp']:.2f}x" if hb else "")
+              + (f"   noamx {med['noamx']:.2f} ms, noamx / harp {med['noamx'] / med['harp']:.2f}x" if amx else ""), flush=True)
         for k, v in t.items():
             if v:
                 print(f"  {k}: " + " ".join(f"{y:.2f}" for y in v))

@@ -149,8 +149,8 @@ def im2col(x, ks, st, pd):
     return np.stack(cols, 1).reshape(c * ks * ks, oh * ow), oh, ow
 
 
-def conv_contenders(lib, pool, name, c, h, w, co, ks, st, pd, rng):
-    """The four callables of one convolution, after the exactness check."""
+def conv_data(c, h, w, co, ks, st, pd, rng):
+    """x (one u8 image), wt (s8), bias, mult of a convolution, numpy's output, oh, ow."""
     x = rng.integers(0, 256, size=(c, h, w), dtype=np.uint8)
     wt = rng.integers(-128, 128, size=(co, c, ks, ks), dtype=np.int8)
     bias = rng.integers(-20000, 20000, size=co, dtype=np.int32)
@@ -158,6 +158,12 @@ def conv_contenders(lib, pool, name, c, h, w, co, ks, st, pd, rng):
     col, oh, ow = im2col(x, ks, st, pd)
     acc = wt.reshape(co, -1).astype(np.int64) @ col
     want = np.clip(np.rint((acc + bias[:, None]).astype(np.int32).astype(np.float32) * mult[:, None]) + ZY, 0, 255).astype(np.uint8)
+    return x, wt, bias, mult, want, oh, ow
+
+
+def conv_contenders(lib, pool, name, c, h, w, co, ks, st, pd, rng):
+    """The four callables of one convolution, after the exactness check."""
+    x, wt, bias, mult, want, oh, ow = conv_data(c, h, w, co, ks, st, pd, rng)
     q, qsize, qpack = getattr(lib, name), getattr(lib, name + "_wsize"), getattr(lib, name + "_pack")
     q.argtypes, qsize.restype, qpack.argtypes = [P] * 4, ctypes.c_long, [P] * 4
     wp = np.zeros(qsize() // 4 + 16, dtype=np.int32)

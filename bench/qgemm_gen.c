@@ -1,7 +1,9 @@
 /* qgemm_gen.c — write the source of harp's int8 GEMM kernels (cgen_qgemm.c)
  * for bench/qgemm.py:
- *   qgemm_gen OUT.c NAME M N K WA KMAJ XDT YDT ZA ZY LO HI [NAME ...]
+ *   qgemm_gen [--amx] OUT.c NAME M N K WA KMAJ XDT YDT ZA ZY LO HI [NAME ...]
  *                   [conv NAME C H W COUT KS STRIDE PAD ...]
+ * (--amx, for bench/qamx.py: each NAME without the AMX variant and NAME_amx
+ * with it always (spec amx = 2), no float twins)
  * (a conv: one u8 NCHW image, KS x KS window, u8 out, zero points 7 / 128)
  * WA 1: the weight is A (NCHW conv form); KMAJ 1: the weight K-major;
  * XDT u8 / i8, YDT u8 / i8 / f32.  Each NAME gives NAME, NAME_pack, NAME_wsize,
@@ -46,6 +48,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: qgemm_gen OUT.c NAME M N K WA KMAJ XDT YDT ZA ZY LO HI [NAME ...] [conv NAME C H W COUT KS S P ...]\n");
     return 2;
   }
+  bool amx = !strcmp(argv[1], "--amx");
+  if (amx) argv++, argc--;
   ut_str src;
   ut_str_init(&src);
   harp_error e;
@@ -78,7 +82,14 @@ int main(int argc, char **argv) {
       fprintf(stderr, "cgen_qgemm %s: %s\n", v[0], e.msg);
       return 1;
     }
-    if (twins(&e, &s, v[0], &src)) return 1;
+    char name[96];
+    snprintf(name, sizeof name, "%s_amx", v[0]);
+    s.amx = 2;
+    if (amx && cgen_qgemm(&e, &s, name, &src)) {
+      fprintf(stderr, "cgen_qgemm %s: %s\n", name, e.msg);
+      return 1;
+    }
+    if (!amx && twins(&e, &s, v[0], &src)) return 1;
   }
   return bn_write_src(argv[1], &src);
 }

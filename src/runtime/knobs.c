@@ -39,9 +39,9 @@ static const rt_knob table[] = {
     ROW(conv, "HARP_CONV", CHOICE, "auto", "auto|gemm|direct", 0, 0,
         "a CPU convolution as implicit GEMM or the direct kernel (auto: the template decides)"),
     ROW(amx, "HARP_AMX", CHOICE, "auto", "auto|off", 0, 0,
-        "--precision bf16 on the CPU: GEMMs and implicit-GEMM convs also get an Intel AMX variant (tdpbf16ps), chosen "
-        "at load where the CPU has AMX-BF16 and Linux grants the tile state (else the AVX-512 BF16 one; off: no AMX "
-        "variant)"),
+        "--precision bf16 on the CPU: GEMMs and implicit-GEMM convs also get an Intel AMX variant (tdpbf16ps); the int8 "
+        "kernels too (tdpbusd); chosen at load where the CPU has AMX-BF16 / AMX-INT8 and Linux grants the tile state "
+        "(else the AVX-512 BF16 / VNNI one; off: no AMX variant)"),
     ROW(bf16_fp32_temps, "HARP_BF16_FP32_TEMPS", BOOL, "0", NULL, 0, 0,
         "--precision bf16 on the CPU keeps the tensors between kernels in fp32 (not the contraction operands in bf16)"),
     ROW(no_dedup, "HARP_NO_DEDUP", BOOL, "0", NULL, 0, 0, "kernels that are the same code are not shared"),

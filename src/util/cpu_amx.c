@@ -2,7 +2,7 @@
  * it (CPUID), the OS enables the tile state (XCR0), and Linux grants this
  * process the tile data (arch_prctl ARCH_REQ_XCOMP_PERM, asked once; the
  * generated code asks again through hprt_amx_ok, harmlessly).
- * Needs: util.h.  Gives: ut_cpu_amx_bf16. */
+ * Needs: util.h.  Gives: ut_cpu_amx_bf16, ut_cpu_amx_int8. */
 #if defined(__linux__) && !defined(_GNU_SOURCE)
 #define _GNU_SOURCE 1 /* syscall */
 #endif
@@ -39,4 +39,15 @@ bool ut_cpu_amx_bf16(void) {
     __atomic_store_n(&st, s, __ATOMIC_RELEASE);
   }
   return s > 0;
+}
+
+/* AMX-INT8 (CPUID.7.0:EDX bit 25) on top of what ut_cpu_amx_bf16 checks
+ * (every CPU with AMX so far has both). */
+bool ut_cpu_amx_int8(void) {
+#if defined(__linux__) && defined(__x86_64__)
+  unsigned a, b, c, d;
+  return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d >> 25 & 1u) && ut_cpu_amx_bf16();
+#else
+  return false;
+#endif
 }

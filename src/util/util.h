@@ -66,6 +66,8 @@ char *ut_str_take(ut_str *s);
 /* This process may run Intel AMX-BF16 code: CPUID, XCR0 and Linux's
  * permission for the tile data (requested once, here). */
 bool ut_cpu_amx_bf16(void);
+/* ... and AMX-INT8 (tdpbusd) too. */
+bool ut_cpu_amx_int8(void);
 
 /* ---- checked arithmetic ------------------------------------------------- */
 /* Return false on overflow of int64. */

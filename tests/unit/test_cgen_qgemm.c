@@ -48,6 +48,8 @@ static const qcase CASES[] = {
     {30, 150, 37, true, false, I8, U8, -3, 5, 0, 255},          /* weight as A, s8: full B blocks packed 4 rows at a time */
     {5, 64, 8, false, false, U8, U8, 1, 2, 0, 255},             /* u8 A read in place: one block, all of it the copied tail */
     {18, 70, 64, false, true, U8, I8, 250, 0, -128, 127},       /* u8 A in place, whole blocks (the last a copy); s8 rows of 64 */
+    {70, 100, 200, false, false, I8, U8, -128, 3, 3, 255},       /* AMX: 3 panels of 32 (the last 6 rows), a 36-column block */
+    {45, 33, 70, true, false, U8, I8, 255, -7, -128, 127},     /* AMX, weight A: 2 panels, 33 columns (a half and one more vector) */
 };
 #define NCASE ((int)(sizeof CASES / sizeof CASES[0]))
 
@@ -196,6 +198,7 @@ static long run_case(void *h, int idx, const char *tag, hprt_pool *pool) {
   qdata d;
   make_data(c, &d, cc ? cc->c * cc->h * cc->w : 0);
   void *wp = aligned_alloc(64, ((size_t)wsize() + 63) & ~(size_t)63);
+  memset(wp, 0xa5, (size_t)wsize()); /* the packer writes all it reads (its padding too) */
   long ny = c->m * c->n, ysz = c->ydt == F32 ? 4 : 1, bad = 0;
   char *y = malloc((size_t)(ny * ysz + 64));
   memset(y, 0x5a, (size_t)(ny * ysz + 64)); /* poison, and a guard past the end */
@@ -259,6 +262,48 @@ static void check_all(const char *flags, int v0) {
   ut_str_free(&src);
 }
 
+/* Every case on the AMX variant (spec amx = 2; cgen_qamx.c), which must be
+ * the one that runs (F_amx_on), and again with the AVX-512 variant forced
+ * beside it (its own packed layout).  Skipped without AMX-INT8. */
+static void test_cases_amx(void **st) {
+  (void)st;
+  if (!ut_cpu_amx_int8()) {
+    fprintf(stderr, "no AMX-INT8 here (or no permission): skipped\n");
+    return;
+  }
+  ut_str src;
+  ut_str_init(&src);
+  harp_error e = {0};
+  for (int v = 0; v < 2; v++)
+    for (int i = 0; i < NCASE + NCCASE; i++) {
+      cgen_qgemm_spec s;
+      if (i < NCASE) make_spec(&CASES[i], v ? CGEN_ISA_AVX512 : -1, &s);
+      else make_cspec(&CCASES[i - NCASE], v ? CGEN_ISA_AVX512 : -1, &s);
+      s.amx = 2;
+      char name[32];
+      snprintf(name, sizeof name, "q%s%d", v ? "f" : "a", i);
+      assert_int_equal(cgen_qgemm(&e, &s, name, &src), HARP_OK);
+      assert_non_null(strstr(src.buf, v ? "qf0_amx_run" : "qa0_amx_run"));
+    }
+  void *h = ct_compile_flags(src.buf, getenv("CT_FLAGS") ? getenv("CT_FLAGS") : "-O2");
+  assert_non_null(h);
+  hprt_pool *pool = ct_pool_create(h, 3);
+  assert_non_null(pool);
+  for (int v = 0; v < 2; v++)
+    for (int i = 0; i < NCASE + NCCASE; i++) {
+      char name[48];
+      snprintf(name, sizeof name, "q%s%d_amx_on", v ? "f" : "a", i);
+      int (*on)(void) = (int (*)(void))dlsym(h, name);
+      assert_non_null(on);
+      assert_int_equal(on(), !v);
+      assert_int_equal(run_case(h, i, v ? "f" : "a", pool), 0);
+      assert_int_equal(run_case(h, i, v ? "f" : "a", NULL), 0);
+    }
+  ct_pool_destroy(h, pool);
+  dlclose(h);
+  ut_str_free(&src);
+}
+
 static void test_cases(void **st) {
   (void)st;
   check_all(getenv("CT_FLAGS") ? getenv("CT_FLAGS") : "-O0", 0);
@@ -305,6 +350,8 @@ static void test_errors(void **st) {
   bad(&s, HARP_E_INVALID_ARG);
   s.force_isa = CGEN_ISA_AVX2;
   bad(&s, HARP_E_INVALID_ARG);
+  s.amx = 3;
+  bad(&s, HARP_E_INVALID_ARG);
   s.weight_a = true, s.n = 9, s.k = 18, s.conv.c = 2, s.conv.h = s.conv.w = 3, s.conv.kh = s.conv.kw = 3;
   s.conv.sh = s.conv.sw = s.conv.dh = s.conv.dw = 1, s.conv.ph = s.conv.pw = 1;
   s.k = 17; /* not c kh kw */
@@ -331,6 +378,7 @@ int main(void) {
       cmocka_unit_test(test_errors),
       cmocka_unit_test(test_cases),
       cmocka_unit_test(test_cases_o3),
+      cmocka_unit_test(test_cases_amx),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

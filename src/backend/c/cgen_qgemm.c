@@ -34,17 +34,12 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "backend/c/cgen_int.h"
-#include "backend/c/cgen_qgemm.h"
+#include "backend/c/cgen_qgemm_int.h"
 
-#define QG_MR 6
-#define QG_NV 4
-#define QG_NR (16 * QG_NV)
 /* The VNNI tiles' depth block in words (4 k each): B's 64-column slice of it
  * (32 KiB) stays in L1 across a task's A blocks; partial sums kept in the
  * thread's scratch between blocks.  A K4 of at most QG_KC4 * 5 / 4 is one block. */
 #define QG_KC4 128L
-#define QG_ATTR "__attribute__((target(\"avx512f,avx512bw,avx512vl,avx512dq,avx512vnni\")))"
 
 void cgen_qgemm_spec_init(cgen_qgemm_spec *s, int64_t m, int64_t n, int64_t k) {
   memset(s, 0, sizeof *s);
@@ -54,19 +49,10 @@ void cgen_qgemm_spec_init(cgen_qgemm_spec *s, int64_t m, int64_t n, int64_t k) {
   s->force_isa = -1;
 }
 
-/* The sizes every emitted function shares. */
-typedef struct qg_dims {
-  long M, N, K, K4, MB, NB; /* blocks of A (MR rows) and of B (NR rows) */
-  bool cd;                   /* a stride-1 conv read in place (the padded-width grid) */
-  long NT, Hp, Wp, OW;       /* the tiles' columns (N, or OH Wp), the padded image, OW */
-  long wrows, wblk, wblocks; /* the weight's rows (channels), block width, blocks */
-  long chpad;                /* channels padded to the blocks */
-} qg_dims;
+int cg_qg_tail_nv(const qg_dims *d) { return (int)((d->NT - (d->NB - 1) * QG_NR + 15) / 16); }
 
-/* Vectors of 16 columns in the last block of B (QG_NV when it is full). */
-static int tail_nv(const qg_dims *d) { return (int)((d->NT - (d->NB - 1) * QG_NR + 15) / 16); }
-
-static qg_dims dims_of(const cgen_qgemm_spec *s) {
+/* The sizes of spec s's emitted functions (cgen_qgemm_int.h). */
+qg_dims cg_qg_dims(const cgen_qgemm_spec *s) {
   qg_dims d;
   d.M = (long)s->m, d.N = (long)s->n, d.K = (long)s->k, d.K4 = (d.K + 3) / 4;
   d.cd = s->conv.kh > 0 && s->conv.sh == 1 && s->conv.sw == 1;
@@ -78,6 +64,9 @@ static qg_dims dims_of(const cgen_qgemm_spec *s) {
   d.wblk = s->weight_a ? QG_MR : QG_NR;
   d.wblocks = s->weight_a ? d.MB : d.NB;
   d.chpad = d.wblocks * d.wblk;
+  d.amx = cg_qamx_on(s);
+  d.wwords = d.wblocks * d.K4 * d.wblk;
+  if (d.amx && cg_qamx_wwords(s, &d) > d.wwords) d.wwords = cg_qamx_wwords(s, &d);
   return d;
 }
 
@@ -211,11 +200,17 @@ static void emit_bpack(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, bo
 static void emit_wpack(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d) {
   long off = s->x_dtype == TINY_I8 ? 128 : 0;
   long rs = s->w_kmajor ? 1 : d->K, ks = s->w_kmajor ? d->wrows : 1;
-  long words = d->wblocks * d->K4 * d->wblk;
+  long words = d->wwords;
   cg_emit(o, "long $F_wsize(void) { return %ldL; }\n", (words + 2 * d->chpad) * 4);
+  if (d->amx) {
+    cg_emit(o, "static int $F_sel(void);\n");
+    cg_qamx_emit_pack(o, s, d);
+  }
   cg_emit(o, "int $F_pack(const int8_t *w, const int32_t *bias, const float *mult, void *wp) {\n");
   cg_emit(o, "  int32_t *d = (int32_t *)wp, *c0 = d + %ldL;\n  float *mu = (float *)(c0 + %ldL);\n", words, d->chpad);
   cg_emit(o, "  if (!w || !mult || !wp) return -1;\n");
+  if (d->amx) /* the variant that runs reads its own layout (cgen_qamx.c) */
+    cg_emit(o, "  if ($F_sel() == 4) $F_amxpk(w, d);\n  else\n");
   cg_emit(o, "  for (long b = 0; b < %ldL; b++) $F_pk((const uint8_t *)w, %ldL, %ldL, %ldL, %ld, 0u, b, d + b * %ldL);\n", d->wblocks,
           rs, ks, d->wrows, d->wblk, d->K4 * d->wblk);
   cg_emit(o, "  for (long c = 0; c < %ldL; c++) {\n    long sum = 0;\n", d->chpad);
@@ -230,7 +225,7 @@ static void emit_wpack(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d) {
  * none; each an integer below 2^30 in magnitude, else -1 and wp is left
  * as it was) and mu = mult[c] (NULL: 1), for c below the channels. */
 static void emit_requant(cg_out *o, const qg_dims *d) {
-  long words = d->wblocks * d->K4 * d->wblk;
+  long words = d->wwords;
   cg_emit(o, "int $F_requant(void *wp, const float *bias, const float *mult) {\n");
   cg_emit(o, "  int32_t *c0 = (int32_t *)wp + %ldL;\n  float *mu = (float *)(c0 + %ldL);\n", words, d->chpad);
   cg_emit(o, "  for (long c = 0; bias && c < %ldL; c++) {\n", d->wrows);
@@ -350,6 +345,14 @@ static void emit_tile_vnni(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d
   for (int i = 0; i < QG_MR; i++)
     for (int j = 0; j < nv; j++) cg_emit(o, "    _mm512_storeu_si512(acc + %d, c%d_%d);\n", i * QG_NR + 16 * j, i, j);
   cg_emit(o, "    return;\n  }\n");
+  char mlim[32];
+  snprintf(mlim, sizeof mlim, "%ldL", d->M);
+  cg_qg_emit_epilogue(o, s, d, nv, mlim);
+  cg_emit(o, "}\n");
+}
+
+/* cgen_qgemm_int.h: the epilogue of emit_tile_vnni's tile, rows below mlim. */
+void cg_qg_emit_epilogue(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, int nv, const char *mlim) {
   if (d->cd) /* per vector j: its lanes on the image (vm_j) and where the first goes (dst_j) */
     for (int j = 0; j < nv; j++) {
       cg_emit(o, "  __mmask16 vm%d = 0;\n  long dst%d;\n  { long q = n0 + %d, r = q %% %ldL;\n", j, j, 16 * j, d->Wp);
@@ -359,7 +362,7 @@ static void emit_tile_vnni(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d
     }
   bool b64 = !d->cd && nv == QG_NV && s->y_dtype != TINY_FP32;
   for (int i = 0; i < QG_MR; i++) {
-    cg_emit(o, "  if (m0 + %d < %ldL) {\n", i, d->M);
+    cg_emit(o, "  if (m0 + %d < %s) {\n", i, mlim);
     if (b64) { /* a row of 64 bytes in one store where all its columns are there */
       cg_emit(o, "   if (n0 + %d <= %ldL) {\n", QG_NR, d->N);
       emit_row64(o, s, i);
@@ -381,7 +384,6 @@ static void emit_tile_vnni(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d
     }
     cg_emit(o, b64 ? "   }\n  }\n" : "  }\n");
   }
-  cg_emit(o, "}\n");
 }
 
 /* The scalar $P_tile: the same contract as emit_tile_vnni's. */
@@ -443,7 +445,7 @@ static void emit_ctask(cg_out *o, const qg_dims *d, long nrow) {
  * 6 mb of x, the last from its copy cx->at. */
 static void emit_task(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, const qg_scr *r) {
   bool vnni = o->isa->id == CGEN_ISA_AVX512;
-  long words = d->wblocks * d->K4 * d->wblk;
+  long words = d->wwords;
   cg_emit(o, "static %s void $P_task(void *vc, int task, int tid) {\n  $F_ctx *cx = ($F_ctx *)vc;\n", vnni ? QG_ATTR : "");
   cg_emit(o, "  long jb = task / cx->mc, ic = task %% cx->mc;\n");
   cg_emit(o, "  long mb0 = %ldL * ic / cx->mc, mb1 = %ldL * (ic + 1) / cx->mc;\n", d->MB, d->MB);
@@ -471,7 +473,7 @@ static void emit_task(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, con
   cg_emit(o, "    for (long mb = mb0; mb < mb1; mb++)\n");
   cg_emit(o, "      (jb == %ldL ? $P_%s : $P_tile)(%s, B + k0 * %d, c0, mu, cx->y, mb * %d, jb * %d, kn, acc + (mb - mb0) * %d, k0 == 0,"
              " k0 + kn == %ldL);\n  }\n}\n",
-          d->NB - 1, tail_nv(d) < QG_NV ? "tilet" : "tile", abase, QG_NR, QG_MR, QG_NR, QG_MR * QG_NR, d->K4);
+          d->NB - 1, cg_qg_tail_nv(d) < QG_NV ? "tilet" : "tile", abase, QG_NR, QG_MR, QG_NR, QG_MR * QG_NR, d->K4);
 }
 
 /* The variant's tasks and $P_run: the conv's image (padded or im2col), A
@@ -540,6 +542,7 @@ static harp_status check_spec(harp_error *e, const cgen_qgemm_spec *s) {
     return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_qgemm: output zero point %d / clamp [%d, %d] out of range", (int)s->zy,
                    (int)s->lo, (int)s->hi);
   if (s->conv.kh > 0 && check_conv(e, s)) return e->code;
+  if (s->amx < 0 || s->amx > 2) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_qgemm: amx must be 0, 1 or 2");
   if (s->force_isa != -1 && s->force_isa != CGEN_ISA_SCALAR && s->force_isa != CGEN_ISA_AVX512)
     return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_qgemm: force_isa must be -1, scalar or avx512");
   return HARP_OK;
@@ -548,10 +551,11 @@ static harp_status check_spec(harp_error *e, const cgen_qgemm_spec *s) {
 harp_status cgen_qgemm(harp_error *e, const cgen_qgemm_spec *s, const char *fn, ut_str *out) {
   if (!s || !out) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_qgemm: NULL argument");
   if (cg_check_name(e, fn) || check_spec(e, s)) return e->code;
-  qg_dims d = dims_of(s);
+  qg_dims d = cg_qg_dims(s);
   cg_out o = {.s = out, .F = fn};
   cg_set_isa(&o, NULL);
   cg_emit_runtime(out);
+  if (d.amx) cg_emit_amx_runtime(&o); /* hprt_amx_ok for $F_sel */
   cg_emit(&o, "/* ---- %s: int8 GEMM %ld x %ld x %ld, %s x s8 (weight %s) -> %s ---- */\n", fn, d.M, d.N, d.K,
           tiny_dtype_name(s->x_dtype), s->weight_a ? "A" : "B", tiny_dtype_name(s->y_dtype));
   cg_emit(&o, "#include <math.h>\n#include <string.h>\n");
@@ -568,9 +572,10 @@ harp_status cgen_qgemm(harp_error *e, const cgen_qgemm_spec *s, const char *fn, 
   cg_set_isa(&o, cg_isa_get(CGEN_ISA_AVX512));
   cg_emit(&o, "#ifdef HPRT_X86\n");
   emit_tile_vnni(&o, s, &d, "tile", QG_NV);
-  if (tail_nv(&d) < QG_NV) emit_tile_vnni(&o, s, &d, "tilet", tail_nv(&d));
+  if (cg_qg_tail_nv(&d) < QG_NV) emit_tile_vnni(&o, s, &d, "tilet", cg_qg_tail_nv(&d));
   if (s->weight_a) emit_bpack(&o, s, &d, true);
   emit_run(&o, s, &d);
+  if (d.amx) cg_qamx_emit(&o, s, &d); /* the AMX variant, under HPRT_AMX */
   cg_emit(&o, "#endif\n");
   cg_set_isa(&o, NULL);
   cg_emit(&o, "static int $F_sel(void) {\n  static int sel;\n  int s = __atomic_load_n(&sel, __ATOMIC_RELAXED);\n  if (!s) {\n    s = 1;\n");
@@ -579,8 +584,11 @@ harp_status cgen_qgemm(harp_error *e, const cgen_qgemm_spec *s, const char *fn, 
     cg_emit(&o, "#ifdef HPRT_X86\n    __builtin_cpu_init();\n    if (__builtin_cpu_supports(\"avx512f\") && __builtin_cpu_supports(\"avx512bw\") &&\n"
                 "        __builtin_cpu_supports(\"avx512vl\") && __builtin_cpu_supports(\"avx512dq\") &&\n"
                 "        __builtin_cpu_supports(\"avx512vnni\")) s = 3;\n#endif\n");
+  if (d.amx && s->force_isa < 0) cg_emit(&o, "#ifdef HPRT_AMX\n    if (s == 3 && hprt_amx8_ok()) s = 4;\n#endif\n");
   cg_emit(&o, "    __atomic_store_n(&sel, s, __ATOMIC_RELAXED);\n  }\n  return s;\n}\n");
+  if (d.amx) cg_emit(&o, "int $F_amx_on(void) { return $F_sel() == 4; }\n");
   cg_emit(&o, "int $F(hprt_pool *pool, const void *wp, const void *x, void *y) {\n");
+  if (d.amx) cg_emit(&o, "#ifdef HPRT_AMX\n  if ($F_sel() == 4) return $F_amx_run(pool, wp, x, y);\n#endif\n");
   cg_emit(&o, "#ifdef HPRT_X86\n  if ($F_sel() == 3) return $F_avx512_run(pool, wp, x, y);\n#endif\n");
   cg_emit(&o, "  return $F_scalar_run(pool, wp, x, y);\n}\n");
   if (out->oom) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "cgen: out of memory");

@@ -19,6 +19,7 @@
  *        after F_pack (bias NULL, mult all 1): the channels' bias (integers, NULL:
  *        none) added and their multipliers set, for the requantizing epilogue;
  *        -1 (wp unchanged) when a bias is no integer below 2^30;
+ *   int  F_amx_on(void)                   (only with the AMX variant) 1 when it is the one that runs;
  *   int  F(hprt_pool *pool, const void *wp, const void *x, void *y)
  *        x row-major ([M][K] as A, [K][N] as B; a conv's image), y row-major [M][N]. */
 #ifndef HARP_CGEN_QGEMM_H
@@ -37,6 +38,10 @@ typedef struct cgen_qgemm_spec {
   int32_t zy, lo, hi;   /* output zero point and clamp (within y_dtype's range; a fused
                            Relu is lo = zy); ignored for fp32 */
   int force_isa;        /* tests: -1 = by CPUID; CGEN_ISA_SCALAR or CGEN_ISA_AVX512 */
+  int amx;              /* an AMX-INT8 variant too (cgen_qamx.c: tdpbusd / tdpbsud on 32x32
+                           tiles), run where the CPU has AMX-INT8 and Linux grants the tile
+                           state, else the VNNI one: 0 none, 1 where it pays (cg_qamx_pays),
+                           2 always (tests, bench) */
   struct {              /* kh > 0: a convolution; x is one NCHW image [c][h][w] (the caller
                            steps the batch and the groups) and B its im2col [c kh kw][oh ow],
                            the padding reading za (x - za = 0, as onnxruntime pads); needs

@@ -471,6 +471,8 @@ int cc_q8_whole(const rc_ctx *c, int r, const ct_tensor *t, int64_t n, const ct_
  * step refuses it. */
 static bool q8_emit(rc_ctx *c, int r, const char *fn, ut_str *out, const q8_job *j, rc_packed *pk) {
   q8_job jr = *j; /* the epilogue as the kernel's own requantization, where it is one */
+  /* the AMX-INT8 variant where this host runs it and it pays (cgen_qamx.c) */
+  jr.q.amx = rt_knobs_or_default(c->knobs)->amx != RT_AMX_OFF && ut_cpu_amx_int8() ? 1 : 0;
   if (q8_requant(j->epi, j->nepi, j->bias_col, j->Y.dtype, &jr.rq))
     jr.q.y_dtype = TINY_U8, jr.q.zy = -jr.rq.lo, jr.q.lo = 0, jr.q.hi = jr.rq.hi - jr.rq.lo;
   int zo = q8_zo(&jr.rq);

@@ -1,0 +1,50 @@
+/* cgen_qgemm_int.h — what the int8 GEMM's generator (cgen_qgemm.c) shares
+ * with its AMX-INT8 variant (cgen_qamx.c): the sizes of one GEMM, the
+ * requantizing epilogue of a tile, and the AMX pieces.
+ * Needs: cgen_int.h, cgen_qgemm.h.  Gives: qg_dims, cg_qg_dims,
+ * cg_qg_tail_nv, cg_qg_emit_epilogue (cgen_qgemm.c); cg_qamx_pays,
+ * cg_qamx_on, cg_qamx_wwords, cg_qamx_emit (cgen_qamx.c). */
+#ifndef HARP_CGEN_QGEMM_INT_H
+#define HARP_CGEN_QGEMM_INT_H
+
+#include "backend/c/cgen_int.h"
+#include "backend/c/cgen_qgemm.h"
+
+#define QG_MR 6
+#define QG_NV 4
+#define QG_NR (16 * QG_NV)
+#define QG_ATTR "__attribute__((target(\"avx512f,avx512bw,avx512vl,avx512dq,avx512vnni\")))"
+
+/* The sizes every emitted function shares. */
+typedef struct qg_dims {
+  long M, N, K, K4, MB, NB; /* blocks of A (MR rows) and of B (NR rows) */
+  bool cd;                   /* a stride-1 conv read in place (the padded-width grid) */
+  long NT, Hp, Wp, OW;       /* the tiles' columns (N, or OH Wp), the padded image, OW */
+  long wrows, wblk, wblocks; /* the weight's rows (channels), block width, blocks */
+  long chpad;                /* channels padded to the blocks */
+  bool amx;                  /* an AMX variant is emitted (cg_qamx_on) */
+  long wwords;               /* words of the packed weight before c0: the VNNI blocks or,
+                                where the AMX variant runs, its panels (the larger) */
+} qg_dims;
+
+qg_dims cg_qg_dims(const cgen_qgemm_spec *s);
+/* Vectors of 16 columns in the last block of B (QG_NV when it is full). */
+int cg_qg_tail_nv(const qg_dims *d);
+/* The requantizing epilogue of one VNNI-shaped tile: the int32 sums in
+ * __m512i cI_J (I < QG_MR rows from m0, J < nv vectors from column n0),
+ * c0 and mu (the packed weight's), y; rows from mlim on (an expression of
+ * the emitted function) are not stored. */
+void cg_qg_emit_epilogue(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, int nv, const char *mlim);
+
+/* cgen_qamx.c.  Whether an M x N x K int8 GEMM pays on AMX (measured). */
+bool cg_qamx_pays(int64_t M, int64_t N, int64_t K);
+/* Whether spec s gets an AMX variant (s->amx, and where it pays unless forced). */
+bool cg_qamx_on(const cgen_qgemm_spec *s);
+/* Words of the AMX variant's packed weight. */
+long cg_qamx_wwords(const cgen_qgemm_spec *s, const qg_dims *d);
+/* $F_amxpk (the weight in the AMX layout, from $F_pack) and the variant
+ * $F_amx_run (after the AVX-512 variant, whose $P_pkb and $P_ctask it calls). */
+void cg_qamx_emit_pack(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d);
+void cg_qamx_emit(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d);
+
+#endif

@@ -1,0 +1,167 @@
+"""The int8 kernels' AMX-INT8 variant (cgen_qamx.c: tdpbusd / tdpbsud on
+32x32 tiles of C) against onnxruntime's int8 run, with AMX on (HARP_AMX
+auto) and off.  Skips (77) on a CPU without AMX-INT8.
+
+One QDQ model (DQ -> Conv / MatMul / Gemm -> Q, per-channel int8 weights
+with -128 / 127 among them, int32 biases, uint8 activations) per zero point
+of the activations (0 and 255: |q - z| reaches 255), the outputs' zero
+point 128 or 0 (the form of a Relu that quantize_static folds into the Q:
+the epilogue's clamp at the zero point): a 3x3 conv read in place
+(stride 1; K = 37 * 9 = 333, not a multiple of 4 or of the tile's 64 bytes;
+45 output channels: a second panel of 13 rows), a strided 3x3 conv (the
+im2col), a 1x1 conv (the GEMM form, K = 96), a MatMul (the weight as B: 75
+rows, 3 panels; 99 columns: a last block of 35; K = 300) and a Gemm with
+transB (130 columns: a last block of 2), all above the line where AMX
+pays (cg_qamx_pays), and a 9 x 40 x 64 MatMul below it (no AMX variant).
+Checked: each output equal to onnxruntime's int8 run (>= 99.9% of the
+elements exactly, none more than one step off, as test_onnx_quant.py's
+QDQ checks) with outputs not all saturated; AMX on and off equal on every
+element (the sums are exact integers either way); the generated C with
+AMX on has the AMX variant in exactly the five kernels above the line (its
+tile loads, tdpbusd and tdpbsud, the selector's hprt_amx8_ok), off has none."""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+import harp_test as ht  # noqa: E402
+
+try:
+    import onnx  # noqa: F401
+    import onnxruntime as ort
+    from onnx import TensorProto as T
+    from onnx import helper as h
+    from onnx import numpy_helper as nh
+except ImportError:
+    print("onnx / onnxruntime not installed: skipped")
+    sys.exit(77)
+
+if "amx_int8" not in open("/proc/cpuinfo").read():
+    print("skip: this CPU has no AMX-INT8 (the AMX variant is not chosen here)")
+    sys.exit(77)
+
+S = ht.Suite("qamx")
+RNG = np.random.default_rng(28)
+Q8_FORCE = ["--knob", "int8=force"]  # the int8 kernel even where the bf16 template would be as fast
+ABOVE = 5  # the contractions above the AMX line
+
+
+def init(name, arr):
+    return nh.from_array(np.asarray(arr), name)
+
+
+def weight(shape):
+    w = RNG.integers(-128, 128, shape, dtype=np.int8)
+    w.reshape(shape[0], -1)[:, :5] = RNG.choice(np.array([-128, 127], np.int8), (shape[0], 5))
+    return w
+
+
+def act(shape, scale):
+    """fp32 activations, a quarter of them far past the quantized range."""
+    x = (RNG.standard_normal(shape) * scale).astype(np.float32)
+    x.flat[::4] = RNG.choice(np.array([-1e3, 1e3], np.float32), x.flat[::4].shape)
+    return x
+
+
+def qdq_model(zx, zy):
+    """The model (the module's comment), its feeds and each output's step."""
+    sx = np.float32(0.02)
+    nodes, inits, outs, steps = [], [init("sx", sx), init("zx", np.uint8(zx)), init("zy", np.uint8(zy))], [], {}
+
+    def q(v, s):
+        nodes.append(h.make_node("QuantizeLinear", [v, s, "zy"], [v + "_q"]))
+        nodes.append(h.make_node("DequantizeLinear", [v + "_q", s, "zy"], [v + "_o"]))
+        outs.append(h.make_tensor_value_info(v + "_o", T.FLOAT, None))
+
+    def contraction(name, op, xin, w, ch_axis, sy, bias=True, **attrs):
+        ws = (RNG.random(w.shape[ch_axis]) * 0.01 + 0.001).astype(np.float32)
+        inits.extend([init(name + "_w", w), init(name + "_ws", ws), init(name + "_wz", np.zeros(w.shape[ch_axis], np.int8))])
+        nodes.append(h.make_node("DequantizeLinear", [name + "_w", name + "_ws", name + "_wz"], [name + "_wd"], axis=ch_axis))
+        ins = [xin, name + "_wd"]
+        if bias:
+            ch = w.shape[ch_axis]
+            inits.extend([init(name + "_b", RNG.integers(-300000, 300000, ch).astype(np.int32)),
+                          init(name + "_bs", (sx * ws).astype(np.float32)), init(name + "_bz", np.zeros(ch, np.int32))])
+            nodes.append(h.make_node("DequantizeLinear", [name + "_b", name + "_bs", name + "_bz"], [name + "_bd"], axis=0))
+            ins.append(name + "_bd")
+        nodes.append(h.make_node(op, ins, [name], **attrs))
+        inits.append(init(name + "_sy", np.float32(sy)))
+        steps[name + "_o"] = sy
+        q(name, name + "_sy")
+
+    feeds = {"x": act((1, 37, 13, 12), 3), "x2": act((1, 32, 33, 31), 3), "x3": act((1, 96, 18, 18), 3),
+             "a": act((75, 300), 3), "a2": act((9, 64), 3)}
+    for v in feeds:
+        nodes.append(h.make_node("QuantizeLinear", [v, "sx", "zx"], [v + "_q"]))
+        nodes.append(h.make_node("DequantizeLinear", [v + "_q", "sx", "zx"], [v + "_d"]))
+    contraction("c1", "Conv", "x_d", weight((45, 37, 3, 3)), 0, 3.0, pads=[1, 1, 1, 1])
+    contraction("c2", "Conv", "x2_d", weight((70, 32, 3, 3)), 0, 3.0, pads=[1, 1, 1, 1], strides=[2, 2])
+    contraction("c3", "Conv", "x3_d", weight((80, 96, 1, 1)), 0, 2.0)
+    contraction("m1", "MatMul", "a_d", weight((300, 99)), 1, 2.0, bias=False)
+    contraction("g1", "Gemm", "a_d", weight((130, 300)), 0, 2.0, transB=1)
+    contraction("m2", "MatMul", "a2_d", weight((64, 40)), 1, 1.0, bias=False)
+    g = h.make_graph(nodes, "qamx", [h.make_tensor_value_info(k, T.FLOAT, v.shape) for k, v in feeds.items()], outs, inits)
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 13)])
+    m.ir_version = 8
+    path = os.path.join(tempfile.mkdtemp(prefix="harp_py_qamx_"), "qdq.onnx")
+    onnx.save(m, path)
+    return path, feeds, steps
+
+
+def compiled_c(path, env):
+    """The C `harp compile` makes of path for the cpu (int8 kernels forced), under env."""
+    out = tempfile.mkdtemp(prefix="harp_py_qamx_c_")
+    p = subprocess.run([ht.HARP, "compile", path, "--target", "cpu", "-o", out, *Q8_FORCE], capture_output=True, text=True,
+                       timeout=300, env={**os.environ, **env})
+    S.check(f"harp compile {env}: runs", p.returncode == 0, p.stderr[-600:])
+    return "".join(open(os.path.join(r, f)).read() for r, _, fs in os.walk(out) for f in fs if f.endswith(".c"))
+
+
+def run_case(zx, zy):
+    name = f"zx={zx} zy={zy}"
+    path, feeds, steps = qdq_model(zx, zy)
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    want = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
+    got = {}
+    for tag, env in (("amx", {"HARP_AMX": "auto"}), ("no-amx", {"HARP_AMX": "off"})):
+        os.environ.update(env)
+        p, d = ht.run(path, feeds, backend="cpu", extra=Q8_FORCE)
+        os.environ.pop("HARP_AMX")
+        S.check(f"{name} {tag}: runs", p.returncode == 0, p.stderr[-600:])
+        if p.returncode:
+            continue
+        for k, step in steps.items():
+            y = got[(tag, k)] = np.load(os.path.join(d, k + ".npy"))
+            err = np.abs(y.astype(np.float64) - want[k]) / step
+            eq = float(np.mean(err <= 1e-3))
+            q = np.rint(want[k] / step)
+            inside = float(np.mean((q > -zy) & (q < 255 - zy)))
+            S.check(f"{name} {tag} {k}: equal to onnxruntime's int8 run", y.shape == want[k].shape and eq >= 0.999 and err.max() <= 1
+                    and inside > 0.3, f"{eq:.4%} equal, max {err.max():.2f} steps, {inside:.1%} unsaturated")
+    if len(got) == 2 * len(steps):
+        diff = [k for k in steps if not np.array_equal(got[("amx", k)], got[("no-amx", k)])]
+        S.check(f"{name}: AMX on and off equal", not diff, f"differ in {diff}")
+    return path
+
+
+def check_c(path):
+    on, off = compiled_c(path, {"HARP_AMX": "auto"}), compiled_c(path, {"HARP_AMX": "off"})
+    q8 = on.count("_q8(pool, bufs);")
+    amx = len(re.findall(r"int \w+_amx_on\(void\)", on))
+    S.check("AMX on: the int8 kernels", q8 == ABOVE + 1, f"{q8} int8 kernels")
+    S.check("AMX on: the AMX variant in the five kernels above the line", amx == ABOVE and all(
+        t in on for t in ("_tile_dpbusd(", "_tile_dpbsud(", "_tile_loadd(", "hprt_amx8_ok()", "_amx_run(")), f"{amx} AMX variants")
+    S.check("AMX off: no AMX variant", "_tile_dp" not in off and "_amx_on(void)" not in off and off.count("_q8(pool, bufs);") == q8,
+            "")
+
+
+for zx, zy in ((0, 128), (255, 0)):
+    p = run_case(zx, zy)
+check_c(p)
+S.close()
