@@ -597,7 +597,9 @@ static harp_status check_epi(harp_error *e, const cg_mm *p) {
  * where AMX pays (cg_amx_pays)? */
 static bool amx_applies(const cg_mm *p, unsigned set) {
   if (!p->tune.amx || !p->tune.bf16 || !(set >> CGEN_ISA_AVX512 & 1u) || p->m_expr || p->direct || p->wino) return false;
-  if (!cg_amx_pays(p->M, p->N, p->K)) return false;
+  /* a conv's depth as the pair view packs it: an odd channel count padded (conv_amx_stem) */
+  int64_t K = p->conv ? (p->cv_icg + 1) / 2 * 2 * p->cv_kh * p->cv_kw : p->K;
+  if (!cg_amx_pays(p->M, p->N, K)) return false;
   return p->conv || !cg_skinny_ok(p, cg_isa_get(CGEN_ISA_AVX512));
 }
 
@@ -748,17 +750,33 @@ bool cg_conv_bf16_asked(const cgen_conv_spec *s) {
   return s->tune.bf16 || (s->tune.bf16_native && s->x_dtype == TINY_BF16 && s->w_dtype == TINY_BF16);
 }
 
+static bool conv_wino(const cgen_conv_spec *s) {
+  return s->tune.conv_algo == CGEN_CONV_WINO || s->tune.conv_algo == CGEN_CONV_WINO2 || s->tune.conv_algo == CGEN_CONV_WINO4;
+}
+
+/* Does conv s, with fewer than CG_BF16_MIN_ICG input channels per group
+ * (a stem), go to the implicit GEMM's AMX variant on channel pairs
+ * (tune.amx: this host has AMX; an AVX-512 variant; a size where AMX pays;
+ * neither the direct kernel nor Winograd asked for)?  On the AMX host the
+ * column-pair direct kernel (conv_bf16_cols) loses even to fp32: vdpbf16ps
+ * issues at half fp32's FMA rate there.  ResNet-50's 7x7/2 stem, 2 threads,
+ * min of 200: fp32 direct 0.71 ms, bf16 column pairs 1.41, AMX see
+ * bench/RESULTS.md (amx2). */
+static bool conv_amx_stem(const cgen_conv_spec *s) {
+  int64_t oh, ow;
+  if (!s->tune.amx || s->c / s->groups >= CG_BF16_MIN_ICG || !(cg_isa_set(&s->tune) >> CGEN_ISA_AVX512 & 1u)) return false;
+  if (s->tune.conv_algo == CGEN_CONV_DIRECT || conv_wino(s) || !cgen_conv_out_hw(s, &oh, &ow)) return false;
+  int64_t icg2 = (s->c / s->groups + 1) / 2 * 2;
+  return cg_amx_pays(s->oc / s->groups, oh * ow, icg2 * s->kh * s->kw);
+}
+
 /* Does conv s multiply in bf16 (tune.bf16, or bf16 storage and
  * tune.bf16_native)?  Not with fewer than 16 input
  * channels per group: the pairs' interleave and a half-empty last pair cost
  * more than bf16 saves (MobileNetV2's 3-channel stem: 0.11 ms fp32 direct,
  * 0.27 ms bf16); such convs pair columns instead (conv_bf16_cols). */
 static bool conv_bf16(const cgen_conv_spec *s) {
-  return cg_conv_bf16_asked(s) && s->c / s->groups >= CG_BF16_MIN_ICG;
-}
-
-static bool conv_wino(const cgen_conv_spec *s) {
-  return s->tune.conv_algo == CGEN_CONV_WINO || s->tune.conv_algo == CGEN_CONV_WINO2 || s->tune.conv_algo == CGEN_CONV_WINO4;
+  return cg_conv_bf16_asked(s) && (s->c / s->groups >= CG_BF16_MIN_ICG || conv_amx_stem(s));
 }
 
 /* Does conv s, with fewer input channels than conv_bf16 takes, multiply in
@@ -767,7 +785,7 @@ static bool conv_wino(const cgen_conv_spec *s) {
  * GEMM or Winograd is asked for, nor without an AVX-512 variant. */
 static bool conv_bf16_cols(const cgen_conv_spec *s) {
   const char *why;
-  if (!cg_conv_bf16_asked(s) || conv_wino(s) || s->tune.conv_algo == CGEN_CONV_GEMM) return false;
+  if (!cg_conv_bf16_asked(s) || conv_wino(s) || s->tune.conv_algo == CGEN_CONV_GEMM || conv_amx_stem(s)) return false;
   return (cg_isa_set(&s->tune) >> CGEN_ISA_AVX512 & 1u) && cg_dconv_cols_ok(s, &why);
 }
 
@@ -783,6 +801,7 @@ bool cgen_conv_direct(const cgen_conv_spec *s, const char **why) {
     return false;
   }
   if (conv_bf16_cols(s)) return cg_dconv_cols_ok(s, why);
+  if (conv_amx_stem(s)) return *why = "bf16 with AMX, few input channels: the implicit GEMM's AMX variant", false;
   if (conv_bf16(s)) { /* the direct kernel on channel pairs (cgen_dconv.c) where cg_dconv_plan takes the pair view */
     cgen_conv_spec q = cg_dconv_pairs(s);
     bool avx512 = cg_isa_set(&s->tune) >> CGEN_ISA_AVX512 & 1u;
