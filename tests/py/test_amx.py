@@ -18,7 +18,9 @@ none, every case on it but three below the line where AMX pays (13x3x17,
 16x32x64, a conv to 9 channels: the AVX-512 kernels); and the two runs' outputs differ in most cases (tdpbf16ps sums a
 16-pair step in another order than vdpbf16ps), the sign that the AMX kernel
 ran.  A third run, AMX on with the conv algorithm harp picks, puts every
-conv (1x1 and 3x3) on the implicit GEMM's AMX variant, checked the same."""
+conv (1x1 and 3x3, stems of 3 or 5 input channels) on the implicit GEMM's
+AMX variant, checked the same.  The tile configuration is loaded once a
+compute task, not per micro-kernel call (checked in the C)."""
 import os
 import re
 import sys
@@ -177,8 +179,19 @@ for tag, env in RUNS:
     src = open(os.path.join(dump, "model.c")).read()
     on = env["HARP_AMX"] == "auto"
     s.check(f"{tag}: the generated C {'has' if on else 'has no'} AMX variant", all(t in src for t in AMX_C) == on, "")
-    if on:  # every case on the AMX variant but those below the line; with conv auto, convs go to the GEMM's AMX
+    if on:  # the tile configuration: loaded once a compute task (its start), released at its end, not per call
         ks = kernel_chunks(src)
+        mk_bodies = re.findall(r"void \w+_amx_k\d+_\d+\(.*?\n}\n", src, re.S)
+        tasks = re.findall(r"void (\w+_amx_task)\(void \*vc, int task, int tid\) \{\n(.*?)\n}\n", src, re.S)
+        s.check(f"{tag}: AMX micro-kernels and tasks found", len(mk_bodies) >= 2 and len(tasks) >= 2,
+                f"{len(mk_bodies)} kernels, {len(tasks)} tasks")
+        s.check(f"{tag}: no micro-kernel loads or releases the tile configuration",
+                not any("_tile_loadconfig" in b or "_tile_release" in b or "_tcfg()" in b for b in mk_bodies), "")
+        bad = [n for n, b in tasks if b.count("_tcfg();") != 1 or b.count("_tile_release();") != 1
+               or not b.rstrip().endswith("_tile_release();") or b.index("_tcfg();") > b.index("for (long jc")]
+        s.check(f"{tag}: each AMX task loads the configuration once before its loops and releases it at its end",
+                not bad, f"{bad[:5]}")
+        # every case on the AMX variant but those below the line; with conv auto, convs go to the GEMM's AMX
         for c in cases:
             # the AMX micro-kernel, defined or shared with an earlier kernel's (#define, kernels deduplicated)
             amx_k = re.search(r"_amx_k32_\d", ks.get(c[0], "")) is not None

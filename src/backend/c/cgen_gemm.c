@@ -298,6 +298,7 @@ static void emit_task(cg_out *o, const cg_mm *p, const cg_tile *t) {
   int nvt = nrt ? (nrt + w - 1) / w : t->nv;     /* vectors the tail needs */
   cg_emit(o, "static $T void $P_task(void *vc, int task, int tid) {\n");
   cg_emit(o, "  const $F_ctx *cx = (const $F_ctx *)vc;\n");
+  if (o->amx) cg_emit(o, "  $P_tcfg(); /* released at the end */\n");
   if (p->m_expr) { /* batch 1; the rows and their split of this run */
     cg_emit(o, "  long tn = task %% cx->sn, tm = task / cx->sn, b0 = 0, b1 = 0;\n");
     cg_emit(o, "  long m0 = tm * cx->tm, m1 = m0 + cx->tm < cx->M ? m0 + cx->tm : cx->M;\n");
@@ -380,7 +381,7 @@ static void emit_task(cg_out *o, const cg_mm *p, const cg_tile *t) {
     else if (mt) cg_emit(o, "          }\n");
   }
   if (p->m_expr) cg_emit(o, "          }\n");
-  cg_emit(o, "        }\n      }\n      }\n    }\n  }\n}\n");
+  cg_emit(o, "        }\n      }\n      }\n    }\n  }\n%s}\n", o->amx ? "  _tile_release();\n" : "");
 }
 
 /* The depth K, its block KC, A's row stride and the number of blocks
@@ -471,7 +472,7 @@ static void emit_variant(cg_out *o, const cg_mm *p, const cg_tile *t) {
     }
   }
   cg_emit_pack_a(o, p, t);
-  if (o->amx) cg_emit_amx_pack_a(o, t->groups, t->ppg * t->mr, t->mp, t->kc, p->pairs);
+  if (o->amx) cg_emit_amx_pack_a(o, t->groups, t->ppg * t->mr, t->mp, t->kc, p->pairs), cg_emit_amx_tilecfg(o);
   if (cg_bt_transposes(p, o->isa, t)) cg_emit_tr16(o);
   /* a half-precision conv input is widened into fp32 scratch first (one
    * vector pass), so that the packer takes the fp32 row runs or gathers:
