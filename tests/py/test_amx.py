@@ -126,13 +126,13 @@ conv("conv1x1_120ch", (1, 120, 8, 16), 32, 1)
 conv("conv3x3_odd_s2_batch2", (2, 19, 15, 15), 35, 3, stride=2, pad=1)
 conv("conv3x3_groups2", (1, 38, 11, 9), 40, 3, pad=1, groups=2)
 conv("conv3x3_weight_input", (1, 17, 12, 12), 20, 3, pad=1, w_init=False)
-# stems (fewer than 16 input channels per group): on the implicit GEMM's AMX variant over channel
-# pairs (the last pair half empty) where AMX is on, harp's pick included (not the direct kernel over
+# stems (fewer than 16 input channels per group, 32 outputs or more, 2048 multiply-adds a pixel): on the
+# implicit GEMM's AMX variant over channel pairs (the last pair half empty) where AMX is on, harp's pick included (not the direct kernel over
 # column pairs); with AMX off and HARP_CONV=gemm they multiply in fp32 (checked against fp32 alone)
 STEMS = ("stem7x7_s2_3ch", "stem3x3_5ch_batch2", "stem3x3_groups2_3ch")
 conv("stem7x7_s2_3ch", (1, 3, 45, 38), 64, 7, stride=2, pad=3)
 conv("stem3x3_5ch_batch2", (2, 5, 20, 22), 40, 3, pad=1)
-conv("stem3x3_groups2_3ch", (1, 6, 17, 17), 64, 3, pad=1, groups=2)
+conv("stem3x3_groups2_3ch", (1, 6, 17, 17), 128, 3, pad=1, groups=2)
 # below the line where AMX pays (cg_amx_pays: 16 rows, 16 columns, 32 deep, 2^18 products): the AVX-512 kernels
 BELOW = ("below_mm_13x3x17", "below_mm_16x32x64", "below_conv3x3_9_out")
 matmul("below_mm_13x3x17", (13, 3), (3, 17))

@@ -760,15 +760,18 @@ static bool conv_wino(const cgen_conv_spec *s) {
  * (tune.amx: this host has AMX; an AVX-512 variant; a size where AMX pays;
  * neither the direct kernel nor Winograd asked for)?  On the AMX host the
  * column-pair direct kernel (conv_bf16_cols) loses even to fp32: vdpbf16ps
- * issues at half fp32's FMA rate there.  ResNet-50's 7x7/2 stem, 2 threads,
- * min of 200: fp32 direct 0.71 ms, bf16 column pairs 1.41, AMX see
- * bench/RESULTS.md (amx2). */
+ * issues at half fp32's FMA rate there.  Only with 32 output channels a
+ * group and 2048 multiply-adds a pixel (output channels x padded depth):
+ * 2 threads, min of 100, bf16 before -> AMX: ResNet-50's 7x7/2 3->64
+ * (12544 a pixel) 1.38 -> 0.38 ms, 3x3/1 3->64 at 224 (2304) 1.6 -> 0.95;
+ * MobileNetV2's 3x3/2 3->32 (1152) 0.09 -> 0.105 and PP-OCR's 3->16 at 640
+ * 0.44 -> 0.93 lose (a half-empty tile, too little depth to pay). */
 static bool conv_amx_stem(const cgen_conv_spec *s) {
   int64_t oh, ow;
   if (!s->tune.amx || s->c / s->groups >= CG_BF16_MIN_ICG || !(cg_isa_set(&s->tune) >> CGEN_ISA_AVX512 & 1u)) return false;
   if (s->tune.conv_algo == CGEN_CONV_DIRECT || conv_wino(s) || !cgen_conv_out_hw(s, &oh, &ow)) return false;
-  int64_t icg2 = (s->c / s->groups + 1) / 2 * 2;
-  return cg_amx_pays(s->oc / s->groups, oh * ow, icg2 * s->kh * s->kw);
+  int64_t icg2 = (s->c / s->groups + 1) / 2 * 2, ocg = s->oc / s->groups, kp = icg2 * s->kh * s->kw;
+  return ocg >= 32 && ocg * kp >= 2048 && cg_amx_pays(ocg, oh * ow, kp);
 }
 
 /* Does conv s multiply in bf16 (tune.bf16, or bf16 storage and
