@@ -42,8 +42,9 @@ void rt_cache_cpu_id(char *buf, size_t cap) {
   F("avx512cd") F("avx512vnni") F("avx512bf16") F("avx512ifma") F("avx512vbmi") F("avx512vbmi2") F("avx512bitalg")
   F("avx512vpopcntdq")
 #undef F
-  if (ut_cpu_amx_bf16() && k >= 0 && (size_t)k < cap) k += snprintf(buf + k, cap - (size_t)k, ",amx-bf16");
-  if (ut_cpu_amx_int8() && k >= 0 && (size_t)k < cap) k += snprintf(buf + k, cap - (size_t)k, ",amx-int8");
+  /* detection alone: a key asks Linux for no tile permission (cpu_amx.c) */
+  if (ut_cpu_has_amx_bf16() && k >= 0 && (size_t)k < cap) k += snprintf(buf + k, cap - (size_t)k, ",amx-bf16");
+  if (ut_cpu_has_amx_int8() && k >= 0 && (size_t)k < cap) k += snprintf(buf + k, cap - (size_t)k, ",amx-int8");
 #elif defined(__aarch64__)
   k += snprintf(buf, cap, "aarch64");
 #else

@@ -63,10 +63,19 @@ void ut_str_printf(ut_str *s, const char *fmt, ...) __attribute__((format(printf
 char *ut_str_take(ut_str *s);
 
 /* ---- the CPU (cpu_amx.c) -------------------------------------------------- */
-/* This process may run Intel AMX-BF16 code: CPUID, XCR0 and Linux's
- * permission for the tile data (requested once, here). */
+/* The CPU has Intel AMX-BF16 and the OS enables the tile state (CPUID,
+ * XCR0): no system call, no permission asked (the compile cache's key). */
+bool ut_cpu_has_amx_bf16(void);
+/* Linux grants this process the AMX tile data (arch_prctl, requested once,
+ * here; false off Linux x86-64): only where AMX code is compiled. */
+bool ut_cpu_amx_permit(void);
+/* This process may run Intel AMX-BF16 code: ut_cpu_has_amx_bf16, then
+ * ut_cpu_amx_permit. */
 bool ut_cpu_amx_bf16(void);
-/* ... and AMX-INT8 (tdpbusd) too. */
+/* The CPU has AMX-INT8 (tdpbusd) as well (detection only, as above). */
+bool ut_cpu_has_amx_int8(void);
+/* This process may run AMX-INT8 code: ut_cpu_has_amx_int8, then
+ * ut_cpu_amx_permit. */
 bool ut_cpu_amx_int8(void);
 
 /* ---- checked arithmetic ------------------------------------------------- */

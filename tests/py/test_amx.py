@@ -18,7 +18,9 @@ none, every case on it but three below the line where AMX pays (13x3x17,
 16x32x64, a conv to 9 channels: the AVX-512 kernels); and the two runs' outputs differ in most cases (tdpbf16ps sums a
 16-pair step in another order than vdpbf16ps), the sign that the AMX kernel
 ran.  A third run, AMX on with the conv algorithm harp picks, puts every
-conv (1x1 and 3x3) on the implicit GEMM's AMX variant, checked the same."""
+conv (1x1 and 3x3, stems of 3 or 5 input channels) on the implicit GEMM's
+AMX variant, checked the same.  The tile configuration is loaded once a
+compute task, not per micro-kernel call (checked in the C)."""
 import os
 import re
 import sys
@@ -124,6 +126,13 @@ conv("conv1x1_120ch", (1, 120, 8, 16), 32, 1)
 conv("conv3x3_odd_s2_batch2", (2, 19, 15, 15), 35, 3, stride=2, pad=1)
 conv("conv3x3_groups2", (1, 38, 11, 9), 40, 3, pad=1, groups=2)
 conv("conv3x3_weight_input", (1, 17, 12, 12), 20, 3, pad=1, w_init=False)
+# stems (fewer than 16 input channels per group, 32 outputs or more, 2048 multiply-adds a pixel): on the
+# implicit GEMM's AMX variant over channel pairs (the last pair half empty) where AMX is on, harp's pick included (not the direct kernel over
+# column pairs); with AMX off and HARP_CONV=gemm they multiply in fp32 (checked against fp32 alone)
+STEMS = ("stem7x7_s2_3ch", "stem3x3_5ch_batch2", "stem3x3_groups2_3ch")
+conv("stem7x7_s2_3ch", (1, 3, 45, 38), 64, 7, stride=2, pad=3)
+conv("stem3x3_5ch_batch2", (2, 5, 20, 22), 40, 3, pad=1)
+conv("stem3x3_groups2_3ch", (1, 6, 17, 17), 128, 3, pad=1, groups=2)
 # below the line where AMX pays (cg_amx_pays: 16 rows, 16 columns, 32 deep, 2^18 products): the AVX-512 kernels
 BELOW = ("below_mm_13x3x17", "below_mm_16x32x64", "below_conv3x3_9_out")
 matmul("below_mm_13x3x17", (13, 3), (3, 17))
@@ -170,8 +179,19 @@ for tag, env in RUNS:
     src = open(os.path.join(dump, "model.c")).read()
     on = env["HARP_AMX"] == "auto"
     s.check(f"{tag}: the generated C {'has' if on else 'has no'} AMX variant", all(t in src for t in AMX_C) == on, "")
-    if on:  # every case on the AMX variant but those below the line; with conv auto, convs go to the GEMM's AMX
+    if on:  # the tile configuration: loaded once a compute task (its start), released at its end, not per call
         ks = kernel_chunks(src)
+        mk_bodies = re.findall(r"void \w+_amx_k\d+_\d+\(.*?\n}\n", src, re.S)
+        tasks = re.findall(r"void (\w+_amx_task)\(void \*vc, int task, int tid\) \{\n(.*?)\n}\n", src, re.S)
+        s.check(f"{tag}: AMX micro-kernels and tasks found", len(mk_bodies) >= 2 and len(tasks) >= 2,
+                f"{len(mk_bodies)} kernels, {len(tasks)} tasks")
+        s.check(f"{tag}: no micro-kernel loads or releases the tile configuration",
+                not any("_tile_loadconfig" in b or "_tile_release" in b or "_tcfg()" in b for b in mk_bodies), "")
+        bad = [n for n, b in tasks if b.count("_tcfg();") != 1 or b.count("_tile_release();") != 1
+               or not b.rstrip().endswith("_tile_release();") or b.index("_tcfg();") > b.index("for (long jc")]
+        s.check(f"{tag}: each AMX task loads the configuration once before its loops and releases it at its end",
+                not bad, f"{bad[:5]}")
+        # every case on the AMX variant but those below the line; with conv auto, convs go to the GEMM's AMX
         for c in cases:
             # the AMX micro-kernel, defined or shared with an earlier kernel's (#define, kernels deduplicated)
             amx_k = re.search(r"_amx_k32_\d", ks.get(c[0], "")) is not None
@@ -179,7 +199,11 @@ for tag, env in RUNS:
                     f"{sorted(ks)[:20]}")
     for c in cases:
         got[(tag, c[0])] = np.load(os.path.join(d, c[0] + ".npy"))
-        check(tag, c[0], got[(tag, c[0])], *c[1:])
+        if not on and c[0] in STEMS:  # fp32: the fp32 product within fp32 accumulation's bound
+            e, acc = np.abs(got[(tag, c[0])] - c[1]), c[4] * 2.0 ** -24 * c[3] + 1e-30
+            s.check(f"{tag} {c[0]}: = fp32 product", bool(np.all(e <= acc)), f"max err {e.max():.3g}")
+        else:
+            check(tag, c[0], got[(tag, c[0])], *c[1:])
 if len(got) == len(RUNS) * len(cases):
     differ = [c[0] for c in cases if c[0] not in BELOW and not np.array_equal(got[("amx", c[0])], got[("no-amx", c[0])])]
     s.check("AMX on and off differ in rounding (the AMX kernel ran)", len(differ) >= (len(cases) - len(BELOW)) // 2,

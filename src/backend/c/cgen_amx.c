@@ -3,7 +3,8 @@
  * cg_set_amx) that the selector runs where the CPU has AMX-BF16 and Linux
  * grants the tile state (hprt_amx_ok), else the AVX-512 BF16 variant runs.
  * Needs: cgen_int.h.  Gives: cg_amx_pays, cg_emit_amx_runtime,
- * cg_emit_amx_kernel, cg_emit_amx_pack_a (declared in cgen_int.h).
+ * cg_emit_amx_kernel, cg_emit_amx_tilecfg, cg_emit_amx_pack_a (declared in
+ * cgen_int.h).
  *
  * Layout.  The variant packs as the AVX-512 BF16 one (cgen_bf16.c: A and B
  * panels of pair words, [kp][W]) with MR = NR = CG_AMX_MR (32), and then
@@ -16,7 +17,8 @@
  * past the last multiple of 16 (kp % 16) are added with vdpbf16ps to the
  * stored fp32 tile, whose rows then go through the template's epilogue
  * ($P_row<nv>): rows past mr and columns past nr are computed (on zero or
- * padding lanes) but never stored. */
+ * padding lanes) but never stored.  The tile configuration is loaded once a
+ * compute task ($P_tcfg), not per micro-kernel call. */
 #include <stdio.h>
 
 #include "backend/c/cgen_int.h"
@@ -73,19 +75,15 @@ void cg_emit_amx_kernel(cg_out *o, int mr, int nv, bool pairs) {
              "    const $F_tt *tt, long m, long n, int nr, int first, int last) {\n", mr, nv);
   cg_emit(o, "  long kp = %s, ks = kp & ~15L;\n", pairs ? "kc" : "(kc + 1) >> 1");
   cg_emit(o, "  float cb[%d] __attribute__((aligned(64)));\n", R * R);
-  /* palette 1; tiles 0-7 all 16 rows of 64 bytes */
-  cg_emit(o, "  struct { uint8_t pal, start, res[14]; uint16_t colsb[16]; uint8_t rows[16]; } cfg;\n");
-  cg_emit(o, "  memset(&cfg, 0, sizeof cfg);\n  cfg.pal = 1;\n");
-  cg_emit(o, "  for (int t = 0; t < 8; t++) cfg.colsb[t] = 64, cfg.rows[t] = 16;\n");
-  cg_emit(o, "  _tile_loadconfig(&cfg);\n  _tile_zero(4); _tile_zero(5); _tile_zero(6); _tile_zero(7);\n");
+  /* the tiles as $P_tcfg configured them at the task's start */
+  cg_emit(o, "  _tile_zero(4); _tile_zero(5); _tile_zero(6); _tile_zero(7);\n");
   cg_emit(o, "  const char *ab = (const char *)a, *bb = (const char *)b;\n  long as = kp * 4;\n");
   cg_emit(o, "  for (long k = 0; k < ks; k += 16) {\n");
   cg_emit(o, "    _tile_loadd(0, ab + k * 4, as);\n    _tile_loadd(1, ab + (%dL * kp + k) * 4, as);\n", R / 2);
   cg_emit(o, "    _tile_loadd(2, bb + k * %d, %d);\n    _tile_loadd(3, bb + k * %d + 64, %d);\n", R * 4, R * 4, R * 4, R * 4);
   cg_emit(o, "    _tile_dpbf16ps(4, 0, 2); _tile_dpbf16ps(5, 0, 3); _tile_dpbf16ps(6, 1, 2); _tile_dpbf16ps(7, 1, 3);\n  }\n");
   cg_emit(o, "  _tile_stored(4, cb, %d); _tile_stored(5, cb + 16, %d);\n", R * 4, R * 4);
-  cg_emit(o, "  _tile_stored(6, cb + %d, %d); _tile_stored(7, cb + %d, %d);\n  _tile_release();\n", 16 * R, R * 4,
-          16 * R + 16, R * 4);
+  cg_emit(o, "  _tile_stored(6, cb + %d, %d); _tile_stored(7, cb + %d, %d);\n", 16 * R, R * 4, 16 * R + 16, R * 4);
   /* the last kp % 16 pairs, rows < mr: vdpbf16ps onto the stored tile */
   cg_emit(o, "  if (ks < kp) {\n    const int *aw = (const int *)a;\n");
   cg_emit(o, "    for (int i = 0; i < %d; i++)\n      for (int j = 0; j < %d; j++) {\n", mr, nv);
@@ -97,6 +95,20 @@ void cg_emit_amx_kernel(cg_out *o, int mr, int nv, bool pairs) {
   cg_emit(o, "  for (int i = 0; i < %d; i++)\n    $P_row%d(tt, m + i, n, nr, first, last", mr, nv);
   for (int j = 0; j < nv; j++) cg_emit(o, ", _mm512_load_ps(cb + i * %d + %d)", R, 16 * j);
   cg_emit(o, ");\n}\n");
+}
+
+/* $P_tcfg: the tile configuration the micro-kernels use (palette 1, tiles
+ * 0-7 all 16 rows of 64 bytes), loaded once at the start of each compute
+ * task ($P_task, which ends with _tile_release) rather than per micro-kernel
+ * call: ldtilecfg and the release that must pair with it cost about as much
+ * as a 16-pair step of four tdpbf16ps.  A static const configuration: GCC
+ * dropped the stores to a stack one (read by the ldtilecfg builtin alone)
+ * once $P_tcfg was inlined into the task, and ldtilecfg faulted. */
+void cg_emit_amx_tilecfg(cg_out *o) {
+  cg_emit(o, "static " CG_AMX_ATTR " void $P_tcfg(void) {\n");
+  cg_emit(o, "  static const struct { uint8_t pal, start, res[14]; uint16_t colsb[16]; uint8_t rows[16]; } cfg\n"
+             "      __attribute__((aligned(64))) = {1, 0, {0}, {64, 64, 64, 64, 64, 64, 64, 64}, {16, 16, 16, 16, 16, 16, 16, 16}};\n");
+  cg_emit(o, "  _tile_loadconfig(&cfg);\n}\n");
 }
 
 /* $P_amxtr and $P_packA_task: the packer's task ($P_packA_task1: panel

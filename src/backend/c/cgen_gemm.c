@@ -307,6 +307,7 @@ static void emit_task(cg_out *o, const cg_mm *p, const cg_tile *t) {
   int nvt = nrt ? (nrt + w - 1) / w : t->nv;     /* vectors the tail needs */
   cg_emit(o, "static $T void $P_task(void *vc, int task, int tid) {\n");
   cg_emit(o, "  const $F_ctx *cx = (const $F_ctx *)vc;\n");
+  if (o->amx) cg_emit(o, "  $P_tcfg(); /* released at the end */\n");
   if (p->m_expr) { /* batch 1; the rows and their split of this run */
     cg_emit(o, "  long tn = task %% cx->sn, tm = task / cx->sn, b0 = 0, b1 = 0;\n");
     cg_emit(o, "  long m0 = tm * cx->tm, m1 = m0 + cx->tm < cx->M ? m0 + cx->tm : cx->M;\n");
@@ -397,7 +398,7 @@ static void emit_task(cg_out *o, const cg_mm *p, const cg_tile *t) {
     else if (mt) cg_emit(o, "          }\n");
   }
   if (p->m_expr) cg_emit(o, "          }\n");
-  cg_emit(o, "        }\n      }\n      }\n    }\n  }\n}\n");
+  cg_emit(o, "        }\n      }\n      }\n    }\n  }\n%s}\n", o->amx ? "  _tile_release();\n" : "");
 }
 
 /* The depth K, its block KC, A's row stride and the number of blocks
@@ -511,7 +512,7 @@ static void emit_variant(cg_out *o, const cg_mm *p, const cg_tile *t) {
     }
   }
   cg_emit_pack_a(o, p, t);
-  if (o->amx) cg_emit_amx_pack_a(o, t->groups, t->ppg * t->mr, t->mp, t->kc, p->pairs);
+  if (o->amx) cg_emit_amx_pack_a(o, t->groups, t->ppg * t->mr, t->mp, t->kc, p->pairs), cg_emit_amx_tilecfg(o);
   if (cg_bt_transposes(p, o->isa, t)) cg_emit_tr16(o);
   /* a half-precision conv input is widened into fp32 scratch first (one
    * vector pass), so that the packer takes the fp32 row runs or gathers:
@@ -625,7 +626,9 @@ static harp_status check_epi(harp_error *e, const cg_mm *p) {
  * where AMX pays (cg_amx_pays)? */
 static bool amx_applies(const cg_mm *p, unsigned set) {
   if (!p->tune.amx || !p->tune.bf16 || !(set >> CGEN_ISA_AVX512 & 1u) || p->m_expr || p->direct || p->wino) return false;
-  if (!cg_amx_pays(p->M, p->N, p->K)) return false;
+  /* a conv's depth as the pair view packs it: an odd channel count padded (conv_amx_stem) */
+  int64_t K = p->conv ? (p->cv_icg + 1) / 2 * 2 * p->cv_kh * p->cv_kw : p->K;
+  if (!cg_amx_pays(p->M, p->N, K)) return false;
   return p->conv || !cg_skinny_ok(p, cg_isa_get(CGEN_ISA_AVX512));
 }
 
@@ -779,17 +782,36 @@ bool cg_conv_bf16_asked(const cgen_conv_spec *s) {
   return s->tune.bf16 || (s->tune.bf16_native && s->x_dtype == TINY_BF16 && s->w_dtype == TINY_BF16);
 }
 
+static bool conv_wino(const cgen_conv_spec *s) {
+  return s->tune.conv_algo == CGEN_CONV_WINO || s->tune.conv_algo == CGEN_CONV_WINO2 || s->tune.conv_algo == CGEN_CONV_WINO4;
+}
+
+/* Does conv s, with fewer than CG_BF16_MIN_ICG input channels per group
+ * (a stem), go to the implicit GEMM's AMX variant on channel pairs
+ * (tune.amx: this host has AMX; an AVX-512 variant; a size where AMX pays;
+ * neither the direct kernel nor Winograd asked for)?  On the AMX host the
+ * column-pair direct kernel (conv_bf16_cols) loses even to fp32: vdpbf16ps
+ * issues at half fp32's FMA rate there.  Only with 32 output channels a
+ * group and 2048 multiply-adds a pixel (output channels x padded depth):
+ * 2 threads, min of 100, bf16 before -> AMX: ResNet-50's 7x7/2 3->64
+ * (12544 a pixel) 1.38 -> 0.38 ms, 3x3/1 3->64 at 224 (2304) 1.6 -> 0.95;
+ * MobileNetV2's 3x3/2 3->32 (1152) 0.09 -> 0.105 and PP-OCR's 3->16 at 640
+ * 0.44 -> 0.93 lose (a half-empty tile, too little depth to pay). */
+static bool conv_amx_stem(const cgen_conv_spec *s) {
+  int64_t oh, ow;
+  if (!s->tune.amx || s->c / s->groups >= CG_BF16_MIN_ICG || !(cg_isa_set(&s->tune) >> CGEN_ISA_AVX512 & 1u)) return false;
+  if (s->tune.conv_algo == CGEN_CONV_DIRECT || conv_wino(s) || !cgen_conv_out_hw(s, &oh, &ow)) return false;
+  int64_t icg2 = (s->c / s->groups + 1) / 2 * 2, ocg = s->oc / s->groups, kp = icg2 * s->kh * s->kw;
+  return ocg >= 32 && ocg * kp >= 2048 && cg_amx_pays(ocg, oh * ow, kp);
+}
+
 /* Does conv s multiply in bf16 (tune.bf16, or bf16 storage and
  * tune.bf16_native)?  Not with fewer than 16 input
  * channels per group: the pairs' interleave and a half-empty last pair cost
  * more than bf16 saves (MobileNetV2's 3-channel stem: 0.11 ms fp32 direct,
  * 0.27 ms bf16); such convs pair columns instead (conv_bf16_cols). */
 static bool conv_bf16(const cgen_conv_spec *s) {
-  return cg_conv_bf16_asked(s) && s->c / s->groups >= CG_BF16_MIN_ICG;
-}
-
-static bool conv_wino(const cgen_conv_spec *s) {
-  return s->tune.conv_algo == CGEN_CONV_WINO || s->tune.conv_algo == CGEN_CONV_WINO2 || s->tune.conv_algo == CGEN_CONV_WINO4;
+  return cg_conv_bf16_asked(s) && (s->c / s->groups >= CG_BF16_MIN_ICG || conv_amx_stem(s));
 }
 
 /* Does conv s, with fewer input channels than conv_bf16 takes, multiply in
@@ -798,7 +820,7 @@ static bool conv_wino(const cgen_conv_spec *s) {
  * GEMM or Winograd is asked for, nor without an AVX-512 variant. */
 static bool conv_bf16_cols(const cgen_conv_spec *s) {
   const char *why;
-  if (!cg_conv_bf16_asked(s) || conv_wino(s) || s->tune.conv_algo == CGEN_CONV_GEMM) return false;
+  if (!cg_conv_bf16_asked(s) || conv_wino(s) || s->tune.conv_algo == CGEN_CONV_GEMM || conv_amx_stem(s)) return false;
   return (cg_isa_set(&s->tune) >> CGEN_ISA_AVX512 & 1u) && cg_dconv_cols_ok(s, &why);
 }
 
@@ -815,6 +837,7 @@ bool cgen_conv_direct(const cgen_conv_spec *s, const char **why) {
   }
   if (s->tune.splitk > 1) return *why = "split-K: the implicit GEMM", false;
   if (conv_bf16_cols(s)) return cg_dconv_cols_ok(s, why);
+  if (conv_amx_stem(s)) return *why = "bf16 with AMX, few input channels: the implicit GEMM's AMX variant", false;
   if (conv_bf16(s)) { /* the direct kernel on channel pairs (cgen_dconv.c) where cg_dconv_plan takes the pair view */
     cgen_conv_spec q = cg_dconv_pairs(s);
     bool avx512 = cg_isa_set(&s->tune) >> CGEN_ISA_AVX512 & 1u;

@@ -110,6 +110,8 @@ bool cg_amx_pays(int64_t M, int64_t N, int64_t K);
 void cg_emit_amx_runtime(cg_out *o);
 void cg_emit_amx_kernel(cg_out *o, int mr, int nv, bool pairs);
 void cg_emit_amx_pack_a(cg_out *o, int64_t groups, int64_t span, int64_t mp, int kc, bool pairs);
+/* $P_tcfg: loads the micro-kernels' tile configuration (once a compute task). */
+void cg_emit_amx_tilecfg(cg_out *o);
 void cg_emit_bf16_kernel(cg_out *o, int mr, int nv, int tmr, int tnr, int pf, long c_sm, bool pairs, int pf_a);
 /* The GEMM micro-kernel's end (cgen_gemm.c): the k loop closed, the mr x nv
  * accumulators c<i>_<j> stored row by row through $P_row<nv>. */
