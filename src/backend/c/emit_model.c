@@ -304,6 +304,68 @@ static harp_status emit_kernels_q8(rc_ctx *c, const char *P, ut_str *out, long *
   return st;
 }
 
+/* Emits P_run_kernel (P_kernel_ in a ShapeSet object): a switch over the
+ * kernels of c->f, each called with its buffers in the order its code
+ * takes them (a copy copy_of[k] >= 0 in forms' order, packed weights from
+ * wpj), inputs and outputs at input_pos / output_pos. */
+static void emit_kernel_switch(rc_ctx *c, const char *P, ut_str *out, const rc_packed *pk, const int *copy_of,
+                               const cg_kform *forms, const int *wpj, const int *input_pos, const int *output_pos) {
+  const fn_function *f = c->f;
+  /* one kernel alone (the tuner times kernels): its buffers hold what the
+   * kernels before it wrote in an earlier P_run */
+  /* a ShapeSet object's arena is grown once per call (P_grow_), before the
+   * kernels: P_run_kernel and P_run wrap P_kernel_ */
+  bool gen = c->ngen_syms > 0;
+  ut_str_printf(out, "%sint %s_%s(%s_t *m, int k, const void *const *inputs, void *const *outputs) {\n", gen ? "static " : "",
+                P, gen ? "kernel_" : "run_kernel", P);
+  ut_str_puts(out, "  (void)inputs; (void)outputs;\n");
+  ut_str_puts(out, "  switch (k) {\n");
+  for (int k = 0; k < f->nkernels; k++) {
+    const fn_kernel *K = &f->kernels[k];
+    int d = copy_of[k], n = kernel_nargs(f, k, pk);
+    char safe[160];
+    ut_str_printf(out, "  case %d: { /* %s */\n    void *b[] = {", k, comment_safe(K->name, safe));
+    for (int p = 0; p < n; p++) {
+      /* the packed weight goes after the buffers (contract_c.h); a copy
+       * takes them in the order of the kernel whose code it runs */
+      int i = p;
+      if (d >= 0) {
+        i = -1;
+        for (int q = 0; q < forms[d].norder && i < 0; q++)
+          if (forms[d].order[q] == p) i = forms[k].order[q];
+      }
+      if (i < 0) ut_str_puts(out, "NULL"); /* a buffer the code never reads */
+      else kernel_arg(out, c, k, i, wpj, input_pos, output_pos);
+      ut_str_puts(out, ", ");
+    }
+    ut_str_printf(out, "NULL};\n    return %s_k%d(m->pool, b) ? %d : 0;\n  }\n", P, d >= 0 ? d : k, 100 + k);
+  }
+  ut_str_puts(out, "  default: return -1;\n  }\n}\n\n");
+}
+
+/* Emits P_run_kernel's wrapper in a ShapeSet object (the arena grown
+ * first), P_num_kernels and P_run, then the kernel switch before them. */
+static void emit_dispatch(rc_ctx *c, const char *P, ut_str *out, const rc_packed *pk, const int *copy_of,
+                          const cg_kform *forms, const int *wpj, const int *input_pos, const int *output_pos) {
+  const fn_function *f = c->f;
+  bool gen = c->ngen_syms > 0;
+  emit_kernel_switch(c, P, out, pk, copy_of, forms, wpj, input_pos, output_pos);
+  if (gen)
+    ut_str_printf(out,
+                  "int %s_run_kernel(%s_t *m, int k, const void *const *inputs, void *const *outputs) {\n"
+                  "  if (%s_grow_(m)) return 2; /* no memory for this binding's arena */\n"
+                  "  return %s_kernel_(m, k, inputs, outputs);\n}\n\n",
+                  P, P, P, P);
+  ut_str_printf(out, "int %s_num_kernels(void) { return %d; }\n\n", P, f->nkernels);
+  ut_str_printf(out, "int %s_run(%s_t *m, const void *const *inputs, void *const *outputs) {\n", P, P);
+  if (gen) ut_str_printf(out, "  if (%s_grow_(m)) return 2; /* no memory for this binding's arena */\n", P);
+  ut_str_printf(out,
+                "  for (int k = 0; k < %d; k++) {\n"
+                "    int rc = %s_%s(m, k, inputs, outputs);\n"
+                "    if (rc) return rc;\n  }\n  return 0;\n}\n",
+                f->nkernels, P, gen ? "kernel_" : "run_kernel");
+}
+
 harp_status cgen_emit_model(rc_ctx *c, const char *prefix, ut_str *out) {
   const fn_function *f = c->f;
   harp_error *e = c->e;
@@ -360,50 +422,7 @@ harp_status cgen_emit_model(rc_ctx *c, const char *prefix, ut_str *out) {
   emit_init_free(out, P, c, pk, first, skip, npk, input_pos, output_pos);
   rc_emit_arena_at(c, P, out);
   free(skip);
-  /* one kernel alone (the tuner times kernels): its buffers hold what the
-   * kernels before it wrote in an earlier P_run */
-  /* a ShapeSet object's arena is grown once per call (P_grow_), before the
-   * kernels: P_run_kernel and P_run wrap P_kernel_ */
-  bool gen = c->ngen_syms > 0;
-  ut_str_printf(out, "%sint %s_%s(%s_t *m, int k, const void *const *inputs, void *const *outputs) {\n", gen ? "static " : "",
-                P, gen ? "kernel_" : "run_kernel", P);
-  ut_str_puts(out, "  (void)inputs; (void)outputs;\n");
-  ut_str_puts(out, "  switch (k) {\n");
-  for (int k = 0; k < f->nkernels; k++) {
-    const fn_kernel *K = &f->kernels[k];
-    int d = copy_of[k], n = kernel_nargs(f, k, pk);
-    char safe[160];
-    ut_str_printf(out, "  case %d: { /* %s */\n    void *b[] = {", k, comment_safe(K->name, safe));
-    for (int p = 0; p < n; p++) {
-      /* the packed weight goes after the buffers (contract_c.h); a copy
-       * takes them in the order of the kernel whose code it runs */
-      int i = p;
-      if (d >= 0) {
-        i = -1;
-        for (int q = 0; q < forms[d].norder && i < 0; q++)
-          if (forms[d].order[q] == p) i = forms[k].order[q];
-      }
-      if (i < 0) ut_str_puts(out, "NULL"); /* a buffer the code never reads */
-      else kernel_arg(out, c, k, i, wpj, input_pos, output_pos);
-      ut_str_puts(out, ", ");
-    }
-    ut_str_printf(out, "NULL};\n    return %s_k%d(m->pool, b) ? %d : 0;\n  }\n", P, d >= 0 ? d : k, 100 + k);
-  }
-  ut_str_puts(out, "  default: return -1;\n  }\n}\n\n");
-  if (gen)
-    ut_str_printf(out,
-                  "int %s_run_kernel(%s_t *m, int k, const void *const *inputs, void *const *outputs) {\n"
-                  "  if (%s_grow_(m)) return 2; /* no memory for this binding's arena */\n"
-                  "  return %s_kernel_(m, k, inputs, outputs);\n}\n\n",
-                  P, P, P, P);
-  ut_str_printf(out, "int %s_num_kernels(void) { return %d; }\n\n", P, f->nkernels);
-  ut_str_printf(out, "int %s_run(%s_t *m, const void *const *inputs, void *const *outputs) {\n", P, P);
-  if (gen) ut_str_printf(out, "  if (%s_grow_(m)) return 2; /* no memory for this binding's arena */\n", P);
-  ut_str_printf(out,
-                "  for (int k = 0; k < %d; k++) {\n"
-                "    int rc = %s_%s(m, k, inputs, outputs);\n"
-                "    if (rc) return rc;\n  }\n  return 0;\n}\n",
-                f->nkernels, P, gen ? "kernel_" : "run_kernel");
+  emit_dispatch(c, P, out, pk, copy_of, forms, wpj, input_pos, output_pos);
   rc_emit_run_syms(c, P, out);
   if (out->oom) st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
 done:
