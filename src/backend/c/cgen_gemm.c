@@ -495,25 +495,9 @@ static void emit_pack_b_run(cg_out *o, const cg_mm *p, const cg_tile *t) {
   cg_emit(o, "  hprt_pool_run(pool, %ld, $P_packBall_task, &cx);\n  return 0;\n}\n", (long)(t->nkb * ng));
 }
 
-static void emit_variant(cg_out *o, const cg_mm *p, const cg_tile *t) {
-  int w = o->isa->w;
-  cg_emit_isa_helpers(o);
-  int mt = (int)(p->M % t->mr), nrt = (int)(p->N % t->nr);
-  int nvt = nrt ? (nrt + w - 1) / w : t->nv;
-  cg_mm_emit_row(o, p, t, t->nv);
-  if (nvt != t->nv) cg_mm_emit_row(o, p, t, nvt);
-  if (cg_mm_use_bfcv(p, o)) cg_emit_bf16_cvt(o);
-  int mrs[2] = {t->mr, mt}, nvs[2] = {t->nv, nvt};
-  for (int a = 0; a < (p->m_expr ? t->mr : 2); a++) { /* M at run time: every row tail */
-    if (a == 1 && mt == 0 && !p->m_expr) break;
-    for (int b = 0; b < 2; b++) {
-      if (b == 1 && nvt == t->nv) break;
-      emit_kernel(o, p, t, p->m_expr ? t->mr - a : mrs[a], nvs[b]);
-    }
-  }
-  cg_emit_pack_a(o, p, t);
-  if (o->amx) cg_emit_amx_pack_a(o, t->groups, t->ppg * t->mr, t->mp, t->kc, p->pairs), cg_emit_amx_tilecfg(o);
-  if (cg_bt_transposes(p, o->isa, t)) cg_emit_tr16(o);
+/* Emits the B packer of GEMM / conv p with tile t, and returns the words
+ * of the input widened into fp32 scratch first (0: none). */
+static int64_t emit_b_packer(cg_out *o, const cg_mm *p, const cg_tile *t) {
   /* a half-precision conv input is widened into fp32 scratch first (one
    * vector pass), so that the packer takes the fp32 row runs or gathers:
    * with a scalar load and conversion per element, fp16 1x1 s2 256->512
@@ -535,6 +519,43 @@ static void emit_variant(cg_out *o, const cg_mm *p, const cg_tile *t) {
     cg_emit_pack_b_conv_rows(o, &pf, t);
   else if (p->conv) cg_emit_pack_b_conv(o, &pf, t);
   else cg_emit_pack_b_gemm(o, p, t);
+  return xn;
+}
+
+/* Emits P_pack_a_run / P_pack_a_bytes_run: A (constant weights) packed once,
+ * at init, by npack packer tasks into shared bytes. */
+static void emit_pack_a_run(cg_out *o, const cg_mm *p, const cg_tile *t, long npack, int64_t shared) {
+  /* A arrives packed (constant weights packed once by F_pack_a) */
+  cg_emit(o, "static $T long $P_pack_a_bytes_run(void) { return %ldL; }\n", (long)shared);
+  cg_emit(o, "static $T int $P_pack_a_run(hprt_pool *pool, const void *A, void *Ap) {\n");
+  cg_emit(o, "  $F_ctx cx;\n  memset(&cx, 0, sizeof cx);\n  cx.A = A; cx.Ap = (float *)Ap;\n");
+  if (p->pairs) /* the weight as channel pairs first (init time) */
+    cg_emit(o, "  uint32_t *w2 = (uint32_t *)malloc(%ldUL);\n  if (!w2) return -1;\n  $P_wpairs(A, w2);\n  cx.A = w2;\n",
+            (long)(p->nb[1] * p->M * p->K * 4));
+  emit_depth(o, p, t);
+  cg_emit(o, "  hprt_pool_run(pool, %ld, $P_packA_task, &cx);\n%s  return 0;\n}\n", npack, p->pairs ? "  free(w2);\n" : "");
+}
+
+static void emit_variant(cg_out *o, const cg_mm *p, const cg_tile *t) {
+  int w = o->isa->w;
+  cg_emit_isa_helpers(o);
+  int mt = (int)(p->M % t->mr), nrt = (int)(p->N % t->nr);
+  int nvt = nrt ? (nrt + w - 1) / w : t->nv;
+  cg_mm_emit_row(o, p, t, t->nv);
+  if (nvt != t->nv) cg_mm_emit_row(o, p, t, nvt);
+  if (cg_mm_use_bfcv(p, o)) cg_emit_bf16_cvt(o);
+  int mrs[2] = {t->mr, mt}, nvs[2] = {t->nv, nvt};
+  for (int a = 0; a < (p->m_expr ? t->mr : 2); a++) { /* M at run time: every row tail */
+    if (a == 1 && mt == 0 && !p->m_expr) break;
+    for (int b = 0; b < 2; b++) {
+      if (b == 1 && nvt == t->nv) break;
+      emit_kernel(o, p, t, p->m_expr ? t->mr - a : mrs[a], nvs[b]);
+    }
+  }
+  cg_emit_pack_a(o, p, t);
+  if (o->amx) cg_emit_amx_pack_a(o, t->groups, t->ppg * t->mr, t->mp, t->kc, p->pairs), cg_emit_amx_tilecfg(o);
+  if (cg_bt_transposes(p, o->isa, t)) cg_emit_tr16(o);
+  int64_t xn = emit_b_packer(o, p, t);
   emit_task(o, p, t);
   if (p->pairs) {
     cg_emit_bf16_ilv(o, "$F_ctx", p->bf_bdt, p->nb[0] * p->nb[1] * p->cv_icg, p->bf_icg, p->cv_h * p->cv_w);
@@ -545,18 +566,7 @@ static void emit_variant(cg_out *o, const cg_mm *p, const cg_tile *t) {
   int64_t shared = t->nba[0] * t->nba[1] * p->K * t->mp * 4;
   int64_t per_thread = ((p->prepack_b ? 0 : (int64_t)t->kc * t->ncp) + (t->ws ? t->tm * t->ncp : 0)) * 4;
   long npack = (long)(t->nba[0] * t->nba[1] * t->nkb * t->groups), ntask = (long)(p->nb[0] * p->nb[1] * t->sm * t->sn);
-  if (p->prepack_a) {
-    /* A arrives packed (constant weights packed once by F_pack_a) */
-    cg_emit(o, "static $T long $P_pack_a_bytes_run(void) { return %ldL; }\n", (long)shared);
-    cg_emit(o, "static $T int $P_pack_a_run(hprt_pool *pool, const void *A, void *Ap) {\n");
-    cg_emit(o, "  $F_ctx cx;\n  memset(&cx, 0, sizeof cx);\n  cx.A = A; cx.Ap = (float *)Ap;\n");
-    if (p->pairs) /* the weight as channel pairs first (init time) */
-      cg_emit(o, "  uint32_t *w2 = (uint32_t *)malloc(%ldUL);\n  if (!w2) return -1;\n  $P_wpairs(A, w2);\n  cx.A = w2;\n",
-              (long)(p->nb[1] * p->M * p->K * 4));
-    emit_depth(o, p, t);
-    cg_emit(o, "  hprt_pool_run(pool, %ld, $P_packA_task, &cx);\n%s  return 0;\n}\n", npack, p->pairs ? "  free(w2);\n" : "");
-    shared = 0;
-  }
+  if (p->prepack_a) emit_pack_a_run(o, p, t, npack, shared), shared = 0;
   if (p->prepack_b) emit_pack_b_run(o, p, t);
   int64_t xoff = (shared + 63) / 64 * 64; /* the widened input after packed A */
   int64_t aoff = (xoff + xn * 4 + 63) / 64 * 64; /* pairs, A not prepacked: the paired weight */
