@@ -774,6 +774,30 @@ def test_q8_pays_by_template():
                     f"{within:.4%} within one step, max {err.max():.2f} steps")
 
 
+def check_fused_residual(name, path, feeds, sy, zs):
+    """Runs QDQ model path (output y of scale sy, zero points zs) on feeds with
+    the int8 kernels forced: equal to onnxruntime's int8 run within one step
+    on >= 99.9% (and not mostly saturated), and the residual sum in one int8
+    conv's epilogue: no kernel writes the conv's sums for another to add the
+    tensor to."""
+    want = ort_run(path, feeds)["y"]
+    p, d = ht.run(path, feeds, backend="cpu", extra=Q8_FORCE)
+    S.check(f"{name}: runs", p.returncode == 0, p.stderr[-600:])
+    if p.returncode == 0:
+        got = np.load(os.path.join(d, "y.npy"))
+        err = np.abs(got.astype(np.float64) - want) / sy
+        exact = float(np.mean(err <= 1e-3))
+        yq = np.rint(want / sy) + zs[3]
+        inside = float(np.mean((yq > 0) & (yq < 255)))
+        print(f"{name}: {exact:.4%} equal, max {err.max():.2f} steps, {inside:.1%} unsaturated")
+        S.check(f"{name}: equal to onnxruntime's int8 run", got.shape == want.shape and exact >= 0.999 and err.max() <= 1 and
+                inside > 0.3, f"{exact:.4%} equal, max {err.max():.2f} steps, {inside:.1%} unsaturated")
+    src, err = compiled_c(path, Q8_FORCE)
+    kernels = re.findall(r"/\* kernel \d+: region ([\w.]+) \*/", src)
+    S.check(f"{name}: the sum in the int8 conv's epilogue", not any(n.endswith(".reduce") for n in kernels) and
+            src.count("its epilogue requantizing to bytes, a tensor added, requantized again") == 1, f"{kernels} {err[-300:]}")
+
+
 def residual_model(k, zs, relu, sum_op, skip_first):
     """Handmade QDQ residual block: y = Q(relu?(DQ(Q(conv_k x k(DQ(Q(x))))) +
     DQ(Q(s)))) of 13 channels on 9x7, batch 2, per-channel int8 weights with
@@ -828,23 +852,7 @@ def test_q8_residual():
         path, sy = residual_model(k, zs, relu, sum_op, skip_first)
         x = (RNG.standard_normal((2, 13, 9, 7)) * 3).astype(np.float32)
         s = (RNG.standard_normal((2, 13, 9, 7)) * 4).astype(np.float32)
-        want = ort_run(path, {"x": x, "s": s})["y"]
-        p, d = ht.run(path, {"x": x, "s": s}, backend="cpu", extra=Q8_FORCE)
-        S.check(f"{name}: runs", p.returncode == 0, p.stderr[-600:])
-        if p.returncode == 0:
-            got = np.load(os.path.join(d, "y.npy"))
-            err = np.abs(got.astype(np.float64) - want) / sy
-            exact = float(np.mean(err <= 1e-3))
-            yq = np.rint(want / sy) + zs[3]
-            inside = float(np.mean((yq > 0) & (yq < 255)))
-            print(f"{name}: {exact:.4%} equal, max {err.max():.2f} steps, {inside:.1%} unsaturated")
-            S.check(f"{name}: equal to onnxruntime's int8 run", got.shape == want.shape and exact >= 0.999 and err.max() <= 1 and
-                    inside > 0.3, f"{exact:.4%} equal, max {err.max():.2f} steps, {inside:.1%} unsaturated")
-        src, err = compiled_c(path, Q8_FORCE)
-        kernels = re.findall(r"/\* kernel \d+: region ([\w.]+) \*/", src)
-        # no kernel writes the conv's sums for another to add the skip to
-        S.check(f"{name}: the sum in the int8 conv's epilogue", not any(n.endswith(".reduce") for n in kernels) and
-                src.count("its epilogue requantizing to bytes, a tensor added, requantized again") == 1, f"{kernels} {err[-300:]}")
+        check_fused_residual(name, path, {"x": x, "s": s}, sy, zs)
 
 
 def downsample_model(zs, relu, sum_op, proj_second):
@@ -895,22 +903,7 @@ def test_q8_downsample():
         name = f"q8 downsample zero points {zs} {'Sum' if sum_op else 'Add'}{' Relu' if relu else ''}{' proj second' if proj_second else ''}"
         path, sy = downsample_model(zs, relu, sum_op, proj_second)
         x = (RNG.standard_normal((2, 13, 9, 7)) * 3).astype(np.float32)
-        want = ort_run(path, {"x": x})["y"]
-        p, d = ht.run(path, {"x": x}, backend="cpu", extra=Q8_FORCE)
-        S.check(f"{name}: runs", p.returncode == 0, p.stderr[-600:])
-        if p.returncode == 0:
-            got = np.load(os.path.join(d, "y.npy"))
-            err = np.abs(got.astype(np.float64) - want) / sy
-            exact = float(np.mean(err <= 1e-3))
-            yq = np.rint(want / sy) + zs[3]
-            inside = float(np.mean((yq > 0) & (yq < 255)))
-            print(f"{name}: {exact:.4%} equal, max {err.max():.2f} steps, {inside:.1%} unsaturated")
-            S.check(f"{name}: equal to onnxruntime's int8 run", got.shape == want.shape and exact >= 0.999 and err.max() <= 1 and
-                    inside > 0.3, f"{exact:.4%} equal, max {err.max():.2f} steps, {inside:.1%} unsaturated")
-        src, err = compiled_c(path, Q8_FORCE)
-        kernels = re.findall(r"/\* kernel \d+: region ([\w.]+) \*/", src)
-        S.check(f"{name}: the sum in the int8 conv's epilogue", not any(n.endswith(".reduce") for n in kernels) and
-                src.count("its epilogue requantizing to bytes, a tensor added, requantized again") == 1, f"{kernels} {err[-300:]}")
+        check_fused_residual(name, path, {"x": x}, sy, zs)
 
 
 test_quantize_edges()
