@@ -89,26 +89,6 @@ static inline void rgt_expect_stop(const rg_region *R, const char *cand, const c
   if (strcmp(s->reason, reason)) fail_msg("region %s stops at %s for %s (%s), want %s", R->name, cand, s->reason, s->detail, reason);
 }
 
-/* Random inputs for every INPUT node (values in [-1, 1]). */
-static inline ut_tensor *rgt_inputs(const tiny_graph *g, int *n, unsigned seed) {
-  int *ins;
-  *n = tiny_inputs(g, &ins);
-  ut_tensor *t = calloc((size_t)*n + 1, sizeof *t);
-  harp_error e = {0};
-  for (int k = 0; k < *n; k++) {
-    const tiny_node *x = &g->nodes[ins[k]];
-    int64_t shape[TINY_MAX_RANK];
-    for (int d = 0; d < x->shape.rank; d++) shape[d] = x->shape.d[d].n;
-    assert_ok(&e, ut_tensor_alloc(&e, &t[k], x->dtype, x->shape.rank, shape));
-    for (int64_t i = 0; i < ut_tensor_numel(&t[k]); i++) {
-      seed = seed * 1103515245u + 12345u;
-      ut_tensor_set(&t[k], i, (float)((seed >> 8) % 2001) / 1000.0f - 1.0f);
-    }
-  }
-  free(ins);
-  return t;
-}
-
 /* Build the Function and play it back; compare with whole-graph
  * interpretation (bit for bit when bitwise).  Returns the Function's arena size. */
 static inline size_t rgt_playback(rgt *t, bool bitwise) {
@@ -117,7 +97,7 @@ static inline size_t rgt_playback(rgt *t, bool bitwise) {
   assert_ok(&t->e, fn_check(&t->e, f));
   assert_true(f->required_memory >= fn_peak_live_bytes(f));
   int n;
-  ut_tensor *in = rgt_inputs(t->g, &n, 7);
+  ut_tensor *in = tu_random_inputs(t->g, &n, 7, 1.0f);
   ut_tensor *want = calloc((size_t)t->g->noutputs, sizeof *want), *got = calloc((size_t)t->g->noutputs, sizeof *got);
   assert_ok(&t->e, tiny_interp(&t->e, t->g, &t->syms, in, n, want));
   assert_ok(&t->e, fn_playback(&t->e, f, &t->syms, in, n, got));

@@ -6,26 +6,6 @@
 #include "harp/function.h"
 #include "testutil.h"
 
-/* Random fp32 inputs for every INPUT node. */
-static ut_tensor *random_inputs(const tiny_graph *g, int *n, unsigned seed) {
-  int *ins;
-  *n = tiny_inputs(g, &ins);
-  ut_tensor *t = calloc((size_t)*n + 1, sizeof *t);
-  harp_error e = {0};
-  for (int k = 0; k < *n; k++) {
-    const tiny_node *x = &g->nodes[ins[k]];
-    int64_t shape[TINY_MAX_RANK];
-    for (int d = 0; d < x->shape.rank; d++) shape[d] = x->shape.d[d].n;
-    assert_ok(&e, ut_tensor_alloc(&e, &t[k], x->dtype, x->shape.rank, shape));
-    for (int64_t i = 0; i < ut_tensor_numel(&t[k]); i++) {
-      seed = seed * 1103515245u + 12345u;
-      ut_tensor_set(&t[k], i, (float)((seed >> 8) % 2001) / 1000.0f - 1.0f);
-    }
-  }
-  free(ins);
-  return t;
-}
-
 static void check_playback(tiny_graph *g, const tiny_symtab *syms, rg_partition *p, bool bitwise) {
   harp_error e = {0};
   fn_function *f;
@@ -34,7 +14,7 @@ static void check_playback(tiny_graph *g, const tiny_symtab *syms, rg_partition 
   assert_ok(&e, fn_check(&e, f));
   assert_true(f->required_memory >= fn_peak_live_bytes(f));
   int n;
-  ut_tensor *in = random_inputs(g, &n, 42);
+  ut_tensor *in = tu_random_inputs(g, &n, 42, 1.0f);
   ut_tensor *want = calloc((size_t)g->noutputs, sizeof *want), *got = calloc((size_t)g->noutputs, sizeof *got);
   assert_ok(&e, tiny_interp(&e, g, syms, in, n, want));
   assert_ok(&e, fn_playback(&e, f, syms, in, n, got));

@@ -17,27 +17,6 @@
 
 #define MODEL "tests/models/cnn_hw.harp"
 
-/* Fixed pseudo-random fp32 tensors for every input of g (weights included). */
-static ut_tensor *inputs_of(const tiny_graph *g, int *n) {
-  int *ins;
-  *n = tiny_inputs(g, &ins);
-  ut_tensor *t = calloc((size_t)*n + 1, sizeof *t);
-  harp_error e = {0};
-  unsigned seed = 7;
-  for (int k = 0; k < *n; k++) {
-    const tiny_node *x = &g->nodes[ins[k]];
-    int64_t shape[TINY_MAX_RANK];
-    for (int d = 0; d < x->shape.rank; d++) shape[d] = x->shape.d[d].n;
-    assert_ok(&e, ut_tensor_alloc(&e, &t[k], x->dtype, x->shape.rank, shape));
-    for (int64_t i = 0; i < ut_tensor_numel(&t[k]); i++) {
-      seed = seed * 1103515245u + 12345u;
-      ut_tensor_set(&t[k], i, (float)((seed >> 8) % 2001) / 4000.0f - 0.25f);
-    }
-  }
-  free(ins);
-  return t;
-}
-
 /* A run on its own thread: its inputs, outputs, stats and status. */
 typedef struct runner {
   const rt_compile *c;
@@ -75,7 +54,7 @@ static void test_run_waits_for_reading(void **state) {
   rt_compile *c = NULL;
   assert_ok(&e, rt_compile_run(&e, &rt_target_cpu, g, &syms, &o, &c));
   int nin;
-  ut_tensor *in = inputs_of(g, &nin);
+  ut_tensor *in = tu_random_inputs(g, &nin, 7, 0.25f);
   assert_true(g->noutputs == 1);
 
   /* the reference: read first, then run; and the interpreter */
