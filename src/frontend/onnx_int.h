@@ -115,7 +115,9 @@ typedef struct ox_ctx {
   struct ox_flowst *fl;
 } ox_ctx;
 
-/* onnx_load.c */
+/* onnx_values.c (errors, identifiers, the value table, attributes;
+ * ox_decode_tensor, ox_dtype, ox_type_name: onnx_tensor.c; the scopes:
+ * onnx_load.c) */
 /* Fail naming the current node: "node 3 \"name\" (Conv): ...". */
 harp_status ox_fail(ox_ctx *c, harp_status code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* The builder's error, if any, as the current node's. */
@@ -124,6 +126,8 @@ harp_status ox_check(ox_ctx *c, hg_val v);
 ox_val *ox_find(ox_ctx *c, const char *name);
 /* How many node inputs and graph outputs read name. */
 int ox_uses(const ox_ctx *c, const char *name);
+/* One more reader of value name (none when it is empty); NoMemory. */
+harp_status ox_count_use(ox_ctx *c, const char *name);
 /* Node input i: NULL when absent (past the end or ""); an unknown name fails. */
 ox_val *ox_in(ox_ctx *c, int i, bool *failed);
 /* Node input i as a graph value (a weight, a literal or a computed value). */
