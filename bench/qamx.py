@@ -22,7 +22,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from qgemm import P, THREADS, ZA, ZY, conv_data, data, numpy_ref, ptr  # noqa: E402
-from settle import median_ms  # noqa: E402
+from settle import interleaved_ms  # noqa: E402
 
 # name, M, N, K, weight is A: the int8 models' contractions, and small ones for the line
 SHAPES = [
@@ -123,11 +123,7 @@ def main():
     for name, m, n, k, x, w, bias, mult, want in jobs:
         calls, equal, keep = callables(lib, pool, name, x, w, bias, mult, want.shape, want)
         bad += equal != 1.0
-        med = {c: [] for c in calls}
-        for _ in range(a.rounds):
-            for c, fn in calls.items():
-                med[c].append(median_ms(fn, a.repeat, warmup=1))
-        t = {c: float(np.median(v)) for c, v in med.items()}
+        t = interleaved_ms(calls, a.rounds, a.repeat)
         print(f"{name:12} {m:5} {n:5} {k:5} {m * n * k:9} {equal:6.4f} {t['vnni']:8.4f} {t['amx']:8.4f} {t['vnni'] / t['amx']:8.2f}")
         del keep
     print("load average at the end:", " ".join(f"{v:.1f}" for v in os.getloadavg()))

@@ -31,7 +31,7 @@ import onnxruntime as ort
 from onnx import TensorProto, helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from settle import median_ms  # noqa: E402  (each contender's block on idle cores)
+from settle import interleaved_ms  # noqa: E402  (each contender's block on idle cores)
 
 # name, M, N, K, weight is A (NCHW conv: [cout][cin*kh*kw] x [cin*kh*kw][hw])
 SHAPES = [
@@ -219,11 +219,7 @@ def main():
     for name, make in jobs:
         calls, equal, keep, (m, n, k) = make()
         bad += equal != 1.0
-        med = {c: [] for c in calls}
-        for _ in range(a.rounds):
-            for c, fn in calls.items():
-                med[c].append(median_ms(fn, a.repeat, warmup=1))
-        t = {c: float(np.median(v)) for c, v in med.items()}
+        t = interleaved_ms(calls, a.rounds, a.repeat)
         gops = 2.0 * m * n * k / (t["i8"] * 1e-3) / 1e9
         print(f"{name:12} {m:5} {n:5} {k:5} {equal:6.4f} {t['i8']:8.3f} {t['f32']:8.3f} {t['b16']:8.3f} {t['ort']:8.3f}"
               f" {gops:9.1f} {t['f32'] / t['i8']:7.2f} {t['b16'] / t['i8']:7.2f} {t['ort'] / t['i8']:7.2f}")

@@ -13,7 +13,8 @@ that times two contenders in one process, or one right after the other,
 times each in a block of calls that starts with settle(): never call by
 call, alternating.
 
-Needs: numpy.  Gives: SETTLE_S, settle(), median_ms(fn, repeat, warmup).
+Needs: numpy.  Gives: SETTLE_S, settle(), median_ms(fn, repeat, warmup),
+interleaved_ms(calls, rounds, repeat, warmup).
 """
 import time
 
@@ -41,3 +42,14 @@ def median_ms(fn, repeat, warmup=3):
         fn()
         ts.append(time.perf_counter() - t)
     return float(np.median(ts)) * 1e3
+
+
+def interleaved_ms(calls, rounds, repeat, warmup=1):
+    """{name: median ms over `rounds` rounds} for the contenders in `calls`
+    ({name: fn}): each round times every contender in turn, a median_ms
+    block of `repeat` calls each, so load drifts hit them all alike."""
+    med = {c: [] for c in calls}
+    for _ in range(rounds):
+        for c, fn in calls.items():
+            med[c].append(median_ms(fn, repeat, warmup=warmup))
+    return {c: float(np.median(v)) for c, v in med.items()}
