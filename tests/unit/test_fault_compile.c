@@ -48,8 +48,12 @@ static void wipe(const char *dir) {
  * a non-zero code with err filled (a harp_status or the run's code). */
 static int compile_run(const char *file, harp_backend b, const char *cache, rm_out *out, char *err, size_t cap) {
   /* the whole compile before the run (tier 0's background build would
-   * take the Nth fault on another thread, at another point each time) */
-  static const char *const knobs[] = {"tier0=off", NULL};
+   * take the Nth fault on another thread, at another point each time).
+   * The C compiler is most of this test's time (~50 cc runs) and what it
+   * makes of the code is not under test: -O0 and one process (no -flto),
+   * about half the compiler's time; harp's own path is the same (flags are
+   * a string in the cache key, the compiler runs once either way). */
+  static const char *const knobs[] = {"tier0=off", "cflags=-O0 -fno-math-errno", "cc_jobs=1", NULL};
   harp_options o = {.backend = b, .cache_dir = cache, .knobs = knobs};
   harp_error e = {0};
   harp_compiled *c = NULL;
