@@ -152,20 +152,27 @@ static const struct {
     {"", "", NULL},
 };
 
-/* Whether cv's epilogue ends in a rounding to integers (RINT) and clamps
- * to integer bounds that keep them in [-256, 256] (QuantizeLinear's, as a
- * bf16 output not held): each value then has at most 8 significant bits,
- * so its bf16 is the top half of its fp32 exactly, and a NaN (quiet after
- * the rounding) stays the same quiet NaN hp_f2b makes of it. */
+/* Whether cv's epilogue ends in a rounding to integers (RINT), then clamps
+ * and scales that keep them integers of [-256, 256] (QuantizeLinear's and
+ * its zero point's, as a bf16 output not held): each value then has at
+ * most 8 significant bits, so its bf16 is the top half of its fp32
+ * exactly, and a NaN (quiet after the rounding) stays the same quiet NaN
+ * hp_f2b makes of it. */
 static bool dw_small_ints(const ct_conv *cv) {
   int i = cv->nepi - 1;
-  while (i >= 0 && cv->epi[i].kind == CT_EPI_CLAMP) i--;
+  while (i >= 0 && (cv->epi[i].kind == CT_EPI_CLAMP || cv->epi[i].kind == CT_EPI_SCALE)) i--;
   if (i < 0 || cv->epi[i].kind != CT_EPI_RINT) return false;
-  float lo = -INFINITY, hi = INFINITY; /* the values' range after each clamp: min(max(v, a), b) is monotone */
+  float lo = -INFINITY, hi = INFINITY; /* the values' range after each step (both steps are monotone) */
   for (i++; i < cv->nepi; i++) {
-    float a = cv->epi[i].lo, b = cv->epi[i].hi;
+    const ct_epi *e = &cv->epi[i];
+    float a = e->kind == CT_EPI_CLAMP ? e->lo : e->scale, b = e->kind == CT_EPI_CLAMP ? e->hi : e->shift;
     if ((isfinite(a) && nearbyintf(a) != a) || (isfinite(b) && nearbyintf(b) != b)) return false;
-    lo = fminf(fmaxf(lo, a), b), hi = fminf(fmaxf(hi, a), b);
+    if (e->kind == CT_EPI_CLAMP) lo = fminf(fmaxf(lo, a), b), hi = fminf(fmaxf(hi, a), b);
+    else {
+      float l = lo * a + b, h = hi * a + b; /* inf * 0: NaN, refused below */
+      lo = fminf(l, h), hi = fmaxf(l, h);
+      if (isnan(l) || isnan(h) || !isfinite(a) || !isfinite(b)) return false;
+    }
   }
   return lo >= -256.0f && hi <= 256.0f;
 }
