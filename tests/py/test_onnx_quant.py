@@ -678,6 +678,39 @@ def test_q8_depthwise_held():
                 src.count("held as the output") == 1 and src.count("the input held as u8") == 1, err[-300:])
 
 
+def test_q8_depthwise_chain():
+    """Two int8 depthwise convs in a row, then a 1x1 conv too small to pay
+    for the int8 kernel (it stays on the bf16 template): the first, unpadded,
+    leaves its plane in the per-thread scratch where the second, padded and
+    strided, must find zeros at its padding (contract_q8dw.c's <fn>_dwpad);
+    the second's output, stored as bf16 for the template, takes the exact
+    store of 8-bit integers.  Equal to onnxruntime's int8 run."""
+    rng = np.random.default_rng(11)
+    C = 13
+    nodes = [h.make_node("Conv", ["x", "w1", "b1"], ["c1"], group=C), h.make_node("Relu", ["c1"], ["r1"]),
+             h.make_node("Conv", ["r1", "w2", "b2"], ["c2"], group=C, pads=[1, 1, 1, 1], strides=[2, 2]),
+             h.make_node("Conv", ["c2", "w3", "b3"], ["y"])]
+    shapes = {"w1": (C, 1, 3, 3), "b1": (C,), "w2": (C, 1, 3, 3), "b2": (C,), "w3": (C, C, 1, 1), "b3": (C,)}
+    inits = [init(k, (rng.standard_normal(v) * 0.5).astype(np.float32)) for k, v in shapes.items()]
+    fp32 = model(nodes, [vi("x", T.FLOAT, [2, C, 15, 13])], [vi("y", T.FLOAT, None)], inits, opset=13)
+    qdq = quantize_random(fp32, (2, C, 15, 13), rng)
+    m = onnx.load(qdq)
+    step = float(nh.to_array([i for i in m.graph.initializer if i.name == [n for n in m.graph.node if n.output[0] == "y"][0].input[1]][0]))
+    x = (rng.standard_normal((2, C, 15, 13)) * 2).astype(np.float32)
+    want = ort_run(qdq, {"x": x})["y"]
+    p, d = ht.run(qdq, {"x": x}, backend="cpu")
+    S.check("int8 depthwise chain: runs", p.returncode == 0, p.stderr[-600:])
+    if p.returncode == 0:
+        err = np.abs(np.load(os.path.join(d, "y.npy")) - want) / step
+        exact = float(np.mean(err <= 1e-3))
+        print(f"int8 depthwise chain: {exact:.4%} equal, max {err.max():.2f} steps")
+        S.check("int8 depthwise chain: equal to onnxruntime's int8 run", exact >= 0.999 and err.max() <= 1,
+                f"{exact:.4%} equal, max {err.max():.2f} steps")
+    src, err = compiled_c(qdq)
+    S.check("int8 depthwise chain: two int8 depthwise kernels, the second's bf16 output stored exactly",
+            src.count("the int8 depthwise kernel (") == 2 and "_mm512_srli_epi32(_mm512_castps_si512(v), 16)" in src, err[-300:])
+
+
 def bottleneck():
     """fp32 ResNet bottleneck, y = relu(x + conv1x1(relu(conv3x3(relu(conv1x1(x)))))),
     128 -> 32 -> 128 channels on 14x14, as the QDQ file under a temporary directory."""
@@ -922,6 +955,7 @@ test_int8_kernel_fallback()
 test_requant_epilogue()
 test_q8_depthwise()
 test_q8_depthwise_held()
+test_q8_depthwise_chain()
 test_narrow_operand_kept()
 test_q8_pays_by_template()
 test_q8_residual()
