@@ -483,25 +483,29 @@ static void emit_tiling(cg_out *o, const cgen_attn_spec *s, const cg_at *t) {
   emit_run(o, s, t, &av, tot);
 }
 
-/* How many key tiles a ShapeSet object's variant t of s holds: with N read
- * at run time and the default tile on a vector ISA, one per tile w, 2w, ..,
- * the upper corner's (t->bn), so that each binding runs the tile (and the
- * score kernel's rows) a specialised object takes at its N: resolve's
- * min(default, N rounded up to w).  Else 1. */
-static int key_tiles(const cgen_attn_spec *s, const cg_isa *isa, const cg_at *t) {
-  if (!s->rt.n || s->bn > 0 || isa->id == CGEN_ISA_SCALAR) return 1;
-  return t->bn / isa->w > 1 ? t->bn / isa->w : 1;
+/* How many key tiles a ShapeSet object's variant t of s holds, *step keys
+ * apart: with N read at run time on a vector ISA, the upper corner's tile
+ * (t->bn: the plan's or the default, clipped to that N) and up to 3 smaller
+ * ones, each a multiple of the vector w, so that a binding runs the
+ * smallest tile that holds its N, as a specialised object with the same
+ * tile does (resolve: min(tile, N rounded up to w); the same tile where
+ * the step is w, 16 of 64 keys on AVX-512).  Else 1. */
+static int key_tiles(const cgen_attn_spec *s, const cg_isa *isa, const cg_at *t, int *step) {
+  *step = t->bn;
+  if (!s->rt.n || isa->id == CGEN_ISA_SCALAR) return 1;
+  *step = (int)cg_rup((t->bn + 3) / 4, isa->w);
+  return (t->bn + *step - 1) / *step;
 }
 
 /* One ISA's variant t of the attention s: its helpers, then one tiling, or
  * (key_tiles) one per key tile and a $P_run that picks by the binding's N. */
 static void emit_variant(cg_out *o, const cgen_attn_spec *s, const cg_at *t) {
   cg_emit_isa_helpers(o);
-  int nk = key_tiles(s, o->isa, t), w = o->isa->w;
+  int step, nk = key_tiles(s, o->isa, t, &step);
   if (nk == 1) emit_tiling(o, s, t);
   for (int k = 1; nk > 1 && k <= nk; k++) {
     cgen_attn_spec q = *s;
-    q.bn = k * w;
+    q.bn = k < nk ? k * step : t->bn;
     cg_at tk;
     resolve(&q, o->isa, &tk);
     snprintf(tk.vx, sizeof tk.vx, "b%d_", tk.bn);
@@ -510,8 +514,8 @@ static void emit_variant(cg_out *o, const cgen_attn_spec *s, const cg_at *t) {
   if (nk > 1) {
     cg_emit(o, "static $T int $P_run(hprt_pool *pool, const void *q, const void *k, const void *v, const void *mask,"
                " void *o) {\n  long n_ = %s; /* the keys: the tile a specialised object takes */\n", s->rt.n);
-    for (int k = 1; k < nk; k++) cg_emit(o, "  if (n_ <= %dL) return $P_b%d_run(pool, q, k, v, mask, o);\n", k * w, k * w);
-    cg_emit(o, "  return $P_b%d_run(pool, q, k, v, mask, o);\n}\n", nk * w);
+    for (int k = 1; k < nk; k++) cg_emit(o, "  if (n_ <= %dL) return $P_b%d_run(pool, q, k, v, mask, o);\n", k * step, k * step);
+    cg_emit(o, "  return $P_b%d_run(pool, q, k, v, mask, o);\n}\n", t->bn);
   }
   if (o->isa->id != CGEN_ISA_SCALAR) cg_emit(o, "#endif /* HPRT_X86 */\n");
 }
