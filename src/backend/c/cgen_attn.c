@@ -20,7 +20,11 @@
  * two bf16), v as pairs of keys ([j/2][dv]); the score kernel stores P as
  * bf16 (adjacent keys are adjacent lanes, so its rows are pairs already);
  * both products run on vdpbf16ps with fp32 accumulation; the running max,
- * the sums l and O stay fp32 (l sums the unrounded P). */
+ * the sums l and O stay fp32 (l sums the unrounded P).
+ * Sizes read at run time (a ShapeSet object, s->rt): the variant reads
+ * them into its context; with N among them it holds up to four key tilings
+ * (key_tiles), $P_b<BN>_run each, and $P_run takes the smallest that holds
+ * the binding's N, the tile a specialised object would take there. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
