@@ -240,16 +240,15 @@ static void test_errors(void **st) {
   ut_str_free(&src);
 }
 
-/* A ShapeSet object's attention over up to 256 keys holds one tiling per
- * key tile and runs, at each N, the one a specialised object takes there:
+/* A ShapeSet object's attention over up to 256 keys holds a tiling per
+ * key tile (16 apart) and runs, at each N, the one a specialised object takes there:
  * 48 keys and 8-row score kernels at N = 37 (64 and 6 rows at the top). */
 static void test_key_tiles(void **st) {
   (void)st;
+  harp_error e = {0};
+  cgen_attn_spec s;
   ut_str src;
   ut_str_init(&src);
-  harp_error e;
-  memset(&e, 0, sizeof e);
-  cgen_attn_spec s;
   make_spec(&CASES[NCASE - 5], NCASE - 5, &s);
   assert_int_equal(cgen_attn(&e, &s, "kt", &src), HARP_OK);
   const char *want[] = {"key tiles of 16, 8-row score", "key tiles of 32, 8-row score", "key tiles of 48, 8-row score",
