@@ -20,7 +20,8 @@ typedef struct acase {
   int isa, bm, bn, tasks;
   float scale;
   int poison; /* NaN in a key of head 0 and a query of head 1, +inf in a key of head 1 */
-  int rt;     /* b, m, n and the strides they move read at run time (a ShapeSet object), from a larger box */
+  int rt;     /* b, m, n and the strides they move read at run time (a ShapeSet object), from a larger box:
+               * 1: m + 7, n + 9; more: m and n + rt (a large box: a key tile per binding) */
 } acase;
 
 #define F32 TINY_FP32
@@ -53,6 +54,13 @@ static const acase CASES[] = {
     {1, 2, 47, 47, 32, 32, B16, B16, F32, 0, 2, A5, 0, 0, 0, 0, 0, 1},
     {1, 2, 30, 41, 16, 16, F32, F32, F32, 1, 1, A2, 0, 0, 0, 0, 0, 1},
     {1, 1, 17, 9, 5, 7, F32, F32, F32, 0, 2, SC, 0, 0, 0, 0, 0, 1},
+    /* a box of up to 256 keys run at small N: each binding's own key tile
+     * (16, 32, 48 or 64 on AVX-512; 8 .. 32 on AVX2), key tails, masks, bf16 */
+    {2, 2, 37, 37, 16, 16, F32, F32, F32, 0, 0, A5, 0, 0, 0, 0, 0, 219},
+    {1, 2, 5, 5, 16, 16, F32, F32, F32, 1, 1, A5, 0, 0, 0, 0, 0, 251},
+    {1, 2, 20, 17, 32, 32, B16, B16, F32, 0, 2, A5, 0, 0, 0, 0, 0, 239},
+    {1, 1, 100, 100, 24, 24, F32, F32, F32, 1, 0, A5, 0, 0, 0, 0, 0, 156},
+    {1, 2, 9, 9, 16, 12, F32, F32, F32, 0, 1, A2, 0, 0, 0, 0, 0, 191},
 };
 #define NCASE ((int)(sizeof CASES / sizeof CASES[0]))
 
@@ -66,7 +74,7 @@ _Static_assert(NCASE <= RT_MAX, "rt_ex holds one row per case");
 /* Case c's sizes and strides read from rtv_* (case idx), its box larger. */
 static void make_rt(const acase *c, int idx, cgen_attn_spec *s) {
   char(*x)[48] = rt_ex[idx];
-  s->b = c->b + 1, s->m = c->m + 7, s->n = c->n + 9;
+  s->b = c->b + 1, s->m = c->m + (c->rt > 1 ? c->rt : 7), s->n = c->n + (c->rt > 1 ? c->rt : 9);
   s->rt.b = "rtv_b", s->rt.m = "rtv_m", s->rt.n = "rtv_n";
   s->strided = true;
   snprintf(x[0], 48, "(%ldL * rtv_m * %ldL)", c->h, c->d), snprintf(x[1], 48, "(rtv_m * %ldL)", c->d);
@@ -232,9 +240,40 @@ static void test_errors(void **st) {
   ut_str_free(&src);
 }
 
+/* A ShapeSet object's attention over up to 256 keys holds a tiling per
+ * key tile (16 apart) and runs, at each N, the one a specialised object takes there:
+ * 48 keys and 8-row score kernels at N = 37 (64 and 6 rows at the top). */
+static void test_key_tiles(void **st) {
+  (void)st;
+  harp_error e = {0};
+  cgen_attn_spec s;
+  ut_str src;
+  ut_str_init(&src);
+  make_spec(&CASES[NCASE - 5], NCASE - 5, &s);
+  assert_int_equal(cgen_attn(&e, &s, "kt", &src), HARP_OK);
+  const char *want[] = {"key tiles of 16, 8-row score", "key tiles of 32, 8-row score", "key tiles of 48, 8-row score",
+                        "key tiles of 64, 6-row score", "if (n_ <= 16L) return kt_avx512_b16_run(",
+                        "if (n_ <= 32L) return kt_avx512_b32_run(", "if (n_ <= 48L) return kt_avx512_b48_run(",
+                        "return kt_avx512_b64_run("};
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+    if (!strstr(src.buf, want[i])) fail_msg("no \"%s\" in the ShapeSet attention", want[i]);
+  assert_null(strstr(src.buf, "kt_avx512_b80_")); /* none past the top's tile */
+  ut_str_free(&src);
+  /* the specialised object at N = 37 (and a ShapeSet one whose N is fixed): one tiling */
+  ut_str_init(&src);
+  cgen_attn_spec f = s;
+  f.rt.n = NULL, f.n = 37;
+  f.k_s[1] = f.v_s[1] = 37 * 16, f.k_s[0] = f.v_s[0] = 2 * 37 * 16;
+  assert_int_equal(cgen_attn(&e, &f, "kf", &src), HARP_OK);
+  assert_null(strstr(src.buf, "key tiles of"));
+  assert_non_null(strstr(src.buf, "kf_avx512_run("));
+  ut_str_free(&src);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_errors),
+      cmocka_unit_test(test_key_tiles),
       cmocka_unit_test(test_cases),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -343,6 +343,38 @@ static const conv_case CONV_CASES[] = {
      1e-6, 1},
 };
 
+/* Fused attention over up to 256 keys: each binding runs the key tile a
+ * specialised object takes at its N (16, 32, 48 or 64 keys, cgen_attn.c
+ * key_tiles), and a binding of little work runs on the calling thread as a
+ * specialised object's does (decided at run time: the constants are the
+ * upper corner's, which would wake the pool at every binding); the numbers
+ * at N in every tile, against the interpreter (test_cgen_attn checks the
+ * kernel itself against a naive softmax) */
+static void test_attention_per_binding(void **state) {
+  (void)state;
+  rt_sgen_sym box[6] = {{"N", 2, 256}, {"B", 1, 1}, {"H", 2, 2}, {"M", 24, 24}, {"D", 16, 16}, {"Dv", 16, 16}};
+  rt_sgen *s = compile_box("attention_full.json", box, 6, false);
+  if (rt_sgen_fallback(s)) fail_msg("not one object: %s", rt_sgen_fallback(s));
+  const char *src = rt_sgen_source(s);
+  if (strstr(src, "avx512_run(")) { /* the AVX-512 variant: 64 keys at the top, 16 apart */
+    assert_non_null(strstr(src, "if (n_ <= 16L) return "));
+    assert_non_null(strstr(src, "if (n_ <= 48L) return "));
+    assert_non_null(strstr(src, "_attn_avx512_b48_run(pool, q, k, v, mask, o);"));
+    assert_non_null(strstr(src, "_attn_avx512_b64_run(pool, q, k, v, mask, o);\n}"));
+  }
+  /* B H M N (D + Dv) multiply-adds against SMALL_WORK: B, M at the box's (1, 24), N this run's */
+  const char *small = strstr(src, "  if ((double)1.0 * 24.0 * (");
+  assert_non_null(small);
+  assert_non_null(strstr(small, ") * 64.0 < 2097152) pool = NULL; /* small at this binding"));
+  assert_null(strstr(src, "pool = NULL; /* small: the calling thread alone")); /* not at every binding */
+  const char *at[5][7] = {{"N=2", "B=1", "H=2", "M=24", "D=16", "Dv=16"}, {"N=17", "B=1", "H=2", "M=24", "D=16", "Dv=16"},
+                          {"N=37", "B=1", "H=2", "M=24", "D=16", "Dv=16"}, {"N=100", "B=1", "H=2", "M=24", "D=16", "Dv=16"},
+                          {"N=256", "B=1", "H=2", "M=24", "D=16", "Dv=16"}};
+  for (int b = 0; b < 5; b++) check_at(s, "attention_full.json", at[b], 1, 1e-4);
+  assert_int_equal(rt_sgen_objects(s), 1);
+  rt_sgen_free(s);
+}
+
 static void test_conv_sizes(void **state) {
   (void)state;
   for (size_t i = 0; i < sizeof CONV_CASES / sizeof CONV_CASES[0]; i++) {
@@ -422,6 +454,7 @@ int main(void) {
       cmocka_unit_test(test_models),
       cmocka_unit_test(test_gemm_rows_split),
       cmocka_unit_test(test_conv_sizes),
+      cmocka_unit_test(test_attention_per_binding),
       cmocka_unit_test(test_breaks_model),
       cmocka_unit_test(test_bad_box),
   };

@@ -20,7 +20,11 @@
  * two bf16), v as pairs of keys ([j/2][dv]); the score kernel stores P as
  * bf16 (adjacent keys are adjacent lanes, so its rows are pairs already);
  * both products run on vdpbf16ps with fp32 accumulation; the running max,
- * the sums l and O stay fp32 (l sums the unrounded P). */
+ * the sums l and O stay fp32 (l sums the unrounded P).
+ * Sizes read at run time (a ShapeSet object, s->rt): the variant reads
+ * them into its context; with N among them it holds up to four key tilings
+ * (key_tiles), $P_b<BN>_run each, and $P_run takes the smallest that holds
+ * the binding's N, the tile a specialised object would take there. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -35,6 +39,7 @@ typedef struct cg_at {
   bool bf;    /* bf16 (tune.bf16, AVX-512): Q K^T and P V with vdpbf16ps (below) */
   int64_t d2; /* bf: pairs along d, (d + 1) / 2 */
   int64_t qr, kr, vr, orow; /* the row strides of q, k, v and out (strides_of's innermost) */
+  char vx[12]; /* the infix of the variant's function names: "" or, one of several key tiles, "b48_" */
 } cg_at;
 
 void cgen_attn_spec_init(cgen_attn_spec *s, int64_t b, int64_t h, int64_t m, int64_t n, int64_t d, tiny_dtype dt) {
@@ -89,6 +94,7 @@ static void resolve(const cgen_attn_spec *s, const cg_isa *isa, cg_at *t) {
   int64_t qs[3], ks[3], vs[3], os[3];
   strides_of(s, qs, ks, vs, os);
   t->qr = qs[2], t->kr = ks[2], t->vr = vs[2], t->orow = os[2];
+  t->vx[0] = 0;
 }
 
 /* What the variant prints for a size or stride: the constant ("64L"), or
@@ -147,8 +153,8 @@ static const char *fattr(const cg_at *t) { return t->bf ? "static " CG_BF16_ATTR
 static void emit_skern(cg_out *o, const cgen_attn_spec *s, const cg_at *t, const cg_atv *av, int rows) {
   int w = o->isa->w;
   char ld[200];
-  cg_emit(o, "%s void $P_s%d(const float *restrict q, const float *restrict kt, float *restrict P, long gi0,"
-             " long j0, const void *mk, float *mrow, float *lrow, float *alpha%s) {\n  (void)mk;\n", fattr(t), rows,
+  cg_emit(o, "%s void $P_%ss%d(const float *restrict q, const float *restrict kt, float *restrict P, long gi0,"
+             " long j0, const void *mk, float *mrow, float *lrow, float *alpha%s) {\n  (void)mk;\n", fattr(t), t->vx, rows,
           av->rt ? ", long nn, long mi" : "");
   if (av->rt) cg_emit(o, "  (void)mi;\n");
   if (s->has_mask) cg_emit(o, "  $P_v vl2e = $P_set1(%#.9gf); /* the mask to base 2 */\n", LOG2E);
@@ -227,8 +233,8 @@ static void emit_skern(cg_out *o, const cgen_attn_spec *s, const cg_at *t, const
 /* O[r][:] = alpha[r] * O[r][:] + sum_j P[r][j] V[j][:], j < kb */
 static void emit_okern(cg_out *o, const cg_at *t, int rows) {
   int w = o->isa->w;
-  cg_emit(o, "%s void $P_o%d(const float *restrict P, const float *restrict V, long kb, const float *alpha,"
-             " float *restrict O) {\n", fattr(t), rows);
+  cg_emit(o, "%s void $P_%so%d(const float *restrict P, const float *restrict V, long kb, const float *alpha,"
+             " float *restrict O) {\n", fattr(t), t->vx, rows);
   for (int r = 0; r < rows; r++) {
     cg_emit(o, "  $P_v al%d = $P_set1(alpha[%d]);\n", r, r);
     for (int v = 0; v < t->nvd; v++) cg_emit(o, "  $P_v c%d_%d = $P_ld(O + %d) * al%d;\n", r, v, r * t->dp + v * w, r);
@@ -331,7 +337,7 @@ static void emit_task_head(cg_out *o, const cgen_attn_spec *s, const cg_at *t, c
   /* per-thread scratch layout (floats) */
   int64_t o_kt = 0, o_v = o_kt + D * t->np, o_q = o_v + t->np * t->dp, o_s = o_q + (int64_t)t->bm * D,
           o_o = o_s + (int64_t)t->bm * t->bn, o_ml = o_o + (int64_t)t->bm * t->dp;
-  cg_emit(o, "%s void $P_task(void *vc, int task, int tid) {\n", fattr(t));
+  cg_emit(o, "%s void $P_%stask(void *vc, int task, int tid) {\n", fattr(t), t->vx);
   cg_emit(o, "  const $F_ctx *cx = (const $F_ctx *)vc;\n");
   cg_emit(o, "  long qc = task %% %s, bh = task / %s, bb = bh / %s, hh = bh %% %s;\n", av->qs, av->qs, av->h, av->h);
   cg_emit(o, "  float *ws = (float *)cx->sc.thr[tid];\n");
@@ -384,25 +390,25 @@ static void emit_key_block(cg_out *o, const cgen_attn_spec *s, const cg_at *t, c
   long qd = (long)(t->bf ? t->d2 : s->d);
   int ps = t->bf ? t->bn / 2 : t->bn;
   const char *vj = t->bf ? "(j0 >> 1)" : "j0";
-  cg_emit(o, "      for (; r + %d <= bm; r += %d) $P_s%d(Qs + r * %ldL, Kt + j0 * %ldL, S + r * %d, i0 + r, j0, %s,"
-             " mrow + r, lrow + r, alpha + r%s);\n", t->rs, t->rs, t->rs, qd, qd, ps, mk, av->sk_args);
+  cg_emit(o, "      for (; r + %d <= bm; r += %d) $P_%ss%d(Qs + r * %ldL, Kt + j0 * %ldL, S + r * %d, i0 + r, j0, %s,"
+             " mrow + r, lrow + r, alpha + r%s);\n", t->rs, t->rs, t->vx, t->rs, qd, qd, ps, mk, av->sk_args);
   if (t->rs > 1) {
     cg_emit(o, "      switch (bm - r) {\n");
     for (int q = 1; q < t->rs; q++)
       if (q == t->bm % t->rs || q == lastbm % t->rs || av->rt)
-      cg_emit(o, "        case %d: $P_s%d(Qs + r * %ldL, Kt + j0 * %ldL, S + r * %d, i0 + r, j0, %s, mrow + r, lrow + r,"
-                 " alpha + r%s); break;\n", q, q, qd, qd, ps, mk, av->sk_args);
+      cg_emit(o, "        case %d: $P_%ss%d(Qs + r * %ldL, Kt + j0 * %ldL, S + r * %d, i0 + r, j0, %s, mrow + r, lrow + r,"
+                 " alpha + r%s); break;\n", q, t->vx, q, qd, qd, ps, mk, av->sk_args);
     cg_emit(o, "        default: break;\n      }\n");
   }
   cg_emit(o, "      r = 0;\n");
-  cg_emit(o, "      for (; r + %d <= bm; r += %d) $P_o%d(S + r * %d, Vp + %s * %d, kb, alpha + r, O + r * %d);\n", t->ro,
-          t->ro, t->ro, ps, vj, t->dp, t->dp);
+  cg_emit(o, "      for (; r + %d <= bm; r += %d) $P_%so%d(S + r * %d, Vp + %s * %d, kb, alpha + r, O + r * %d);\n", t->ro,
+          t->ro, t->vx, t->ro, ps, vj, t->dp, t->dp);
   if (t->ro > 1) {
     cg_emit(o, "      switch (bm - r) {\n");
     for (int q = 1; q < t->ro; q++)
       if (q == t->bm % t->ro || q == lastbm % t->ro || av->rt)
-      cg_emit(o, "        case %d: $P_o%d(S + r * %d, Vp + %s * %d, kb, alpha + r, O + r * %d); break;\n", q, q, ps,
-              vj, t->dp, t->dp);
+      cg_emit(o, "        case %d: $P_%so%d(S + r * %d, Vp + %s * %d, kb, alpha + r, O + r * %d); break;\n", q, t->vx, q,
+              ps, vj, t->dp, t->dp);
     cg_emit(o, "        default: break;\n      }\n");
   }
 }
@@ -442,21 +448,23 @@ static void emit_run_sizes(cg_out *o, const cgen_attn_spec *s, const cg_at *t) {
 
 /* $P_run: the context, the scratch (tot floats a thread), the tasks. */
 static void emit_run(cg_out *o, const cgen_attn_spec *s, const cg_at *t, const cg_atv *av, int64_t tot) {
-  cg_emit(o, "static $T int $P_run(hprt_pool *pool, const void *q, const void *k, const void *v, const void *mask,"
-             " void *o) {\n");
+  cg_emit(o, "static $T int $P_%srun(hprt_pool *pool, const void *q, const void *k, const void *v, const void *mask,"
+             " void *o) {\n", t->vx);
   cg_emit(o, "  $F_ctx cx;\n  cx.q = q; cx.k = k; cx.v = v; cx.mask = mask; cx.o = o;\n");
   if (av->rt) emit_run_sizes(o, s, t);
   cg_emit(o, "  if (hprt_scratch_get(pool, 0, %ldUL, &cx.sc)) return -1;\n", (long)(tot * 4));
-  if (av->rt) cg_emit(o, "  hprt_pool_run(pool, (int)(cx.B * %ldL * cx.qs), $P_task, &cx);\n", (long)s->h);
-  else cg_emit(o, "  hprt_pool_run(pool, %ld, $P_task, &cx);\n", (long)(s->b * s->h * t->qs));
+  if (av->rt) cg_emit(o, "  hprt_pool_run(pool, (int)(cx.B * %ldL * cx.qs), $P_%stask, &cx);\n", (long)s->h, t->vx);
+  else cg_emit(o, "  hprt_pool_run(pool, %ld, $P_%stask, &cx);\n", (long)(s->b * s->h * t->qs), t->vx);
   cg_emit(o, "  hprt_scratch_put(&cx.sc);\n  return 0;\n}\n");
 }
 
-/* One ISA's variant t of the attention s: kernels, task, run. */
-static void emit_variant(cg_out *o, const cgen_attn_spec *s, const cg_at *t) {
+/* The tiling t of the attention s (the ISA's helpers already emitted):
+ * kernels, task, run ($P_<t->vx>run). */
+static void emit_tiling(cg_out *o, const cgen_attn_spec *s, const cg_at *t) {
   cg_atv av;
   attn_values(s, t, &av);
-  cg_emit_isa_helpers(o);
+  if (t->vx[0]) /* one of several (key_tiles) */
+    cg_emit(o, "/* key tiles of %d, %d-row score and %d-row output kernels */\n", t->bn, t->rs, t->ro);
   int lastbm = (int)(s->m % t->bm ? s->m % t->bm : t->bm);
   emit_row_kernels(o, s, t, &av, lastbm);
   emit_task_head(o, s, t, &av);
@@ -477,6 +485,42 @@ static void emit_variant(cg_out *o, const cgen_attn_spec *s, const cg_at *t) {
   int64_t tot = (int64_t)s->d * t->np + t->np * t->dp + (int64_t)t->bm * s->d + (int64_t)t->bm * t->bn +
                 (int64_t)t->bm * t->dp + 3L * t->bm + 16;
   emit_run(o, s, t, &av, tot);
+}
+
+/* How many key tiles a ShapeSet object's variant t of s holds, *step keys
+ * apart: with N read at run time on a vector ISA, the upper corner's tile
+ * (t->bn: the plan's or the default, clipped to that N) and up to 3 smaller
+ * ones, each a multiple of the vector w, so that a binding runs the
+ * smallest tile that holds its N, as a specialised object with the same
+ * tile does (resolve: min(tile, N rounded up to w); the same tile where
+ * the step is w, 16 of 64 keys on AVX-512).  Else 1. */
+static int key_tiles(const cgen_attn_spec *s, const cg_isa *isa, const cg_at *t, int *step) {
+  *step = t->bn;
+  if (!s->rt.n || isa->id == CGEN_ISA_SCALAR) return 1;
+  *step = (int)cg_rup((t->bn + 3) / 4, isa->w);
+  return (t->bn + *step - 1) / *step;
+}
+
+/* One ISA's variant t of the attention s: its helpers, then one tiling, or
+ * (key_tiles) one per key tile and a $P_run that picks by the binding's N. */
+static void emit_variant(cg_out *o, const cgen_attn_spec *s, const cg_at *t) {
+  cg_emit_isa_helpers(o);
+  int step, nk = key_tiles(s, o->isa, t, &step);
+  if (nk == 1) emit_tiling(o, s, t);
+  for (int k = 1; nk > 1 && k <= nk; k++) {
+    cgen_attn_spec q = *s;
+    q.bn = k < nk ? k * step : t->bn;
+    cg_at tk;
+    resolve(&q, o->isa, &tk);
+    snprintf(tk.vx, sizeof tk.vx, "b%d_", tk.bn);
+    emit_tiling(o, s, &tk);
+  }
+  if (nk > 1) {
+    cg_emit(o, "static $T int $P_run(hprt_pool *pool, const void *q, const void *k, const void *v, const void *mask,"
+               " void *o) {\n  long n_ = %s; /* the keys: the tile a specialised object takes */\n", s->rt.n);
+    for (int k = 1; k < nk; k++) cg_emit(o, "  if (n_ <= %dL) return $P_b%d_run(pool, q, k, v, mask, o);\n", k * step, k * step);
+    cg_emit(o, "  return $P_b%d_run(pool, q, k, v, mask, o);\n}\n", t->bn);
+  }
   if (o->isa->id != CGEN_ISA_SCALAR) cg_emit(o, "#endif /* HPRT_X86 */\n");
 }
 

@@ -369,6 +369,22 @@ void cc_small_on_caller(ut_str *out, double work) {
   if (work < SMALL_WORK) ut_str_puts(out, "  pool = NULL; /* small: the calling thread alone */\n");
 }
 
+void cc_small_on_caller_rt(ut_str *out, const char *const *fx, const int64_t *fv, int n, double work) {
+  bool rt = false;
+  for (int i = 0; i < n; i++) rt = rt || fx[i];
+  for (int i = 0; !rt && i < n; i++) work *= (double)fv[i];
+  if (!rt) {
+    cc_small_on_caller(out, work);
+    return;
+  }
+  ut_str_puts(out, "  if ((double)");
+  for (int i = 0; i < n; i++) {
+    if (fx[i]) ut_str_printf(out, "(%s) * ", fx[i]);
+    else ut_str_printf(out, "%" PRId64 ".0 * ", fv[i]);
+  }
+  ut_str_printf(out, "%.1f < %.0f) pool = NULL; /* small at this binding: the calling thread alone */\n", work, SMALL_WORK);
+}
+
 void cc_emit_rt_out_hw(ut_str *out, const cc_rt_geometry *g) {
   char nx[24], hx[24], wx[24];
   snprintf(nx, sizeof nx, "%" PRId64 "L", g->n), snprintf(hx, sizeof hx, "%" PRId64 "L", g->h);

@@ -64,6 +64,12 @@ bool cc_conv1x1_plan_splitk(rc_ctx *c, int r, plan_use *pu, cgen_conv_spec *s);
 /* A kernel of fewer multiply-adds than a pool wake-up pays for runs on the
  * calling thread: the line that says so, into out. */
 void cc_small_on_caller(ut_str *out, double work);
+/* The same where some factors of the work are read at run time (a
+ * ShapeSet object): work times the n factors, each the C expression fx[i]
+ * or, where that is NULL, the constant fv[i]; the choice is made at run
+ * time when any is an expression (the constants are the upper corner's,
+ * which would wake the pool at every binding). */
+void cc_small_on_caller_rt(ut_str *out, const char *const *fx, const int64_t *fv, int n, double work);
 /* A window's sizes read at run time (a ShapeSet object's conv or pool): the
  * batch, height and width of its input as C expressions (NULL: the
  * constant n, h, w), and per axis the padded extent past the window (eh:

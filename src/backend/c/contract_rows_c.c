@@ -85,7 +85,9 @@ harp_status cc_emit_attention(rc_ctx *c, int r, const char *fn, ut_str *out, con
   if (!cc_template_body(c, &pu, gen_attn, &s, &s.tune, &s.bm, &s.bn, kfn, out))
     DECLINE("the template refused the shape");
   ut_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
-  cc_small_on_caller(out, (double)at.B * at.H * at.M * at.N * (at.D + at.DV));
+  const char *fx[3] = {rt.b, rt.m, rt.n};
+  const int64_t fv[3] = {at.B, at.M, at.N};
+  cc_small_on_caller_rt(out, fx, fv, 3, (double)at.H * (at.D + at.DV));
   if (at.has_mask)
     ut_str_printf(out, "  const void *mask = (const char *)bufs[%d] + %" PRId64 " * %d;\n", at.mask.slot, at.mask.offset,
                   tiny_dtype_size(s.mask_dtype));
