@@ -281,6 +281,7 @@ typedef struct ox_qinfo {
   int kind;
   hg_val qv;        /* QI_INT: the integers, as fp32 */
   double s1, z;     /* QI_INT: the scale and zero point; QI_SCALED: the scale its Q divides by */
+  double lo, hi;    /* QI_INT: the range of its type (the integers lie in it); lo > hi: unknown */
   const double *s;  /* QI_WEIGHT: ns scales along axis (ns 1: one for all), zero points 0 */
   int64_t ns;
   int axis;
@@ -296,6 +297,7 @@ hg_val ox_bf16_exact(ox_ctx *c, hg_val v);
 int ox_qdq_binary(ox_ctx *c, int op);     /* op '+', '*': the same for Add / Mul */
 void ox_qdq_skip_first(ox_ctx *c);        /* at a DQ: a downsampling residual's operand made first */
 int ox_qdq_softmax(ox_ctx *c);            /* and for a Softmax (opset 13+) over the last axis */
+void ox_qdq_move(ox_ctx *c);              /* at a Reshape / Transpose ... of a DQ's output: its integers moved too */
 harp_status ox_conv_transpose3d(ox_ctx *c, hg_val x, ox_val *wv, int nsp);
 harp_status ox_pool3d(ox_ctx *c, hg_val x, bool is_max, int64_t lp, int nsp); /* nsp 3, or 2 as 3-D */
 
