@@ -289,6 +289,7 @@ typedef struct ox_qinfo {
   bool relu;        /* QI_SCALED: the Relu that alone reads it is applied already (its output is the same value) */
   struct ox_qinfo *q; /* QI_INT: the facts of the Q itself (its DQs' are copies), which keep: */
   hg_val opnd;      /*   the integers' form as an operand (onnx_qdq.c's operand), made once; 0: not yet */
+  struct ox_qinfo *moves, *next; /* QI_INT: its integers moved (ox_qdq_move), a list, each made once */
 } ox_qinfo;
 ox_qinfo *ox_qinfo_new(ox_ctx *c, ox_val *x, int kind);
 int ox_qdq_contract(ox_ctx *c, int kind); /* kind 'c', 'g', 'm': 1 fused, 0 not the pattern, -1 error */

@@ -300,6 +300,19 @@ int ox_qdq_softmax(ox_ctx *c) {
  * through (onnx_quant.c's quantize_fused) and a contraction reads them as
  * its operand.  Leaves the output without facts otherwise. */
 #define QDQ_MOVES 8
+
+/* Whether value v is one move as d (a copy of a builder node): the same op
+ * of the same shape, and for a permute the same order. */
+static bool same_move(hg_graph *g, hg_val v, const fe_node *d) {
+  const fe_node *o = fe_node_of(g, v);
+  if (!o || o->op != d->op || o->shape.rank != d->shape.rank) return false;
+  for (int i = 0; i < d->shape.rank; i++) {
+    int64_t a, b;
+    if (o->shape.d[i] != d->shape.d[i] && !(fe_dim_is_int(o->shape.d[i], &a) && fe_dim_is_int(d->shape.d[i], &b) && a == b)) return false;
+  }
+  return d->op != HG_OP_PERMUTE || !memcmp(o->a.perm.v, d->a.perm.v, sizeof(int) * (size_t)d->a.perm.n);
+}
+
 void ox_qdq_move(ox_ctx *c) {
   if (c->e->code || c->node->n_output != 1) return;
   ox_val *x = input(c, 0), *y = ox_find(c, c->node->output[0]);
@@ -312,6 +325,13 @@ void ox_qdq_move(ox_ctx *c) {
     mv[n++] = *d;
     v = d->in[0];
   }
+  ox_qinfo *src = x->qi->q ? x->qi->q : x->qi;
+  for (ox_qinfo *m = n == 1 ? src->moves : NULL; m; m = m->next) /* the same move made before: its facts */
+    if (same_move(c->g, m->qv, &mv[0])) {
+      ox_qinfo *qi = ox_qinfo_new(c, y, QI_INT);
+      if (qi) *qi = *m;
+      return;
+    }
   hg_val q = x->qi->qv;
   for (int i = n - 1; i >= 0 && q > 0; i--)
     q = mv[i].op == HG_OP_RESHAPE ? fe_reshape(c->g, q, &mv[i].shape) : hg_permute(c->g, q, mv[i].a.perm.v, mv[i].a.perm.n);
@@ -322,7 +342,8 @@ void ox_qdq_move(ox_ctx *c) {
   ox_qinfo *qi = ox_qinfo_new(c, y, QI_INT);
   if (!qi) return;
   *qi = *x->qi, qi->qv = q;
-  if (n) qi->q = qi, qi->opnd = 0; /* other integers: their own operand form */
+  if (n) qi->q = qi, qi->opnd = 0, qi->moves = NULL; /* other integers: their own operand form */
+  if (n == 1) qi->next = src->moves, src->moves = qi;
 }
 
 /* The QDQ pattern at a Conv / Gemm / MatMul (kind 'c', 'g', 'm'): 1 when
