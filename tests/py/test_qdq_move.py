@@ -150,11 +150,13 @@ def test_moves():
             S.check(f"moves, {name}: q saturated at 127", float(np.mean(np.rint(x / 0.05) > 127)) > 0.05, "too few values above 127")
 
 
-def shared_model():
+def shared_model(transpose=False):
     """x [1, S, E] quantized, Reshape to [S, E] twice (each with a Q / DQ of
     x's parameters, as BERT's q, k and v projections read it), each read by
-    a quantized Gemm of its own weight, their sum quantized: y."""
-    S_, E = 32, 64
+    a quantized MatMul of its own weight, their sum quantized: y.  With
+    transpose, S = E and Transposes of perm (0, 2, 1) and (0, 1, 2) in place
+    of the Reshapes: moves to the same shape that differ."""
+    S_, E = (32, 32) if transpose else (32, 64)
     nodes, inits = [], [nh.from_array(np.array(0.05, np.float32), "s"), nh.from_array(np.array(100, np.uint8), "z"),
                         nh.from_array(np.array(0.2, np.float32), "sa"), nh.from_array(np.array(128, np.uint8), "za"),
                         nh.from_array(np.array(0.3, np.float32), "sy"), nh.from_array(np.array(128, np.uint8), "zy"),
@@ -163,34 +165,40 @@ def shared_model():
     for i in range(2):
         inits += [nh.from_array(RNG.integers(-127, 128, (E, E)).astype(np.int8), f"w{i}"),
                   nh.from_array((RNG.uniform(0.5, 1.5, E) * 0.01).astype(np.float32), f"ws{i}"), nh.from_array(np.zeros(E, np.int8), f"wz{i}")]
-        nodes += [h.make_node("Reshape", ["xd", "s2"], [f"r{i}"])]
+        nodes += [h.make_node("Transpose", ["xd"], [f"r{i}"], perm=[[0, 2, 1], [0, 1, 2]][i]) if transpose else
+                  h.make_node("Reshape", ["xd", "s2"], [f"r{i}"])]
         qdq(nodes, f"r{i}", f"rd{i}", "s", "z")
         nodes += [h.make_node("DequantizeLinear", [f"w{i}", f"ws{i}", f"wz{i}"], [f"wd{i}"], axis=1),
                   h.make_node("MatMul", [f"rd{i}", f"wd{i}"], [f"a{i}"])]
         qdq(nodes, f"a{i}", f"ad{i}", "sa", "za")
     nodes.append(h.make_node("Add", ["ad0", "ad1"], ["o"]))
     qdq(nodes, "o", "y", "sy", "zy")
-    return save(nodes, [h.make_tensor_value_info("x", T.FLOAT, [1, S_, E])], [h.make_tensor_value_info("y", T.FLOAT, [S_, E])], inits), (1, S_, E)
+    yshape = [1, S_, E] if transpose else [S_, E]
+    return save(nodes, [h.make_tensor_value_info("x", T.FLOAT, [1, S_, E])], [h.make_tensor_value_info("y", T.FLOAT, yshape)], inits), (1, S_, E)
 
 
 def test_shared_move():
     """The same move of the same integers made once: one conversion of x's
-    integers for both Gemms (x's Q, that conversion, the two Gemms, the sum:
-    at most 4 kernels; 5 when each Reshape had its own), equal to onnxruntime."""
-    path, shape = shared_model()
-    d = tempfile.mkdtemp()
-    p = subprocess.run([ht.HARP, "dump", path, "--dump", "region", "--dump-dir", d], capture_output=True, text=True, timeout=300)
-    n = len(json.load(open(os.path.join(d, "region.json")))["regions"]) if p.returncode == 0 else -1
-    S.check("shared move: one operand form of x's integers", 0 < n <= 4, f"{n} regions {p.stderr[-300:]}")
-    x = (RNG.standard_normal(shape) * 2).astype(np.float32)
-    want = ort_run(path, {"x": x})
-    for be in ht.BACKENDS:
-        p, d = ht.run(path, {"x": x}, backend=be)
-        S.check(f"shared move ({be}): runs", p.returncode == 0, p.stderr[-600:])
-        if p.returncode == 0:
-            within_steps(f"shared move ({be}): y as onnxruntime's int8 run", np.load(os.path.join(d, "y.npy")), want, 0.3, False)
-    yq = np.rint(want / 0.3) + 128
-    S.check("shared move: y not saturated", float(np.mean((yq > 0) & (yq < 255))) > 0.5, f"{np.mean((yq > 0) & (yq < 255)):.2%}")
+    integers for both MatMuls (x's Q, that conversion, the two MatMuls, the
+    sum: at most 4 kernels; 5 when each Reshape had its own); two Transposes
+    to the same shape in another order kept apart; equal to onnxruntime."""
+    for tr in (False, True):
+        name = "shared move" + (", two orders" if tr else "")
+        path, shape = shared_model(tr)
+        if not tr:
+            d = tempfile.mkdtemp()
+            p = subprocess.run([ht.HARP, "dump", path, "--dump", "region", "--dump-dir", d], capture_output=True, text=True, timeout=300)
+            n = len(json.load(open(os.path.join(d, "region.json")))["regions"]) if p.returncode == 0 else -1
+            S.check(f"{name}: one operand form of x's integers", 0 < n <= 4, f"{n} regions {p.stderr[-300:]}")
+        x = (RNG.standard_normal(shape) * 2).astype(np.float32)
+        want = ort_run(path, {"x": x})
+        for be in ht.BACKENDS:
+            p, d = ht.run(path, {"x": x}, backend=be)
+            S.check(f"{name} ({be}): runs", p.returncode == 0, p.stderr[-600:])
+            if p.returncode == 0:
+                within_steps(f"{name} ({be}): y as onnxruntime's int8 run", np.load(os.path.join(d, "y.npy")), want, 0.3, False)
+        yq = np.rint(want / 0.3) + 128
+        S.check(f"{name}: y not saturated", float(np.mean((yq > 0) & (yq < 255))) > 0.5, f"{np.mean((yq > 0) & (yq < 255)):.2%}")
 
 
 def ffn_model():
