@@ -285,6 +285,7 @@ typedef struct ox_qinfo {
   int kind;
   hg_val qv;        /* QI_INT: the integers, as fp32 */
   double s1, z;     /* QI_INT: the scale and zero point; QI_SCALED: the scale its Q divides by */
+  double lo, hi;    /* QI_INT: the range of its type (the integers lie in it); lo > hi: unknown */
   const double *s;  /* QI_WEIGHT: ns scales along axis (ns 1: one for all), zero points 0 */
   int64_t ns;
   int axis;
@@ -292,6 +293,7 @@ typedef struct ox_qinfo {
   bool relu;        /* QI_SCALED: the Relu that alone reads it is applied already (its output is the same value) */
   struct ox_qinfo *q; /* QI_INT: the facts of the Q itself (its DQs' are copies), which keep: */
   hg_val opnd;      /*   the integers' form as an operand (onnx_qdq.c's operand), made once; 0: not yet */
+  struct ox_qinfo *moves, *next; /* QI_INT: its integers moved (ox_qdq_move), a list, each made once */
 } ox_qinfo;
 ox_qinfo *ox_qinfo_new(ox_ctx *c, ox_val *x, int kind);
 int ox_qdq_contract(ox_ctx *c, int kind); /* kind 'c', 'g', 'm': 1 fused, 0 not the pattern, -1 error */
@@ -300,6 +302,7 @@ hg_val ox_bf16_exact(ox_ctx *c, hg_val v);
 int ox_qdq_binary(ox_ctx *c, int op);     /* op '+', '*': the same for Add / Mul */
 void ox_qdq_skip_first(ox_ctx *c);        /* at a DQ: a downsampling residual's operand made first */
 int ox_qdq_softmax(ox_ctx *c);            /* and for a Softmax (opset 13+) over the last axis */
+void ox_qdq_move(ox_ctx *c);              /* at a Reshape / Transpose ... of a DQ's output: its integers moved too */
 harp_status ox_conv_transpose3d(ox_ctx *c, hg_val x, ox_val *wv, int nsp);
 harp_status ox_pool3d(ox_ctx *c, hg_val x, bool is_max, int64_t lp, int nsp); /* nsp 3, or 2 as 3-D */
 

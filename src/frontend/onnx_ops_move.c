@@ -6,7 +6,7 @@
  * shape variables (a ShapeSet's) stay symbolic.
  * Needs: onnx_load.c (values, attributes, errors), onnx_ops.c
  * (ox_const_ints, ox_ints_in_or_attr), onnx_fold_fsym.c (ox_dim_nonneg),
- * the builder.
+ * onnx_qdq.c (ox_qdq_move), the builder.
  * Gives: ox_find_move, ox_squeeze_shape, ox_fill_sym. */
 #include <inttypes.h>
 #include <math.h>
@@ -18,6 +18,14 @@
 #define OP(name) static harp_status op_##name(ox_ctx *c)
 
 /* ---- movement -------------------------------------------------------------------------- */
+/* Output 0 is v, input 0 moved; a quantized activation's integers move
+ * with it (onnx_qdq.c's ox_qdq_move). */
+static harp_status moved(ox_ctx *c, hg_val v) {
+  if (ox_def(c, 0, v)) return c->e->code;
+  ox_qdq_move(c);
+  return c->e->code;
+}
+
 OP(Reshape) {
   bool failed = false;
   ox_val *xv = ox_in(c, 0, &failed), *sv = xv ? ox_in(c, 1, &failed) : NULL;
@@ -59,7 +67,7 @@ OP(Reshape) {
       return ox_fail(c, HARP_E_INVALID_ARG, "shape[%d] is %" PRId64, i, v);
     }
   }
-  return ox_def(c, 0, fe_reshape(c->g, x, &to));
+  return moved(c, fe_reshape(c->g, x, &to));
 }
 
 OP(Flatten) {
@@ -77,7 +85,7 @@ OP(Flatten) {
     else q = fe_dim_mul(c->A, q, s->d[i]);
   }
   if (!p || !q) return ox_fail(c, HARP_E_LIMIT, "the flattened size expression is too large");
-  return ox_def(c, 0, fe_reshape(c->g, x, &(fe_shape){.rank = 2, .d = {p, q}}));
+  return moved(c, fe_reshape(c->g, x, &(fe_shape){.rank = 2, .d = {p, q}}));
 }
 
 OP(Transpose) {
@@ -96,7 +104,7 @@ OP(Transpose) {
       if (v[i] < 0 || v[i] >= r) return ox_fail(c, HARP_E_INVALID_PERMUTATION, "perm[%d] = %" PRId64 " is out of range", i, v[i]);
       perm[i] = (int)v[i];
     }
-  return ox_def(c, 0, hg_permute(c->g, x, perm, r));
+  return moved(c, hg_permute(c->g, x, perm, r));
 }
 
 harp_status ox_squeeze_shape(ox_ctx *c, const fe_shape *in, bool un, fe_shape *out) {
@@ -136,7 +144,7 @@ static harp_status squeeze(ox_ctx *c, bool un) {
   if (x < 0) return c->e->code;
   fe_shape out;
   if (ox_squeeze_shape(c, ox_shape_of(c, x), un, &out)) return c->e->code;
-  return ox_def(c, 0, fe_reshape(c->g, x, &out));
+  return moved(c, fe_reshape(c->g, x, &out));
 }
 OP(Unsqueeze) { return squeeze(c, true); }
 OP(Squeeze) { return squeeze(c, false); }

@@ -20,8 +20,12 @@
  * QLinearMul and QLinearSoftmax the same way; a residual DQ, DQ -> Add /
  * Sum -> [Relu] -> Q is written so that it fuses into the epilogue of the
  * contraction that made one operand (ox_qdq_binary).
- * Needs: onnx_int.h, onnx_nn.c (ox_conv, ox_matmul).  Gives: ox_qdq_contract,
- * ox_qdq_binary, ox_qdq_skip_first, ox_qdq_softmax, ox_qinfo_new, ox_bf16_exact. */
+ * A Reshape / Flatten / Transpose / (Un)Squeeze of a DQ's output moves its
+ * integers too (ox_qdq_move), so that the Q of the same parameters after it
+ * passes them through, as onnxruntime drops such DQ -> Reshape -> Q pairs.
+ * Needs: onnx_int.h, onnx_nn.c (ox_conv, ox_matmul), fe_int.h (the builder's
+ * nodes).  Gives: ox_qdq_contract, ox_qdq_binary, ox_qdq_skip_first,
+ * ox_qdq_softmax, ox_qdq_move, ox_qinfo_new, ox_bf16_exact. */
 #include <inttypes.h>
 #include <math.h>
 #include <string.h>
@@ -38,6 +42,7 @@ ox_qinfo *ox_qinfo_new(ox_ctx *c, ox_val *x, int kind) {
   if (!q) return ox_fail(c, HARP_E_NO_MEMORY, "out of memory"), NULL;
   memset(q, 0, sizeof *q);
   q->kind = kind;
+  q->lo = 1, q->hi = 0; /* the range unknown */
   return x->qi = q;
 }
 
@@ -285,6 +290,60 @@ int ox_qdq_softmax(ox_ctx *c) {
   hg_val sum = hg_reduce(g, HG_OP_SUM, e, &ax, 1, true);
   if (ox_def(c, 0, hg_div(g, hg_mul(g, e, hg_const(g, floorf(1.0f / (float)sy))), sum))) return -1;
   return scaled_out(c, sy, false);
+}
+
+/* At a movement node (Reshape, Flatten, Transpose, (Un)Squeeze) whose
+ * input 0 is a quantized activation (QI_INT: a DQ's output, or a moved one)
+ * and whose output the builder made of it by reshapes and permutes alone:
+ * the same moves of its integers, as the output's facts, so that a
+ * QuantizeLinear of the same parameters reading it passes the integers
+ * through (onnx_quant.c's quantize_fused) and a contraction reads them as
+ * its operand.  Leaves the output without facts otherwise. */
+#define QDQ_MOVES 8
+
+/* Whether value v is one move as d (a copy of a builder node): the same op
+ * of the same shape, and for a permute the same order. */
+static bool same_move(hg_graph *g, hg_val v, const fe_node *d) {
+  const fe_node *o = fe_node_of(g, v);
+  if (!o || o->op != d->op || o->shape.rank != d->shape.rank) return false;
+  for (int i = 0; i < d->shape.rank; i++) {
+    int64_t a, b;
+    if (o->shape.d[i] != d->shape.d[i] && !(fe_dim_is_int(o->shape.d[i], &a) && fe_dim_is_int(d->shape.d[i], &b) && a == b)) return false;
+  }
+  return d->op != HG_OP_PERMUTE || !memcmp(o->a.perm.v, d->a.perm.v, sizeof(int) * (size_t)d->a.perm.n);
+}
+
+void ox_qdq_move(ox_ctx *c) {
+  if (c->e->code || c->node->n_output != 1) return;
+  ox_val *x = input(c, 0), *y = ox_find(c, c->node->output[0]);
+  if (!x || !y || !x->qi || x->qi->kind != QI_INT || x->v <= 0 || y->v <= 0 || y->qi) return;
+  fe_node mv[QDQ_MOVES]; /* copies: the builder's node array may move as it grows */
+  int n = 0;
+  for (hg_val v = y->v; v != x->v;) {
+    const fe_node *d = fe_node_of(c->g, v);
+    if (!d || n == QDQ_MOVES || (d->op != HG_OP_RESHAPE && d->op != HG_OP_PERMUTE) || d->nin != 1) return;
+    mv[n++] = *d;
+    v = d->in[0];
+  }
+  ox_qinfo *src = x->qi->q ? x->qi->q : x->qi;
+  for (ox_qinfo *m = n == 1 ? src->moves : NULL; m; m = m->next) /* the same move made before: its facts */
+    if (same_move(c->g, m->qv, &mv[0])) {
+      ox_qinfo *qi = ox_qinfo_new(c, y, QI_INT);
+      if (qi) *qi = *m;
+      return;
+    }
+  hg_val q = x->qi->qv;
+  for (int i = n - 1; i >= 0 && q > 0; i--)
+    q = mv[i].op == HG_OP_RESHAPE ? fe_reshape(c->g, q, &mv[i].shape) : hg_permute(c->g, q, mv[i].a.perm.v, mv[i].a.perm.n);
+  if (q < 0) {
+    ox_check(c, q);
+    return;
+  }
+  ox_qinfo *qi = ox_qinfo_new(c, y, QI_INT);
+  if (!qi) return;
+  *qi = *x->qi, qi->qv = q;
+  if (n) qi->q = qi, qi->opnd = 0, qi->moves = NULL; /* other integers: their own operand form */
+  if (n == 1) qi->next = src->moves, src->moves = qi;
 }
 
 /* The QDQ pattern at a Conv / Gemm / MatMul (kind 'c', 'g', 'm'): 1 when

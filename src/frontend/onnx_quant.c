@@ -358,16 +358,24 @@ static bool dq_only(ox_ctx *c) {
  * fusion; else the 8-bit tensor. */
 static harp_status quantize_fused(ox_ctx *c, ox_val *xo, hg_val x, double s, double z, tiny_dtype qt, double lo, double hi) {
   hg_graph *g = c->g;
-  bool scaled = xo->qi && xo->qi->kind == QI_SCALED && xo->qi->s1 == s;
-  hg_val r = hg_round(g, scaled ? x : hg_div(g, x, hg_const(g, s)));
-  if (z != 0 && !(scaled && xo->qi->zin)) r = hg_add(g, r, hg_const(g, z));
-  r = hg_min(g, hg_max(g, r, hg_const(g, lo)), hg_const(g, hi));
+  const ox_qinfo *in = xo->qi;
+  /* the dequantized integers of the same scale and zero point, moved or not
+   * (ox_qdq_move): round((q - z) s / s) + z is q, within the range: q itself */
+  bool same = in && in->kind == QI_INT && in->s1 == s && in->z == z && in->lo <= in->hi && lo <= in->lo && in->hi <= hi;
+  bool scaled = in && in->kind == QI_SCALED && in->s1 == s;
+  hg_val r = same ? in->qv : hg_round(g, scaled ? x : hg_div(g, x, hg_const(g, s)));
+  if (!same && z != 0 && !(scaled && in->zin)) r = hg_add(g, r, hg_const(g, z));
+  if (!same) r = hg_min(g, hg_max(g, r, hg_const(g, lo)), hg_const(g, hi));
   if (!dq_only(c)) return ox_def(c, 0, hg_cast(g, r, qt));
   if (ox_def(c, 0, r)) return c->e->code;
   ox_val *y = ox_find(c, c->node->output[0]);
   ox_qinfo *qi = ox_qinfo_new(c, y, QI_INT);
   if (!qi) return c->e->code;
-  y->fq = true, qi->qv = r, qi->s1 = s, qi->z = z, qi->q = qi;
+  if (same) { /* the same integers: their operand form shared */
+    *qi = *in, y->fq = true;
+    return HARP_OK;
+  }
+  y->fq = true, qi->qv = r, qi->s1 = s, qi->z = z, qi->q = qi, qi->lo = lo, qi->hi = hi;
   return HARP_OK;
 }
 

@@ -176,11 +176,29 @@ static bool epilogue_step_ok(rg_ctx *c, const int *set, int n, int K, int b) {
   }
 }
 
+/* Whether block b of the set is a GELU or SiLU after a RINT of the set (a
+ * requantization: an earlier block, as the set is in program order) on the
+ * CPU.  The int8 kernels' epilogue is a requantization (contract_q8.c): a
+ * quantized contraction with an activation fused after it runs the bf16
+ * template instead (BERT's FFN1 + GELU: ~10x the int8 kernel's time), so the
+ * activation goes to the next kernel, with the Q that reads it. */
+static bool after_requant(rg_ctx *c, const int *set, int n, int K, int i, const int *roles) {
+  tiny_op op = c->g->nodes[PB(c, set[i])->node].op;
+  if (plan_arch_is_gpu(c->m.arch) || (tiny_op_epi(op) != TE_GELU && roles[i] != PLAN_EPI_SILU)) return false;
+  for (int j = 0; j < i; j++)
+    if (set[j] != K && tiny_op_epi(c->g->nodes[PB(c, set[j])->node].op) == TE_RINT) return true;
+  return false;
+}
+
 bool rg_epilogue_template(rg_ctx *c, const int *set, int n, int K, int *bad) {
   int roles[RG_MAX_SET], steps = 0;
   rg_epilogue_roles(c, set, n, K, roles);
   for (int i = 0; i < n; i++) {
     int b = set[i];
+    if (b != K && after_requant(c, set, n, K, i, roles)) {
+      *bad = b;
+      return false;
+    }
     if (b == K || roles[i] == PLAN_EPI_SILU || rg_operand_cast(c, set, n, K, b)) continue;
     if (!epilogue_step_ok(c, set, n, K, b)) {
       *bad = b;
