@@ -463,6 +463,9 @@ typedef struct plan_dconv {
  * matmul, C unit-stride along M) of whole output-channel vectors over 256+
  * input channels or pixels the GEMM's vectors would pad (cg_dconv_plan). */
 bool plan_cpu_direct_conv(const plan_region_info *r, const plan_gemm_view *g, const plan_machine *m);
+/* Whether conv r's M axis is its output pixels (images x oh x ow; else
+ * its N axis is, and M the output channels). */
+bool plan_conv_pixels_m(const plan_region_info *r, const plan_gemm_view *g);
 /* The tile the kernel picks itself for conv r (its choose_nv and
  * plan_blocking, kept in step); false when r is no conv of known geometry. */
 bool plan_dconv_own(const plan_region_info *r, const plan_gemm_view *g, plan_dconv *t);

@@ -2,7 +2,7 @@
  * the CPU template (src/backend/c/cgen_gemm.c) from this machine's measured
  * figures (plan_calib, docs/plan.md §19).
  * Needs: plan_calib_rate (calib.c), cpu_winograd_speedup's factors and
- * plan_cache_miss (cost.c).
+ * plan_cache_miss (cost.c), the direct conv kernel's model (cost_dconv.c).
  * Gives: plan_cpu_time, plan_cpu_wino_filter_s, plan_cpu_winograd_min_pixels.
  *
  * The template as the model sees it (cgen_gemm.c, resolve_tile; gemm_time):
@@ -21,9 +21,10 @@
  *   - the parallel calls at their measured cost; DRAM traffic of the
  *     operands that do not stay in the caches bounds it from below.
  * Convolutions the template runs on the direct kernel (fp32, AVX-512,
- * overlapping windows, and 1x1 convs in NCHW of 256 or more input channels)
- * or on Winograd read none of the tiles: their time
- * depends on the shape alone; Winograd's against the direct kernel's is the
+ * overlapping windows) at the plan's tile: cost_dconv.c's model; 1x1 convs
+ * in NCHW it runs (as matmuls) read no tile: the shape's FLOPs at
+ * DIRECT_EFF.  Winograd reads none of the tiles: its time against the
+ * direct kernel's at the kernel's own tile is the
  * speed-up harp tune measured at the nearest shape (plan_calib's wino
  * entries), else cost.c's factors from another machine; plus, when the
  * weight is no parameter, its filter transform every call (at the rate
@@ -35,10 +36,10 @@
 #include "plan_int.h"
 #include "util/util.h"
 
-/* The direct conv kernel's rate against the best micro-kernel's
- * (bench/RESULTS.md: it runs 3x3 layers 1.15-1.8x faster than the implicit
- * GEMM, which reaches ~0.6-0.7 of the micro-kernel): about 0.8.  It ranks
- * only against Winograd, whose factors are measured against it. */
+/* The direct conv kernel's rate against the best micro-kernel's for a 1x1
+ * conv run as a matmul (bench/RESULTS.md: it runs 3x3 layers 1.15-1.8x
+ * faster than the implicit GEMM, which reaches ~0.6-0.7 of the
+ * micro-kernel): about 0.8; wider windows: cost_dconv.c. */
 #define DIRECT_EFF 0.8
 /* The filter transform (cgen_wino.c, emit_wpack: U = G g G^T in scalar
  * double, per output and input channel a*9 + a*a*3 multiply-adds for a x a

@@ -2,7 +2,7 @@
  * as the search and the cost model see it: which convs it runs, the tile
  * it picks itself, the tile a Plan gives it, and that tile's time.
  * Needs: plan_int.h (plan_calib, plan_machine).  Gives: plan_cpu_direct_conv,
- * plan_dconv_own, plan_dconv_of, plan_dconv_time.
+ * plan_conv_pixels_m, plan_dconv_own, plan_dconv_of, plan_dconv_time.
  *
  * A Plan's fields as the kernel reads them (contract_c.c, plan_to_dconv; the
  * plan's M is the pixels when the region's M is oh x ow, else the output
@@ -49,6 +49,13 @@ bool plan_cpu_direct_conv(const plan_region_info *r, const plan_gemm_view *g, co
   return r->pattern == PLAN_PAT_CONV && r->conv_kw > 0 && r->conv_kw > UT_MAX(r->conv_sw, 1);
 }
 
+bool plan_conv_pixels_m(const plan_region_info *r, const plan_gemm_view *g) {
+  int64_t px = r->conv_oh * r->conv_ow;
+  if (px <= 0) return false;
+  bool m = g->M % px == 0, n = g->N % px == 0;
+  return m && (!n || g->M >= g->N);
+}
+
 /* The conv's sizes as the kernel sees them: false unless r is a conv whose
  * geometry the region layer filled in. */
 typedef struct dgeo {
@@ -58,12 +65,12 @@ typedef struct dgeo {
 } dgeo;
 static bool geometry(const plan_region_info *r, const plan_gemm_view *g, dgeo *d) {
   if (r->pattern != PLAN_PAT_CONV || r->conv_kh <= 0 || r->conv_kw <= 0 || r->conv_oh <= 0 || r->conv_ow <= 0) return false;
-  d->swap = g->M == r->conv_oh * r->conv_ow;
+  d->swap = plan_conv_pixels_m(r, g);
   d->kh = r->conv_kh, d->kw = r->conv_kw, d->sw = UT_MAX(r->conv_sw, 1), d->dw = UT_MAX(r->conv_dw, 1);
   d->oh = r->conv_oh, d->ow = r->conv_ow;
   d->icg = UT_MAX(g->K / (d->kh * d->kw), 1);
   d->oc = d->swap ? g->N : g->M;
-  d->n = UT_MAX(g->batch, 1);
+  d->n = UT_MAX(g->batch, 1) * UT_MAX((d->swap ? g->M : g->N) / (d->oh * d->ow), 1); /* images folded into M or N */
   return true;
 }
 

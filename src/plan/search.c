@@ -61,7 +61,7 @@ static bool cpu_splitk_wanted(const plan_gemm_view *g) {
  * when they were one block: half), twice the rows a task (one when it was
  * more), the other task order.  Stages are not the kernel's: one. */
 static void cpu_direct_space(const plan_region_info *r, const plan_gemm_view *g, const plan_dconv *own, cand_space *s) {
-  bool swap = g->M == r->conv_oh * r->conv_ow;
+  bool swap = plan_conv_pixels_m(r, g);
   int64_t taps = (int64_t)r->conv_kh * r->conv_kw, icg = UT_MAX(g->K / taps, 1), oc = swap ? g->N : g->M;
   int px[2] = {own->mr, 0}, ov[2] = {16 * own->nv, 16 * (3 - own->nv)};
   int nv2 = 3 - own->nv, mx = UT_MIN((31 - r->conv_kw * nv2) / nv2, 28);

@@ -439,7 +439,7 @@ static harp_status v_cpu(vctx *v) {
                      "warp_tile %dx%d: region '%s' runs on the direct conv kernel, whose register tile is %s (16 or"
                      " 32 output channels, at most %d pixels with 16 and %d with 32 for %d-tap rows)", p->warp_m,
                      p->warp_n, r->name ? r->name : "?",
-                     v->g.M == r->conv_oh * r->conv_ow ? "pixels x output channels" : "output channels x pixels",
+                     plan_conv_pixels_m(r, &v->g) ? "pixels x output channels" : "output channels x pixels",
                      UT_MIN(31 - r->conv_kw, 28), UT_MIN((31 - 2 * r->conv_kw) / 2, 28), r->conv_kw);
   if (plan_algo_is_splitk(p->algo[PLAN_KEY_MATMUL]) && p->algo[PLAN_KEY_MATMUL] != PLAN_ALGO_SPLITK_REDUCE)
     return plan_fail(v->e, HARP_E_UNSUPPORTED, v->src, p->pos.algo[PLAN_KEY_MATMUL], "algo_choice",

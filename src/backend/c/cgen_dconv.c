@@ -15,6 +15,10 @@
  * (dconv_cols: the taps 2t and 2t + 1 one tap of dilation 2 over a plane
  * of words {x[j], x[j + 1]}, cg_emit_bf16_ilv_cols).
  *
+ * A Schedule Plan's tile (spec tune.dconv, docs/plan.md §18) replaces the
+ * choices of choose_nv and plan_blocking: NV and MR, the channel block, the
+ * rows a task, the task order; one the registers cannot hold fails.
+ *
  * Why: the implicit GEMM (cgen_gemm.c) packs an im2col panel that is reused
  * only M = OC/groups times; with few output channels the packing and the
  * L2 traffic of the streamed panel dominate.  Here nothing of the input is
@@ -252,7 +256,7 @@ static void plan_blocking(dc *d, const cgen_conv_spec *s, bool forced) {
    * a group's weights stay in L2 (else they would come from L3 per row), so
    * the input is read once, not once per channel block (56x56x64: +5%). */
   d->ocb_fast = d->nob > 1 && d->nob * d->K * d->ob * 4 <= 512 * 1024;
-  if (s->tune.dconv.order) d->ocb_fast = s->tune.dconv.order == 1; /* the plan's tile N */
+  if (s->tune.dconv.order && d->nob > 1) d->ocb_fast = s->tune.dconv.order == 1; /* the plan's (one block: no order) */
 }
 
 /* d's tile signatures: the padded tiles at the left (nl) and right (nr)
