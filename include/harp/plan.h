@@ -466,6 +466,9 @@ bool plan_cpu_direct_conv(const plan_region_info *r, const plan_gemm_view *g, co
 /* Whether conv r's M axis is its output pixels (images x oh x ow; else
  * its N axis is, and M the output channels). */
 bool plan_conv_pixels_m(const plan_region_info *r, const plan_gemm_view *g);
+/* The pixels of the kernel's widest even register tile at nv vectors of
+ * output channels for conv r (its rows cut into equal tiles; 0: none fits). */
+int plan_dconv_mr(const plan_region_info *r, int nv);
 /* The tile the kernel picks itself for conv r (its choose_nv and
  * plan_blocking, kept in step); false when r is no conv of known geometry. */
 bool plan_dconv_own(const plan_region_info *r, const plan_gemm_view *g, plan_dconv *t);

@@ -2,7 +2,7 @@
  * as the search and the cost model see it: which convs it runs, the tile
  * it picks itself, the tile a Plan gives it, and that tile's time.
  * Needs: plan_int.h (plan_calib, plan_machine).  Gives: plan_cpu_direct_conv,
- * plan_conv_pixels_m, plan_dconv_own, plan_dconv_of, plan_dconv_time.
+ * plan_conv_pixels_m, plan_dconv_mr, plan_dconv_own, plan_dconv_of, plan_dconv_time.
  *
  * A Plan's fields as the kernel reads them (contract_c.c, plan_to_dconv; the
  * plan's M is the pixels when the region's M is oh x ow, else the output
@@ -21,9 +21,10 @@
  * least; a call per tile and channel block adds its accumulators' loads and
  * stores, and the last the 16 x 16 transposes of its store; a block's
  * weights beyond the L1 + L2 share the kernel keeps (96 KiB) stream from
- * further out (cgen_dconv.c measured 30% at 147 KiB); the input and the
- * weights that the task order re-reads from beyond L2 at the calibrated
- * packing bandwidth; tasks taken by whichever thread is free. */
+ * further out (cgen_dconv.c measured 30% at 147 KiB); a task's weights
+ * and input rows streamed into L1 once per task at 32 bytes a cycle; the
+ * input and the weights that the task order re-reads from beyond L2 at the
+ * calibrated packing bandwidth; tasks taken by whichever thread is free. */
 #include <math.h>
 #include <string.h>
 
@@ -37,6 +38,7 @@
 #define FMA_LATENCY 4.0
 #define BLOCK_FIT (96 * 1024) /* a channel block's weights the kernel keeps near (cgen_dconv.c) */
 #define STREAM_PENALTY 1.3    /* its FMAs when they do not fit (cgen_dconv.c: 147 KiB lost 30%) */
+#define L2_BYTES_PER_CYCLE 32.0 /* L2 -> L1 sustained, half the 64-byte line a cycle of recent x86 cores */
 
 static int64_t cdiv(int64_t a, int64_t b) { return b > 0 ? (a + b - 1) / b : a; }
 
@@ -79,6 +81,12 @@ static int mr_bound(const dgeo *d, int nv) { return UT_MIN((DC_REGS - d->kw * nv
 
 /* Even tiles of at most mx pixels along a row of ow: 14 -> 7 + 7. */
 static int even_mr(int64_t ow, int mx) { return (int)cdiv(ow, cdiv(ow, mx)); }
+
+int plan_dconv_mr(const plan_region_info *r, int nv) {
+  if (nv < 1 || r->conv_kw <= 0 || r->conv_ow <= 0) return 0;
+  int mx = UT_MIN((DC_REGS - r->conv_kw * nv) / nv, DC_MAX_MR);
+  return mx < 1 ? 0 : even_mr(r->conv_ow, mx);
+}
 
 /* Issue slots per output row and input channel of nv vectors at mr pixels
  * a tile (cgen_dconv.c, choose_nv's count). */
@@ -181,10 +189,14 @@ double plan_dconv_time(const plan_region_info *r, const plan_gemm_view *g, const
   double l2 = (double)m->l2_bytes, gbs = m->calib.pack_gbs > 0 ? m->calib.pack_gbs * 1e9 : 2e10;
   double task_bytes = t->order == 1 ? (wall > l2 / 2 ? wall / (double)nob : 0) + xbytes / (double)nob
                                     : (xbytes > l2 / 2 ? xbytes : 0) + wall / (double)nob / (double)nrb;
+  /* every task streams its channel block's weights and its input rows
+   * into L1 once (a channel block's weights are then reused by the task's
+   * rows): at L2_BYTES_PER_CYCLE, so tasks of few rows pay it more often */
+  double l1_cycles = (wall / (double)nob + xbytes) / L2_BYTES_PER_CYCLE;
   /* the tasks: nrb - 1 of `rows` rows and one of the rest per image and
    * channel block, in rounds over the threads at their mean time */
   double row_s = row * cyc_s, tail = (double)(d.oh - (nrb - 1) * rows);
-  double mean_s = ((double)(nrb - 1) * rows + tail) * row_s / (double)nrb + task_bytes / gbs;
+  double mean_s = ((double)(nrb - 1) * rows + tail) * row_s / (double)nrb + l1_cycles * cyc_s + task_bytes / gbs;
   int64_t ntask = d.n * nob * nrb;
   int threads = UT_MAX(UT_MIN(m->sm_count, 64), 1);
   double span = (double)cdiv(ntask, threads) * mean_s;

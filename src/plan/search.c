@@ -63,9 +63,7 @@ static bool cpu_splitk_wanted(const plan_gemm_view *g) {
 static void cpu_direct_space(const plan_region_info *r, const plan_gemm_view *g, const plan_dconv *own, cand_space *s) {
   bool swap = plan_conv_pixels_m(r, g);
   int64_t taps = (int64_t)r->conv_kh * r->conv_kw, icg = UT_MAX(g->K / taps, 1), oc = swap ? g->N : g->M;
-  int px[2] = {own->mr, 0}, ov[2] = {16 * own->nv, 16 * (3 - own->nv)};
-  int nv2 = 3 - own->nv, mx = UT_MIN((31 - r->conv_kw * nv2) / nv2, 28);
-  if (mx >= 1) px[1] = (int)((r->conv_ow + (r->conv_ow + mx - 1) / mx - 1) / ((r->conv_ow + mx - 1) / mx));
+  int px[2] = {own->mr, plan_dconv_mr(r, 3 - own->nv)}, ov[2] = {16 * own->nv, 16 * (3 - own->nv)};
   s->nwarps = 0;
   for (int i = 0; i < 2; i++)
     if (px[i] > 0) {
