@@ -10,7 +10,8 @@
  *                 for skinny GEMMs; conv: implicit_gemm,
  *                 winograd_3x3 for 3x3 windows; attention: both softmaxes)
  *   ewise / reduce: tile (3) × warp_tile (2) × vec {4,8,16}, stages 2
- * Pruning: plan_validate (shapes, resources), smem above 80% of the CTA
+ * Pruning: the CPU's Winograd at the first tile only (it reads none),
+ * plan_validate (shapes, resources), smem above 80% of the CTA
  * maximum (§4.2), vector widths below the widest legal one (§4.2 "16→8/4"),
  * split-K where it would not split, algorithms opts->algo_mask leaves out;
  * then rank by time_est and keep the best PLAN_TUNE_POINTS. */
@@ -364,6 +365,8 @@ harp_status plan_enumerate(const plan_region_info *r, const plan_machine *m, con
         for (int ai = 0; ai < s.nalgos; ai++) {
           int stages = 2 + si;
           if (opts && opts->algo_mask && s.algos[ai] != PLAN_ALGO_NONE && !(opts->algo_mask >> s.algos[ai] & 1u)) continue;
+          /* the CPU's Winograd reads no tile, warp tile or stages: one point */
+          if (m->arch == PLAN_ARCH_CPU && plan_algo_is_winograd(s.algos[ai]) && (ti || si || wi)) continue;
           for (int vi = 0; vi < 3; vi++) {
             order++;
             harp_error ve = {0};
