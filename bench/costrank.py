@@ -24,6 +24,11 @@ which the next run's estimates use.  --uncalibrated runs with the knob cpu_calib
 Goals (issue 27): Spearman >= 0.6; the default within 10% of the best on >= 90% of
 the regions.  Not a test: figures go to bench/RESULTS.md.
 
+    python3 bench/costrank.py --heldout [...]
+
+runs the same on shapes outside the 13 (GEMMS_HELD, CONVS_HELD), so that a change to the
+cost model is not judged on the shapes it was tuned on alone.
+
     python3 bench/costrank.py --models OTHER_HARP [--budget 16] [--only gemm]
 
 compares two cost models on the same measurements: each shape is tuned by --harp
@@ -56,6 +61,11 @@ GEMMS = [(1024, 1024, 1024), (200, 256, 100), (384, 512, 96), (64, 2048, 1000), 
 CONVS = [(3, 64, 56, 64), (3, 128, 28, 128), (3, 256, 14, 256), (3, 512, 7, 512), (1, 256, 56, 64),
          (1, 64, 56, 256)]
 
+# --heldout: shapes the cost model's terms were not looked at on (check a change against
+# them, not only against the 13 above)
+GEMMS_HELD = [(512, 384, 200), (48, 1024, 640)]
+CONVS_HELD = [(3, 96, 20, 48), (3, 48, 40, 80), (3, 192, 10, 160), (3, 32, 64, 64)]
+
 CONV_HARP = """graph<N=1, C={c}, H={h}, W={h}, K={k}> main(x: f32[N, C, H, W], w: f32[K, C, {r}, {r}], b: f32[K]) -> (y: f32[N, K, H, W]) {{
     y = conv2d(x, w, bias=b, pad=[{p}, {p}])
     return y
@@ -63,12 +73,12 @@ CONV_HARP = """graph<N=1, C={c}, H={h}, W={h}, K={k}> main(x: f32[N, C, H, W], w
 """
 
 
-def shapes(tmp):
+def shapes(tmp, heldout=False):
     out = []
-    for m, k, n in GEMMS:
+    for m, k, n in GEMMS_HELD if heldout else GEMMS:
         out.append((f"gemm {m}x{k}x{n}", os.path.join(HERE, "models", "gemm.json"),
                     ["--sym", f"M={m}", "--sym", f"K={k}", "--sym", f"N={n}"]))
-    for r, c, h, k in CONVS:
+    for r, c, h, k in CONVS_HELD if heldout else CONVS:
         path = os.path.join(tmp, f"conv{r}_{c}_{h}_{k}.harp")
         with open(path, "w") as f:
             f.write(CONV_HARP.format(c=c, h=h, k=k, r=r, p=r // 2))
@@ -149,7 +159,7 @@ def stability(a):
     print(f"load {os.getloadavg()[0]:.1f}, {a.stability} runs, --repeat {a.repeat} --budget {a.budget}")
     with tempfile.TemporaryDirectory() as tmp:
         log = os.path.join(tmp, "tune.csv")
-        for name, model, syms in shapes(tmp):
+        for name, model, syms in shapes(tmp, a.heldout):
             if a.only and a.only not in name:
                 continue
             runs = {h: [] for h, _ in harps}
@@ -178,7 +188,7 @@ def models(a):
     sums = {"this": [], "other": []}
     with tempfile.TemporaryDirectory() as tmp:
         log = os.path.join(tmp, "tune.csv")
-        for name, model, syms in shapes(tmp):
+        for name, model, syms in shapes(tmp, a.heldout):
             if a.only and a.only not in name:
                 continue
             mine = tune(a, a.harp, model, syms, log)
@@ -215,6 +225,7 @@ def main():
     ap.add_argument("--verbose", action="store_true", help="print every point of every shape")
     ap.add_argument("--stability", type=int, default=0, help="RUNS: tune each shape RUNS times, print the spread")
     ap.add_argument("--base", default="", help="with --stability: another harp, alternated with --harp")
+    ap.add_argument("--heldout", action="store_true", help="the held-out shapes (GEMMS_HELD, CONVS_HELD) instead")
     ap.add_argument("--models", default="", help="OTHER_HARP: its estimates of the same points (same timings)")
     a = ap.parse_args()
     if a.models:
@@ -225,7 +236,7 @@ def main():
     rows, pooled_e, pooled_m, raw_e, raw_m = [], [], [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         log = os.path.join(tmp, "tune.csv")
-        for name, model, syms in shapes(tmp):
+        for name, model, syms in shapes(tmp, a.heldout):
             if a.only and a.only not in name:
                 continue
             regs = tune(a, a.harp, model, syms, log)

@@ -449,6 +449,38 @@ bool plan_axis_bound_block(const plan_t *p, const plan_region_info *r, int axis)
  * the speed-up (plan_calib_add_wino), which then holds for either weight. */
 double plan_cpu_wino_filter_s(const plan_region_info *r, const plan_gemm_view *g, const plan_machine *m);
 
+/* cost_dconv.c: the CPU's direct conv kernel (cgen_dconv.c).  Its tile:
+ * nv vectors of 16 output channels x mr pixels a register tile, cb input
+ * channels a block, rows output rows a task, order 1 (a row block's
+ * channel blocks run on) or 2 (a channel block's row blocks). */
+typedef struct plan_dconv {
+  int nv, mr;
+  int64_t cb, rows;
+  int order;
+} plan_dconv;
+/* Whether the CPU template runs region r on its direct conv kernel: fp32,
+ * AVX-512, windows overlapping along a row, or a 1x1 conv in NCHW (a
+ * matmul, C unit-stride along M) of whole output-channel vectors over 256+
+ * input channels or pixels the GEMM's vectors would pad (cg_dconv_plan). */
+bool plan_cpu_direct_conv(const plan_region_info *r, const plan_gemm_view *g, const plan_machine *m);
+/* Whether conv r's M axis is its output pixels (images x oh x ow; else
+ * its N axis is, and M the output channels). */
+bool plan_conv_pixels_m(const plan_region_info *r, const plan_gemm_view *g);
+/* The pixels of the kernel's widest even register tile at nv vectors of
+ * output channels for conv r (its rows cut into equal tiles; 0: none fits). */
+int plan_dconv_mr(const plan_region_info *r, int nv);
+/* The tile the kernel picks itself for conv r (its choose_nv and
+ * plan_blocking, kept in step); false when r is no conv of known geometry. */
+bool plan_dconv_own(const plan_region_info *r, const plan_gemm_view *g, plan_dconv *t);
+/* The tile plan p gives the kernel (contract_c.c, plan_to_dconv), its own
+ * choice where p has no such field; false when the kernel refuses p's warp
+ * tile (or r is no conv of known geometry). */
+bool plan_dconv_of(const plan_t *p, const plan_region_info *r, const plan_gemm_view *g, plan_dconv *t);
+/* Seconds of conv r at tile t on m, best_gflops the best micro-kernel's
+ * calibrated rate on one core (the header of cost_dconv.c says how). */
+double plan_dconv_time(const plan_region_info *r, const plan_gemm_view *g, const plan_machine *m, const plan_dconv *t,
+                       double best_gflops);
+
 /* Check p against region r on machine m: arch, axes, tails (a tile that does
  * not divide needs predicate_tail), algo_choice vs the pattern, epilogue,
  * SM80 mma / SM90 wgmma + TMA shapes, vector widths, and resources

@@ -141,6 +141,11 @@ harp_status plan_cost_of(const plan_t *p, const plan_region_info *r, const plan_
   if (bytes <= 0)
     bytes = contraction ? (M * K + K * N) * B * tin + M * N * B * tout : numel * tin + out_numel * tout;
 
+  /* the CPU's direct conv kernel reads no GEMM panels and splits rows, not
+   * tiles: its tiles (cost_dconv.c) are ranked by the calibrated model alone,
+   * and uncalibrated none beats the kernel's own */
+  bool cpu_dconv = m->arch == PLAN_ARCH_CPU && r->pattern == PLAN_PAT_CONV && g.m >= 0 && g.n >= 0 && g.k >= 0 &&
+                   plan_cpu_direct_conv(r, &g, m);
   out->splitk = plan_splitk_factor(p, r, m, res);
   out->ctas = outer_tiles(p, r) * out->splitk;
   int extra_launches = 0;
@@ -155,6 +160,7 @@ harp_status plan_cost_of(const plan_t *p, const plan_region_info *r, const plan_
     }
     double a_bytes = M * K * B * tin, b_bytes = K * N * B * tin;
     double reread = a_bytes * (double)(cdiv(g.N, bn) - 1) + b_bytes * (double)(cdiv(g.M, bm) - 1);
+    if (cpu_dconv) reread = 0;
     bytes += reread * plan_cache_miss(m, a_bytes + b_bytes);
     if (out->splitk > 1) {
       double part = M * N * B * 4; /* fp32 partial tiles */
@@ -185,6 +191,7 @@ harp_status plan_cost_of(const plan_t *p, const plan_region_info *r, const plan_
   out->peak = contraction ? plan_machine_peak(m, r->in_dtype) : m->peak_fp32;
   out->bw = m->mem_bw;
   out->wave_eff = wave_eff(out->ctas, (double)m->sm_count * res->cta_per_sm);
+  if (cpu_dconv) out->wave_eff = 1; /* its tasks are rows, not the plan's tiles (cost_dconv.c) */
   out->occ_eff = res->occ * out->wave_eff;
   double occ = out->occ_eff, eff = res->pipeline_eff;
   double launches = plan_arch_is_gpu(m->arch) ? extra_launches * GPU_LAUNCH_S : 0;

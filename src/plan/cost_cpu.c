@@ -2,7 +2,7 @@
  * the CPU template (src/backend/c/cgen_gemm.c) from this machine's measured
  * figures (plan_calib, docs/plan.md §19).
  * Needs: plan_calib_rate (calib.c), cpu_winograd_speedup's factors and
- * plan_cache_miss (cost.c).
+ * plan_cache_miss (cost.c), the direct conv kernel's model (cost_dconv.c).
  * Gives: plan_cpu_time, plan_cpu_wino_filter_s, plan_cpu_winograd_min_pixels.
  *
  * The template as the model sees it (cgen_gemm.c, resolve_tile; gemm_time):
@@ -21,9 +21,10 @@
  *   - the parallel calls at their measured cost; DRAM traffic of the
  *     operands that do not stay in the caches bounds it from below.
  * Convolutions the template runs on the direct kernel (fp32, AVX-512,
- * overlapping windows, and 1x1 convs in NCHW of 256 or more input channels)
- * or on Winograd read none of the tiles: their time
- * depends on the shape alone; Winograd's against the direct kernel's is the
+ * overlapping windows) at the plan's tile: cost_dconv.c's model; 1x1 convs
+ * in NCHW it runs (as matmuls) read no tile: the shape's FLOPs at
+ * DIRECT_EFF.  Winograd reads none of the tiles: its time against the
+ * direct kernel's at the kernel's own tile is the
  * speed-up harp tune measured at the nearest shape (plan_calib's wino
  * entries), else cost.c's factors from another machine; plus, when the
  * weight is no parameter, its filter transform every call (at the rate
@@ -35,10 +36,10 @@
 #include "plan_int.h"
 #include "util/util.h"
 
-/* The direct conv kernel's rate against the best micro-kernel's
- * (bench/RESULTS.md: it runs 3x3 layers 1.15-1.8x faster than the implicit
- * GEMM, which reaches ~0.6-0.7 of the micro-kernel): about 0.8.  It ranks
- * only against Winograd, whose factors are measured against it. */
+/* The direct conv kernel's rate against the best micro-kernel's for a 1x1
+ * conv run as a matmul (bench/RESULTS.md: it runs 3x3 layers 1.15-1.8x
+ * faster than the implicit GEMM, which reaches ~0.6-0.7 of the
+ * micro-kernel): about 0.8; wider windows: cost_dconv.c. */
 #define DIRECT_EFF 0.8
 /* The filter transform (cgen_wino.c, emit_wpack: U = G g G^T in scalar
  * double, per output and input channel a*9 + a*a*3 multiply-adds for a x a
@@ -269,21 +270,6 @@ static double gemm_time(const plan_t *p, const plan_region_info *r, const plan_g
   return t > dram ? t : dram;
 }
 
-/* The conv the template runs on its direct kernel (cgen_conv_direct): fp32,
- * an AVX-512 variant, windows overlapping along a row; or a matmul that is
- * a 1x1 conv in NCHW (C unit-stride along M, the pixels: contract_c.c,
- * try_gemm_conv1x1) with whole vectors of output channels (g->N) and 256
- * or more input channels (g->K), or pixels that would pad the GEMM's
- * vectors by over 10% (cg_dconv_plan). */
-static bool direct_conv(const plan_region_info *r, const plan_gemm_view *g, const plan_machine *m) {
-  if (!m->avx512 || r->in_dtype != TINY_FP32) return false;
-  if (r->pattern == PLAN_PAT_MATMUL && r->c_m_contig) {
-    int64_t px = g->M, padded = rup(px, 16);
-    return g->N % 16 == 0 && (padded * 10 > px * 11 || g->K >= 256);
-  }
-  return r->pattern == PLAN_PAT_CONV && r->conv_kw > 0 && r->conv_kw > UT_MAX(r->conv_sw, 1);
-}
-
 /* The transformed points a side cgen_conv_wino_tile gives a conv of ow
  * output columns: F(4x4) (6) from 8 columns except at 27-52, F(2x2) (4). */
 static int wino_points_side(int64_t ow) { return ow < 8 || (ow >= 27 && ow <= 52) ? 4 : 6; }
@@ -313,14 +299,23 @@ bool plan_cpu_time(const plan_t *p, const plan_region_info *r, const plan_gemm_v
   if (r->pattern != PLAN_PAT_MATMUL && r->pattern != PLAN_PAT_CONV) return false;
   if (g->m < 0 || g->n < 0 || g->k < 0) return false;
   bool wino = r->pattern == PLAN_PAT_CONV && plan_algo_is_winograd(p->algo[PLAN_KEY_CONV]);
-  if (!wino && !direct_conv(r, g, m)) {
+  if (!wino && !plan_cpu_direct_conv(r, g, m)) {
     *out = gemm_time(p, r, g, m);
     return true;
   }
-  /* tile-independent: the shape's FLOPs on all cores at the direct kernel's
-   * rate, Winograd by its measured speed-up over that kernel */
-  double flops = 2.0 * (double)g->M * (double)g->N * (double)g->K * (double)UT_MAX(g->batch, 1);
-  double t = flops / (best_rate(&m->calib) * 1e9 * DIRECT_EFF * UT_MAX(m->sm_count, 1)) + 2 * m->calib.task_us * 1e-6;
+  /* the direct kernel at the plan's tile (cost_dconv.c), Winograd by its
+   * measured speed-up over that kernel at its own tile; a 1x1 conv run as
+   * a matmul (its tiles are not the direct kernel's): tile-independent, the
+   * shape's FLOPs on all cores at DIRECT_EFF of the best rate */
+  plan_dconv own, dt;
+  double t;
+  if (plan_dconv_own(r, g, &own)) {
+    if (!plan_dconv_of(p, r, g, &dt)) dt = own; /* the kernel refuses the plan's tile: its own runs */
+    t = plan_dconv_time(r, g, m, wino ? &own : &dt, best_rate(&m->calib));
+  } else {
+    double flops = 2.0 * (double)g->M * (double)g->N * (double)g->K * (double)UT_MAX(g->batch, 1);
+    t = flops / (best_rate(&m->calib) * 1e9 * DIRECT_EFF * UT_MAX(m->sm_count, 1)) + 2 * m->calib.task_us * 1e-6;
+  }
   double px = (double)r->conv_oh * (double)r->conv_ow;
   double measured = plan_calib_wino_speedup(&m->calib, px > 0 ? (int64_t)px : g->N, g->K);
   *out = wino ? t / (measured > 0 ? measured : plan_cpu_winograd_speedup(r, g)) + plan_cpu_wino_filter_s(r, g, m) : t;

@@ -10,7 +10,8 @@
  *                 for skinny GEMMs; conv: implicit_gemm,
  *                 winograd_3x3 for 3x3 windows; attention: both softmaxes)
  *   ewise / reduce: tile (3) × warp_tile (2) × vec {4,8,16}, stages 2
- * Pruning: plan_validate (shapes, resources), smem above 80% of the CTA
+ * Pruning: the CPU's Winograd at the first tile only (it reads none),
+ * plan_validate (shapes, resources), smem above 80% of the CTA
  * maximum (§4.2), vector widths below the widest legal one (§4.2 "16→8/4"),
  * split-K where it would not split, algorithms opts->algo_mask leaves out;
  * then rank by time_est and keep the best PLAN_TUNE_POINTS. */
@@ -51,6 +52,36 @@ static void gpu_attention_space(const plan_machine *m, cand_space *s) {
 #define CPU_SPLITK_SLICES 4
 static bool cpu_splitk_wanted(const plan_gemm_view *g) {
   return g->M <= CPU_SPLITK_MAX_M && g->K >= CPU_SPLITK_MIN_K;
+}
+
+/* A conv the CPU runs on its direct kernel (cost_dconv.c): warp tiles of
+ * pixels x output channels, the kernel's own choice first, then the other
+ * vector count at its widest even tile; tiles (pixels, output channels,
+ * reduction; in the plan's roles) its own blocking, then that blocking
+ * with one field changed: twice the input channels a block (all of them
+ * when they were one block: half), twice the rows a task (one when it was
+ * more), the other task order.  Stages are not the kernel's: one. */
+static void cpu_direct_space(const plan_region_info *r, const plan_gemm_view *g, const plan_dconv *own, cand_space *s) {
+  bool swap = plan_conv_pixels_m(r, g);
+  int64_t taps = (int64_t)r->conv_kh * r->conv_kw, icg = UT_MAX(g->K / taps, 1), oc = swap ? g->N : g->M;
+  int px[2] = {own->mr, plan_dconv_mr(r, 3 - own->nv)}, ov[2] = {16 * own->nv, 16 * (3 - own->nv)};
+  s->nwarps = 0;
+  for (int i = 0; i < 2; i++)
+    if (px[i] > 0) {
+      s->warps[s->nwarps][swap ? 0 : 1] = px[i];
+      s->warps[s->nwarps++][swap ? 1 : 0] = ov[i];
+    }
+  int64_t cb[4] = {own->cb, own->cb < icg ? UT_MIN(2 * own->cb, icg) : UT_MAX(icg / 2, 1), own->cb, own->cb};
+  int64_t rows[4] = {own->rows, own->rows, own->rows > 1 ? 1 : UT_MIN(2, r->conv_oh), own->rows};
+  int order[4] = {own->order, own->order, own->order, 3 - own->order};
+  for (int i = 0; i < 4; i++) {
+    int64_t tpx = rows[i] * r->conv_ow, toc = order[i] == 1 ? oc : 16;
+    s->tiles[i][0] = swap ? tpx : toc;
+    s->tiles[i][1] = swap ? toc : tpx;
+    s->tiles[i][2] = cb[i] * taps;
+  }
+  s->ntiles = 4;
+  s->nstages = 1;
 }
 
 static void space_for(const plan_region_info *r, const plan_machine *m, const plan_gemm_view *g, const plan_search_opts *opts,
@@ -105,6 +136,9 @@ static void space_for(const plan_region_info *r, const plan_machine *m, const pl
       else if (cpu_splitk_wanted(g)) s->algos[s->nalgos++] = PLAN_ALGO_SPLITK_REDUCE;
     } else if (r->pattern == PLAN_PAT_CONV) {
       s->algos[s->nalgos++] = PLAN_ALGO_IMPLICIT_GEMM;
+      plan_dconv own;
+      if (m->arch == PLAN_ARCH_CPU && plan_cpu_direct_conv(r, g, m) && plan_dconv_own(r, g, &own))
+        cpu_direct_space(r, g, &own, s);
       if (r->conv_kh == 3 && r->conv_kw == 3 && plan_conv_unit_stride(r)) s->algos[s->nalgos++] = PLAN_ALGO_WINOGRAD_3X3;
       /* GPU: few output tiles over a long reduction split K (the conv
        * template's forms: slices add up in order, the last running the
@@ -331,6 +365,8 @@ harp_status plan_enumerate(const plan_region_info *r, const plan_machine *m, con
         for (int ai = 0; ai < s.nalgos; ai++) {
           int stages = 2 + si;
           if (opts && opts->algo_mask && s.algos[ai] != PLAN_ALGO_NONE && !(opts->algo_mask >> s.algos[ai] & 1u)) continue;
+          /* the CPU's Winograd reads no tile, warp tile or stages: one point */
+          if (m->arch == PLAN_ARCH_CPU && plan_algo_is_winograd(s.algos[ai]) && (ti || si || wi)) continue;
           for (int vi = 0; vi < 3; vi++) {
             order++;
             harp_error ve = {0};

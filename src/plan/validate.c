@@ -429,6 +429,18 @@ static harp_status v_cpu(vctx *v) {
     return plan_fail(v->e, HARP_E_UNSUPPORTED, v->src, p->pos.edges[0], "local_edge",
                      "local_edges: the CPU's fused kernel keeps the edges region formation chose for '%s'; a plan"
                      " cannot move them", r->name ? r->name : "?");
+  /* a conv on the direct kernel (cost_dconv.c): its register tile is
+   * pixels x 16 or 32 output channels, as many pixels as the registers hold */
+  plan_dconv dt;
+  if (r->pattern == PLAN_PAT_CONV && p->warp_m > 0 && p->warp_n > 0 && !plan_algo_is_winograd(p->algo[PLAN_KEY_CONV]) &&
+      !plan_algo_is_splitk(p->algo[PLAN_KEY_MATMUL]) && p->splitk <= 1 && plan_cpu_direct_conv(r, &v->g, v->m) &&
+      plan_dconv_own(r, &v->g, &dt) && !plan_dconv_of(p, r, &v->g, &dt))
+    return plan_fail(v->e, HARP_E_UNSUPPORTED, v->src, p->pos.warp_tile, "warp_tile",
+                     "warp_tile %dx%d: region '%s' runs on the direct conv kernel, whose register tile is %s (16 or"
+                     " 32 output channels, at most %d pixels with 16 and %d with 32 for %d-tap rows)", p->warp_m,
+                     p->warp_n, r->name ? r->name : "?",
+                     plan_conv_pixels_m(r, &v->g) ? "pixels x output channels" : "output channels x pixels",
+                     UT_MIN(31 - r->conv_kw, 28), UT_MIN((31 - 2 * r->conv_kw) / 2, 28), r->conv_kw);
   if (plan_algo_is_splitk(p->algo[PLAN_KEY_MATMUL]) && p->algo[PLAN_KEY_MATMUL] != PLAN_ALGO_SPLITK_REDUCE)
     return plan_fail(v->e, HARP_E_UNSUPPORTED, v->src, p->pos.algo[PLAN_KEY_MATMUL], "algo_choice",
                      "algo_choice matmul %s: the CPU's split-K is splitk_reduce (partials summed in slice order by a"

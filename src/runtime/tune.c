@@ -439,7 +439,8 @@ harp_status rt_tune_store(harp_error *e, const char *cache_dir, const rt_tune_re
 }
 
 /* A conv whose Winograd and other (direct / implicit GEMM) points were both
- * measured: the ratio of their best times (each point's minimum, which load
+ * measured: the ratio of their best times (the direct kernel's at its own
+ * tile where that point was measured) (each point's minimum, which load
  * inflates least; its median where no minimum was kept) goes into the
  * calibration, the cost model's Winograd factor on this CPU from then on
  * (the weight's per-call filter transform, which the model adds by itself,
@@ -447,16 +448,24 @@ harp_status rt_tune_store(harp_error *e, const char *cache_dir, const rt_tune_re
 static harp_status note_winograd(harp_error *e, const rt_knobs *k, bool no_store, const rt_tune_result *out,
                                  const plan_machine *mach, const plan_region_info *r, const rt_tune_region *tr) {
   if (no_store || !out->calib_path[0] || r->pattern != PLAN_PAT_CONV) return HARP_OK;
-  double w = INFINITY, d = INFINITY;
+  double w = INFINITY, d = INFINITY, d_own = INFINITY;
+  plan_gemm_view g;
+  if (plan_region_gemm_view(r, &g, NULL)) return HARP_OK;
+  /* the direct kernel at its own tile, which the model divides by the
+   * speed-up (cost_cpu.c), where it was among the points */
+  plan_dconv own, at;
+  bool dconv = plan_cpu_direct_conv(r, &g, mach) && plan_dconv_own(r, &g, &own);
   for (int i = 0; i < tr->npoints; i++) {
     const rt_tune_point *pt = &tr->pts[i];
     double t = pt->min_ms > 0 ? pt->min_ms : pt->median_ms;
     if (!pt->applied || !(t > 0)) continue;
-    double *best = plan_algo_is_winograd(pt->plan.algo[PLAN_KEY_CONV]) ? &w : &d;
+    bool wino = plan_algo_is_winograd(pt->plan.algo[PLAN_KEY_CONV]);
+    double *best = wino ? &w : &d;
     if (t < *best) *best = t;
+    if (!wino && dconv && plan_dconv_of(&pt->plan, r, &g, &at) && !memcmp(&at, &own, sizeof at)) d_own = UT_MIN(d_own, t);
   }
-  plan_gemm_view g;
-  if (!isfinite(w) || !isfinite(d) || plan_region_gemm_view(r, &g, NULL)) return HARP_OK;
+  if (isfinite(d_own)) d = d_own;
+  if (!isfinite(w) || !isfinite(d)) return HARP_OK;
   int64_t px = r->conv_oh * r->conv_ow > 0 ? r->conv_oh * r->conv_ow : g.N;
   /* the speed-up of the transformed-domain work: a filter transform each
    * call (a weight that is no parameter) taken out, at most half of w */

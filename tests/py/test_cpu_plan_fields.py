@@ -11,12 +11,16 @@ Fields: tile, warp_tile, vectorize, stages (pipeline), bind, unroll (the
 micro-kernel's K loop), reorder; split-K (algo_choice matmul splitk_reduce,
 splitk N) on skinny GEMMs in both of the skinny kernel's forms (B along N,
 and x W^T), with batches, tails and an epilogue, and on a conv (the implicit
-GEMM's; test_conv_splitk.py has more); the default plan's split-K.
+GEMM's; test_conv_splitk.py has more); the default plan's split-K; on a
+3x3 conv the direct kernel runs, its warp tile (pixels x output channels),
+tile K (input channels a block), the pixels' tile (rows a task) and the
+output channels' tile (the task order).
 Then what the CPU cannot follow is refused with a located Unsupported error
 and no output: unroll of another loop, further splits, a fuse of non-batch
 axes, warp binds, binds of inner axes, a pipeline axis other than K.i,
 caching a tensor besides A and B, swizzle, a moved local edge,
-splitk_serial / splitk_parallel."""
+splitk_serial / splitk_parallel, a warp tile the direct conv kernel cannot
+hold."""
 import json
 import os
 import re
@@ -45,10 +49,19 @@ BIG = ("graph main(a: f32[4, 4100], b: f32[4100, 520]) -> (c: f32[4, 520]) {\n"
 CONV = ("graph main(x: f32[1, 64, 6, 6], w: f32[32, 64, 3, 3]) -> (y: f32[1, 32, 6, 6]) {\n"
         "    y = conv2d(x, w, pad=1)\n    return y\n}\n")
 
+# a 3x3 conv the direct kernel runs (fp32, AVX-512): the plan's M is the pixels
+DCONV = ("graph main(x: f32[1, 32, 12, 12], w: f32[64, 32, 3, 3]) -> (y: f32[1, 64, 12, 12]) {\n"
+         "    y = conv2d(x, w, pad=1)\n    return y\n}\n")
+
 TAIL = "predicate_tail m.i.i n.i.i k.i.i;"
 CONV_PLAN = f"split m 32; split n 64; split k 64; {TAIL}"
 BASE = f"split m 48; split n 64; split k 64; warp_tile 6x32; bind m.o block.y; bind n.o block.x; vectorize n.i.i 16; {TAIL}"
 SK = f"split m 96; split n 512; split k 256; warp_tile 6x64; bind m.o block.y; bind n.o block.x; vectorize n.i.i 16; {TAIL}"
+# the direct conv kernel: warp tile 12 pixels x 32 output channels, 2 rows a task (m 24 / 12 columns),
+# 16 input channels a block (k 144 / 9 taps), the output channels' tile all 64 (a row block's channel
+# blocks run on: order 1)
+DBASE = ("split m 24; split n 64; split k 144; warp_tile 12x32; bind m.o block.y; bind n.o block.x; "
+         f"vectorize n.i.i 16; {TAIL}")
 
 # what, model, plan A, plan B, (tuning words of A, of B)
 PAIRS = [
@@ -66,7 +79,13 @@ PAIRS = [
      SK + " algo_choice matmul splitk_reduce; splitk 8;", ("splitk 2", "splitk 8")),
     ("split-K x W^T", SKINNY_T, SK, SK + " algo_choice matmul splitk_reduce; splitk 3;", ("order 0 */", "splitk 3")),
     # a conv: the implicit GEMM with K (576) in 2 slices of whole KC blocks (test_conv_splitk.py has more)
-    ("conv split-K", CONV, CONV_PLAN, CONV_PLAN + " algo_choice matmul splitk_reduce; splitk 2;", ("order 0 */", "splitk 2")),
+    # (unsplit, the direct kernel runs it at the plan's tile)
+    ("conv split-K", CONV, CONV_PLAN, CONV_PLAN + " algo_choice matmul splitk_reduce; splitk 2;", ("; direct: px", "splitk 2")),
+    ("direct conv warp_tile", DCONV, DBASE, DBASE.replace("warp_tile 12x32", "warp_tile 12x16"),
+     ("px 12 oc 32", "px 12 oc 16")),
+    ("direct conv tile k", DCONV, DBASE, DBASE.replace("split k 144", "split k 288"), ("cb 16", "cb 32")),
+    ("direct conv tile m", DCONV, DBASE, DBASE.replace("split m 24", "split m 48"), ("rows 2", "rows 4")),
+    ("direct conv tile n", DCONV, DBASE, DBASE.replace("split n 64", "split n 32"), ("rows 2 order 1", "rows 2 order 2")),
 ]
 
 # what, model, plan, words the error must contain (besides .plan:LINE:COL)
@@ -82,6 +101,10 @@ REFUSED = [
     ("local edge", GEMM, BASE + " local_edge matmul_0 -> c smem_ring depth=2;", ["local_edges", "cannot move them"]),
     ("splitk_serial", SKINNY, SK + " algo_choice matmul splitk_serial; splitk 2;", ["splitk_serial", "cpu"]),
     ("splitk_parallel", SKINNY, SK + " algo_choice matmul splitk_parallel; splitk 2;", ["splitk_parallel", "cpu"]),
+    ("direct conv warp_tile", DCONV, DBASE.replace("warp_tile 12x32", "warp_tile 6x64"),
+     ["warp_tile 6x64", "direct conv kernel", "pixels x output channels"]),
+    ("direct conv too many pixels", DCONV, DBASE.replace("warp_tile 12x32", "warp_tile 14x32").replace("split m 24", "split m 28"),
+     ["warp_tile 14x32", "at most 28 pixels with 16 and 12 with 32"]),
 ]
 
 
@@ -207,6 +230,25 @@ def check_default_splitk(s):
                                                               rtol=1e-4, atol=1e-4))
 
 
+def check_default_direct(s):
+    """The default plan of a conv the direct kernel runs is a tile of that
+    kernel (the search's cost_dconv.c space), applied: its tuning line shows
+    the direct kernel's fields, and the numbers match numpy."""
+    model = write(DCONV, ".harp")
+    x = inputs_of(DCONV)
+    p, d = harp_run(model, x)
+    s.check("default direct conv: run", p.returncode == 0, p.stderr[-600:])
+    if p.returncode:
+        return
+    e = json.load(open(os.path.join(d, "plan.json")))["plans"][0]
+    c = open(os.path.join(d, "model.c")).read()
+    s.check("default direct conv: applied, the kernel's fields in the tuning line",
+            e.get("applied") is True and re.search(r"direct: px \d+ oc (16|32) cb \d+ rows \d+ order [12]", tuning_line(c)),
+            f"{e.get('note')} {tuning_line(c)}")
+    s.check("default direct conv: vs numpy", *close(np.load(os.path.join(d, "y.npy")), reference(DCONV, x),
+                                                    rtol=1e-4, atol=1e-4))
+
+
 def main():
     s = Suite("cpu_plan_fields")
     only = os.environ.get("HARP_PLAN_FIELDS")  # a substring of the case names (debugging)
@@ -218,6 +260,7 @@ def main():
             check_refused(s, what, text, plan, want)
     if not only:
         check_default_splitk(s)
+        check_default_direct(s)
     s.close()
 
 

@@ -146,7 +146,9 @@ s.check("HARP_CONV=direct: implicit_gemm in plan.json, the direct kernel, the no
         and "knob conv asks for the direct kernel" in cp[0]["note"], p.stderr[-300:] + str(cp)[:300])
 
 # ---- plans differing only in the algorithm: different code, the same numbers --------------
-BASE = ("split m 64; split n 64; split k 64;\nwarp_tile 4x64;\nbind m.o block.y; bind n.o block.x;\nvectorize n.i.i 16;\n"
+# warp_tile 4 pixels x 32 output channels: implicit_gemm's conv runs on the direct kernel here, whose
+# register tile that is (a 4x64 one is refused, test_cpu_plan_fields.py); Winograd reads none
+BASE = ("split m 64; split n 64; split k 64;\nwarp_tile 4x32;\nbind m.o block.y; bind n.o block.x;\nvectorize n.i.i 16;\n"
         "predicate_tail m.i.i n.i.i k.i.i;\nalgo_choice conv {};\n")
 RES = ("graph main(x: f32[2, 13, 30, 29], w: f32[19, 13, 3, 3], b: f32[19], r: f32[2, 19, {oh}, {ow}])"
        " -> (y: f32[2, 19, {oh}, {ow}]) {{\n    y = relu(conv2d(x, w, bias=b, pad=[{p}, {p}]) + r)\n    return y\n}}\n")

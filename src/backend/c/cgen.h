@@ -131,6 +131,13 @@ typedef struct cgen_tuning {
                         kernel grants the tile state (arch_prctl, once), else the AVX-512 one */
   bool bf16_native;  /* GEMM / conv whose two operands are stored in bf16: the same kernels
                         (exact products, fp32 accumulation; AVX512_BF16 as above) */
+  struct {          /* conv, the direct kernel (cgen_dconv.c, fp32) under a Schedule Plan; 0: its own choice */
+    int px, oc;      /*   register tile: px pixels x oc (16 or 32) output channels (warp tile) */
+    int cb;          /*   input channels per block (tile K / window taps) */
+    int rows;        /*   output rows per task (tile of the pixels / output width) */
+    int order;       /*   1: a row block's output-channel blocks run on (tile N spans every output
+                          channel), 2: an output-channel block's row blocks run on */
+  } dconv;
   bool bf16_cvt;     /* harp_options.precision "bf16": a kernel that stores bf16 rounds with
                         vcvtneps2bf16 in its AVX-512 variant (nearest even, subnormals to 0,
                         as vdpbf16ps reads them), which then asks for AVX512_BF16 */

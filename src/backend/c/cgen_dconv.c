@@ -15,6 +15,10 @@
  * (dconv_cols: the taps 2t and 2t + 1 one tap of dilation 2 over a plane
  * of words {x[j], x[j + 1]}, cg_emit_bf16_ilv_cols).
  *
+ * A Schedule Plan's tile (spec tune.dconv, docs/plan.md §18) replaces the
+ * choices of choose_nv and plan_blocking: NV and MR, the channel block, the
+ * rows a task, the task order; one the registers cannot hold fails.
+ *
  * Why: the implicit GEMM (cgen_gemm.c) packs an im2col panel that is reused
  * only M = OC/groups times; with few output channels the packing and the
  * L2 traffic of the streamed panel dominate.  Here nothing of the input is
@@ -175,6 +179,28 @@ static bool choose_nv(dc *d, const cgen_conv_spec *s, bool forced, int nr, int *
   return best >= 0;
 }
 
+/* Whether spec s carries a Schedule Plan's tile for this kernel
+ * (tune.dconv, contract_c.c): its fields then replace the choices below. */
+static bool plan_given(const cgen_conv_spec *s) {
+  return s->tune.dconv.px || s->tune.dconv.oc || s->tune.dconv.cb || s->tune.dconv.rows || s->tune.dconv.order;
+}
+
+/* The plan's register tile (s->tune.dconv: px pixels x oc output channels)
+ * into d's NV and MR, *bmx the register bound on MR at that NV; false
+ * (*why) when oc is not 16 or 32 or px pixels do not fit the registers
+ * (MR*NV accumulators, KW*NV weights and a broadcast in 32). */
+static bool plan_regs(dc *d, const cgen_conv_spec *s, int *bmx, const char **why) {
+  int oc = s->tune.dconv.oc, px = s->tune.dconv.px, nv = oc / 16;
+  if (oc != 16 && oc != 32) return *why = "the plan's warp tile: the direct kernel takes 16 or 32 output channels", false;
+  int mx = (31 - (int)s->kw * nv) / nv;
+  if (mx > DC_MAX_MR) mx = DC_MAX_MR;
+  if (px < 1 || px > mx)
+    return *why = "the plan's warp tile: more pixels than the registers hold (pixels x vectors + taps x vectors + 1 <= 32)",
+           false;
+  d->nv = nv, d->mr = px > d->OW ? (int)d->OW : px, *bmx = mx;
+  return true;
+}
+
 /* d's channel blocking for spec s (forced: the direct kernel's KC was
  * asked for): the channel block cb, the rows rb a task, the weight
  * prefetch npf and input prefetch distance pfd, and the task order
@@ -188,6 +214,7 @@ static void plan_blocking(dc *d, const cgen_conv_spec *s, bool forced) {
   int64_t wch = s->kh * s->kw * d->ob * 4; /* weight bytes per input channel */
   d->cb = d->ICG * wch <= 96 * 1024 ? d->ICG : 20480 / wch >= 8 ? 20480 / wch / 8 * 8 : 20480 / wch;
   if (forced && s->tune.kc > 0) d->cb = s->tune.kc;
+  if (s->tune.dconv.cb > 0) d->cb = s->tune.dconv.cb; /* the plan's tile K */
   if (d->cb < 1) d->cb = 1;
   if (d->cb > d->ICG) d->cb = d->ICG;
   d->rb = 1;
@@ -198,6 +225,7 @@ static void plan_blocking(dc *d, const cgen_conv_spec *s, bool forced) {
     int64_t nrb = (d->OH + rb - 1) / rb;
     d->rb = (int)((d->OH + nrb - 1) / nrb); /* even blocks: 14 -> 7 + 7 */
   }
+  if (s->tune.dconv.rows > 0) d->rb = (int)(s->tune.dconv.rows < d->OH ? s->tune.dconv.rows : d->OH); /* the plan's */
   d->nrb = (d->OH + d->rb - 1) / d->rb;
   /* A block's weights (cb channels of one output channel block) are read
    * from memory by its first tile and from L1 by the others: a burst that
@@ -228,6 +256,7 @@ static void plan_blocking(dc *d, const cgen_conv_spec *s, bool forced) {
    * a group's weights stay in L2 (else they would come from L3 per row), so
    * the input is read once, not once per channel block (56x56x64: +5%). */
   d->ocb_fast = d->nob > 1 && d->nob * d->K * d->ob * 4 <= 512 * 1024;
+  if (s->tune.dconv.order && d->nob > 1) d->ocb_fast = s->tune.dconv.order == 1; /* the plan's (one block: no order) */
 }
 
 /* d's tile signatures: the padded tiles at the left (nl) and right (nr)
@@ -270,7 +299,11 @@ static bool plan_tiles(dc *d, const cgen_conv_spec *s, const char **why) {
   bool forced = s->tune.conv_algo == CGEN_CONV_DIRECT;
   int nr = forced ? s->tune.nr : 0;
   int bmx = 0; /* the chosen nv's register bound on mr */
-  if (!choose_nv(d, s, forced, nr, &bmx)) return *why = "the kernel's weights do not fit the registers", false;
+  if (!d->rt && (s->tune.dconv.px || s->tune.dconv.oc)) {
+    if (!plan_regs(d, s, &bmx, why)) return false;
+  } else if (!choose_nv(d, s, forced, nr, &bmx)) {
+    return *why = "the kernel's weights do not fit the registers", false;
+  }
   if (d->rt) d->mr = bmx; /* a run's row: even tiles of at most bmx pixels (rt_patterns) */
   d->ob = 16 * d->nv;
   d->nob = (int)((d->OCG + d->ob - 1) / d->ob);
@@ -287,7 +320,9 @@ bool cg_dconv_plan(const cgen_conv_spec *s, const char **why) {
   dc d;
   *why = NULL;
   if (s->tune.conv_algo == CGEN_CONV_GEMM) return *why = "implicit GEMM asked for", false;
-  if (!plan_tiles(&d, s, why)) return false;
+  /* a plan's tile the kernel refuses: still the direct kernel, whose
+   * cg_dconv_variant then fails with *why (the plan is not applied) */
+  if (!plan_tiles(&d, s, why)) return plan_given(s) && !d.rt;
   if (s->tune.conv_algo == CGEN_CONV_DIRECT) return *why = "direct asked for", true;
   /* Measured (single thread, bench/RESULTS.md): with overlapping windows the
    * direct kernel beats the implicit GEMM on every shape tried, 1.15-1.8x on
@@ -877,7 +912,8 @@ harp_status cg_dconv_variant(harp_error *e, cg_out *o, const cgen_conv_spec *s0,
   bool bc = bf && cols(s0); /* column pairs (cg_dconv_cols_ok said so) */
   cgen_conv_spec sp = bc ? dconv_cols(s0) : bf ? cg_dconv_pairs(s0) : *s0;
   const cgen_conv_spec *s = &sp;
-  if (!plan_tiles(&d, s, &why)) return ut_fail(e, HARP_E_INTERNAL, NULL, "cgen_conv: direct kernel: %s", why);
+  if (!plan_tiles(&d, s, &why))
+    return ut_fail(e, plan_given(s) ? HARP_E_INVALID_ARG : HARP_E_INTERNAL, NULL, "cgen_conv: direct kernel: %s", why);
   d.bf = bf, d.s0 = s0;
   cg_dconv_plan(s, &why);
   if (bf) why = bc ? "bf16, column pairs on vdpbf16ps" : "bf16, channel pairs on vdpbf16ps";

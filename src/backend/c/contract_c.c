@@ -139,6 +139,24 @@ static int order_pos(const plan_t *p, const char *base, const char *suffix) {
   return -1;
 }
 
+/* The plan p's tile for the direct conv kernel (cgen_dconv.c) into
+ * t->dconv, the plan's M the pixels when swap (else the output channels):
+ * its warp tile is pixels x output channels of a register tile, tile K /
+ * the window's taps the input channels of a block, the pixels' tile / the
+ * output width the rows of a task, and the output channels' tile the task
+ * order (all of them: a row block's channel blocks run on; fewer: a channel
+ * block's rows).  0 where the plan has no such field. */
+static void plan_to_dconv(const plan_t *p, const plan_region_info *ri, const plan_gemm_view *gv, bool swap,
+                       cgen_tuning *t) {
+  int px_ax = swap ? gv->m : gv->n, oc_ax = swap ? gv->n : gv->m;
+  int tpx = tile_of(p, ri, px_ax), toc = tile_of(p, ri, oc_ax), tk = tile_of(p, ri, gv->k);
+  int taps = ri->conv_kh * ri->conv_kw;
+  if (p->warp_m > 0 && p->warp_n > 0) t->dconv.px = swap ? p->warp_m : p->warp_n, t->dconv.oc = swap ? p->warp_n : p->warp_m;
+  if (tk > 0 && taps > 0) t->dconv.cb = tk / taps > 1 ? tk / taps : 1;
+  if (tpx > 0 && ri->conv_ow > 0) t->dconv.rows = tpx / ri->conv_ow > 1 ? (int)(tpx / ri->conv_ow) : 1;
+  if (toc > 0 && oc_ax >= 0) t->dconv.order = toc >= ri->axes[oc_ax].size ? 1 : 2;
+}
+
 /* Fill t from the region's plan (kind: 'g' GEMM, 'c' conv with the plan's
  * roles swapped when swap, 'a' attention; bm/bn for attention).  Returns the
  * choice, or NULL for the built-in tuning. */
@@ -163,6 +181,11 @@ rt_plan_choice *cc_plan_tuning(const rc_ctx *c, int r, char kind, bool swap, cge
     *bm = tm > 0 ? (tm > 1024 ? 1024 : tm) : 0;
     *bn = tn > 0 ? (tn > 1024 ? 1024 : tn) : 0;
     cc_note_add(ch, "attention: warp tile and head-dimension tile not used (rows per micro-tile follow the registers)");
+  } else if (kind == 'd') { /* a conv whose AVX-512 variant is the direct kernel */
+    plan_to_dconv(p, ri, &gv, swap, t);
+    cc_note_add(ch, "conv on the direct kernel (AVX-512): warp tile = pixels x output channels a register tile, tile K /"
+                    " window taps = input channels a block, pixel tile / output width = rows a task, output-channel"
+                    " tile = task order; stages not used; other variants (implicit GEMM): the template's tiles");
   } else if (swap) {
     /* the search space sizes BM/BN for a GEMM's rows/columns; read across
      * (pixels as columns) they would shrink the B panel: keep the template's */
@@ -189,7 +212,7 @@ rt_plan_choice *cc_plan_tuning(const rc_ctx *c, int r, char kind, bool swap, cge
   }
   cc_jit_variant(c, t, cc_isa_for_simd(t->simd));
   if (p->nunroll && kind != 'a') t->unroll_k = p->unroll[0].factor; /* plan_validate: K.i / K.i.i only */
-  if (p->ncache == 0 && kind != 'a') cc_note_add(ch, "no cache_read: the template packs A and B anyway");
+  if (p->ncache == 0 && kind != 'a' && kind != 'd') cc_note_add(ch, "no cache_read: the template packs A and B anyway");
   u->ch = ch;
   if (kind == 'a')
     snprintf(u->desc, sizeof u->desc, "bm %d bn %d simd %d threads %d", *bm, *bn, t->simd, t->threads);
@@ -198,6 +221,9 @@ rt_plan_choice *cc_plan_tuning(const rc_ctx *c, int r, char kind, bool swap, cge
              t->mr, t->nr, t->mc, t->nc, t->kc, t->simd, t->prefetch, t->threads, t->par_m ? " par_m" : "",
              t->par_n ? " par_n" : "", t->order);
   if (t->unroll_k) snprintf(u->desc + strlen(u->desc), sizeof u->desc - strlen(u->desc), " unroll_k %d", t->unroll_k);
+  if (kind == 'd')
+    snprintf(u->desc + strlen(u->desc), sizeof u->desc - strlen(u->desc), "; direct: px %d oc %d cb %d rows %d order %d",
+             t->dconv.px, t->dconv.oc, t->dconv.cb, t->dconv.rows, t->dconv.order);
   return ch;
 }
 
@@ -810,6 +836,22 @@ static harp_status conv_plan_algo(rc_ctx *c, rt_plan_choice *ch, cgen_conv_spec 
                  ch->region ? ch->region : "?", plan_algo_name(a), why);
 }
 
+/* Whether conv r (spec s) reads its plan as the direct kernel's tile
+ * (plan_to_dconv): fp32, its AVX-512 variant the direct kernel under the
+ * built-in tuning bt (cgen_conv_direct), the plan asking for neither
+ * Winograd nor split-K, no knob choosing the kernel. */
+static bool conv_plan_direct(const rc_ctx *c, int r, const cgen_conv_spec *s, const cgen_tuning *bt) {
+  const rt_plan_choice *ch = cc_choice_of(c, r);
+  const char *why;
+  if (!ch || c->bf16 || bt->conv_algo != CGEN_CONV_AUTO || ch->plan.splitk > 1) return false;
+  if (plan_algo_is_winograd(ch->plan.algo[PLAN_KEY_CONV]) || plan_algo_is_splitk(ch->plan.algo[PLAN_KEY_MATMUL]))
+    return false;
+  if (s->x_dtype != TINY_FP32 || s->w_dtype != TINY_FP32 || s->y_dtype != TINY_FP32) return false;
+  cgen_conv_spec q = *s;
+  q.tune = *bt;
+  return cgen_conv_direct(&q, &why);
+}
+
 /* A ShapeSet object: the batch, height and width of conv cv's input
  * (region r) as run-time expressions of the symbols into x[0..3) (NULL: a
  * constant), s's sizes then the upper corner's; false when none is. */
@@ -880,7 +922,7 @@ harp_status cc_emit_conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
       cc_note_add(ch, "ShapeSet object: Winograd from this many output pixels an image, chosen per binding");
   } else {
     /* the plan's M is con->m: the pixels when X is the left operand */
-    cc_plan_tuning(c, r, 'c', cv.x_is_lhs, &s.tune, NULL, NULL, &pu);
+    cc_plan_tuning(c, r, conv_plan_direct(c, r, &s, &rs.tune) ? 'd' : 'c', cv.x_is_lhs, &s.tune, NULL, NULL, &pu);
   }
   s.tune.conv_algo = conv_algo(c);
   if (conv_plan_algo(c, pu.ch, &s)) return c->e->code;
@@ -891,7 +933,7 @@ harp_status cc_emit_conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
   /* the AVX-512 variant may be the direct kernel, which reads none of the
    * plan's tiles (cgen_conv_direct has the rule) */
   const char *dwhy = NULL;
-  if (pu.ch && cgen_conv_direct(&s, &dwhy)) {
+  if (pu.ch && cgen_conv_direct(&s, &dwhy) && !s.tune.dconv.px && !s.tune.dconv.cb) {
     char msg[200];
     snprintf(msg, sizeof msg, "conv: the AVX-512 variant is the direct kernel (%.120s); tile and warp tile not used", dwhy);
     cc_note_add(pu.ch, msg);
