@@ -2,14 +2,21 @@
  * template (cgen_gemm.c) under tune.amx: a variant of its own ($F_amx_*,
  * cg_set_amx) that the selector runs where the CPU has AMX-BF16 and Linux
  * grants the tile state (hprt_amx_ok), else the AVX-512 BF16 variant runs.
- * Needs: cgen_int.h.  Gives: cg_amx_pays, cg_emit_amx_runtime,
- * cg_emit_amx_kernel, cg_emit_amx_tilecfg, cg_emit_amx_pack_a (declared in
- * cgen_int.h).
+ * Needs: cgen_gemm_int.h (cg_mm, cg_tile; cgen_int.h).  Gives: cg_amx_pays,
+ * cg_emit_amx_runtime, cg_emit_amx_kernel, cg_emit_amx_tilecfg,
+ * cg_emit_amx_pack_a (declared in cgen_int.h), cg_amx_a_direct,
+ * cg_emit_amx_pack_a_direct (cgen_gemm_int.h).
  *
  * Layout.  The variant packs as the AVX-512 BF16 one (cgen_bf16.c: A and B
  * panels of pair words, [kp][W]) with MR = NR = CG_AMX_MR (32), and then
  * turns each A panel in place into [MR][kp] (row i's pairs contiguous, the
- * AMX "A" operand, $P_amxtr).  B's pair rows are already AMX's "VNNI" B:
+ * AMX "A" operand, $P_amxtr), in tile order: the first kp & ~15 pairs as
+ * blocks of 32 rows x 16 pairs (each A tile 1 KiB contiguous, rows 64 bytes
+ * apart), then the last kp % 16 pairs as [32][kp % 16].  Where A is pair
+ * words already (a conv's paired weight) or fp32 / bf16 rows with unit
+ * stride along K (a GEMM's activation), $P_amxpk writes that layout in one
+ * pass from A's rows (cg_emit_amx_pack_a_direct): no fp32 panel, no
+ * $P_bfcv, no transpose.  B's pair rows are already AMX's "VNNI" B:
  * 16 pair rows x 16 columns = one 1 KiB tile, row stride NR words.
  * The micro-kernel holds C's 32x32 in four accumulator tiles (tmm4-7), two
  * A tiles (tmm0-1: rows 0-15, 16-31, 16 pairs each) and two B tiles
@@ -21,7 +28,7 @@
  * compute task ($P_tcfg), not per micro-kernel call. */
 #include <stdio.h>
 
-#include "backend/c/cgen_int.h"
+#include "backend/c/cgen_gemm_int.h"
 
 /* HPRT_AMX and hprt_amx_ok(), once per source (before the first AMX variant). */
 static const char AMX_RUNTIME[] =
@@ -77,9 +84,9 @@ void cg_emit_amx_kernel(cg_out *o, int mr, int nv, bool pairs) {
   cg_emit(o, "  float cb[%d] __attribute__((aligned(64)));\n", R * R);
   /* the tiles as $P_tcfg configured them at the task's start */
   cg_emit(o, "  _tile_zero(4); _tile_zero(5); _tile_zero(6); _tile_zero(7);\n");
-  cg_emit(o, "  const char *ab = (const char *)a, *bb = (const char *)b;\n  long as = kp * 4;\n");
+  cg_emit(o, "  const char *ab = (const char *)a, *bb = (const char *)b;\n");
   cg_emit(o, "  for (long k = 0; k < ks; k += 16) {\n");
-  cg_emit(o, "    _tile_loadd(0, ab + k * 4, as);\n    _tile_loadd(1, ab + (%dL * kp + k) * 4, as);\n", R / 2);
+  cg_emit(o, "    _tile_loadd(0, ab + k * %d, 64);\n    _tile_loadd(1, ab + k * %d + %d, 64);\n", R * 4, R * 4, R * 64 / 2);
   cg_emit(o, "    _tile_loadd(2, bb + k * %d, %d);\n    _tile_loadd(3, bb + k * %d + 64, %d);\n", R * 4, R * 4, R * 4, R * 4);
   cg_emit(o, "    _tile_dpbf16ps(4, 0, 2); _tile_dpbf16ps(5, 0, 3); _tile_dpbf16ps(6, 1, 2); _tile_dpbf16ps(7, 1, 3);\n  }\n");
   cg_emit(o, "  _tile_stored(4, cb, %d); _tile_stored(5, cb + 16, %d);\n", R * 4, R * 4);
@@ -89,8 +96,8 @@ void cg_emit_amx_kernel(cg_out *o, int mr, int nv, bool pairs) {
   cg_emit(o, "    for (int i = 0; i < %d; i++)\n      for (int j = 0; j < %d; j++) {\n", mr, nv);
   cg_emit(o, "        __m512 c = _mm512_load_ps(cb + i * %d + j * 16);\n", R);
   cg_emit(o, "        for (long k = ks; k < kp; k++)\n");
-  cg_emit(o, "          c = _mm512_dpbf16_ps(c, (__m512bh)_mm512_set1_epi32(aw[i * kp + k]), "
-             "(__m512bh)_mm512_loadu_ps(b + k * %d + j * 16));\n", R);
+  cg_emit(o, "          c = _mm512_dpbf16_ps(c, (__m512bh)_mm512_set1_epi32(aw[ks * %d + i * (kp - ks) + k - ks]), "
+             "(__m512bh)_mm512_loadu_ps(b + k * %d + j * 16));\n", R, R);
   cg_emit(o, "        _mm512_store_ps(cb + i * %d + j * 16, c);\n      }\n  }\n", R);
   cg_emit(o, "  for (int i = 0; i < %d; i++)\n    $P_row%d(tt, m + i, n, nr, first, last", mr, nv);
   for (int j = 0; j < nv; j++) cg_emit(o, ", _mm512_load_ps(cb + i * %d + %d)", R, 16 * j);
@@ -120,7 +127,61 @@ void cg_emit_amx_pack_a(cg_out *o, int64_t groups, int64_t span, int64_t mp, int
   long kpmax = pairs ? kc : (kc + 1) / 2;
   cg_emit(o, "static $T void $P_amxtr(float *d, long kp) {\n");
   cg_emit(o, "  uint32_t t[%ldL];\n  uint32_t *w = (uint32_t *)d;\n  memcpy(t, d, (size_t)kp * %dU * 4U);\n", kpmax * R, R);
-  cg_emit(o, "  for (int i = 0; i < %d; i++)\n    for (long k = 0; k < kp; k++) w[i * kp + k] = t[k * %d + i];\n}\n", R, R);
+  cg_emit(o, "  long ks = kp & ~15L;\n  for (long k = 0; k < ks; k++)\n    for (int i = 0; i < %d; i++) w[(k >> 4) * %d + i * 16 + (k & 15)] = t[k * %d + i];\n", R, R * 16, R);
+  cg_emit(o, "  for (int i = 0; i < %d; i++)\n    for (long k = ks; k < kp; k++) w[ks * %d + i * (kp - ks) + k - ks] = t[k * %d + i];\n}\n", R, R, R);
   cg_emit_pack_a_pass(o, "", "$P_packA_task1", groups, span, mp, R,
                       pairs ? "$P_amxtr(Ap + ir * kc, kc)" : "$P_amxtr(Ap + ir * kc, (kc + 1) >> 1)");
+}
+
+/* Does the AMX variant of p pack A straight into its tile layout
+ * (cg_emit_amx_pack_a_direct): A as pair words (a conv's view), or fp32 /
+ * bf16 with unit stride along K; else the fp32 packer, $P_bfcv and
+ * $P_amxtr (an fp16 A, or A^T). */
+bool cg_amx_a_direct(const cg_mm *p) {
+  return p->amx && !p->m_expr && (p->pairs || ((p->adt == TINY_FP32 || p->adt == TINY_BF16) && p->a_sk == 1));
+}
+
+/* One 16-pair chunk (src s at k offset `off`, in A's elements) of row i to
+ * dst q, as the direct packer reads A (pairs: words; fp32: 32 floats
+ * rounded to bf16, nearest even; bf16: 32 halves). */
+static void emit_chunk(cg_out *o, const cg_mm *p) {
+  if (p->pairs || p->adt == TINY_BF16)
+    cg_emit(o, "      for (long c = 0; c < ks; c += 16) memcpy(q + c * %d, s + c * %d, 64);\n", CG_AMX_MR, p->pairs ? 1 : 2);
+  else
+    cg_emit(o, "      for (long c = 0; c < ks; c += 16)\n"
+               "        _mm512_storeu_si512(q + c * %d, (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(s + 2 * c + 16), "
+               "_mm512_loadu_ps(s + 2 * c)));\n", CG_AMX_MR);
+}
+
+/* $P_amxpk(cx, ba, d, ir, pc, kc) and $P_packA_task: the panel d of A's
+ * rows ir.. (32, those past M zero) for batch ba, kc deep from pc (pairs
+ * when p->pairs, else elements), in the kernel's tile order; one task per
+ * panel group and KC block of t, as cg_emit_pack_a. */
+void cg_emit_amx_pack_a_direct(cg_out *o, const cg_mm *p, const cg_tile *t) {
+  const int R = CG_AMX_MR;
+  const char *at = p->pairs ? "uint32_t" : cg_ctype(p->adt);
+  cg_emit(o, "static $T void $P_amxpk(const $F_ctx *cx, long ba, float *d, long ir, long pc, long kc) {\n");
+  cg_emit(o, "  const %s *A = (const %s *)cx->A + ba / %ldL * %ldL + ba %% %ldL * %ldL;\n", at, at, (long)t->nba[1],
+          (long)p->a_sb[0], (long)t->nba[1], (long)p->a_sb[1]);
+  cg_emit(o, "  int mr = %ldL - ir < %d ? (int)(%ldL - ir) : %d;\n", (long)p->M, R, (long)p->M, R);
+  cg_emit(o, "  long kp = %s, ks = kp & ~15L, tw = kp - ks;\n", p->pairs ? "kc" : "(kc + 1) >> 1");
+  cg_emit(o, "  uint32_t *w = (uint32_t *)d;\n  for (int i = 0; i < %d; i++) {\n", R);
+  cg_emit(o, "    uint32_t *q = w + i * 16, *qt = w + ks * %d + i * tw;\n", R);
+  cg_emit(o, "    if (i >= mr) {\n      for (long c = 0; c < ks; c += 16) memset(q + c * %d, 0, 64);\n", R);
+  cg_emit(o, "      memset(qt, 0, (size_t)tw * 4U);\n      continue;\n    }\n");
+  cg_emit(o, "    const %s *s = A + (ir + i) * cx->lda + pc;\n", at);
+  emit_chunk(o, p);
+  if (p->pairs) {
+    cg_emit(o, "    memcpy(qt, s + ks, (size_t)tw * 4U);\n");
+  } else if (p->adt == TINY_BF16) { /* the odd last k paired with 0 */
+    cg_emit(o, "    for (long k = 0; k < tw; k++) {\n      long e = 2 * (ks + k);\n");
+    cg_emit(o, "      qt[k] = (uint32_t)s[e] | (e + 1 < kc ? (uint32_t)s[e + 1] << 16 : 0U);\n    }\n");
+  } else {
+    cg_emit(o, "    if (tw) {\n      int rem = (int)(kc - 2 * ks);\n");
+    cg_emit(o, "      __m512 x0 = _mm512_maskz_loadu_ps((__mmask16)((1u << (rem < 16 ? rem : 16)) - 1u), s + 2 * ks);\n");
+    cg_emit(o, "      __m512 x1 = _mm512_maskz_loadu_ps((__mmask16)((1u << (rem > 16 ? rem - 16 : 0)) - 1u), s + 2 * ks + 16);\n");
+    cg_emit(o, "      _mm512_mask_storeu_epi32(qt, (__mmask16)((1u << tw) - 1u), (__m512i)_mm512_cvtne2ps_pbh(x1, x0));\n    }\n");
+  }
+  cg_emit(o, "  }\n}\n");
+  cg_emit_pack_a_pass(o, "", NULL, t->groups, t->ppg * t->mr, t->mp, R, "$P_amxpk(cx, ba, Ap + ir * kc, ir, pc, kc)");
 }
