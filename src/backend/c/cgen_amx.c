@@ -10,13 +10,13 @@
  * Layout.  The variant packs as the AVX-512 BF16 one (cgen_bf16.c: A and B
  * panels of pair words, [kp][W]) with MR = NR = CG_AMX_MR (32), and then
  * turns each A panel in place into [MR][kp] (row i's pairs contiguous, the
- * AMX "A" operand, $P_amxtr), in tile order: the first kp & ~15 pairs as
- * blocks of 32 rows x 16 pairs (each A tile 1 KiB contiguous, rows 64 bytes
- * apart), then the last kp % 16 pairs as [32][kp % 16].  Where A is pair
- * words already (a conv's paired weight) or fp32 / bf16 rows with unit
- * stride along K (a GEMM's activation), $P_amxpk writes that layout in one
- * pass from A's rows (cg_emit_amx_pack_a_direct): no fp32 panel, no
- * $P_bfcv, no transpose.  B's pair rows are already AMX's "VNNI" B:
+ * AMX "A" operand, $P_amxtr).  Where A is pair words already (a conv's
+ * paired weight) or fp32 / bf16 rows with unit stride along K (a GEMM's
+ * activation), $P_amxpk writes that layout in one pass from A's rows
+ * (cg_emit_amx_pack_a_direct; a row of the panel is a row of A, rounded):
+ * no fp32 panel, no $P_bfcv, no transpose.  (A in tile order, 32 rows x 16
+ * pairs a contiguous block, measured no faster: 3x3 512->512 at 7x7 0.22-
+ * 0.25 ms against 0.18-0.21.)  B's pair rows are already AMX's "VNNI" B:
  * 16 pair rows x 16 columns = one 1 KiB tile, row stride NR words.
  * The micro-kernel holds C's 32x32 in four accumulator tiles (tmm4-7), two
  * A tiles (tmm0-1: rows 0-15, 16-31, 16 pairs each) and two B tiles
@@ -84,9 +84,9 @@ void cg_emit_amx_kernel(cg_out *o, int mr, int nv, bool pairs) {
   cg_emit(o, "  float cb[%d] __attribute__((aligned(64)));\n", R * R);
   /* the tiles as $P_tcfg configured them at the task's start */
   cg_emit(o, "  _tile_zero(4); _tile_zero(5); _tile_zero(6); _tile_zero(7);\n");
-  cg_emit(o, "  const char *ab = (const char *)a, *bb = (const char *)b;\n");
+  cg_emit(o, "  const char *ab = (const char *)a, *bb = (const char *)b;\n  long as = kp * 4;\n");
   cg_emit(o, "  for (long k = 0; k < ks; k += 16) {\n");
-  cg_emit(o, "    _tile_loadd(0, ab + k * %d, 64);\n    _tile_loadd(1, ab + k * %d + %d, 64);\n", R * 4, R * 4, R * 64 / 2);
+  cg_emit(o, "    _tile_loadd(0, ab + k * 4, as);\n    _tile_loadd(1, ab + (%dL * kp + k) * 4, as);\n", R / 2);
   cg_emit(o, "    _tile_loadd(2, bb + k * %d, %d);\n    _tile_loadd(3, bb + k * %d + 64, %d);\n", R * 4, R * 4, R * 4, R * 4);
   cg_emit(o, "    _tile_dpbf16ps(4, 0, 2); _tile_dpbf16ps(5, 0, 3); _tile_dpbf16ps(6, 1, 2); _tile_dpbf16ps(7, 1, 3);\n  }\n");
   cg_emit(o, "  _tile_stored(4, cb, %d); _tile_stored(5, cb + 16, %d);\n", R * 4, R * 4);
@@ -96,8 +96,8 @@ void cg_emit_amx_kernel(cg_out *o, int mr, int nv, bool pairs) {
   cg_emit(o, "    for (int i = 0; i < %d; i++)\n      for (int j = 0; j < %d; j++) {\n", mr, nv);
   cg_emit(o, "        __m512 c = _mm512_load_ps(cb + i * %d + j * 16);\n", R);
   cg_emit(o, "        for (long k = ks; k < kp; k++)\n");
-  cg_emit(o, "          c = _mm512_dpbf16_ps(c, (__m512bh)_mm512_set1_epi32(aw[ks * %d + i * (kp - ks) + k - ks]), "
-             "(__m512bh)_mm512_loadu_ps(b + k * %d + j * 16));\n", R, R);
+  cg_emit(o, "          c = _mm512_dpbf16_ps(c, (__m512bh)_mm512_set1_epi32(aw[i * kp + k]), "
+             "(__m512bh)_mm512_loadu_ps(b + k * %d + j * 16));\n", R);
   cg_emit(o, "        _mm512_store_ps(cb + i * %d + j * 16, c);\n      }\n  }\n", R);
   cg_emit(o, "  for (int i = 0; i < %d; i++)\n    $P_row%d(tt, m + i, n, nr, first, last", mr, nv);
   for (int j = 0; j < nv; j++) cg_emit(o, ", _mm512_load_ps(cb + i * %d + %d)", R, 16 * j);
@@ -127,8 +127,7 @@ void cg_emit_amx_pack_a(cg_out *o, int64_t groups, int64_t span, int64_t mp, int
   long kpmax = pairs ? kc : (kc + 1) / 2;
   cg_emit(o, "static $T void $P_amxtr(float *d, long kp) {\n");
   cg_emit(o, "  uint32_t t[%ldL];\n  uint32_t *w = (uint32_t *)d;\n  memcpy(t, d, (size_t)kp * %dU * 4U);\n", kpmax * R, R);
-  cg_emit(o, "  long ks = kp & ~15L;\n  for (long k = 0; k < ks; k++)\n    for (int i = 0; i < %d; i++) w[(k >> 4) * %d + i * 16 + (k & 15)] = t[k * %d + i];\n", R, R * 16, R);
-  cg_emit(o, "  for (int i = 0; i < %d; i++)\n    for (long k = ks; k < kp; k++) w[ks * %d + i * (kp - ks) + k - ks] = t[k * %d + i];\n}\n", R, R, R);
+  cg_emit(o, "  for (int i = 0; i < %d; i++)\n    for (long k = 0; k < kp; k++) w[i * kp + k] = t[k * %d + i];\n}\n", R, R);
   cg_emit_pack_a_pass(o, "", "$P_packA_task1", groups, span, mp, R,
                       pairs ? "$P_amxtr(Ap + ir * kc, kc)" : "$P_amxtr(Ap + ir * kc, (kc + 1) >> 1)");
 }
@@ -141,22 +140,22 @@ bool cg_amx_a_direct(const cg_mm *p) {
   return p->amx && !p->m_expr && (p->pairs || ((p->adt == TINY_FP32 || p->adt == TINY_BF16) && p->a_sk == 1));
 }
 
-/* One 16-pair chunk (src s at k offset `off`, in A's elements) of row i to
- * dst q, as the direct packer reads A (pairs: words; fp32: 32 floats
- * rounded to bf16, nearest even; bf16: 32 halves). */
+/* The 16-pair chunks of a panel row (the first ks pairs from A's row s to
+ * the panel's row q), as the direct packer reads A (pairs: words; fp32:
+ * 32 floats rounded to bf16, nearest even; bf16: 32 halves). */
 static void emit_chunk(cg_out *o, const cg_mm *p) {
   if (p->pairs || p->adt == TINY_BF16)
-    cg_emit(o, "      for (long c = 0; c < ks; c += 16) memcpy(q + c * %d, s + c * %d, 64);\n", CG_AMX_MR, p->pairs ? 1 : 2);
+    cg_emit(o, "      for (long c = 0; c < ks; c += 16) memcpy(q + c, s + c * %d, 64);\n", p->pairs ? 1 : 2);
   else
     cg_emit(o, "      for (long c = 0; c < ks; c += 16)\n"
-               "        _mm512_storeu_si512(q + c * %d, (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(s + 2 * c + 16), "
-               "_mm512_loadu_ps(s + 2 * c)));\n", CG_AMX_MR);
+               "        _mm512_storeu_si512(q + c, (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(s + 2 * c + 16), "
+               "_mm512_loadu_ps(s + 2 * c)));\n");
 }
 
 /* $P_amxpk(cx, ba, d, ir, pc, kc) and $P_packA_task: the panel d of A's
  * rows ir.. (32, those past M zero) for batch ba, kc deep from pc (pairs
- * when p->pairs, else elements), in the kernel's tile order; one task per
- * panel group and KC block of t, as cg_emit_pack_a. */
+ * when p->pairs, else elements), as [32][kp] pair words (the kernel's A);
+ * one task per panel group and KC block of t, as cg_emit_pack_a. */
 void cg_emit_amx_pack_a_direct(cg_out *o, const cg_mm *p, const cg_tile *t) {
   const int R = CG_AMX_MR;
   const char *at = p->pairs ? "uint32_t" : cg_ctype(p->adt);
@@ -166,9 +165,8 @@ void cg_emit_amx_pack_a_direct(cg_out *o, const cg_mm *p, const cg_tile *t) {
   cg_emit(o, "  int mr = %ldL - ir < %d ? (int)(%ldL - ir) : %d;\n", (long)p->M, R, (long)p->M, R);
   cg_emit(o, "  long kp = %s, ks = kp & ~15L, tw = kp - ks;\n", p->pairs ? "kc" : "(kc + 1) >> 1");
   cg_emit(o, "  uint32_t *w = (uint32_t *)d;\n  for (int i = 0; i < %d; i++) {\n", R);
-  cg_emit(o, "    uint32_t *q = w + i * 16, *qt = w + ks * %d + i * tw;\n", R);
-  cg_emit(o, "    if (i >= mr) {\n      for (long c = 0; c < ks; c += 16) memset(q + c * %d, 0, 64);\n", R);
-  cg_emit(o, "      memset(qt, 0, (size_t)tw * 4U);\n      continue;\n    }\n");
+  cg_emit(o, "    uint32_t *q = w + i * kp, *qt = q + ks;\n");
+  cg_emit(o, "    if (i >= mr) {\n      memset(q, 0, (size_t)kp * 4U);\n      continue;\n    }\n");
   cg_emit(o, "    const %s *s = A + (ir + i) * cx->lda + pc;\n", at);
   emit_chunk(o, p);
   if (p->pairs) {
