@@ -23,13 +23,14 @@ AMX variant, checked the same.  The tile configuration is loaded once a
 compute task, not per micro-kernel call (checked in the C)."""
 import os
 import re
+import subprocess
 import sys
 import tempfile
 
 import numpy as np
 
 from bf16_ref import bf16, check_products
-from harp_test import Suite, run
+from harp_test import HARP, Suite, run
 
 try:
     import onnx
@@ -121,6 +122,12 @@ matmul("mm_deep", (45, 1701), (1701, 70))           # four blocks summed in C
 matmul("mm_batched_acts", (2, 3, 40, 96), (2, 3, 96, 80), b_init=False)
 matmul("mm_residual", (40, 96), (96, 80), residual=True)
 gemm_bt_relu("gemm_transb_bias_relu", 50, 70, 100)
+# A^T (transA): A's stride along K is not 1, so the fp32 packer, $P_bfcv and $P_amxtr (not $P_amxpk)
+ta_a, ta_w = arr(99, 60), arr(99, 72)
+inputs["gemm_transa_a"], inits["gemm_transa_w"] = ta_a, ta_w
+nodes.append(helper.make_node("Gemm", ["gemm_transa_a", "gemm_transa_w"], ["gemm_transa"], transA=1))
+case("gemm_transa", ta_a.T.astype(np.float64) @ ta_w.astype(np.float64), bf16(ta_a).T @ bf16(ta_w),
+     np.abs(ta_a.T.astype(np.float64)) @ np.abs(ta_w.astype(np.float64)), 99)
 conv("conv1x1", (1, 70, 9, 11), 40, 1)
 conv("conv1x1_120ch", (1, 120, 8, 16), 32, 1)
 conv("conv3x3_odd_s2_batch2", (2, 19, 15, 15), 35, 3, stride=2, pad=1)
@@ -208,4 +215,58 @@ if len(got) == len(RUNS) * len(cases):
     differ = [c[0] for c in cases if c[0] not in BELOW and not np.array_equal(got[("amx", c[0])], got[("no-amx", c[0])])]
     s.check("AMX on and off differ in rounding (the AMX kernel ran)", len(differ) >= (len(cases) - len(BELOW)) // 2,
             f"differ only in {differ}")
+
+
+# ---- A packed straight into the tile layout ($P_amxpk): a bf16 activation, K odd ---------------------
+# r = relu(x @ w1) is stored in bf16 between the two MatMuls (its consumer multiplies in bf16), so the
+# second MatMul's A is bf16 with unit stride along K, K = 67 (33 pairs: two 16-pair steps and a pair
+# whose second half is 0).  Small integers keep every sum exact in fp32 and r's integers need more than
+# bf16's 8 bits: y = numpy's bf16(r) @ w2 exactly (a lost tail, a pair's halves swapped, a row off by
+# one all show), and the C packs A with $P_amxpk.
+def ints(lo, hi, *shape):
+    return rng.integers(lo, hi + 1, size=shape).astype(np.float32)
+
+
+cx, cw1, cw2 = ints(-15, 15, 48, 100), ints(-15, 15, 100, 67), ints(-3, 3, 67, 96)
+cr = np.maximum(cx.astype(np.float64) @ cw1, 0)
+chain = helper.make_graph([helper.make_node("MatMul", ["x", "w1"], ["t"]), helper.make_node("Relu", ["t"], ["r"]),
+                           helper.make_node("MatMul", ["r", "w2"], ["y"])], "chain",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [48, 100])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [48, 96])],
+                          [numpy_helper.from_array(cw1, "w1"), numpy_helper.from_array(cw2, "w2")])
+cpath = os.path.join(tempfile.mkdtemp(), "chain.onnx")
+onnx.save(helper.make_model(chain, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), cpath)
+s.check("bf16 A: the case rounds r (more than 8 significant bits)", bool(np.mean(bf16(cr) != cr) > 0.1))
+dump = tempfile.mkdtemp()
+p, d = run(cpath, {"x": cx}, backend="cpu", extra=["--precision", "bf16", "--dump", "c", "--dump-dir", dump])
+s.check("bf16 A: runs", p.returncode == 0, p.stderr[-400:])
+if p.returncode == 0:
+    src = open(os.path.join(dump, "model.c")).read()
+    s.check("bf16 A: r stored in bf16, packed by $P_amxpk on the AMX variant",
+            re.search(r"gemm 48x96x67 [^\n]*bf16\*fp32->fp32", src) is not None and "_amxpk(" in src
+            and "_amxtr(" not in src, "")
+    e = np.abs(np.load(os.path.join(d, "y.npy")).astype(np.float64) - bf16(cr) @ cw2)
+    s.check("bf16 A: y = numpy's bf16(r) @ w2 exactly", float(e.max()) == 0.0, f"max err {e.max():.3g}")
+
+# ---- a standalone package with the AMX variant (harp compile --precision bf16, built without -march) --
+# its task loads and releases the tile configuration: it carries the AMX target itself
+pa, pw = arr(40, 131), arr(131, 72)
+pg = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "pkg",
+                       [helper.make_tensor_value_info("x", TensorProto.FLOAT, [40, 131])],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, [40, 72])], [numpy_helper.from_array(pw, "w")])
+pdir = tempfile.mkdtemp()
+ppath, pkg, xin = os.path.join(pdir, "p.onnx"), os.path.join(pdir, "pkg"), os.path.join(pdir, "x.npy")
+onnx.save(helper.make_model(pg, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), ppath)
+np.save(xin, pa)
+c = subprocess.run([HARP, "compile", ppath, "--target", "cpu", "--precision", "bf16", "-o", pkg, "--input", f"x={xin}"],
+                   capture_output=True, text=True, timeout=300)
+s.check("package: harp compile --precision bf16 (AMX variant)", c.returncode == 0, c.stderr[-600:])
+if c.returncode == 0:
+    s.check("package: has the AMX variant", all(t in open(os.path.join(pkg, "model.c")).read() for t in AMX_C), "")
+    mk_ = subprocess.run(["make", "-s", "-C", pkg], capture_output=True, text=True, timeout=300)
+    s.check("package: builds and runs", mk_.returncode == 0, mk_.stderr[-600:])
+    if mk_.returncode == 0:
+        f64 = lambda v: v.astype(np.float64)
+        check("package", "y", np.load(os.path.join(pkg, "outputs", "y.npy")), f64(pa) @ f64(pw), bf16(pa) @ bf16(pw),
+              np.abs(f64(pa)) @ np.abs(f64(pw)), 131)
 s.close()

@@ -81,14 +81,16 @@ void cg_emit_bf16_kernel(cg_out *o, int mr, int nv, int tmr, int tnr, int pf, lo
   cg_emit_kernel_rows(o, mr, nv);
 }
 
-/* $P_packA_task<suffix>: the packer's task `inner` (panel group g of
- * `groups`, span rows of A each, of KC block pb for batch ba), then `stmt`
+/* $P_packA_task<suffix>: the packer's task `inner` (none when NULL; panel
+ * group g of `groups`, span rows of A each, of KC block pb for batch ba), then `stmt`
  * on each of its panels (mr rows, mp rows of A in all; stmt reads Ap + ir
  * * kc, the panel, and kc, the block's depth). */
 void cg_emit_pack_a_pass(cg_out *o, const char *suffix, const char *inner, int64_t groups, int64_t span, int64_t mp,
                          int mr, const char *stmt) {
   cg_emit(o, "static $T void $P_packA_task%s(void *vc, int task, int tid) {\n", suffix);
-  cg_emit(o, "  %s(vc, task, tid);\n  const $F_ctx *cx = (const $F_ctx *)vc;\n", inner);
+  if (inner) cg_emit(o, "  %s(vc, task, tid);\n", inner);
+  else cg_emit(o, "  (void)tid;\n");
+  cg_emit(o, "  const $F_ctx *cx = (const $F_ctx *)vc;\n");
   cg_emit(o, "  long g = task %% %ldL, r = task / %ldL, pb = r %% cx->nkb, ba = r / cx->nkb;\n", (long)groups,
           (long)groups);
   cg_emit(o, "  long pc = pb * cx->kc, kc = cx->K - pc < cx->kc ? cx->K - pc : cx->kc;\n");

@@ -66,6 +66,11 @@ void cg_emit(cg_out *o, const char *fmt, ...) {
   const char *T = o->isa ? o->isa->attr : "";
   const char *I = o->isa ? o->isa->iattr : "static inline";
   if (o->bf16_cvt && o->isa && o->isa->id == CGEN_ISA_AVX512) T = BF16_T, I = BF16_I;
+  /* the AMX variant's functions ($T) may use the tiles: its task loads the
+   * tile configuration and releases it, which a function without amx-tile
+   * cannot inline (a package built without -march=native failed); its
+   * inline helpers stay AVX-512 BF16, callable from its bf16 packers */
+  if (o->amx && o->isa && o->isa->id == CGEN_ISA_AVX512) T = CG_AMX_ATTR, I = BF16_I;
   for (const char *p = buf; *p; p++) {
     if (p[0] == '$' && (p[1] == 'P' || p[1] == 'F' || p[1] == 'T' || p[1] == 'I')) {
       ut_str_puts(o->s, p[1] == 'P' ? o->P : p[1] == 'F' ? o->F : p[1] == 'T' ? T : I);

@@ -552,8 +552,13 @@ static void emit_variant(cg_out *o, const cg_mm *p, const cg_tile *t) {
       emit_kernel(o, p, t, p->m_expr ? t->mr - a : mrs[a], nvs[b]);
     }
   }
-  cg_emit_pack_a(o, p, t);
-  if (o->amx) cg_emit_amx_pack_a(o, t->groups, t->ppg * t->mr, t->mp, t->kc, p->pairs), cg_emit_amx_tilecfg(o);
+  if (o->amx && cg_amx_a_direct(p)) {
+    cg_emit_amx_pack_a_direct(o, p, t);
+  } else {
+    cg_emit_pack_a(o, p, t);
+    if (o->amx) cg_emit_amx_pack_a(o, t->groups, t->ppg * t->mr, t->mp, t->kc, p->pairs);
+  }
+  if (o->amx) cg_emit_amx_tilecfg(o);
   if (cg_bt_transposes(p, o->isa, t)) cg_emit_tr16(o);
   int64_t xn = emit_b_packer(o, p, t);
   emit_task(o, p, t);

@@ -93,6 +93,10 @@ static inline bool cg_mm_use_bfcv(const cg_mm *p, const cg_out *o) { return cg_m
 /* ... and is B (unit stride along N) packed as pairs straight away? */
 static inline bool cg_mm_b_pairs(const cg_mm *p, const cg_out *o) { return cg_mm_use_bfcv(p, o) && !p->conv && p->b_sn == 1; }
 /* ... and is A (bf16, unit stride along K) packed as pairs straight away? */
+/* AMX (cgen_amx.c): whether p's A goes straight into the tile layout, and
+ * that packer ($P_amxpk, $P_packA_task). */
+bool cg_amx_a_direct(const cg_mm *p);
+void cg_emit_amx_pack_a_direct(cg_out *o, const cg_mm *p, const cg_tile *t);
 static inline bool cg_mm_a_pairs(const cg_mm *p, const cg_out *o) { return cg_mm_use_bfcv(p, o) && p->adt == TINY_BF16 && p->a_sk == 1; }
 
 /* The packers (cgen_gemm_pack.c): A's MR-row panels; a GEMM's B; a conv's B
