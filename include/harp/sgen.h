@@ -90,6 +90,10 @@ int rt_sgen_cc_runs(const rt_sgen *s);
 bool rt_sgen_from_manifest(const rt_sgen *s);
 /* The generated C of the one object (NULL in fallback or from a manifest). */
 const char *rt_sgen_source(const rt_sgen *s);
+/* The model as the object compiles it (canonical JSON, symbols unbound):
+ * the one given, each weight whose shape moves with the box declared at its
+ * upper corner and read through a SHRINK (rt_sgen_weights). */
+const char *rt_sgen_text(const rt_sgen *s);
 /* What a standalone package of the one object needs to check a binding and
  * size its outputs without harp (harp compile --shapeset): the graph
  * prepared at the corner hi (its dims name the symbols they read), every

@@ -750,6 +750,7 @@ int rt_sgen_objects(const rt_sgen *s) { return s->objects; }
 int rt_sgen_cc_runs(const rt_sgen *s) { return s->cc_runs; }
 bool rt_sgen_from_manifest(const rt_sgen *s) { return s->from_manifest; }
 const char *rt_sgen_source(const rt_sgen *s) { return s->m ? rt_cpu_source(s->m) : NULL; }
+const char *rt_sgen_text(const rt_sgen *s) { return s->text; }
 
 bool rt_sgen_layout_of(const rt_sgen *s, rt_sgen_layout *l) {
   if (!s->m) return false;
