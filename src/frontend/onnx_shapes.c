@@ -158,7 +158,7 @@ static harp_status take(ox_ctx *c, const Onnx__ValueInfoProto *vi, int k) {
   for (int i = 0; sp && i < gs->rank; i++) {
     int64_t v;
     const char *param;
-    if (ox_kind_of(sp->dim[i], &v, &param) == D_PARAM && !kept_dynamic(c, vi->name, id, i, param) &&
+    if (ox_kind_of(sp->dim[i], &v, &param) == D_PARAM && kept_dynamic(c, vi->name, id, i, param) < 0 &&
         bind_param(c, param, gs->dims[i], from))
       return c->e->code;
   }
@@ -212,7 +212,7 @@ harp_status ox_bind_given(ox_ctx *c, const Onnx__GraphProto *gp) {
       const char *param;
       char id[128];
       ox_sanitize(vi->name, id);
-      if (ox_kind_of(sp->dim[d], &v, &param) == D_PARAM && !kept_dynamic(c, vi->name, id, (int)d, param) &&
+      if (ox_kind_of(sp->dim[d], &v, &param) == D_PARAM && kept_dynamic(c, vi->name, id, (int)d, param) < 0 &&
           given_sym(c, param, &sv))
         st = bind_param(c, param, sv, "--sym");
     }
@@ -254,7 +254,7 @@ static bool one_dim(ox_ctx *c, const Onnx__TensorShapeProto__Dimension *d, const
   }
   char buf[160];
   snprintf(buf, sizeof buf, "%s_d%d", id, i);
-  if (!kept_dynamic(c, id, id, i, NULL) && given_sym(c, buf, v)) return true;
+  if (kept_dynamic(c, id, id, i, NULL) < 0 && given_sym(c, buf, v)) return true;
   *sym = ox_ident(c, buf);
   return false;
 }
