@@ -55,22 +55,33 @@ pos = np.arange(TOP, dtype=np.float64)[:, None] * 10000.0 ** (-np.arange(E) % (E
 cos, sin = np.cos(pos)[:, None, :].astype(np.float32), np.sin(pos)[:, None, :].astype(np.float32)
 bias = rng.standard_normal((H, TOP)).astype(np.float32)
 
+def run(sess, feeds):
+    """sess's first output on feeds, or the error's text."""
+    try:
+        return sess.run(None, feeds)[0]
+    except harp.HarpError as ex:
+        return str(ex)[:400]
+
+
 # one compile through harp.h, the tables at the upper corner
-sess = harp.InferenceSession(path, {"progress": False, "cache_dir": CACHE, "params": {"cos": cos, "sin": sin, "b": bias}},
-                             shapesets={"S": (16, TOP)})
-for S in (16, 37, TOP, 77):
-    x = rng.standard_normal((1, S, H, E)).astype(np.float32)
-    got = sess.run(None, {"x": x})[0]
-    want = want_dsl(x, cos[:S], sin[:S], bias[:, :S])
-    err = float(np.max(np.abs(got - want))) if got.shape == want.shape else -1
-    s.check(f"DSL weights at the upper corner, S = {S}: vs numpy", got.shape == want.shape and err <= 1e-5, f"{got.shape}, {err}")
-objs, built, why = sess.shapeset_objects()
-s.check("DSL weights: one object for the box", objs == 1 and why is None, f"{objs} object(s): {why}")
 try:
-    sess.run(None, {"x": np.zeros((1, TOP + 1, H, E), np.float32)})
-    s.check("DSL weights: a binding past the box is refused", False)
+    sess = harp.InferenceSession(path, {"progress": False, "cache_dir": CACHE, "params": {"cos": cos, "sin": sin, "b": bias}},
+                                 shapesets={"S": (16, TOP)})
 except harp.HarpError as ex:
-    s.check("DSL weights: a binding past the box is refused", "outside" in str(ex), str(ex)[:300])
+    sess = None
+    s.check("DSL weights at the upper corner: compiles", False, str(ex)[:400])
+for S in (16, 37, TOP, 77) if sess else ():
+    x = rng.standard_normal((1, S, H, E)).astype(np.float32)
+    got = run(sess, {"x": x})
+    want = want_dsl(x, cos[:S], sin[:S], bias[:, :S])
+    ok = not isinstance(got, str) and got.shape == want.shape
+    err = float(np.max(np.abs(got - want))) if ok else got
+    s.check(f"DSL weights at the upper corner, S = {S}: vs numpy", ok and err <= 1e-5, str(err))
+if sess:
+    objs, built, why = sess.shapeset_objects()
+    s.check("DSL weights: one object for the box", objs == 1 and why is None, f"{objs} object(s): {why}")
+    got = run(sess, {"x": np.zeros((1, TOP + 1, H, E), np.float32)})
+    s.check("DSL weights: a binding past the box is refused", isinstance(got, str) and "outside" in got, str(got)[:300])
 
 
 def cli_run(S):
@@ -133,10 +144,10 @@ else:
         sess = harp.InferenceSession(p, {"progress": False, "cache_dir": CACHE}, shapesets={"S": (16, TOP)})
         for S in (16, 45, TOP):
             x = rng.standard_normal((2, S, E)).astype(np.float32)
-            got, want = sess.run(None, {"x": x})[0], ref.run(None, {"x": x})[0]
-            err = float(np.max(np.abs(got - want))) if got.shape == want.shape else -1
-            s.check(f"ONNX table ({kind}), S = {S}: vs onnxruntime", 0 <= err <= 1e-4 * (1 + float(np.max(np.abs(want)))),
-                    f"{got.shape}, {err}")
+            got, want = run(sess, {"x": x}), ref.run(None, {"x": x})[0]
+            ok = not isinstance(got, str) and got.shape == want.shape
+            err = float(np.max(np.abs(got - want))) if ok else got
+            s.check(f"ONNX table ({kind}), S = {S}: vs onnxruntime", ok and err <= 1e-4 * (1 + float(np.max(np.abs(want)))), str(err))
         objs, built, why = sess.shapeset_objects()
         s.check(f"ONNX table ({kind}): {expect}", (objs == 1 and why is None) if expect == "one object" else
                 (why is not None and expect in why), f"{objs} object(s): {why}")
