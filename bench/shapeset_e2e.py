@@ -12,7 +12,9 @@ both objects pack them once as a real model's constants):
   resnet18     bench/models/resnet18.harp, the batch N in 1..8, at N = 1, 3, 8
   mobilenetv2  bench/models/mobilenetv2.harp, the batch N in 1..8, at N = 1, 3, 8
   llama        bench/models/llama_layer.harp, the sequence S in 16..128, at S = 37, 77, 128
-               (the rotary tables cos, sin [S, 1, 64] are inputs of the binding)
+               (the rotary tables cos, sin [S, 1, 64]: random inputs in the latency runs, --param
+               weights at the binding's shape in the check, which the ShapeSet object reads from its
+               table at the upper corner: docs/architecture.md, "One object per ShapeSet")
   transformer  examples/transformer_block.harp (B = 4), S in 16..256, at S = 37, 100, 256
 (the image side is a constant of these models' .harp files: 224.)
   latency  `harp bench --shapeset SYM=LO..HI --bind SYM=V ...`: in one process,

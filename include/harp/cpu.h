@@ -98,6 +98,16 @@ bool rt_cpu_tier0_last(const rt_cpu_model *m, int *fast, int *interp, double *fa
 /* The milliseconds that last tier-0 run waited for its kernels' reading
  * (read on the builder thread while the first run starts; 0 after). */
 double rt_cpu_tier0_wait_ms(const rt_cpu_model *m);
+/* What ended the builder thread's hold (knob tier0=auto: after its reading
+ * it waits for the first tier-0 run to end, at most 1.5 s), and how long it
+ * waited (*ms; -1: it never reached the hold).  Read after rt_cpu_wait_build. */
+typedef enum rt_cpu_hold {
+  RT_HOLD_NONE,      /* never held (no builder thread, or tier0 is not auto) */
+  RT_HOLD_FIRST_RUN, /* the first tier-0 run ended */
+  RT_HOLD_WAITED,    /* a caller waited for the object first */
+  RT_HOLD_TIMEOUT    /* 1.5 s passed */
+} rt_cpu_hold;
+rt_cpu_hold rt_cpu_builder_hold(const rt_cpu_model *m, double *ms);
 /* Whether the compiled object is loaded: true at once without the knob
  * tier0; with it, once the background build finished (then loaded here; a
  * failed build's error into e).  Never waits. */

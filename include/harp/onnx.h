@@ -159,6 +159,12 @@ typedef struct onnx_opts {
    * file spells it or as its identifier, "<input id>_d<i>", or "INPUT:i". */
   const char *const *keep_dynamic;
   int nkeep_dynamic;
+  /* Per keep_dynamic entry (NULL, or 0: none): the largest value the dim
+   * takes (a ShapeSet's upper corner).  The import takes it as a fact where
+   * a size must be proved to lie inside an axis (a table sliced by the
+   * sequence length, [0, S) of 128 rows, becomes a slice over S, not a
+   * number needed); a binding past it fails the model's preparation. */
+  const int64_t *keep_dynamic_hi;
 } onnx_opts;
 
 /* Parse and import path.  On failure *out is empty (nothing to free). */

@@ -68,6 +68,15 @@ harp_status rt_sgen_output_shapes(harp_error *e, rt_sgen *s, const ut_tensor *in
  * checks it, its varying symbols' values into syms[] for
  * rt_cpu_instance_run_syms (an error when the object does not serve it). */
 rt_cpu_model *rt_sgen_object(const rt_sgen *s);
+/* A weight whose declared shape reads a symbol the box varies (rotary
+ * tables [S, 1, 64]) is one table at the box's upper corner in the object,
+ * whose kernels read the binding's leading slice.  The tensors for
+ * rt_sgen_object's instances: inputs (in the model's input order) with each
+ * such weight given at a binding's shape placed in the leading corner of
+ * a zeroed table at the upper corner (right for that binding and every one
+ * below it), the others borrowed; *out is freed by rt_sgen_weights_free. */
+harp_status rt_sgen_weights(harp_error *e, const rt_sgen *s, const ut_tensor *inputs, int ninputs, ut_tensor **out);
+void rt_sgen_weights_free(const rt_sgen *s, const ut_tensor *inputs, ut_tensor *made, int ninputs);
 harp_status rt_sgen_bind(harp_error *e, rt_sgen *s, const ut_tensor *inputs, int ninputs, long long *syms);
 /* NULL when one object serves the box; else why each binding compiles. */
 const char *rt_sgen_fallback(const rt_sgen *s);
@@ -81,6 +90,10 @@ int rt_sgen_cc_runs(const rt_sgen *s);
 bool rt_sgen_from_manifest(const rt_sgen *s);
 /* The generated C of the one object (NULL in fallback or from a manifest). */
 const char *rt_sgen_source(const rt_sgen *s);
+/* The model as the object compiles it (canonical JSON, symbols unbound):
+ * the one given, each weight whose shape moves with the box declared at its
+ * upper corner and read through a SHRINK (rt_sgen_weights). */
+const char *rt_sgen_text(const rt_sgen *s);
 /* What a standalone package of the one object needs to check a binding and
  * size its outputs without harp (harp compile --shapeset): the graph
  * prepared at the corner hi (its dims name the symbols they read), every

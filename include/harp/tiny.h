@@ -391,6 +391,13 @@ harp_status tiny_prepare(harp_error *e, tiny_graph *g, const tiny_symtab *syms, 
 harp_status tiny_bind_input(harp_error *e, const tiny_graph *g, int node, int rank, const int64_t *dims,
                           tiny_symtab *syms);
 
+/* Each INPUT node i with at[i] != NULL declared at shape at[i] (constant
+ * sizes, each at least the declared one) and read through a SHRINK
+ * [0, declared dim) on the axes k set in moving[i] (bit k), which its
+ * readers read instead (a ShapeSet's weight at the box's upper corner,
+ * src/tiny/declare_at.c).  at and moving have g->n entries. */
+harp_status tiny_declare_at(harp_error *e, tiny_graph *g, const tiny_shape *const *at, const unsigned *moving);
+
 /* Model inputs: indices of INPUT nodes in graph order (malloc'd array). */
 int tiny_inputs(const tiny_graph *g, int **out);
 /* Recompute g->outputs if not explicit: every node nothing consumes. */

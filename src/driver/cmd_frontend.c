@@ -13,6 +13,7 @@
 #include "harp/frontend.h"
 #include "harp/function.h"
 #include "harp/onnx.h"
+#include "harp/sgen.h"
 #include "util/util.h"
 
 extern char **environ;
@@ -120,6 +121,17 @@ static void on_needs(void *ctx, const char *name) {
  * initializer would, and it leaves o's --input list, since the model no
  * longer has it; --shape, the --input files' shapes and --sym are given at
  * import too: the importer specialises on them (docs/onnx.md). */
+/* The HI of --shapeset NAME=LO..HI, or 0 (a malformed one is refused when
+ * the box is compiled). */
+static int64_t shapeset_hi(const char *spec) {
+  harp_error pe = {0};
+  char name[CLI_NAME_MAX];
+  rt_sgen_sym y;
+  int64_t hi = rt_sgen_parse_box(&pe, spec, "--shapeset", name, sizeof name, &y) ? 0 : y.hi;
+  harp_error_clear(&pe);
+  return hi;
+}
+
 static harp_status import_once(harp_error *e, cli_opts *o, onnx_model *onnx, needs_ctx *nc) {
   int n = o->nparams, ns = 0;
   onnx_shape *shapes = NULL;
@@ -128,16 +140,18 @@ static harp_status import_once(harp_error *e, cli_opts *o, onnx_model *onnx, nee
   if (!st) st = cli_given_shapes(e, o, &shapes, &ns);
   char(*keep)[CLI_NAME_MAX] = ut_xcalloc((size_t)o->nshapesets + 1, sizeof *keep); /* --shapeset's dims stay symbols */
   const char *keepp[CLI_MAX_LIST];
+  int64_t keep_hi[CLI_MAX_LIST]; /* the box's upper corner: sizes the import proves inside an axis by it */
   for (int k = 0; keep && k < o->nshapesets; k++) {
     const char *eq = strchr(o->shapesets[k], '=');
     snprintf(keep[k], sizeof keep[k], "%.*s", eq ? (int)(eq - o->shapesets[k]) : 0, o->shapesets[k]);
     keepp[k] = keep[k];
+    keep_hi[k] = shapeset_hi(o->shapesets[k]);
   }
   if (!keep && !st) st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   onnx_opts oo = {.nfixed = n, .fixed_names = o->params, .read = cli_read_param, .read_ctx = o, .used = used,
                      .nshapes = ns, .shapes = shapes, .shape_used = sused, .syms = &o->syms,
                      .needs_data = nc ? on_needs : NULL, .needs_ctx = nc, .host_flow = o->host_flow,
-                     .keep_dynamic = keepp, .nkeep_dynamic = o->nshapesets};
+                     .keep_dynamic = keepp, .nkeep_dynamic = o->nshapesets, .keep_dynamic_hi = keep_hi};
   if (!st) st = onnx_load_file_opts(e, o->model, &oo, onnx);
   for (int k = 0; k < o->nshapes && !st; k++)
     if (!sused[k]) st = ut_fail(e, HARP_E_USAGE, NULL, "--shape %s: the model has no graph input of that name", o->shapes[k].name);

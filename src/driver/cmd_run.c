@@ -162,6 +162,12 @@ static harp_status finish_pending(harp_error *e, const cli_opts *o, rt_cpu_model
   if (o->time_stages && build_ms >= 0)
     fprintf(stderr, "harp: tier 0: the compiled object built in %.1f ms (background%s; its C printed in %.1f ms)\n", build_ms,
             rt_cpu_cache_hit(cm) ? ", found in the cache" : "", c->ms[RT_STAGE_CODE]);
+  static const char *const hold_by[] = {"never held", "released by the first tier-0 run", "released by a wait for the object",
+                                        "released at the 1.5 s limit"};
+  double hold_ms;
+  rt_cpu_hold h = rt_cpu_builder_hold(cm, &hold_ms);
+  if (o->time_stages && build_ms >= 0)
+    fprintf(stderr, "harp: tier 0: the builder held %.1f ms after its reading, %s\n", hold_ms, hold_by[h]);
   if (!st && rt_cpu_warning(cm)) fprintf(stderr, "harp: warning: %s\n", rt_cpu_warning(cm));
   rt_cpu_free(cm);
   return st;

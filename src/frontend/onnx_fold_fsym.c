@@ -12,7 +12,9 @@
  * cast to float16) fails naming the graph input (ox_need_value), as
  * before; a value whose elements are all constants is settled into an
  * ordinary float tensor, so what reads float tensors never sees a
- * fraction.
+ * fraction.  ox_dim_nonneg proves a size expression nonnegative, a
+ * ShapeSet's symbols taken at most their box's upper corner
+ * (onnx_opts.keep_dynamic_hi): a table sliced by the sequence length.
  * Needs: onnx_fold.c (the framework, integer ops), dim.c.
  * Gives: fv_fsym, fv_fsym_bin, fv_fsym_un, fv_fsym_cast, fv_fsym_settle,
  * ox_dim_nonneg. */
@@ -262,9 +264,25 @@ static const fe_dim *relax_div(ox_ctx *c, const fe_dim *d) {
   return NULL;
 }
 
+/* Whether d >= 0 where every symbol is at most its ShapeSet's upper corner
+ * (onnx_opts.keep_dynamic_hi, c->sym_hi): d's constant, positive multiples
+ * of symbols, negative multiples of bounded ones (128 - S for S <= 128). */
+static bool nonneg_in_box(const ox_ctx *c, const fe_dim *d) {
+  int64_t lb = d->c;
+  for (int i = 0; i < d->nt; i++) {
+    const fe_atom *a = d->t[i].atom;
+    const int *k = a->kind == FE_A_SYM ? ut_strmap_find(&c->sym_hi, a->sym) : NULL;
+    int64_t t;
+    if (a->kind != FE_A_SYM || (d->t[i].k < 0 && !k)) return false;
+    if (d->t[i].k < 0 && (!ut_mul_ok(d->t[i].k, c->opts->keep_dynamic_hi[*k], &t) || !ut_add_ok(lb, t, &lb))) return false;
+  }
+  return lb >= 0;
+}
+
 bool ox_dim_nonneg(ox_ctx *c, const fe_dim *d) {
   int64_t lb;
+  const fe_dim *d0 = d;
   for (int depth = 0; d && depth < 8; depth++, d = relax_div(c, d)) /* w - 2*(w/2) >= w - w */
     if (fv_dim_lb(d, &lb) && lb >= 0) return true;
-  return false;
+  return d0 && c->sym_hi.n && nonneg_in_box(c, d0);
 }

@@ -102,6 +102,7 @@ typedef struct ox_ctx {
   ox_gin *gins;
   int ngins, gincap;
   ut_strmap bound;          /* dim_param -> value, from opts' shapes and syms */
+  ut_strmap sym_hi;         /* a kept dim's symbol -> its keep_dynamic index, where keep_dynamic_hi bounds it */
   bool *taken;              /* opts->shapes[k] is substituted for its graph input */
   onnx_report *report;      /* harp check: record a failure and go on (onnx_check.c) */
   /* Nested graphs (onnx_flow.c).  A subgraph is imported in a scope of its

@@ -340,6 +340,7 @@ harp_status ox_import_model(harp_error *e, Onnx__ModelProto *mp, const char *fil
   ut_strmap_free(&c.dimsyms);
   ut_strmap_free(&c.uses);
   ut_strmap_free(&c.bound);
+  ut_strmap_free(&c.sym_hi);
   free(c.gins);
   free(c.taken);
   onnx__model_proto__free_unpacked(mp, NULL);

@@ -59,26 +59,26 @@ static bool given_sym(const ox_ctx *c, const char *name, int64_t *v) {
   return c->opts && c->opts->syms && tiny_symtab_get(c->opts->syms, id, v);
 }
 
-/* Whether dim i of graph input name (harp id id; its dim_param param, or
- * NULL) is one opts->keep_dynamic names: its dim_param as spelled or as an
- * identifier, "<id>_d<i>", or "INPUT:i" (by ONNX name or id). */
-static bool kept_dynamic(const ox_ctx *c, const char *name, const char *id, int i, const char *param) {
+/* The opts->keep_dynamic entry that names dim i of graph input name (harp
+ * id id; its dim_param param, or NULL): its dim_param as spelled or as an
+ * identifier, "<id>_d<i>", or "INPUT:i" (by ONNX name or id); -1: none. */
+static int kept_dynamic(const ox_ctx *c, const char *name, const char *id, int i, const char *param) {
   const onnx_opts *o = c->opts;
   for (int k = 0; o && k < o->nkeep_dynamic; k++) {
     const char *x = o->keep_dynamic[k];
     char buf[300], pid[128];
     if (param) {
       ox_sanitize(param, pid);
-      if (!strcmp(x, param) || !strcmp(x, pid)) return true;
+      if (!strcmp(x, param) || !strcmp(x, pid)) return k;
     }
     snprintf(buf, sizeof buf, "%s_d%d", id, i);
-    if (!strcmp(x, buf)) return true;
+    if (!strcmp(x, buf)) return k;
     snprintf(buf, sizeof buf, "%s:%d", name, i);
-    if (!strcmp(x, buf)) return true;
+    if (!strcmp(x, buf)) return k;
     snprintf(buf, sizeof buf, "%s:%d", id, i);
-    if (!strcmp(x, buf)) return true;
+    if (!strcmp(x, buf)) return k;
   }
-  return false;
+  return -1;
 }
 
 /* Record that dim_param `param` is v (as `from` says); a different value
@@ -158,7 +158,7 @@ static harp_status take(ox_ctx *c, const Onnx__ValueInfoProto *vi, int k) {
   for (int i = 0; sp && i < gs->rank; i++) {
     int64_t v;
     const char *param;
-    if (ox_kind_of(sp->dim[i], &v, &param) == D_PARAM && !kept_dynamic(c, vi->name, id, i, param) &&
+    if (ox_kind_of(sp->dim[i], &v, &param) == D_PARAM && kept_dynamic(c, vi->name, id, i, param) < 0 &&
         bind_param(c, param, gs->dims[i], from))
       return c->e->code;
   }
@@ -212,7 +212,7 @@ harp_status ox_bind_given(ox_ctx *c, const Onnx__GraphProto *gp) {
       const char *param;
       char id[128];
       ox_sanitize(vi->name, id);
-      if (ox_kind_of(sp->dim[d], &v, &param) == D_PARAM && !kept_dynamic(c, vi->name, id, (int)d, param) &&
+      if (ox_kind_of(sp->dim[d], &v, &param) == D_PARAM && kept_dynamic(c, vi->name, id, (int)d, param) < 0 &&
           given_sym(c, param, &sv))
         st = bind_param(c, param, sv, "--sym");
     }
@@ -254,7 +254,7 @@ static bool one_dim(ox_ctx *c, const Onnx__TensorShapeProto__Dimension *d, const
   }
   char buf[160];
   snprintf(buf, sizeof buf, "%s_d%d", id, i);
-  if (!kept_dynamic(c, id, id, i, NULL) && given_sym(c, buf, v)) return true;
+  if (kept_dynamic(c, id, id, i, NULL) < 0 && given_sym(c, buf, v)) return true;
   *sym = ox_ident(c, buf);
   return false;
 }
@@ -291,9 +291,10 @@ harp_status ox_input_dims(ox_ctx *c, const Onnx__ValueInfoProto *vi, const char 
     int64_t v = gs ? gs->dims[i] : -1;
     const char *sym = NULL, *param = NULL;
     bool keep = false; /* a dim the shape gives that stays a symbol (keep_dynamic) */
+    int kk = -1;       /* its keep_dynamic entry */
     if (gs && sp && c->opts->nkeep_dynamic) {
       int64_t dv;
-      keep = ox_kind_of(sp->dim[i], &dv, &param) != D_FIXED && kept_dynamic(c, vi->name, id, i, param);
+      keep = ox_kind_of(sp->dim[i], &dv, &param) != D_FIXED && (kk = kept_dynamic(c, vi->name, id, i, param)) >= 0;
     }
     if ((!gs || keep) && !one_dim(c, sp->dim[i], id, i, &v, &sym, &param)) {
       if (!sym) return c->e->code ? c->e->code : ox_fail(c, HARP_E_NO_MEMORY, "out of memory");
@@ -301,6 +302,10 @@ harp_status ox_input_dims(ox_ctx *c, const Onnx__ValueInfoProto *vi, const char 
       g->d[i] = fe_dim_sym(c->A, sym);
       g->param[i] = param;
       if (!g->d[i]) return ox_fail(c, HARP_E_NO_MEMORY, "out of memory");
+      if (!keep && c->opts && c->opts->nkeep_dynamic) kk = kept_dynamic(c, vi->name, id, i, param); /* no shape given */
+      if (kk >= 0 && c->opts->keep_dynamic_hi && c->opts->keep_dynamic_hi[kk] > 0 && !ut_strmap_find(&c->sym_hi, sym) &&
+          !ut_strmap_put(&c->sym_hi, sym, kk))
+        return ox_fail(c, HARP_E_NO_MEMORY, "out of memory");
       continue;
     }
     if (v < 0 || v > OX_MAX_DIM) return ox_fail(c, HARP_E_LIMIT, "graph input \"%s\": dim %d is %" PRId64 " (must be in [0, 2^31))", nm, i, v);

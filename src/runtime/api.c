@@ -18,6 +18,7 @@
 #include "harp/knobs.h"
 #include "harp/onnx.h"
 #include "harp/pipeline.h"
+#include "harp/sgen.h"
 #include "harp/tensor.h"
 #include "util/util.h"
 
@@ -287,15 +288,21 @@ static harp_status load_onnx(harp_error *e, const api_src *src, const harp_optio
   int nk = 0; /* the ShapeSets' dims stay symbols (by the name before '=') */
   char(*keep)[128] = NULL;
   const char *keepp[64];
+  int64_t keep_hi[64]; /* the boxes' upper corners: sizes the import proves inside an axis by them */
   for (; o && o->shapesets && o->shapesets[nk] && nk < 64; nk++) {}
   if (!st && nk && !(keep = ut_xcalloc((size_t)nk, sizeof *keep))) st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   for (int k = 0; keep && k < nk; k++) {
     const char *eq = strchr(o->shapesets[k], '=');
     snprintf(keep[k], sizeof keep[k], "%.*s", eq ? (int)(eq - o->shapesets[k]) : 0, o->shapesets[k]);
     keepp[k] = keep[k];
+    harp_error pe = {0}; /* a malformed box is refused when it is compiled */
+    rt_sgen_sym y;
+    char name[128];
+    keep_hi[k] = rt_sgen_parse_box(&pe, o->shapesets[k], "harp_options.shapesets", name, sizeof name, &y) ? 0 : y.hi;
+    harp_error_clear(&pe);
   }
   onnx_opts oo = {.nshapes = n, .shapes = shapes, .shape_used = used, .syms = &syms, .shape_option = "harp_options.shapes",
-                  .host_flow = true, .keep_dynamic = keepp, .nkeep_dynamic = keep ? nk : 0};
+                  .host_flow = true, .keep_dynamic = keepp, .nkeep_dynamic = keep ? nk : 0, .keep_dynamic_hi = keep_hi};
   if (!st) st = src->data ? onnx_load_buffer_opts(e, src->data, src->len, src->path, &oo, om) : onnx_load_file_opts(e, src->path, &oo, om);
   for (int k = 0; k < n && !st; k++)
     if (!used[k]) st = ut_fail(e, HARP_E_USAGE, NULL, "harp_options.shapes \"%s\": the model has no graph input of that name", shapes[k].name);

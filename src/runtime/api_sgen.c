@@ -129,8 +129,8 @@ harp_status api_sgen_new(harp_error *e, const tiny_graph *g, tiny_symtab *syms, 
                     .max_memory = o->max_memory > 0 ? (uint64_t)o->max_memory : 0};
   rt_sgen_opts so = {.cpu = &co, .recompile_outside = o->shapeset_recompile};
   if (!st) st = rt_sgen_compile(e, g, box, n, &so, &a->s);
-  if (!st) st = prepared_copy(e, text, &lo, &a->glo);
-  if (!st) st = prepared_copy(e, text, syms, ghi);
+  if (!st) st = prepared_copy(e, rt_sgen_text(a->s), &lo, &a->glo); /* the object's model: its weights' shapes */
+  if (!st) st = prepared_copy(e, rt_sgen_text(a->s), syms, ghi);
   tiny_symtab_free(&lo);
   free(text);
   free(box);

@@ -69,22 +69,28 @@ struct rt_cpu_model {
   pthread_mutex_t holdmu; /* with holdcv: the builder holds back after its reading while hold */
   pthread_cond_t holdcv;
   bool hold;             /* until the first tier-0 run ended (or HOLD_MS, or someone waits for the object) */
+  rt_cpu_hold hold_by;   /* what ended the hold (RT_HOLD_NONE: the builder was never held) */
+  double hold_ms;        /* how long the builder waited in it (-1: it never reached the hold) */
 };
 
 /* How long the builder holds back after tier 0's reading for the first
  * tier-0 run to end (a caller that runs later finds a build in progress). */
 #define HOLD_MS 1500
 
-/* The builder may go on (under no lock of m's). */
-static void release_hold(rt_cpu_model *m) {
+/* The builder may go on (under no lock of m's); why: what ended the hold,
+ * kept when it was the first to. */
+static void release_hold(rt_cpu_model *m, rt_cpu_hold why) {
   pthread_mutex_lock(&m->holdmu);
+  if (m->hold) m->hold_by = why;
   m->hold = false;
   pthread_cond_broadcast(&m->holdcv);
   pthread_mutex_unlock(&m->holdmu);
 }
 
-/* On the builder thread: wait while m->hold, at most HOLD_MS. */
+/* On the builder thread: wait while m->hold, at most HOLD_MS (then
+ * m->hold_by says so); the wait's length into m->hold_ms. */
 static void wait_hold(rt_cpu_model *m) {
+  double t0 = ut_now_ms();
   struct timespec dl;
   clock_gettime(CLOCK_REALTIME, &dl);
   dl.tv_sec += HOLD_MS / 1000;
@@ -93,6 +99,8 @@ static void wait_hold(rt_cpu_model *m) {
   pthread_mutex_lock(&m->holdmu);
   while (m->hold && pthread_cond_timedwait(&m->holdcv, &m->holdmu, &dl) != ETIMEDOUT) {
   }
+  if (m->hold) m->hold = false, m->hold_by = RT_HOLD_TIMEOUT;
+  m->hold_ms = ut_now_ms() - t0;
   pthread_mutex_unlock(&m->holdmu);
 }
 
@@ -117,7 +125,7 @@ static harp_status tier0_locked(harp_error *e, rt_cpu_model *m, const ut_tensor 
   if (!st && !m->prep) st = rt_t0_prepare(e, m->c, m->c->f, &m->prep);
   if (!st) st = rt_tier0_run(e, m->c, m->prep, inputs, ninputs, outputs, stats);
   pthread_mutex_unlock(&m->t0mu);
-  release_hold(m); /* the first run is over: the builder takes the second core */
+  release_hold(m, RT_HOLD_FIRST_RUN); /* the first run is over: the builder takes the second core */
   return st;
 }
 
@@ -161,7 +169,7 @@ static harp_status run_once(harp_error *e, rt_cpu_model *m, const tiny_graph *gb
  * any, into e.  Under m->mu. */
 static harp_status join_build_locked(harp_error *e, rt_cpu_model *m) {
   if (!m->building) return HARP_OK;
-  release_hold(m); /* the object is waited for now */
+  release_hold(m, RT_HOLD_WAITED); /* the object is waited for now */
   pthread_join(m->builder, NULL);
   m->building = false;
   m->c->e = e;
@@ -284,6 +292,7 @@ static harp_status tier0_start(harp_error *e, rt_cpu_model *m) {
   m->c->e = &m->build_err; /* the thread's own: this one goes on with e */
   m->read_on_thread = true; /* the first run overlaps tier 0's reading */
   m->hold = m->tier0 == RT_TIER0_AUTO; /* then the builder holds back while that run lasts */
+  m->hold_ms = -1;                      /* until it does (wait_hold) */
   if (pthread_create(&m->builder, NULL, build_main, m)) {
     m->c->e = e;
     m->code_on_thread = m->exact_on_thread = m->read_on_thread = false;
@@ -535,6 +544,11 @@ bool rt_cpu_tier0_last(const rt_cpu_model *m, int *fast, int *interp, double *fa
   return m->last_tier0;
 }
 double rt_cpu_tier0_wait_ms(const rt_cpu_model *m) { return m->t0.wait_ms; }
+
+rt_cpu_hold rt_cpu_builder_hold(const rt_cpu_model *m, double *ms) {
+  *ms = m->hold_ms;
+  return m->hold_by;
+}
 
 harp_status rt_cpu_wait_build(harp_error *e, rt_cpu_model *m, double *build_ms) {
   bool was = m->building;

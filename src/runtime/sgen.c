@@ -8,7 +8,9 @@
  * conv's (H + 1)/2) that reads a varying one varies too: the object reads
  * it from hp_sym_ like the others, its value computed per binding and its
  * largest at the corner hi (the definition is monotone).
- * Needs: cpu.c (rt_cpu_compile_code, rt_cpu_adopt, rt_cpu_run_bound), tiny.
+ * A weight whose shape moves with a symbol is one table at the corner hi,
+ * read through a SHRINK by the binding (sgen_weights.c).
+ * Needs: cpu.c (rt_cpu_compile_code, rt_cpu_adopt, rt_cpu_run_bound), sgen_weights.c, tiny.
  * Gives: harp/sgen.h (rt_sgen_layout_of: what a standalone package needs). */
 #include <errno.h>
 #include <inttypes.h>
@@ -21,6 +23,7 @@
 #include "harp/pipeline.h"
 #include "harp/sgen.h"
 #include "sgen_manifest.h"
+#include "sgen_weights.h"
 #include "util/util.h"
 
 #define SGEN_MAX_VARIANTS 16
@@ -41,7 +44,8 @@ typedef struct sgen_variant {
 } sgen_variant;
 
 struct rt_sgen {
-  char *text;              /* the model as loaded, canonical JSON: each binding prepares a copy */
+  char *text;              /* the model as loaded, canonical JSON: each binding prepares a copy (its moved weights at hi) */
+  sgw_moved moved;         /* the weights whose shape moves with the box (sgen_weights.c) */
   rt_sgen_sym *syms;
   int nsyms;
   rt_sgen_opts o;
@@ -482,6 +486,24 @@ harp_status rt_sgen_parse_box(harp_error *e, const char *spec, const char *optio
   return HARP_OK;
 }
 
+/* s's weights whose shape moves with the box declared at the corner hi
+ * (their shapes there: the model prepared at hi) and read through a SHRINK:
+ * s->text rewritten, s->moved. */
+static harp_status move_weights(harp_error *e, rt_sgen *s, const int64_t *hi) {
+  if (!sgw_any(s->text, s->syms, s->nsyms)) return HARP_OK;
+  tiny_graph *ghi = NULL;
+  tiny_symtab t;
+  char *text = NULL;
+  harp_status st = prepare_at(e, s, hi, &ghi, &t);
+  if (!st) st = sgw_move(e, s->text, ghi, s->syms, s->nsyms, &text, &s->moved);
+  tiny_graph_free(ghi);
+  tiny_symtab_free(&t);
+  if (st) return st;
+  free(s->text);
+  s->text = text;
+  return HARP_OK;
+}
+
 harp_status rt_sgen_compile(harp_error *e, const tiny_graph *g, const rt_sgen_sym *syms, int nsyms,
                             const rt_sgen_opts *o, rt_sgen **out) {
   *out = NULL;
@@ -501,6 +523,7 @@ harp_status rt_sgen_compile(harp_error *e, const tiny_graph *g, const rt_sgen_sy
     if (!(s->syms[i].name = sg_strdup(syms[i].name ? syms[i].name : ""))) st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   }
   if (!st) st = box_setup(e, s, lo, hi);
+  if (!st) st = move_weights(e, s, hi);
   if (!st && s->o.per_binding) s->fallback = sg_strdup("per-binding compiles were asked for");
   else if (!st) st = decide_box(e, s, lo, hi);
   free(lo);
@@ -526,6 +549,8 @@ static harp_status binding_of(harp_error *e, const rt_sgen *s, const tiny_graph 
   for (int i = 0; !st && i < nin; i++) {
     if (inputs[i].dtype != g->nodes[in[i]].dtype)
       st = ut_fail(e, HARP_E_INPUT_MISMATCH, g->nodes[in[i]].id, "input %s has the wrong dtype", g->nodes[in[i]].id);
+    else if (sgw_is_moved(&s->moved, i)) /* a weight at hi, or at the binding's shape */
+      st = sgw_bind_input(e, &s->moved, i, &inputs[i], &t);
     else
       st = tiny_bind_input(e, g, in[i], inputs[i].rank, inputs[i].shape, &t);
   }
@@ -660,10 +685,9 @@ harp_status rt_sgen_output_shapes(harp_error *e, rt_sgen *s, const ut_tensor *in
   return st;
 }
 
-static harp_status run_locked(harp_error *e, rt_sgen *s, const ut_tensor *inputs, int ninputs, ut_tensor *outputs) {
-  int64_t vals[64]; /* nsyms <= 64: box_setup */
-  bool on_object = false;
-  if (binding_checked(e, s, inputs, ninputs, vals, &on_object)) return e->code;
+/* One run at the binding of inputs (each weight that moved at hi). */
+static harp_status run_at(harp_error *e, rt_sgen *s, const ut_tensor *inputs, int ninputs, ut_tensor *outputs,
+                          const int64_t *vals, bool on_object) {
   if (on_object) {
     const tiny_graph *gb;
     if (bound_graph(e, s, vals, &gb)) return e->code;
@@ -674,6 +698,17 @@ static harp_status run_locked(harp_error *e, rt_sgen *s, const ut_tensor *inputs
   sgen_variant *v = NULL;
   if (variant_at(e, s, vals, &v)) return e->code;
   return rt_cpu_run(e, v->m, inputs, ninputs, outputs);
+}
+
+static harp_status run_locked(harp_error *e, rt_sgen *s, const ut_tensor *inputs, int ninputs, ut_tensor *outputs) {
+  int64_t vals[64]; /* nsyms <= 64: box_setup */
+  bool on_object = false;
+  if (binding_checked(e, s, inputs, ninputs, vals, &on_object)) return e->code;
+  ut_tensor *at = NULL; /* a weight given at this binding's shape: in a table at hi */
+  if (sgw_inputs(e, &s->moved, inputs, ninputs, &at)) return e->code;
+  harp_status st = run_at(e, s, at, ninputs, outputs, vals, on_object);
+  sgw_inputs_free(&s->moved, inputs, at, ninputs);
+  return st;
 }
 
 harp_status rt_sgen_bind(harp_error *e, rt_sgen *s, const ut_tensor *inputs, int ninputs, long long *syms) {
@@ -695,6 +730,14 @@ harp_status rt_sgen_bind(harp_error *e, rt_sgen *s, const ut_tensor *inputs, int
 
 rt_cpu_model *rt_sgen_object(const rt_sgen *s) { return s->m; }
 
+harp_status rt_sgen_weights(harp_error *e, const rt_sgen *s, const ut_tensor *inputs, int ninputs, ut_tensor **out) {
+  return sgw_inputs(e, &s->moved, inputs, ninputs, out);
+}
+
+void rt_sgen_weights_free(const rt_sgen *s, const ut_tensor *inputs, ut_tensor *made, int ninputs) {
+  sgw_inputs_free(&s->moved, inputs, made, ninputs);
+}
+
 harp_status rt_sgen_run(harp_error *e, rt_sgen *s, const ut_tensor *inputs, int ninputs, ut_tensor *outputs) {
   pthread_mutex_lock(&s->mu);
   harp_status st = run_locked(e, s, inputs, ninputs, outputs);
@@ -707,6 +750,7 @@ int rt_sgen_objects(const rt_sgen *s) { return s->objects; }
 int rt_sgen_cc_runs(const rt_sgen *s) { return s->cc_runs; }
 bool rt_sgen_from_manifest(const rt_sgen *s) { return s->from_manifest; }
 const char *rt_sgen_source(const rt_sgen *s) { return s->m ? rt_cpu_source(s->m) : NULL; }
+const char *rt_sgen_text(const rt_sgen *s) { return s->text; }
 
 bool rt_sgen_layout_of(const rt_sgen *s, rt_sgen_layout *l) {
   if (!s->m) return false;
@@ -800,6 +844,7 @@ void rt_sgen_free(rt_sgen *s) {
   free(s->last);
   free(s->fallback);
   free(s->text);
+  sgw_free(&s->moved);
   pthread_mutex_destroy(&s->mu);
   free(s);
 }

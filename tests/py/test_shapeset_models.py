@@ -77,6 +77,8 @@ TABLE = {
     # the fused QKV's causal iota: as attention_full_causal's, the pad's guard the PAD input's box
     "attention_fused_qkv.harp": row({"S": (2, 40)}, [{"S": 2}, {"S": 40}, {"S": 17}], {"B": 2}, tol=1e-3, slow=True),
     "attention_heads_mask.harp": row({"N": (3, 40)}, [{"N": 3}, {"N": 40}, {"N": 19}], {"B": 2, "M": 24}, slow=True),
+    # bench/models/llama_layer.harp at toy widths: RMSNorm, rotary tables [S, 1, 16], causal attention, SwiGLU
+    "llama_layer_tiny.harp": row({"S": (2, 40)}, [{"S": 2}, {"S": 40}, {"S": 17}], tol=1e-3, slow=True),
     "bert_base_2layers.harp": row({"S": (8, 24)}, [{"S": 8}, {"S": 24}], tol=1e-3, slow=True),
     "cat_hw.harp": row({"H": (4, 20)}, [{"H": 4}, {"H": 20}, {"H": 9}], {"N": 1, "W": 12}),
     "const_pad_rows.harp": row({"R": (2, 30)}, [{"R": 2}, {"R": 30}, {"R": 17}]),

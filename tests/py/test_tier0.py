@@ -244,6 +244,14 @@ s.check("auto, cold cache: the object reaches the cache", any(f.endswith(".so") 
 stages1 = next((ln for ln in p1.stderr.splitlines() if "stages (cpu)" in ln), "")
 s.check("auto, cold cache: the C is printed after the first result, not before", ", code " not in stages1 and
         "its C printed in" in p1.stderr, p1.stderr.strip()[-400:])
+# the first4 hold: the builder thread, its reading done, waits for the first
+# tier-0 run to end (at most 1.5 s) before it takes the second core.  A hold
+# removed says "never held" or -1 ms; one never released by the run ends at
+# the caller's wait for the object or the 1.5 s limit.
+hold = re.search(r"the builder held (-?[0-9.]+) ms after its reading, (.*)", p1.stderr)
+s.check("auto, cold cache: the builder held until the first tier-0 run ended",
+        hold is not None and float(hold.group(1)) >= 0 and hold.group(2) == "released by the first tier-0 run",
+        hold.group(0) if hold else p1.stderr.strip()[-400:])
 sos = sorted(f for f in os.listdir(cache) if f.endswith(".so"))
 p2, o2 = harp(path, {"x": x}, "auto", cache)
 stages2 = next((ln for ln in p2.stderr.splitlines() if "stages (cpu)" in ln), "")
