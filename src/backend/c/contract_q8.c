@@ -46,6 +46,16 @@
  * ran 1.5-2.4x faster on it at M N K / (input + output) 85-230, where
  * stride-1 1x1 convs at 51-85 ran slower. */
 #define Q8_DIRECT 4.0
+/* ... and where the int8 kernels have their AMX-INT8 variant (this host has
+ * it, HARP_AMX not off): a Xeon with AMX-INT8, ResNet-50 / MobileNetV2 QDQ,
+ * harp bench --profile, 2 threads, int8=force vs auto, ms alone: every
+ * 1x1 conv the rule left on the template ran 1.3-8x faster int8, at M N K /
+ * elements 19-102 (256x3136x64 2.3-5.9x, 512x784x128 3.5-8.3x, 128x3136x256
+ * 3.4x, MobileNetV2's 24x3136x96 2.1x, 144x3136x24 1.3-1.8x; the same
+ * convs 2.2-5.3x with HARP_AMX=off: the template is the slow side on such a
+ * CPU), none slower: its multiply-adds weigh 16 times more (the line at
+ * M N K / elements >= 16 for the GEMM template, 4 for the direct one). */
+#define Q8_AMX 16.0
 
 /* The int8 kernels' per-call buffers (the input as u8, the sums): one block
  * per calling thread, grown and kept, so that no call maps fresh pages
@@ -453,7 +463,8 @@ static void q8_wrapper(ut_str *out, const rc_ctx *c, int r, const char *fn, cons
  * the bf16 GEMM template's rate: ~2 ps saved per multiply-add at 2 threads)
  * outweigh the extra passes over the input and the output (~0.5 ns an
  * element): M N K >= Q8_GAIN (input + output elements); mnk is weighted by
- * the template's own cost (Q8_DIRECT for the direct conv template). */
+ * the template's own cost (Q8_DIRECT for the direct conv template) and by
+ * Q8_AMX where the AMX-INT8 variant is emitted (q8_emit). */
 bool cc_q8_pays(double mnk, double xel, double yel) { return mnk >= Q8_GAIN * (xel + yel); }
 
 int cc_q8_whole(const rc_ctx *c, int r, const ct_tensor *t, int64_t n, const ct_epi *epi, int nepi) {
@@ -489,7 +500,8 @@ static bool q8_emit(rc_ctx *c, int r, const char *fn, ut_str *out, const q8_job 
   ut_str_init(&tasks);
   harp_error e2 = {0};
   bool ok = cgen_qgemm(&e2, &j->q, kfn, &body) == HARP_OK && q8_tasks(&tasks, fn, j);
-  double mnk = (double)j->q.m * (double)j->q.n * (double)j->q.k * (j->direct ? Q8_DIRECT : 1.0), xel = (double)j->xrows * j->xlen, yel = (double)j->yrows * j->ylen;
+  double mnk = (double)j->q.m * (double)j->q.n * (double)j->q.k * (j->direct ? Q8_DIRECT : 1.0) * (j->q.amx ? Q8_AMX : 1.0);
+  double xel = (double)j->xrows * j->xlen, yel = (double)j->yrows * j->ylen;
   if (ok && rt_knobs_or_default(c->knobs)->int8 != RT_INT8_FORCE && !cc_q8_pays(mnk, j->held_in ? 0 : xel, j->held_out ? 0 : yel)) {
     ok = false; /* a candidate should buffers it touches be held */
     if (c->q8) c->q8->k[r] = (cc_q8_fact){.cand = true, .mnk = mnk, .xel = xel, .yel = yel, .xbuf = j->xbuf, .ybuf = j->ybuf, .zo = zo};
