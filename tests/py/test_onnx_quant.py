@@ -693,6 +693,24 @@ def bottleneck():
     return quantize_random(fp32, (1, C, 14, 14), rng)
 
 
+def check_within_step(tag, qdq, feeds, outs, extra=()):
+    """Runs QDQ model qdq on feeds on the cpu (harp run with extra): each
+    output named in outs within one step of its DequantizeLinear's scale of
+    onnxruntime's int8 run on >= 99.9% of its elements, at most 2 steps."""
+    want = ort_run(qdq, feeds)
+    m = onnx.load(qdq)
+    inits = {i.name: nh.to_array(i) for i in m.graph.initializer}
+    p, d = ht.run(qdq, feeds, backend="cpu", extra=list(extra))
+    S.check(f"{tag}: runs", p.returncode == 0, p.stderr[-600:])
+    for y in outs if p.returncode == 0 else ():
+        step = float(inits[[n for n in m.graph.node if n.output[0] == y][0].input[1]])
+        e = np.abs(np.load(os.path.join(d, y + ".npy")) - want[y]) / step
+        within = float(np.mean(e <= 1 + 1e-3))
+        print(f"{tag}: {y} {within:.4%} within one step, max {e.max():.2f} steps")
+        S.check(f"{tag}: {y} within one step of onnxruntime's int8 run", within >= 0.999 and e.max() <= 2,
+                f"{within:.4%} within one step, max {e.max():.2f} steps")
+
+
 def test_narrow_operand_kept():
     """A QDQ bottleneck: each conv's u8 output is stored as bf16 (exact) and
     the next conv converts it as it reads it (its operand cast), so the next
@@ -715,19 +733,7 @@ def test_narrow_operand_kept():
         print("narrow operand: reads", reads)
         S.check("narrow operand: a conv reads the conv before it as bf16", len(reads) == 2 and all(t == "bf16" for _, _, t in reads),
                 f"{reads}")
-    m = onnx.load(qdq)
-    inits = {i.name: nh.to_array(i) for i in m.graph.initializer}
-    step = float(inits[[n for n in m.graph.node if n.output[0] == "y"][0].input[1]])
-    x = RNG.standard_normal((1, 128, 14, 14)).astype(np.float32)
-    want = ort_run(qdq, {"x": x})["y"]
-    p, d = ht.run(qdq, {"x": x}, backend="cpu")
-    S.check("narrow operand: runs", p.returncode == 0, p.stderr[-600:])
-    if p.returncode == 0:
-        err = np.abs(np.load(os.path.join(d, "y.npy")) - want) / step
-        within = float(np.mean(err <= 1 + 1e-3))
-        print(f"narrow operand: {within:.4%} within one step, max {err.max():.2f} steps")
-        S.check("narrow operand: within one step of onnxruntime's int8 run", within >= 0.999 and err.max() <= 2,
-                f"{within:.4%} within one step, max {err.max():.2f} steps")
+    check_within_step("narrow operand", qdq, {"x": RNG.standard_normal((1, 128, 14, 14)).astype(np.float32)}, ["y"])
 
 
 def two_convs():
@@ -756,9 +762,6 @@ def test_q8_pays_by_template():
     qdq = two_convs()
     amx = "amx_int8" in open("/proc/cpuinfo").read()
     x = RNG.standard_normal((1, 256, 14, 14)).astype(np.float32)
-    want = ort_run(qdq, {"x": x})
-    m = onnx.load(qdq)
-    inits = {i.name: nh.to_array(i) for i in m.graph.initializer}
     for knobs, expect in ((["--knob", "amx=off"], ["y1"]), ([], ["y1", "y2"] if amx else ["y1"])):
         tag = f"q8 pays by template ({' '.join(knobs) or 'default'})"
         src, err = compiled_c(qdq, knobs)
@@ -766,16 +769,7 @@ def test_q8_pays_by_template():
         q8 = sorted(names.get(k, "?") for k in re.findall(r"static int \w+?_k(\d+)_q8\(hprt_pool", src))
         print(f"{tag}: int8 kernels of", q8, "of", sorted(names.values()))
         S.check(f"{tag}: int8 kernels {expect}", q8 == expect and "y2" in names.values(), f"{q8} {err[-300:]}")
-        p, d = ht.run(qdq, {"x": x}, backend="cpu", extra=knobs)
-        S.check(f"{tag}: runs", p.returncode == 0, p.stderr[-600:])
-        for y in ("y1", "y2"):
-            step = float(inits[[n for n in m.graph.node if n.output[0] == y][0].input[1]])
-            if p.returncode == 0:
-                e = np.abs(np.load(os.path.join(d, y + ".npy")) - want[y]) / step
-                within = float(np.mean(e <= 1 + 1e-3))
-                print(f"{tag}: {y} {within:.4%} within one step, max {e.max():.2f} steps")
-                S.check(f"{tag}: {y} within one step of onnxruntime's int8 run", within >= 0.999 and e.max() <= 2,
-                        f"{within:.4%} within one step, max {e.max():.2f} steps")
+        check_within_step(tag, qdq, {"x": x}, ["y1", "y2"], knobs)
 
 
 def check_fused_residual(name, path, feeds, sy, zs):
@@ -859,6 +853,47 @@ def test_q8_residual():
         check_fused_residual(name, path, {"x": x, "s": s}, sy, zs)
 
 
+def two_blocks():
+    """fp32: two residual blocks as ResNet's, h1 = conv1x1(relu(conv1x1(x))) + x (no
+    Relu: h1's zero point inside the range), h2 = relu(the same of h1), y = conv1x1(h2),
+    32 channels on 14x14, as the QDQ file
+    (quantize_static) under a temporary directory: h1 is the input of block 2's
+    first conv and the tensor its residual add reads."""
+    rng = np.random.default_rng(29)
+    C = 32
+    nodes, inits = [], []
+    for i, (src, dst) in enumerate((("x", "h1"), ("h1", "h2"))):
+        for j, (a, b) in enumerate(((src, f"t{i}"), (f"t{i}", f"u{i}"))):
+            inits += [init(f"w{i}{j}", (rng.standard_normal((C, C, 1, 1)) / np.sqrt(C)).astype(np.float32)),
+                      init(f"b{i}{j}", (rng.standard_normal(C) * 0.1).astype(np.float32))]
+            nodes.append(h.make_node("Conv", [a, f"w{i}{j}", f"b{i}{j}"], [b + "c" if j else b + "p"]))
+            if not j:
+                nodes.append(h.make_node("Relu", [b + "p"], [b]))
+        nodes += [h.make_node("Add", [f"u{i}c", src], [f"s{i}" if i else dst])] + ([h.make_node("Relu", [f"s{i}"], [dst])] if i else [])
+    inits += [init("wy", (rng.standard_normal((16, C, 1, 1)) / np.sqrt(C)).astype(np.float32)), init("by", np.zeros(16, np.float32))]
+    nodes.append(h.make_node("Conv", ["h2", "wy", "by"], ["y"]))
+    fp32 = model(nodes, [vi("x", T.FLOAT, [1, C, 14, 14])], [vi("y", T.FLOAT, [1, 16, 14, 14])], inits, opset=13)
+    return quantize_random(fp32, (1, C, 14, 14), rng)
+
+
+def test_q8_residual_held():
+    """The residual stream held as bytes (q8_hold.c, contract_q8.c's
+    q8_res_buf / q8_post_zo): block 1's output, which its residual kernel's
+    output pass requantizes a second time, stays bytes, read by block 2's
+    first conv as its input and by block 2's residual kernel as the tensor
+    it adds; the int8 kernels forced; an input 3x the calibration's (h1
+    saturated at 0 and 255).  Within one step of onnxruntime's int8
+    run on >= 99.9%, at most 2 steps."""
+    qdq = two_blocks()
+    src, err = compiled_c(qdq, Q8_FORCE)
+    held = src.count("the tensor added held as bytes")
+    both = src.count("held as the output, a tensor added, requantized again")
+    print(f"q8 residual held: {held} kernels add a held tensor, {both} residual kernels hold their output")
+    S.check("q8 residual held: block 2 adds the held h1, block 1 holds its output", held >= 1 and both >= 1, err[-300:])
+    x = (RNG.standard_normal((1, 32, 14, 14)) * 3).astype(np.float32)  # past the calibration's range: h1 saturates at both ends
+    check_within_step("q8 residual held", qdq, {"x": x}, ["y"], Q8_FORCE)
+
+
 def downsample_model(zs, relu, sum_op, proj_second):
     """Handmade QDQ downsampling block, as ResNet's: y = Q(relu?(DQ(Q(conv
     3x3 stride 2(x))) + DQ(Q(conv 1x1 stride 2(x))))) of 13 -> 16 channels
@@ -929,5 +964,6 @@ test_q8_depthwise_held()
 test_narrow_operand_kept()
 test_q8_pays_by_template()
 test_q8_residual()
+test_q8_residual_held()
 test_q8_downsample()
 S.close()
