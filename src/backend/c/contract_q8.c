@@ -358,7 +358,8 @@ static bool q8_tasks(ut_str *o, const char *fn, const q8_job *j) {
                   "  for (long col = 0; col < %" PRId64 "L; col++) {\n    float v = (float)b[col] + %d.0f;\n",
                   j->ylen, ot, ot, j->ylen, j->ylen, j->rq.lo + j->rq.off);
     if (!q8_epilogue(o, j, j->rq.post, false)) return false;
-    if (j->held_out) ut_str_printf(o, "    y[col] = (uint8_t)(int32_t)(v + %d.0f);\n  }\n}\n", j->zo);
+    if (j->held_out) /* a NaN (a NaN residual) stored as byte 0, as q8_convert does */
+      ut_str_printf(o, "    y[col] = v == v ? (uint8_t)(int32_t)(v + %d.0f) : 0;\n  }\n}\n", j->zo);
     else ut_str_printf(o, "    y[col] = %s(v);\n  }\n}\n", ys);
     return true;
   }
