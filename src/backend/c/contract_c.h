@@ -87,7 +87,9 @@ bool cc_emit_q8dw(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_conv *
 /* q8_hold.c: int8 activations kept as bytes between int8 kernels.  A
  * temporary buffer that one int8 kernel writes through its requantizing
  * epilogue (bytes x + zo) and that only int8 kernels read, each as its
- * whole input, holds those bytes (in the first bytes of its storage)
+ * whole input or as the tensor its output pass adds (a QDQ residual, whose
+ * writer's output pass stores its second requantization's bytes), holds
+ * those bytes (in the first bytes of its storage)
  * instead of its dtype: the writer stores them, the readers take them as
  * their u8 input of zero point zo, no conversion pass on either side.
  * The kernels are emitted once recording what each int8 kernel is
@@ -101,6 +103,9 @@ typedef struct cc_q8_fact {
   int xbuf, ybuf;         /* its input's / output's buffer, read / written whole from offset 0; else -1 */
   int zo;                 /* its epilogue requantizes: the output's bytes are x + zo; else -1 */
   bool held_in, held_out; /* emitted holding its input / output as bytes */
+  bool has_r;             /* its output pass adds a tensor read whole from buffer rbuf (contract_q8.c's q8_res_buf) */
+  int rbuf;
+  bool held_res;          /* emitted holding that buffer as bytes */
 } cc_q8_fact;
 typedef struct cc_q8_plan {
   cc_q8_fact *k; /* per kernel */

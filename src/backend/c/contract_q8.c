@@ -46,6 +46,16 @@
  * ran 1.5-2.4x faster on it at M N K / (input + output) 85-230, where
  * stride-1 1x1 convs at 51-85 ran slower. */
 #define Q8_DIRECT 4.0
+/* ... and where the int8 kernels have their AMX-INT8 variant (this host has
+ * it, HARP_AMX not off): a Xeon with AMX-INT8, ResNet-50 / MobileNetV2 QDQ,
+ * harp bench --profile, 2 threads, int8=force vs auto, ms alone: every
+ * 1x1 conv the rule left on the template ran 1.3-8x faster int8, at M N K /
+ * elements 19-102 (256x3136x64 2.3-5.9x, 512x784x128 3.5-8.3x, 128x3136x256
+ * 3.4x, MobileNetV2's 24x3136x96 2.1x, 144x3136x24 1.3-1.8x; the same
+ * convs 2.2-5.3x with HARP_AMX=off: the template is the slow side on such a
+ * CPU), none slower: its multiply-adds weigh 16 times more (the line at
+ * M N K / elements >= 16 for the GEMM template, 4 for the direct one). */
+#define Q8_AMX 16.0
 
 /* The int8 kernels' per-call buffers (the input as u8, the sums): one block
  * per calling thread, grown and kept, so that no call maps fresh pages
@@ -154,7 +164,34 @@ typedef struct q8_job {
   bool res_ok;            /* a residual step's tensor is laid out like the output (CT_EPI_RESIDUAL) */
   int xbuf, ybuf;         /* cc_q8_fact's */
   bool held_in, held_out; /* the input / output held as bytes (q8_hold.c) */
+  int zo;                 /* the zero point of the output's bytes (q8_zo, q8_post_zo), else -1 */
+  int ri, rbuf;           /* the residual step the output pass adds (else -1) and its tensor's buffer, read whole (else -1) */
+  bool held_res;          /* that buffer held as bytes of zero point rz */
+  int rz;
 } q8_job;
+
+/* The steps ep[from..n) that follow a RINT while they keep integers of a
+ * range: shifts by integers (summed in *off), clamps to integers and relu
+ * (the range before the shifts in *lo, *hi), roundings to bf16 / fp16 exact
+ * on the range.  Returns the index of the first other step (n: none), -1
+ * where a rounding is not exact or the range is empty. */
+static int q8_int_steps(const ct_epi *ep, int from, int n, double *lo, double *hi, double *off) {
+  *lo = -INFINITY, *hi = INFINITY, *off = 0;
+  for (int i = from; i < n; i++) {
+    const ct_epi *e = &ep[i];
+    double a = e->kind == CT_EPI_RELU ? 0 : e->lo, b = e->kind == CT_EPI_RELU ? INFINITY : e->hi;
+    if (e->kind == CT_EPI_SCALE && e->scale == 1.0f && e->shift == nearbyintf(e->shift)) *off += e->shift;
+    else if (e->kind == CT_EPI_ROUND) { /* exact only for the integers of a finite range */
+      double l = e->dtype == TINY_BF16 ? 256 : 2048;
+      if (!(fabs(*lo + *off) <= l && fabs(*hi + *off) <= l)) return -1;
+    }
+    else if ((e->kind == CT_EPI_CLAMP || e->kind == CT_EPI_RELU) && (isinf(a) || a == nearbyint(a)) && (isinf(b) || b == nearbyint(b)))
+      *lo = fmax(*lo, a - *off), *hi = fmin(*hi, b - *off);
+    else return i;
+    if (*lo > *hi) return -1;
+  }
+  return n;
+}
 
 /* Whether the epilogue steps ep[0..n) (bias per column when bias_col) are
  * a requantization, into *rq (see q8_rq); storing y as dtype yt exactly.
@@ -171,23 +208,13 @@ static bool q8_requant(const ct_epi *ep, int n, bool bias_col, tiny_dtype yt, q8
     else if (pass == 1 && ep[i].kind == CT_EPI_SCALE && ep[i].shift == 0.0f) rq->mscale = ep[i++].scale;
   }
   if (i >= n || ep[i].kind != CT_EPI_RINT) return false;
-  double lo = -INFINITY, hi = INFINITY, off = 0;
-  for (i++; i < n; i++) {
-    const ct_epi *e = &ep[i];
-    double a = e->kind == CT_EPI_RELU ? 0 : e->lo, b = e->kind == CT_EPI_RELU ? INFINITY : e->hi;
-    if (e->kind == CT_EPI_SCALE && e->scale == 1.0f && e->shift == nearbyintf(e->shift)) off += e->shift;
-    else if (e->kind == CT_EPI_ROUND) { /* exact only for the integers of a finite range */
-      double l = e->dtype == TINY_BF16 ? 256 : 2048;
-      if (!(fabs(lo + off) <= l && fabs(hi + off) <= l)) return false;
-    }
-    else if ((e->kind == CT_EPI_CLAMP || e->kind == CT_EPI_RELU) && (isinf(a) || a == nearbyint(a)) && (isinf(b) || b == nearbyint(b)))
-      lo = fmax(lo, a - off), hi = fmin(hi, b - off);
-    else if (e->kind == CT_EPI_SCALE || e->kind == CT_EPI_RESIDUAL || e->kind == CT_EPI_RELU || e->kind == CT_EPI_CLAMP) {
-      rq->post = i; /* the output pass applies the rest to the integers */
-      break;
-    }
-    else return false;
-    if (lo > hi) return false;
+  double lo, hi, off;
+  int s = q8_int_steps(ep, i + 1, n, &lo, &hi, &off);
+  if (s < 0) return false;
+  if (s < n) {
+    ct_epi_kind k = ep[s].kind;
+    if (!(k == CT_EPI_SCALE || k == CT_EPI_RESIDUAL || k == CT_EPI_RELU || k == CT_EPI_CLAMP)) return false;
+    rq->post = s; /* the output pass applies the rest to the integers */
   }
   double lim = rq->post >= 0 ? 16777216 : yt == TINY_BF16 ? 256 : yt == TINY_FP16 ? 2048 : 16777216;
   if (!(lo <= 0 && 0 <= hi && hi - lo <= 255 && fabs(lo + off) <= lim && fabs(hi + off) <= lim)) return false;
@@ -199,6 +226,21 @@ static bool q8_requant(const ct_epi *ep, int n, bool bias_col, tiny_dtype yt, q8
  * [0, 255]), or -1. */
 static int q8_zo(const q8_rq *rq) {
   return rq->ok && rq->post < 0 && rq->lo + rq->off <= 0 && rq->lo + rq->off >= -255 ? -(rq->lo + rq->off) : -1;
+}
+
+/* Where requantization rq is followed by more steps (rq->post, a QDQ
+ * residual add) that end in a second one, a RINT and after it only what
+ * q8_int_steps takes over at most 256 integers: the zero point of the
+ * bytes the output pass can store (y + zo in [0, 255]), else -1. */
+static int q8_post_zo(const ct_epi *ep, int n, const q8_rq *rq) {
+  if (!rq->ok || rq->post < 0) return -1;
+  int last = -1;
+  for (int i = rq->post; i < n; i++)
+    if (ep[i].kind == CT_EPI_RINT) last = i;
+  double lo, hi, off;
+  if (last < 0 || q8_int_steps(ep, last + 1, n, &lo, &hi, &off) != n) return -1;
+  if (!(isfinite(lo) && isfinite(hi) && hi - lo <= 255 && lo + off <= 0 && lo + off >= -255)) return -1;
+  return (int)-(lo + off);
 }
 
 int cc_q8_out_zo(const ct_epi *ep, int n, tiny_dtype yt) {
@@ -221,13 +263,15 @@ static bool q8_epilogue(ut_str *o, const q8_job *j, int from, bool pre) {
     if (bias && (ep->kind == CT_EPI_BIAS_N) != j->bias_col) return false;
     if (ep->kind == CT_EPI_RESIDUAL) {
       if (!j->res_ok) return false;
-      const char *t = ep->dtype == TINY_FP32 ? "float" : "uint16_t";
+      bool hb = j->held_res && i == j->ri; /* its bytes, less their zero point */
+      const char *t = hb ? "uint8_t" : ep->dtype == TINY_FP32 ? "float" : "uint16_t";
       if (pre)
         ut_str_printf(o, "  const %s *restrict r%d = (const %s *)x->ep[%d] + x->bn * %" PRId64 "L + (long)t * %" PRId64 "L;\n", t, i, t,
                       i, j->y_bs, j->ylen);
       else {
         snprintf(pe, sizeof pe, "r%d", i);
-        q8_load(ld, sizeof ld, ep->dtype, pe, "col");
+        if (hb) snprintf(ld, sizeof ld, "((float)r%d[col] - %d.0f)", i, j->rz);
+        else q8_load(ld, sizeof ld, ep->dtype, pe, "col");
         ut_str_printf(o, "    v = v %s %s;\n", ep->mul ? "*" : "+", ld);
       }
       continue;
@@ -303,17 +347,20 @@ static bool q8_tasks(ut_str *o, const char *fn, const q8_job *j) {
                 "  if (nan) __atomic_store_n(&x->nan, 1, __ATOMIC_RELAXED);\n}\n",
                 xt, xt, j->xlen, j->xlen, j->xlen, xl, (int)j->q.za);
   }
-  if (j->held_out) return true;
+  if (j->held_out && j->rq.post < 0) return true; /* the kernel stores the bytes */
   ut_str_printf(o, "static void %s_q8out(void *ctx, int t, int tid) {\n  (void)tid;\n  %s_q8ctx *x = (%s_q8ctx *)ctx;\n", fn, fn, fn);
   if (j->rq.ok && j->rq.post >= 0) { /* the kernel requantized: the steps after it on its bytes + lo + off */
     if (!q8_epilogue(o, j, j->rq.post, true)) return false;
+    const char *ot = j->held_out ? "uint8_t" : yt; /* held: the second requantization's bytes */
     ut_str_printf(o,
                   "  const uint8_t *restrict b = (const uint8_t *)x->acc + (long)t * %" PRId64 "L;\n"
                   "  %s *restrict y = (%s *)x->y + (long)t * %" PRId64 "L;\n"
                   "  for (long col = 0; col < %" PRId64 "L; col++) {\n    float v = (float)b[col] + %d.0f;\n",
-                  j->ylen, yt, yt, j->ylen, j->ylen, j->rq.lo + j->rq.off);
+                  j->ylen, ot, ot, j->ylen, j->ylen, j->rq.lo + j->rq.off);
     if (!q8_epilogue(o, j, j->rq.post, false)) return false;
-    ut_str_printf(o, "    y[col] = %s(v);\n  }\n}\n", ys);
+    if (j->held_out) /* a NaN (a NaN residual) stored as byte 0, as q8_convert does */
+      ut_str_printf(o, "    y[col] = v == v ? (uint8_t)(int32_t)(v + %d.0f) : 0;\n  }\n}\n", j->zo);
+    else ut_str_printf(o, "    y[col] = %s(v);\n  }\n}\n", ys);
     return true;
   }
   if (j->rq.ok) { /* the kernel requantized: its bytes + lo + off */
@@ -391,22 +438,29 @@ static void q8_fallback(ut_str *out, const rc_ctx *c, int r, const char *fn, con
   char xsrc[64], ydst[64];
   snprintf(xsrc, sizeof xsrc, "bufs[%d]", j->X.slot);
   snprintf(ydst, sizeof ydst, "bufs[%d]", j->Y.slot);
-  ut_str_puts(out, "  void *xs = NULL, *ys = NULL;\n  int rc = 2;\n");
+  ut_str_puts(out, "  void *xs = NULL, *ys = NULL, *rs = NULL;\n  int rc = 2;\n");
   if (j->held_in) ut_str_printf(out, "  xs = malloc(%" PRId64 "UL);\n", nx * tiny_dtype_size(j->X.dtype));
   if (j->held_out) ut_str_printf(out, "  ys = malloc(%" PRId64 "UL);\n", ny * tiny_dtype_size(j->Y.dtype));
-  ut_str_printf(out, "  if (%s && %s) {\n", j->held_in ? "xs" : "1", j->held_out ? "ys" : "1");
+  if (j->held_res) ut_str_printf(out, "  rs = malloc(%" PRId64 "UL);\n", ny * tiny_dtype_size(j->epi[j->ri].dtype));
+  ut_str_printf(out, "  if (%s && %s && %s) {\n", j->held_in ? "xs" : "1", j->held_out ? "ys" : "1", j->held_res ? "rs" : "1");
   if (j->held_in) {
     ut_str_printf(out, "    b2[%d] = xs;\n", j->X.slot);
     q8_convert(out, j->X.dtype, "xs", xsrc, nx, (int)j->q.za, false);
+  }
+  if (j->held_res) { /* the residual's tensor (laid out like y, q8_res_buf) */
+    char rsrc[64];
+    snprintf(rsrc, sizeof rsrc, "bufs[%d]", j->epi[j->ri].slot);
+    ut_str_printf(out, "    b2[%d] = rs;\n", j->epi[j->ri].slot);
+    q8_convert(out, j->epi[j->ri].dtype, "rs", rsrc, ny, j->rz, false);
   }
   if (j->held_out) ut_str_printf(out, "    b2[%d] = ys;\n", j->Y.slot);
   ut_str_printf(out, "    b2[%d] = (void *)%s_q8off;\n    rc = %s(pool, b2);\n", K->nreads + K->nwrites + 1, fn, fn);
   if (j->held_out) {
     ut_str_puts(out, "    if (!rc) {\n");
-    q8_convert(out, j->Y.dtype, ydst, "ys", ny, -(j->rq.lo + j->rq.off), true);
+    q8_convert(out, j->Y.dtype, ydst, "ys", ny, j->zo, true);
     ut_str_puts(out, "    }\n");
   }
-  ut_str_puts(out, "  }\n  free(xs);\n  free(ys);\n  return rc;\n}\n");
+  ut_str_puts(out, "  }\n  free(xs);\n  free(ys);\n  free(rs);\n  return rc;\n}\n");
 }
 
 /* <fn>_q8(pool, bufs) of job j (kernel r, the int8 kernel kfn): per batch
@@ -416,15 +470,17 @@ static void q8_fallback(ut_str *out, const rc_ctx *c, int r, const char *fn, con
 static void q8_wrapper(ut_str *out, const rc_ctx *c, int r, const char *fn, const char *kfn, const q8_job *j) {
   const fn_kernel *K = &c->f->kernels[r];
   int xs = tiny_dtype_size(j->X.dtype), ys = tiny_dtype_size(j->Y.dtype);
-  bool held = j->held_in || j->held_out;
-  int64_t yb = j->held_out ? 0 : (j->yrows * j->ylen * (j->rq.ok ? 1 : 4) + 63) / 64 * 64; /* bytes, or fp32 sums */
+  bool held = j->held_in || j->held_out || j->held_res;
+  bool kout = j->held_out && j->rq.post < 0; /* the kernel stores the held output itself, no output pass */
+  int64_t yb = kout ? 0 : (j->yrows * j->ylen * (j->rq.ok ? 1 : 4) + 63) / 64 * 64; /* bytes, or fp32 sums */
   int64_t xb = j->held_in ? 0 : j->xrows * j->xlen;
   char no[96];
   snprintf(no, sizeof no, held ? "return %s_q8fb(pool, bufs)" : "return -1", fn);
   if (held) q8_fallback(out, c, r, fn, j);
-  ut_str_printf(out, "/* the int8 kernel (the input %s u8 - %d%s%s%s), -1: the weight is no int8 */\n", j->held_in ? "held as" : "proven",
+  ut_str_printf(out, "/* the int8 kernel (the input %s u8 - %d%s%s%s%s), -1: the weight is no int8 */\n", j->held_in ? "held as" : "proven",
                 (int)j->q.za, j->rq.ok ? ", its epilogue requantizing to bytes" : "", j->held_out ? " held as the output" : "",
-                j->rq.ok && j->rq.post >= 0 && q8_has_res(j) ? ", a tensor added, requantized again" : "");
+                j->rq.ok && j->rq.post >= 0 && q8_has_res(j) ? ", a tensor added, requantized again" : "",
+                j->held_res ? ", the tensor added held as bytes" : "");
   ut_str_printf(out, "static int %s_q8(hprt_pool *pool, void *const *bufs) {\n  int *wp = (int *)bufs[%d];\n", fn,
                 K->nreads + K->nwrites + 1);
   if (held) ut_str_printf(out, "  if (wp == %s_q8off) return -1; /* <fn>_q8fb's call of the template */\n", fn);
@@ -444,8 +500,8 @@ static void q8_wrapper(ut_str *out, const rc_ctx *c, int r, const char *fn, cons
     ut_str_printf(out, "    hprt_pool_run(pool, %d, %s_q8in, &cx);\n"
                        "    if (cx.nan) %s; /* the template propagates it (and writes all of y) */\n",
                   (int)j->xrows, fn, no);
-  ut_str_printf(out, "    if (%s(pool, (const char *)wp + 64, %s, %s)) rc = 2;\n", kfn, j->held_in ? "cx.x" : "u", j->held_out ? "cx.y" : "acc");
-  if (!j->held_out) ut_str_printf(out, "    else hprt_pool_run(pool, %d, %s_q8out, &cx);\n", (int)j->yrows, fn);
+  ut_str_printf(out, "    if (%s(pool, (const char *)wp + 64, %s, %s)) rc = 2;\n", kfn, j->held_in ? "cx.x" : "u", kout ? "cx.y" : "acc");
+  if (!kout) ut_str_printf(out, "    else hprt_pool_run(pool, %d, %s_q8out, &cx);\n", (int)j->yrows, fn);
   ut_str_puts(out, "  }\n  return rc;\n}\n");
 }
 
@@ -453,7 +509,8 @@ static void q8_wrapper(ut_str *out, const rc_ctx *c, int r, const char *fn, cons
  * the bf16 GEMM template's rate: ~2 ps saved per multiply-add at 2 threads)
  * outweigh the extra passes over the input and the output (~0.5 ns an
  * element): M N K >= Q8_GAIN (input + output elements); mnk is weighted by
- * the template's own cost (Q8_DIRECT for the direct conv template). */
+ * the template's own cost (Q8_DIRECT for the direct conv template) and by
+ * Q8_AMX where the AMX-INT8 variant is emitted (q8_emit). */
 bool cc_q8_pays(double mnk, double xel, double yel) { return mnk >= Q8_GAIN * (xel + yel); }
 
 int cc_q8_whole(const rc_ctx *c, int r, const ct_tensor *t, int64_t n, const ct_epi *epi, int nepi) {
@@ -463,6 +520,28 @@ int cc_q8_whole(const rc_ctx *c, int r, const ct_tensor *t, int64_t n, const ct_
     if (epi[i].slot == t->slot) return -1;
   int b = t->slot < K->nreads ? K->reads[t->slot] : K->writes[t->slot - K->nreads];
   return c->f->buffers[b].numel == n ? b : -1;
+}
+
+/* j->ri, j->rbuf: where j's output pass adds a tensor (one RESIDUAL step,
+ * not a product, after its first requantization), that step and the buffer
+ * of its tensor when it is read whole from offset 0 (laid out like the
+ * output: res_ok) by no other operand of kernel r; else -1. */
+static void q8_res_buf(const rc_ctx *c, int r, q8_job *j) {
+  const fn_kernel *K = &c->f->kernels[r];
+  j->ri = j->rbuf = -1;
+  if (!j->rq.ok || j->rq.post < 0 || !j->res_ok) return;
+  for (int i = j->rq.post; i < j->nepi; i++) {
+    if (j->epi[i].kind != CT_EPI_RESIDUAL) continue;
+    if (j->ri >= 0 || j->epi[i].mul) return (void)(j->ri = -1);
+    j->ri = i;
+  }
+  int sl = j->ri < 0 ? -1 : j->epi[j->ri].slot;
+  if (sl < 0 || sl >= K->nreads || j->epi[j->ri].off != 0 || sl == j->X.slot || sl == j->Y.slot) return (void)(j->ri = -1);
+  for (int i = 0; i < j->nepi; i++)
+    if (i != j->ri && j->epi[i].slot == sl) return (void)(j->ri = -1);
+  int b = K->reads[sl];
+  if (c->f->buffers[b].numel != j->nb * j->y_bs) return (void)(j->ri = -1);
+  j->rbuf = b;
 }
 
 /* Job j as <fn>_q8(pool, bufs) (kernel r): 0 / 2 as a kernel, -1 when the
@@ -475,11 +554,13 @@ static bool q8_emit(rc_ctx *c, int r, const char *fn, ut_str *out, const q8_job 
   jr.q.amx = rt_knobs_or_default(c->knobs)->amx != RT_AMX_OFF && ut_cpu_amx_int8() ? 1 : 0;
   if (q8_requant(j->epi, j->nepi, j->bias_col, j->Y.dtype, &jr.rq))
     jr.q.y_dtype = TINY_U8, jr.q.zy = -jr.rq.lo, jr.q.lo = 0, jr.q.hi = jr.rq.hi - jr.rq.lo;
-  int zo = q8_zo(&jr.rq);
+  int zo = jr.zo = jr.rq.post >= 0 ? q8_post_zo(j->epi, j->nepi, &jr.rq) : q8_zo(&jr.rq);
   jr.xbuf = cc_q8_whole(c, r, &j->X, j->nb * j->x_bs, j->epi, j->nepi);
   jr.ybuf = cc_q8_whole(c, r, &j->Y, j->nb * j->y_bs, j->epi, j->nepi);
+  q8_res_buf(c, r, &jr);
   const cc_q8_plan *hp = c->q8; /* the buffers held as bytes, decided from the first emission's facts */
   if (hp && jr.xbuf >= 0 && hp->hold[jr.xbuf] >= 0) jr.held_in = true, jr.q.za = hp->hold[jr.xbuf];
+  if (hp && jr.rbuf >= 0 && hp->hold[jr.rbuf] >= 0) jr.held_res = true, jr.rz = hp->hold[jr.rbuf];
   if (hp && jr.ybuf >= 0 && hp->hold[jr.ybuf] >= 0 && hp->hold[jr.ybuf] == zo) jr.held_out = true;
   j = &jr;
   char kfn[160];
@@ -489,10 +570,13 @@ static bool q8_emit(rc_ctx *c, int r, const char *fn, ut_str *out, const q8_job 
   ut_str_init(&tasks);
   harp_error e2 = {0};
   bool ok = cgen_qgemm(&e2, &j->q, kfn, &body) == HARP_OK && q8_tasks(&tasks, fn, j);
-  double mnk = (double)j->q.m * (double)j->q.n * (double)j->q.k * (j->direct ? Q8_DIRECT : 1.0), xel = (double)j->xrows * j->xlen, yel = (double)j->yrows * j->ylen;
+  double mnk = (double)j->q.m * (double)j->q.n * (double)j->q.k * (j->direct ? Q8_DIRECT : 1.0) * (j->q.amx ? Q8_AMX : 1.0);
+  double xel = (double)j->xrows * j->xlen, yel = (double)j->yrows * j->ylen;
   if (ok && rt_knobs_or_default(c->knobs)->int8 != RT_INT8_FORCE && !cc_q8_pays(mnk, j->held_in ? 0 : xel, j->held_out ? 0 : yel)) {
     ok = false; /* a candidate should buffers it touches be held */
-    if (c->q8) c->q8->k[r] = (cc_q8_fact){.cand = true, .mnk = mnk, .xel = xel, .yel = yel, .xbuf = j->xbuf, .ybuf = j->ybuf, .zo = zo};
+    if (c->q8)
+      c->q8->k[r] = (cc_q8_fact){.cand = true, .mnk = mnk, .xel = xel, .yel = yel, .xbuf = j->xbuf, .ybuf = j->ybuf, .zo = zo,
+                                 .has_r = j->rbuf >= 0, .rbuf = j->rbuf};
   }
   if (ok) {
     cc_q8_scratch(out);
@@ -502,7 +586,9 @@ static bool q8_emit(rc_ctx *c, int r, const char *fn, ut_str *out, const q8_job 
     if (j->rq.ok) q8_rq_setup(out, fn, kfn, j);
     q8_wrapper(out, c, r, fn, kfn, j);
     pk->n = 2, pk->slot[1] = j->W.slot, pk->key[1][0] = 0;
-    if (c->q8) c->q8->k[r] = (cc_q8_fact){.q8 = true, .xbuf = j->xbuf, .ybuf = j->ybuf, .zo = zo, .held_in = j->held_in, .held_out = j->held_out};
+    if (c->q8)
+      c->q8->k[r] = (cc_q8_fact){.q8 = true, .xbuf = j->xbuf, .ybuf = j->ybuf, .zo = zo, .held_in = j->held_in, .held_out = j->held_out,
+                                 .has_r = j->rbuf >= 0, .rbuf = j->rbuf, .held_res = j->held_res};
   }
   ut_str_free(&body);
   ut_str_free(&tasks);

@@ -46,7 +46,8 @@ static bool touches(const fn_function *f, int k, int b, bool w) {
 
 /* The zero point buffer b may hold its bytes at, or -1: a temporary that
  * one kernel writes as its requantized output and that at least one other
- * reads, every reader an int8 kernel taking b whole as its input. */
+ * reads, every reader an int8 kernel taking b whole as its input or as the
+ * tensor its output pass adds (cc_q8_fact.rbuf). */
 static int holdable(const cc_q8_plan *p, const fn_function *f, int b) {
   if (f->buffers[b].kind != FN_TEMP) return -1;
   int writer = -1, readers = 0;
@@ -56,7 +57,8 @@ static int holdable(const cc_q8_plan *p, const fn_function *f, int b) {
       writer = k;
     }
     if (touches(f, k, b, false)) {
-      if (!(p->k[k].q8 || p->k[k].cand) || p->k[k].xbuf != b || k == writer) return -1;
+      const cc_q8_fact *q = &p->k[k];
+      if (!(q->q8 || q->cand) || !(q->xbuf == b || (q->has_r && q->rbuf == b)) || k == writer) return -1;
       readers++;
     }
   }
@@ -86,7 +88,8 @@ bool cc_q8_plan_kept(const cc_q8_plan *p, const fn_function *f) {
     if (p->hold[b] < 0) continue;
     for (int k = 0; k < f->nkernels; k++) {
       if (touches(f, k, b, true) && !(p->k[k].held_out && p->k[k].ybuf == b)) return false;
-      if (touches(f, k, b, false) && !(p->k[k].held_in && p->k[k].xbuf == b)) return false;
+      const cc_q8_fact *q = &p->k[k];
+      if (touches(f, k, b, false) && !((q->held_in && q->xbuf == b) || (q->held_res && q->has_r && q->rbuf == b))) return false;
     }
   }
   return true;
