@@ -62,7 +62,12 @@ static void split_tasks(const cg_mm *p, const cg_tile *t, const cg_isa *isa, int
   if (pn && pm && p->N >= p->M && ncol >= 2 && nrow >= 2) {
     /* N, unless M lets the slowest thread finish first: N panels are
      * coarse (784 columns in halves of 7 and 5.25 panels of 64), MR rows
-     * fine, but each task of an M split packs all of B */
+     * fine, but each task of an M split packs all of B.  (The AMX variant
+     * keeps this rule: weighing N < M too, with its packing at ~48 rows and
+     * columns in 32-wide tiles, split 3x3 512->512 at 7x7 and 1x1 1024->256
+     * at 14x14 along N and ran 1.49x and 1.15x slower (min times): each task
+     * then streams all of A, 4.7 MB at 512x2304 pairs, against half of it;
+     * bench/RESULTS.md "amxsplit".  Packing B once needs a shared buffer.) */
     int64_t cn = need < ncol ? need : ncol, cm = need < nrow ? need : nrow;
     double pack = p->prepack_b ? 0 : 16; /* packing a B element ~ 16 multiply-adds */
     int64_t tn = cg_rup((p->N + cn - 1) / cn, t->nr), tm = cg_rup((p->M + cm - 1) / cm, t->mr);
