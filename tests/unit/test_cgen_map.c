@@ -6,12 +6,14 @@
  * dimensions with a dense, a per-row (bcast) and a per-column input, fp16
  * and bf16 storage, a rounding in the chain, and inputs holding NaN, +-inf,
  * +-0 and values whose exp is subnormal; with and without a pool, -O0 and
- * -O3; argument errors. */
+ * -O3; argument errors; a chain through a requantized byte (a table,
+ * cgen_map_lut.c) and one that must not become one. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "backend/c/cgen_int.h"
 #include "cgen_testutil.h"
 #include "tiny/tiny_spell.h"
 
@@ -65,6 +67,18 @@ static const chain CHAINS[] = {
     {"sign", 3, {{TINY_SIGN, F32, I(0)}, {TINY_SIGN, F32, I(1)}, {TINY_ADD, F32, V(0), V(1)}}, 0},
     {"round fp16 / bf16", 3,
      {{CGEN_MAP_ROUND, F16, I(0)}, {CGEN_MAP_ROUND, B16, I(1)}, {TINY_SUB, F32, V(0), V(1)}}, 0},
+    /* requantize to u8, then DQ -> gelu -> Q to s8: ops 5.. a table (cgen_map_lut.c) */
+    {"u8 gelu s8 table", 12,
+     {{TINY_MUL, F32, I(0), C(21.3f)}, {TINY_ROUND, F32, V(0)}, {TINY_ADD, F32, V(1), C(128.0f)},
+      {TINY_MAX, F32, V(2), C(0.0f)}, {TINY_MIN, F32, C(255.0f), V(3)}, {TINY_ADD, F32, V(4), C(-128.0f)},
+      {TINY_MUL, F32, V(5), C(0.0313f)}, {TINY_GELU, F32, V(6)}, {TINY_FDIV, F32, V(7), C(0.0217f)},
+      {TINY_ROUND, F32, V(8)}, {TINY_MAX, F32, V(9), C(-128.0f)}, {TINY_MIN, F32, V(10), C(127.0f)}}, 0},
+    /* the same byte, but op 8 reads an input: no table */
+    {"u8 gelu, not a table", 10,
+     {{TINY_MUL, F32, I(0), C(21.3f)}, {TINY_ROUND, F32, V(0)}, {TINY_ADD, F32, V(1), C(128.0f)},
+      {TINY_MAX, F32, V(2), C(0.0f)}, {TINY_MIN, F32, V(3), C(255.0f)}, {TINY_ADD, F32, V(4), C(-128.0f)},
+      {TINY_MUL, F32, V(5), C(0.0313f)}, {TINY_GELU, F32, V(6)}, {TINY_MUL, F32, V(7), I(1)},
+      {TINY_FDIV, F32, V(8), C(0.0217f)}}, 3e-7},
 };
 #define NCHAIN ((int)(sizeof CHAINS / sizeof CHAINS[0]))
 
@@ -227,6 +241,31 @@ static void test_cases_o3(void **st) {
   check_all("-O3");
 }
 
+/* Which chains become a table (cgen_map_lut.c): the u8 gelu one from op 4
+ * on 0..255, none other (a later op reading an input, no clamp to a byte). */
+static void test_lut_find(void **st) {
+  (void)st;
+  for (int c = 0; c < NCHAIN; c++) {
+    cgen_map_spec s;
+    make_spec(&CHAINS[c], &LAYOUTS[0], SC, &s);
+    float lo = -1;
+    int n = 0, j = cg_map_lut_find(&s, &lo, &n);
+    bool want = !strcmp(CHAINS[c].name, "u8 gelu s8 table");
+    assert_int_equal(j, want ? 4 : -1);
+    if (want) assert_true(lo == 0.0f && n == 256);
+  }
+  cgen_map_spec s;
+  make_spec(&CHAINS[NCHAIN - 2], &LAYOUTS[0], SC, &s);
+  float lo;
+  int n;
+  s.ops[4].a.c = 256.0f; /* 257 values: too many */
+  assert_int_equal(cg_map_lut_find(&s, &lo, &n), -1);
+  s.ops[4].a.c = 254.5f; /* not an integer */
+  assert_int_equal(cg_map_lut_find(&s, &lo, &n), -1);
+  s.ops[4].a.c = 255.0f, s.ops[1].kind = TINY_FLOOR; /* no rounding before */
+  assert_int_equal(cg_map_lut_find(&s, &lo, &n), -1);
+}
+
 static void test_errors(void **st) {
   (void)st;
   ut_str src;
@@ -291,6 +330,7 @@ static void test_coverage(void **st) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_coverage),
+      cmocka_unit_test(test_lut_find),
       cmocka_unit_test(test_errors),
       cmocka_unit_test(test_cases),
       cmocka_unit_test(test_cases_o3),

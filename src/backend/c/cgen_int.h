@@ -227,4 +227,16 @@ unsigned cg_isa_set(const cgen_tuning *t);
 harp_status cg_check_name(harp_error *e, const char *fn);
 int64_t cg_rup(int64_t a, int64_t b);
 
+/* cgen_map_lut.c: a map chain's suffix through one byte as a table.  j: the
+ * op whose later ops the table holds (-1: none), on lo..lo+n-1 (n <= 256)
+ * and NaN (entry n); the table is MAP_LUT_PAD floats, a multiple of every
+ * vector width. */
+#define MAP_LUT_PAD 272
+typedef struct map_lut {
+  int j, n;
+  float lo;
+} map_lut;
+int cg_map_lut_find(const cgen_map_spec *s, float *lo, int *n);
+void cg_map_lut_helper(cg_out *o);
+
 #endif

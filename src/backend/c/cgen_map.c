@@ -1,5 +1,6 @@
 /* cgen_map.c — elementwise chains on the CPU vector layer.
- * Needs: cgen_int.h.  Gives: cgen_map, cgen_map_spec_init.
+ * Needs: cgen_int.h, cgen_map_lut.c (a suffix through one byte as a table).
+ * Gives: cgen_map, cgen_map_spec_init.
  *
  * y = f(inputs) point by point, f a list of ops on fp32 vectors.  The
  * domain is rows (outer dimensions) x cols; a task takes a range of the
@@ -64,9 +65,31 @@ static bool fma_bound(const cgen_map_spec *s) {
   return false;
 }
 
+/* Op j of s's chain for vector slot u: "$P_v v<j>_<u> = ...;". */
+static void emit_op(cg_out *o, const cgen_map_spec *s, int j, int u, bool divps) {
+  const cgen_map_op *op = &s->ops[j];
+  char a[64], b[64];
+  arg_text(a, sizeof a, &op->a, u);
+  if (arity(op->kind) > 1) arg_text(b, sizeof b, &op->b, u);
+  const char *x[2] = {a, b};
+  cg_emit(o, "    $P_v v%d_%d = ", j, u);
+  if (op->kind == CGEN_MAP_COPY) cg_emit(o, "%s;\n", a);
+  else if (op->kind == CGEN_MAP_ROUND) cg_emit(o, "$P_r%s(%s);\n", op->dtype == TINY_FP16 ? "h" : "b", a);
+  else if (op->kind == TINY_RECIP && divps) cg_emit(o, "$P_set1(1.0f) / %s;\n", a);
+  else {
+    ut_str t; /* the op table's vector text */
+    ut_str_init(&t);
+    tiny_op_spell(&t, tiny_op_vec((tiny_op)op->kind), x, arity(op->kind));
+    if (t.oom) o->s->oom = true;
+    cg_emit(o, "%s;\n", t.buf ? t.buf : "");
+    ut_str_free(&t);
+  }
+}
+
 /* One vector (slot u) of the body at y + i + off: loads, ops, store; n: the
- * masked lane count (NULL: full). */
-static void emit_vec(cg_out *o, const cgen_map_spec *s, int u, int off, const char *n) {
+ * masked lane count (NULL: full).  lut: the op whose later ops are the table
+ * lt (cgen_map_lut.c), or -1. */
+static void emit_vec(cg_out *o, const cgen_map_spec *s, int u, int off, const char *n, const map_lut *lut) {
   bool divps = fma_bound(s);
   for (int k = 0; k < s->nin; k++) {
     if (s->in[k].bcast) {
@@ -77,28 +100,25 @@ static void emit_vec(cg_out *o, const cgen_map_spec *s, int u, int off, const ch
     if (n) cg_emit(o, "    $P_v a%d_%d = $P_ldn%s(x%d + i + %d, %s);\n", k, u, sx, k, off, n);
     else cg_emit(o, "    $P_v a%d_%d = $P_ld%s(x%d + i + %d);\n", k, u, sx, k, off);
   }
-  for (int j = 0; j < s->nops; j++) {
-    const cgen_map_op *op = &s->ops[j];
-    char a[64], b[64];
-    arg_text(a, sizeof a, &op->a, u);
-    if (arity(op->kind) > 1) arg_text(b, sizeof b, &op->b, u);
-    const char *x[2] = {a, b};
-    cg_emit(o, "    $P_v v%d_%d = ", j, u);
-    if (op->kind == CGEN_MAP_COPY) cg_emit(o, "%s;\n", a);
-    else if (op->kind == CGEN_MAP_ROUND) cg_emit(o, "$P_r%s(%s);\n", op->dtype == TINY_FP16 ? "h" : "b", a);
-    else if (op->kind == TINY_RECIP && divps) cg_emit(o, "$P_set1(1.0f) / %s;\n", a);
-    else {
-      ut_str t; /* the op table's vector text */
-      ut_str_init(&t);
-      tiny_op_spell(&t, tiny_op_vec((tiny_op)op->kind), x, arity(op->kind));
-      if (t.oom) o->s->oom = true;
-      cg_emit(o, "%s;\n", t.buf ? t.buf : "");
-      ut_str_free(&t);
-    }
-  }
+  int last = lut->j >= 0 ? lut->j : s->nops - 1;
+  for (int j = 0; j <= last; j++) emit_op(o, s, j, u, divps);
+  if (lut->j >= 0)
+    cg_emit(o, "    $P_v v%d_%d = $P_lut(v%d_%d, lt, %#.9gf, %d);\n", s->nops - 1, u, lut->j, u, (double)lut->lo, lut->n);
   const char *sy = cg_vsuffix(s->y_dtype);
   if (n) cg_emit(o, "    $P_stn%s(y + i + %d, v%d_%d, %s);\n", sy, off, s->nops - 1, u, n);
   else cg_emit(o, "    $P_st%s(y + i + %d, v%d_%d);\n", sy, off, s->nops - 1, u);
+}
+
+/* The run's table (lut->j >= 0): ops lut->j+1.. of s's chain on lo..lo+n-1
+ * and NaN (the rest of the padding) into cx.lt, with the points' own code. */
+static void emit_lut_table(cg_out *o, const cgen_map_spec *s, const map_lut *lut) {
+  if (lut->j < 0) return;
+  int w = o->isa->w;
+  cg_emit(o, "  float lx[%d];\n  for (int k = 0; k < %d; k++) lx[k] = k < %d ? %#.9gf + (float)k : NAN;\n", MAP_LUT_PAD,
+          MAP_LUT_PAD, lut->n, (double)lut->lo);
+  cg_emit(o, "  for (int k = 0; k < %d; k += %d) {\n    $P_v v%d_0 = $P_ld(lx + k);\n", MAP_LUT_PAD, w, lut->j);
+  for (int j = lut->j + 1; j < s->nops; j++) emit_op(o, s, j, 0, fma_bound(s));
+  cg_emit(o, "    $P_st(cx.lt + k, v%d_0);\n  }\n", s->nops - 1);
 }
 
 /* Whether any of s's row length, outer sizes, strides or offsets is read at
@@ -123,13 +143,15 @@ static const char *walk_size(char *buf, size_t cap, bool rt, const char *f, int6
   return buf;
 }
 
-static void emit_variant(cg_out *o, const cgen_map_spec *s) {
+static void emit_variant(cg_out *o, const cgen_map_spec *s, const map_lut *lut) {
   int w = o->isa->w;
   const char *yt = cg_ctype(s->y_dtype);
   cg_emit_isa_helpers(o);
+  if (lut->j >= 0) cg_map_lut_helper(o);
   /* one row segment of n points */
   cg_emit(o, "static $T void $P_seg(");
   for (int k = 0; k < s->nin; k++) cg_emit(o, "const %s *restrict x%d, ", cg_ctype(s->in[k].dtype), k);
+  if (lut->j >= 0) cg_emit(o, "const float *restrict lt, ");
   cg_emit(o, "%s *restrict y, long n) {\n", yt);
   for (int k = 0; k < s->nin; k++) {
     if (!s->in[k].bcast) continue;
@@ -143,16 +165,16 @@ static void emit_variant(cg_out *o, const cgen_map_spec *s) {
   /* two vectors a step: two independent chains for the out-of-order core */
   if (w > 1) {
     cg_emit(o, "  for (; i + %d <= n; i += %d) {\n", 2 * w, 2 * w);
-    emit_vec(o, s, 0, 0, NULL);
-    emit_vec(o, s, 1, w, NULL);
+    emit_vec(o, s, 0, 0, NULL, lut);
+    emit_vec(o, s, 1, w, NULL, lut);
     cg_emit(o, "  }\n");
   }
   cg_emit(o, "  for (; i + %d <= n; i += %d) {\n", w, w);
-  emit_vec(o, s, 0, 0, NULL);
+  emit_vec(o, s, 0, 0, NULL, lut);
   cg_emit(o, "  }\n");
   if (w > 1) {
     cg_emit(o, "  if (i < n) {\n    int m = (int)(n - i);\n");
-    emit_vec(o, s, 0, 0, "m");
+    emit_vec(o, s, 0, 0, "m", lut);
     cg_emit(o, "  }\n");
   }
   cg_emit(o, "}\n");
@@ -172,6 +194,7 @@ static void emit_variant(cg_out *o, const cgen_map_spec *s) {
   if (s->nouter == 0) {
     cg_emit(o, "  $P_seg(");
     for (int k = 0; k < s->nin; k++) cg_emit(o, s->in[k].bcast ? "p%d, " : "p%d + a, ", k);
+    if (lut->j >= 0) cg_emit(o, "cx->lt, ");
     cg_emit(o, "y + a, b - a);\n}\n");
     return;
   }
@@ -205,6 +228,7 @@ static void emit_variant(cg_out *o, const cgen_map_spec *s) {
   }
   cg_emit(o, "    $P_seg(");
   for (int k = 0; k < s->nin; k++) cg_emit(o, "p%d + o%d, ", k, k);
+  if (lut->j >= 0) cg_emit(o, "cx->lt, ");
   cg_emit(o, s->y_strided ? "y + oy, n);\n" : "y + a, n);\n");
   cg_emit(o, "    a += n; r++; j = 0;\n  }\n}\n");
 }
@@ -239,8 +263,9 @@ static void emit_walk_sizes(cg_out *o, const cgen_map_spec *s) {
   cg_emit(o, ";\n");
 }
 
-static void emit_run(cg_out *o, const cgen_map_spec *s, int64_t total) {
+static void emit_run(cg_out *o, const cgen_map_spec *s, int64_t total, const map_lut *lut) {
   cg_emit(o, "static $T int $P_run(hprt_pool *pool, const void *const *in, void *y) {\n  $F_ctx cx;\n");
+  emit_lut_table(o, s, lut);
   if (s->total_expr) cg_emit(o, "  cx.in = in; cx.y = y; cx.total = %s;\n", s->total_expr);
   else if (map_rt(s)) cg_emit(o, "  cx.in = in; cx.y = y;\n");
   else cg_emit(o, "  cx.in = in; cx.y = y; cx.total = %lldL;\n", (long long)total);
@@ -303,17 +328,19 @@ harp_status cgen_map(harp_error *e, const cgen_map_spec *s, const char *fn, ut_s
   }
   cg_emit(&o, " -> %s ---- */\n", tiny_dtype_name(s->y_dtype));
   cg_emit_scalar_conv(&o);
+  map_lut lut;
+  lut.j = cg_map_lut_find(s, &lut.lo, &lut.n);
+  cg_emit(&o, "typedef struct { const void *const *in; void *y; long total, chunk");
   if (map_rt(s))
-    cg_emit(&o,
-            "typedef struct { const void *const *in; void *y; long total, chunk, cols, outer[%d], ost[%d][%d], yost[%d], ioff[%d], yoff; } "
-            "$F_ctx;\n",
-            CGEN_MAP_MAX_OUTER, CGEN_MAP_MAX_IN, CGEN_MAP_MAX_OUTER, CGEN_MAP_MAX_OUTER, CGEN_MAP_MAX_IN);
-  else cg_emit(&o, "typedef struct { const void *const *in; void *y; long total, chunk; } $F_ctx;\n");
+    cg_emit(&o, ", cols, outer[%d], ost[%d][%d], yost[%d], ioff[%d], yoff", CGEN_MAP_MAX_OUTER, CGEN_MAP_MAX_IN, CGEN_MAP_MAX_OUTER,
+            CGEN_MAP_MAX_OUTER, CGEN_MAP_MAX_IN);
+  if (lut.j >= 0) cg_emit(&o, "; float lt[%d]", MAP_LUT_PAD);
+  cg_emit(&o, "; } $F_ctx;\n");
   for (int i = 0; i < CGEN_ISA_COUNT; i++) {
     if (!(set >> i & 1u)) continue;
     cg_set_isa(&o, cg_isa_get((cgen_isa)i));
-    emit_variant(&o, s);
-    emit_run(&o, s, total);
+    emit_variant(&o, s, &lut);
+    emit_run(&o, s, total, &lut);
   }
   cg_emit_dispatch(&o, set, s->tune.force_isa, "hprt_pool *pool, const void *const *in, void *y", "pool, in, y");
   if (out->oom) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "cgen: out of memory");
