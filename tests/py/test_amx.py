@@ -20,7 +20,10 @@ none, every case on it but three below the line where AMX pays (13x3x17,
 ran.  A third run, AMX on with the conv algorithm harp picks, puts every
 conv (1x1 and 3x3, stems of 3 or 5 input channels) on the implicit GEMM's
 AMX variant, checked the same.  The tile configuration is loaded once a
-compute task, not per micro-kernel call (checked in the C)."""
+compute task, not per micro-kernel call (checked in the C).  Then: a bf16
+activation as A ($P_amxpk), bf16 rows paired as they are (a 1x1 conv's B,
+a 3x3 conv's interleaved input; exact against numpy, AMX on and off), and
+a standalone package."""
 import os
 import re
 import subprocess
