@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """bf16.py — harp --precision bf16 on fp32 models against OpenVINO at its default precision.
 
-    python3 bench/bf16.py [--harp build/harp] [--rounds 3] [--repeat 20] [--only NAME,...] [--json FILE]
+    python3 bench/bf16.py [--harp build/harp] [--base OTHER_HARP] [--lean] [--rounds 3] [--repeat 20]
+                          [--only NAME,...] [--json FILE]
 
 Models (fp32 ONNX, batch 1): ResNet-50 (the onnx package's light_resnet50
 with seeded random weights, tests/realmodels), MobileNetV2 and one BERT-base
@@ -21,6 +22,11 @@ be fetched).  Contenders, all at 2 threads, in --rounds interleaved rounds
              INFERENCE_NUM_THREADS=2): its INFERENCE_PRECISION_HINT is read
              back and printed, bf16 on a CPU with AVX512_BF16
   ort        onnxruntime fp32 (intra_op_num_threads=2)
+  base-bf16  with --base BIN: another harp binary's --precision bf16 (a
+             baseline build), timed in the same rounds; printed after the
+             table with base / harp-bf16 (> 1: harp faster) and its error
+--lean keeps harp-bf16, OpenVINO and base-bf16 (no fp32, fp32-temps, AMX-off
+or onnxruntime timing: shorter rounds on a busy machine).
 The error columns are max |out - onnxruntime fp32| / max |onnxruntime fp32|
 on one random input.  The ratio ov / harp-bf16 > 1 means harp is faster:
 of the best times, and (in parentheses) the median of the rounds' own
@@ -143,12 +149,19 @@ def rel_err(got, want):
 
 def main():
     from e2e import bench_args, median_ms  # median_ms: 3 warm-up calls, then the median of `repeat`
-    a = bench_args().parse_args()
+    ap = bench_args()
+    ap.add_argument("--base", default="", help="a baseline harp binary, timed at bf16 in the same rounds")
+    ap.add_argument("--lean", action="store_true", help="time harp-bf16, OpenVINO and --base only")
+    a = ap.parse_args()
     import onnxruntime as ort
     import openvino as ov
     core = ov.Core()
     d = tempfile.mkdtemp(prefix="harp-bf16-")
     harp = Harp(a.harp, a.repeat, d)
+    base = Harp(a.base, a.repeat, d) if a.base else None
+    who_all = ("harp-bf16", "ov") + (("base-bf16",) if base else ()) + \
+        (() if a.lean else ("harp-fp32", "ort", "harp-bf16-t32", "harp-bf16-noamx"))
+    base_rows = []
     only = [s for s in a.only.split(",") if s]
     rng = np.random.default_rng(0)
     print(f"# bf16.py, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.processor() or platform.machine()}, "
@@ -182,8 +195,10 @@ def main():
         best, ratios = {}, []
         for _ in range(a.rounds):
             this = {}
-            for who in ("harp-bf16", "ov", "harp-fp32", "ort", "harp-bf16-t32", "harp-bf16-noamx"):
-                if who == "harp-bf16-t32":
+            for who in who_all:
+                if who == "base-bf16":
+                    ms = base.bench(path, feeds, "bf16")["median_ms"]
+                elif who == "harp-bf16-t32":
                     ms = harp.bench(path, feeds, "bf16", ["bf16_fp32_temps=1"])["median_ms"]
                 elif who == "harp-bf16-noamx":
                     ms = harp.bench(path, feeds, "bf16", ["amx=off"])["median_ms"]
@@ -201,6 +216,12 @@ def main():
         got_ov = [req.get_output_tensor(i).data.copy() for i in range(len(cm.outputs))]
         err = {"harp-bf16": rel_err(harp.run(path, feeds, "bf16"), want), "ov": rel_err(got_ov, want),
                "harp-fp32": rel_err(harp.run(path, feeds, "fp32"), want)}
+        if base:
+            err["base-bf16"] = rel_err(base.run(path, feeds, "bf16"), want)
+            base_rows.append(f"| {name} | {best['base-bf16']:.2f} | {best['harp-bf16']:.2f} | "
+                             f"{best['base-bf16'] / best['harp-bf16']:.2f} | {err['base-bf16']:.1e} | {err['harp-bf16']:.1e} |")
+        for who in ("harp-fp32", "ort", "harp-bf16-t32", "harp-bf16-noamx"):
+            best.setdefault(who, float("nan"))
         print(f"| {name} | {best['harp-bf16']:.2f} | {best['ov']:.2f} ({ov_prec}) | {best['ov'] / best['harp-bf16']:.2f} "
               f"({float(np.median(ratios)):.2f}) | "
               f"{best['harp-fp32']:.2f} | {best['harp-fp32'] / best['harp-bf16']:.2f} | {best['ort']:.2f} | "
@@ -209,6 +230,10 @@ def main():
               f"{best['harp-bf16-noamx']:.2f} ({best['harp-bf16-noamx'] / best['harp-bf16']:.2f}) |", flush=True)
         results.append({"model": name, "ms": best, "ov_precision": ov_prec, "ov_over_harp_bf16_per_round": ratios,
                         "max_rel_err_vs_ort": err})
+    if base_rows:
+        print(f"\n| model | base ({a.base}) bf16 ms | harp bf16 ms | base / harp | err base | err harp |")
+        print("|---|---|---|---|---|---|")
+        print("\n".join(base_rows))
     if a.json:
         with open(a.json, "w") as f:
             json.dump(results, f, indent=1)

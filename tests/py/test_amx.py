@@ -20,7 +20,10 @@ none, every case on it but three below the line where AMX pays (13x3x17,
 ran.  A third run, AMX on with the conv algorithm harp picks, puts every
 conv (1x1 and 3x3, stems of 3 or 5 input channels) on the implicit GEMM's
 AMX variant, checked the same.  The tile configuration is loaded once a
-compute task, not per micro-kernel call (checked in the C)."""
+compute task, not per micro-kernel call (checked in the C).  Then: a bf16
+activation as A ($P_amxpk), bf16 rows paired as they are (a 1x1 conv's B,
+a 3x3 conv's interleaved input; exact against numpy, AMX on and off), and
+a standalone package."""
 import os
 import re
 import subprocess
@@ -247,6 +250,58 @@ if p.returncode == 0:
             and "_amxtr(" not in src, "")
     e = np.abs(np.load(os.path.join(d, "y.npy")).astype(np.float64) - bf16(cr) @ cw2)
     s.check("bf16 A: y = numpy's bf16(r) @ w2 exactly", float(e.max()) == 0.0, f"max err {e.max():.3g}")
+
+# ---- bf16 rows paired as they are: a 1x1 conv's B and a 3x3 conv's interleaved input, both bf16 ------
+# r = relu(conv3x3(x)) is stored in bf16 between the convs (its consumers multiply in bf16), so y1 (1x1,
+# a GEMM over r's rows: $P_packB pairs rows 2p, 2p + 1 of r) and y3 (3x3 on the implicit GEMM over channel
+# pairs: $P_ilv pairs r's planes) take bf16 rows; 37 channels (the last pair's second half 0), 15x17 =
+# 255 pixels (column tails: 255 = 7 x 32 + 31 = 3 x 64 + 63).  Integers: r's values need more than bf16's
+# 8 bits, and every sum of bf16(r) times small integer weights is exact in fp32, so y1 and y3 are numpy's
+# products of bf16(r) exactly (a pair's halves swapped, a lost odd channel, a column off by one all show),
+# with AMX on and off (the AVX-512 BF16 variant packs with the same code).
+def conv_ref(x, w, pad):
+    """Cross-correlation of x (C, H, W) with w (O, C, kh, kw), stride 1, zero padding pad, float64."""
+    c, h, wd = x.shape
+    o, _, kh, kw = w.shape
+    xp = np.zeros((c, h + 2 * pad, wd + 2 * pad))
+    xp[:, pad:pad + h, pad:pad + wd] = x
+    y = np.zeros((o, h + 2 * pad - kh + 1, wd + 2 * pad - kw + 1))
+    for i in range(kh):
+        for j in range(kw):
+            y += np.einsum("oc,chw->ohw", w[:, :, i, j], xp[:, i:i + y.shape[1], j:j + y.shape[2]])
+    return y
+
+
+px, pw1, pw2, pw3 = ints(-15, 15, 1, 20, 15, 17), ints(-15, 15, 37, 20, 3, 3), ints(-2, 2, 64, 37, 1, 1), ints(-2, 2, 40, 37, 3, 3)
+pr = np.maximum(conv_ref(px[0].astype(np.float64), pw1, 1), 0)
+pg = helper.make_graph([helper.make_node("Conv", ["x", "w1"], ["t"], pads=[1] * 4), helper.make_node("Relu", ["t"], ["r"]),
+                        helper.make_node("Conv", ["r", "w2"], ["y1"]),
+                        helper.make_node("Conv", ["r", "w3"], ["y3"], pads=[1] * 4)], "pairs",
+                       [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 20, 15, 17])],
+                       [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("y1", "y3")],
+                       [numpy_helper.from_array(a, n) for n, a in (("w1", pw1), ("w2", pw2), ("w3", pw3))])
+ppath2 = os.path.join(tempfile.mkdtemp(), "pairs.onnx")
+onnx.save(helper.make_model(pg, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), ppath2)
+s.check("bf16 rows: the case rounds r (more than 8 significant bits)", bool(np.mean(bf16(pr) != pr) > 0.1))
+want = {"y1": conv_ref(bf16(pr), pw2, 0), "y3": conv_ref(bf16(pr), pw3, 1)}
+for tag, amx in (("amx", "auto"), ("no-amx", "off")):
+    dump = tempfile.mkdtemp()
+    os.environ["HARP_AMX"] = amx
+    p, d = run(ppath2, {"x": px}, backend="cpu", extra=["--precision", "bf16", "--dump", "c", "--dump-dir", dump])
+    os.environ.pop("HARP_AMX")
+    s.check(f"bf16 rows {tag}: runs", p.returncode == 0, p.stderr[-400:])
+    if p.returncode != 0:
+        continue
+    ks = kernel_chunks(open(os.path.join(dump, "model.c")).read())
+    # both consumers pair r's bf16 halves as they are (zero-extend, shift, or), not through fp32
+    for n in ("y1", "y3"):
+        s.check(f"bf16 rows {tag}: {n} pairs bf16 rows as they are", "_mm512_slli_epi32(w1, 16)" in ks.get(n, ""),
+                f"{sorted(ks)}")
+    s.check(f"bf16 rows {tag}: y1 on the AMX variant" if amx == "auto" else f"bf16 rows {tag}: no AMX variant",
+            (re.search(r"_amx_k32_\d", ks.get("y1", "")) is not None) == (amx == "auto"), "")
+    for n in ("y1", "y3"):
+        e = np.abs(np.load(os.path.join(d, n + ".npy"))[0].astype(np.float64) - want[n])
+        s.check(f"bf16 rows {tag}: {n} = numpy's product of bf16(r) exactly", float(e.max()) == 0.0, f"max err {e.max():.3g}")
 
 # ---- a standalone package with the AMX variant (harp compile --precision bf16, built without -march) --
 # its task loads and releases the tile configuration: it carries the AMX target itself

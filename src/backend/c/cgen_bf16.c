@@ -120,6 +120,22 @@ void cg_emit_bf16_pack_a_words(cg_out *o, int w) {
   cg_emit(o, "      if (k < kc) { uint32_t v = s[k]; memcpy(q, &v, 4); }\n    }\n");
 }
 
+/* The statement `{dst}(..., p)` for 16 pair words p, word j {s0[j], s1[j]}
+ * of two bf16 rows (j < n, the rest 0; s1 read as zeros where `odd`), at
+ * indent ind: the halves moved as they are (zero-extended, the second
+ * shifted into the high half), not widened to fp32 and rounded back with
+ * vcvtne2ps2bf16 and a vpermw (the same words for every non-NaN value).
+ * dst is a store taking the pointer and the vector ("_mm512_storeu_si512(d"
+ * or a masked store "_mm512_mask_storeu_epi32(d, m"); n > 0. */
+static void emit_bf16_pairs16(cg_out *o, const char *ind, const char *dst, const char *s0, const char *s1, const char *n,
+                              const char *odd) {
+  cg_emit(o, "%s{ __mmask16 mk = %s >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << %s) - 1u);\n", ind, n, n);
+  cg_emit(o, "%s  __m512i w0 = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mk, %s));\n", ind, s0);
+  cg_emit(o, "%s  __m512i w1 = %s ? _mm512_setzero_si512() : _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mk, %s));\n", ind,
+          odd, s1);
+  cg_emit(o, "%s  %s, _mm512_or_si512(w0, _mm512_slli_epi32(w1, 16))); }\n", ind, dst);
+}
+
 /* $P_ilv(vc, task, tid): a pool task (vc a `ctx` with fields X and B),
  * plane `task` of nplanes of the interleaved input (cx->B, words): plane t pairs channels 2c and 2c + 1
  * (c = t % ceil(icg / 2)) of the group's icg channels (source planes of hw
@@ -135,6 +151,13 @@ void cg_emit_bf16_ilv(cg_out *o, const char *ctx, tiny_dtype xdt, int64_t nplane
           (long)hw, (long)hw);
   cg_emit(o, "  int odd = 2 * c + 1 >= %ldL;\n", (long)icg);
   cg_emit(o, "  int *d = (int *)cx->B + (long)task * %ldL;\n", (long)hw);
+  if (xdt == TINY_BF16) { /* the halves as they are (emit_bf16_pairs16) */
+    cg_emit(o, "  for (long i = 0; i < %ldL; i += 16) {\n", (long)hw);
+    cg_emit(o, "    int n = %ldL - i < 16 ? (int)(%ldL - i) : 16;\n", (long)hw, (long)hw);
+    emit_bf16_pairs16(o, "    ", "_mm512_mask_storeu_epi32(d + i, mk", "s0 + i", "s1 + i", "n", "odd");
+    cg_emit(o, "  }\n}\n");
+    return;
+  }
   cg_emit(o, "  const __m512i ix = " CG_BF16_IX ";\n");
   cg_emit(o, "  for (long i = 0; i < %ldL; i += 16) {\n", (long)hw);
   cg_emit(o, "    int n = %ldL - i < 16 ? (int)(%ldL - i) : 16;\n", (long)hw, (long)hw);
@@ -173,13 +196,22 @@ void cg_emit_bf16_pack_b_rows(cg_out *o, tiny_dtype bdt, int64_t sb0, int64_t sb
   cg_emit(o, "static " CG_BF16_ATTR " void $P_packB(const $F_ctx *cx, long b0, long b1, long k0, long kc, long n0, long nc,"
              " float *restrict Bp) {\n");
   cg_emit(o, "  const %s *B = (const %s *)cx->B + b0 * %ldL + b1 * %ldL;\n", bt, bt, (long)sb0, (long)sb1);
-  cg_emit(o, "  const __m512i ix = " CG_BF16_IX ";\n");
+  if (bdt != TINY_BF16) cg_emit(o, "  const __m512i ix = " CG_BF16_IX ";\n");
   cg_emit(o, "  for (long jr = 0; jr < nc; jr += %d) {\n", nr);
   cg_emit(o, "    int nr = nc - jr < %d ? (int)(nc - jr) : %d;\n    int *d = (int *)(Bp + jr * kc);\n", nr, nr);
   cg_emit(o, "    const %s *s = B + k0 * %ldL + n0 + jr;\n", bt, (long)sk);
   cg_emit(o, "    for (long k = 0; k < kc; k += 2, s += %ldL, d += %d) {\n", 2 * (long)sk, nr);
   cg_emit(o, "      int odd = k + 1 >= kc;\n");
-  for (int v = 0; v < nv; v++) {
+  for (int v = 0; bdt == TINY_BF16 && v < nv; v++) { /* the halves as they are; columns past nr 0 */
+    char dst[48], s0[24], s1[40], n[24];
+    snprintf(dst, sizeof dst, "_mm512_storeu_si512(d + %d", 16 * v);
+    snprintf(s0, sizeof s0, "s + %d", 16 * v);
+    snprintf(s1, sizeof s1, "s + %ldL + %d", (long)sk, 16 * v);
+    snprintf(n, sizeof n, "(nr - %d)", 16 * v);
+    if (v) cg_emit(o, "      if (nr <= %d) _mm512_storeu_si512(d + %d, _mm512_setzero_si512());\n      else ", 16 * v, 16 * v);
+    emit_bf16_pairs16(o, v ? "" : "      ", dst, s0, s1, n, "odd");
+  }
+  for (int v = 0; bdt != TINY_BF16 && v < nv; v++) {
     cg_emit(o, "      { int n = nr - %d; __m512 x0 = _mm512_setzero_ps(), x1 = x0;\n", 16 * v);
     cg_emit(o, "        if (n >= 16) { x0 = $P_ld%s(s + %d); if (!odd) x1 = $P_ld%s(s + %ldL + %d); }\n", sx, 16 * v, sx,
             (long)sk, 16 * v);
