@@ -56,10 +56,12 @@ def build(tag, cmd, knobs=(), env_extra=None):
 
 
 def levels(opts):
+    """The -O options of each run in opts."""
     return [[a for a in o if a.startswith("-O")] for o in opts]
 
 
 def others(opts):
+    """Every other option of each run in opts."""
     return [[a for a in o if not a.startswith("-O")] for o in opts]
 
 
