@@ -3,7 +3,7 @@
 # in their own build directory and run each for a while on the seed corpus.
 #   scripts/fuzz_inputs.sh [BUILD_DIR] [SECONDS] [TARGET...]
 # BUILD_DIR defaults to build-fuzz, SECONDS to $FUZZ_SECONDS or 60, the
-# targets to all six.  FUZZ_RUNS=N runs each N inputs instead of for SECONDS
+# targets to all seven.  FUZZ_RUNS=N runs each N inputs instead of for SECONDS
 # (the long run), FUZZ_PARALLEL targets run at once (default: the CPUs, at
 # most 2: CI's two cores fuzz two targets at a time), FUZZ_FLAGS adds
 # libFuzzer flags.  A crash, leak, sanitizer report, timeout (> 20 s on one

@@ -38,6 +38,7 @@ typedef struct rt_knobs {
   char cc[RT_KNOB_PATH];        /* CC: the C compiler */
   char cflags[RT_KNOB_PATH];    /* HARP_CFLAGS: its flags ("": harp's own) */
   char cache_dir[RT_KNOB_PATH]; /* HARP_CACHE_DIR: compiled objects, cubins, plans ("": see knobs.c) */
+  int cc_opt;                   /* HARP_CC_OPT: 0-3, the -O of harp's own flags (not of cflags) */
   int cc_jobs;                  /* HARP_CC_JOBS: LTO partitions of a large source (0: the online CPUs) */
   char tmpdir[RT_KNOB_PATH];    /* TMPDIR: work directories (cgen_compile_so; builds when the cache is unusable) */
   /* code generation: A/B switches for benchmarks and tests */

@@ -8,8 +8,11 @@
 
 /* The generated C's flags (a kernel that needs -fno-trapping-math says so
  * itself: HP_NOTRAP, rc_prelude.c). */
-#define RT_CFLAGS_PORTABLE "-O3 -fopenmp-simd -fno-math-errno"
-#define RT_CFLAGS_HOST "-O3 -march=native -mprefer-vector-width=512 -fopenmp-simd -fno-math-errno"
+#define RT_CFLAGS_PORTABLE "-O3 " RT_CFLAGS_ANY
+#define RT_CFLAGS_HOST "-O3 " RT_CFLAGS_NATIVE " " RT_CFLAGS_ANY
+/* Their parts after the -O level (the knob cc_opt sets the level). */
+#define RT_CFLAGS_ANY "-fopenmp-simd -fno-math-errno"
+#define RT_CFLAGS_NATIVE "-march=native -mprefer-vector-width=512"
 
 typedef struct rt_cc_opts {
   const char *cc;        /* NULL or "": "cc" (the knob cc) */

@@ -18,6 +18,8 @@ static const rt_knob table[] = {
     ROW(cc, "CC", STRING, "cc", NULL, 0, 0, "the C compiler that builds generated code"),
     ROW(cflags, "HARP_CFLAGS", STRING, "", NULL, 0, 0,
         "its flags (empty: -O3 and this CPU's ISA for run/bench, any x86-64 for packages)"),
+    ROW(cc_opt, "HARP_CC_OPT", INT, "3", NULL, 0, 3,
+        "the -O level of harp's own flags, when cflags is empty (tests of what kernels compute use 1: a shorter cold compile)"),
     ROW(cache_dir, "HARP_CACHE_DIR", STRING, "", NULL, 0, 0,
         "compiled objects, cubins and tuned plans (env: else $XDG_CACHE_HOME/harp, ~/.cache/harp; "
         "empty: /tmp/harp-cache-UID)"),
@@ -140,7 +142,7 @@ void rt_knobs_init(rt_knobs *k) {
 
 /* The table's defaults as a constant (test_knobs checks it equals
  * rt_knobs_init's): zero, false and "" but for these. */
-static const rt_knobs defaults = {.cc = "cc", .tmpdir = "/tmp", .tier0 = RT_TIER0_AUTO};
+static const rt_knobs defaults = {.cc = "cc", .cc_opt = 3, .tmpdir = "/tmp", .tier0 = RT_TIER0_AUTO};
 
 const rt_knobs *rt_knobs_or_default(const rt_knobs *k) { return k ? k : &defaults; }
 

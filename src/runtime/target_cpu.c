@@ -130,7 +130,11 @@ static rt_cc_opts cpu_cc_opts(const rt_compile *c, char *host_flags, size_t cap,
      * branch lands is luck, 25% on a 3x3 conv at 256 channels.  The
      * assembler can keep branches inside 32-byte blocks. */
     *jcc = jcc_erratum_host();
-    snprintf(host_flags, cap, "%s%s", RT_CFLAGS_HOST, *jcc ? " -Wa,-mbranches-within-32B-boundaries" : "");
+    snprintf(host_flags, cap, "-O%d %s %s%s", k->cc_opt, RT_CFLAGS_NATIVE, RT_CFLAGS_ANY,
+             *jcc ? " -Wa,-mbranches-within-32B-boundaries" : "");
+    flags = host_flags;
+  } else if (!flags && k->cc_opt != 3) { /* a package's portable flags at another level (3: compile.c's own, NULL) */
+    snprintf(host_flags, cap, "-O%d %s", k->cc_opt, RT_CFLAGS_ANY);
     flags = host_flags;
   }
   return (rt_cc_opts){k->cc, flags, k->cache_dir, .parallel = true, .jobs = k->cc_jobs, .tmpdir = k->tmpdir};

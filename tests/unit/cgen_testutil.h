@@ -109,5 +109,29 @@ static inline void ct_pool_destroy(void *h, hprt_pool *pool) {
   void (*pd)(hprt_pool *) = (void (*)(hprt_pool *))dlsym(h, "hprt_pool_destroy");
   if (pd) pd(pool);
 }
-static inline void *ct_compile(const char *src) { return ct_compile_flags(src, getenv("CT_FLAGS") ? getenv("CT_FLAGS") : "-O0"); }
+/* CT_FLAGS, else -O0: the level of a test of what kernels compute. */
+static inline const char *ct_flags(void) { return getenv("CT_FLAGS") ? getenv("CT_FLAGS") : "-O0"; }
+static inline void *ct_compile(const char *src) { return ct_compile_flags(src, ct_flags()); }
+
+/* The n cases of a kernel generator, compiled as one source with flags
+ * (emit(i, src) appends case i's kernel) and each run on a pool of 3 and on
+ * the calling thread alone (run(h, i, pool): the wrong elements, 0 when
+ * none). */
+static inline void ct_check_cases(int n, void (*emit)(int i, ut_str *src), long (*run)(void *h, int i, hprt_pool *pool),
+                                  const char *flags) {
+  ut_str src;
+  ut_str_init(&src);
+  for (int i = 0; i < n; i++) emit(i, &src);
+  void *h = ct_compile_flags(src.buf, flags);
+  assert_non_null(h);
+  hprt_pool *pool = ct_pool_create(h, 3);
+  assert_non_null(pool);
+  for (int i = 0; i < n; i++) {
+    assert_int_equal(run(h, i, pool), 0);
+    assert_int_equal(run(h, i, NULL), 0);
+  }
+  ct_pool_destroy(h, pool);
+  dlclose(h);
+  ut_str_free(&src);
+}
 #endif

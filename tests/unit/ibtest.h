@@ -30,6 +30,18 @@ static inline harp_status ibt_load(ibt *t, const char *json, const char *const *
   return s;
 }
 
+/* ibt_load of a "uops" list without its brackets, written with ' for " (the
+ * tests' C strings stay readable). */
+static inline harp_status ibt_load_uops(ibt *t, const char *uops, const char *const *syms) {
+  char *json = malloc(strlen(uops) + 32);
+  sprintf(json, "{\"uops\":[%s]}", uops);
+  for (char *p = json; *p; p++)
+    if (*p == '\'') *p = '"';
+  harp_status s = ibt_load(t, json, syms);
+  free(json);
+  return s;
+}
+
 static inline harp_status ibt_load_file(ibt *t, const char *rel, const char *const *syms) {
   char path[1024];
   const char *root = getenv("HARP_SOURCE_DIR");

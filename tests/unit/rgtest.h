@@ -89,19 +89,19 @@ static inline void rgt_expect_stop(const rg_region *R, const char *cand, const c
   if (strcmp(s->reason, reason)) fail_msg("region %s stops at %s for %s (%s), want %s", R->name, cand, s->reason, s->detail, reason);
 }
 
-/* Build the Function and play it back; compare with whole-graph
- * interpretation (bit for bit when bitwise).  Returns the Function's arena size. */
-static inline size_t rgt_playback(rgt *t, bool bitwise) {
-  fn_function *f;
-  assert_ok(&t->e, fn_build(&t->e, t->p, "main", &f));
-  assert_ok(&t->e, fn_check(&t->e, f));
-  assert_true(f->required_memory >= fn_peak_live_bytes(f));
+/* Play f back on pseudo-random inputs (tu_random_inputs(g, seed, 1)) and
+ * compare every output with whole-graph interpretation under syms: bit for
+ * bit when bitwise, else within 1e-3 + 1e-3 |want| (a NaN matches only a
+ * NaN).  test_function.c shares it. */
+static inline void rgt_playback_check(const tiny_graph *g, const tiny_symtab *syms, const fn_function *f, unsigned seed,
+                                      bool bitwise) {
+  harp_error e = {0};
   int n;
-  ut_tensor *in = tu_random_inputs(t->g, &n, 7, 1.0f);
-  ut_tensor *want = calloc((size_t)t->g->noutputs, sizeof *want), *got = calloc((size_t)t->g->noutputs, sizeof *got);
-  assert_ok(&t->e, tiny_interp(&t->e, t->g, &t->syms, in, n, want));
-  assert_ok(&t->e, fn_playback(&t->e, f, &t->syms, in, n, got));
-  for (int k = 0; k < t->g->noutputs; k++) {
+  ut_tensor *in = tu_random_inputs(g, &n, seed, 1.0f);
+  ut_tensor *want = calloc((size_t)g->noutputs, sizeof *want), *got = calloc((size_t)g->noutputs, sizeof *got);
+  assert_ok(&e, tiny_interp(&e, g, syms, in, n, want));
+  assert_ok(&e, fn_playback(&e, f, syms, in, n, got));
+  for (int k = 0; k < g->noutputs; k++) {
     assert_int_equal(got[k].nbytes, want[k].nbytes);
     if (bitwise) {
       if (memcmp(got[k].data, want[k].data, want[k].nbytes)) fail_msg("output %d differs from the interpreter", k);
@@ -119,6 +119,16 @@ static inline size_t rgt_playback(rgt *t, bool bitwise) {
   free(in);
   free(got);
   free(want);
+}
+
+/* Build the Function and play it back; compare with whole-graph
+ * interpretation (bit for bit when bitwise).  Returns the Function's arena size. */
+static inline size_t rgt_playback(rgt *t, bool bitwise) {
+  fn_function *f;
+  assert_ok(&t->e, fn_build(&t->e, t->p, "main", &f));
+  assert_ok(&t->e, fn_check(&t->e, f));
+  assert_true(f->required_memory >= fn_peak_live_bytes(f));
+  rgt_playback_check(t->g, &t->syms, f, 7, bitwise);
   size_t mem = f->required_memory;
   fn_free(f);
   return mem;

@@ -40,7 +40,8 @@ static tiny_graph *load_model(const char *name) {
 }
 
 /* Inputs of model name at the binding "A=1", "B=2", ... (NULL-ended; the
- * derived sizes computed from it), filled from a seeded sequence; the
+ * derived sizes computed from it), tu_random_inputs_shift's values in [-4,
+ * 4] (bits 16 up: the tolerances of the tests were measured on them); the
  * interpreter's outputs into ref.  Returns the number of inputs (<= 16). */
 static int inputs_at(const char *name, const char *const *bind, ut_tensor *in, ut_tensor *ref, unsigned seed) {
   harp_error e = {0};
@@ -50,20 +51,12 @@ static int inputs_at(const char *name, const char *const *bind, ut_tensor *in, u
   for (int i = 0; bind[i]; i++) assert_ok(&e, tiny_symtab_parse_assign(&e, &t, bind[i]));
   assert_ok(&e, tiny_dsym_bind(&e, g, &t));
   assert_ok(&e, tiny_prepare(&e, g, &t, false));
-  int *ins = NULL, n = tiny_inputs(g, &ins);
+  int n;
+  ut_tensor *rnd = tu_random_inputs_shift(g, &n, seed, 4.0f, 16);
   assert_true(n <= 16);
-  for (int k = 0; k < n; k++) {
-    const tiny_node *x = &g->nodes[ins[k]];
-    int64_t shape[TINY_MAX_RANK];
-    for (int d = 0; d < x->shape.rank; d++) shape[d] = x->shape.d[d].n;
-    assert_ok(&e, ut_tensor_alloc(&e, &in[k], x->dtype, x->shape.rank, shape));
-    for (int64_t i = 0; i < ut_tensor_numel(&in[k]); i++) {
-      seed = seed * 1103515245u + 12345u;
-      ut_tensor_set(&in[k], i, (float)((seed >> 16) % 2001) / 250.0f - 4.0f);
-    }
-  }
+  memcpy(in, rnd, (size_t)n * sizeof *in);
+  free(rnd);
   assert_ok(&e, tiny_interp(&e, g, &t, in, n, ref));
-  free(ins);
   tiny_symtab_free(&t);
   tiny_graph_free(g);
   return n;

@@ -99,39 +99,24 @@ static long run_case(void *h, int idx, hprt_pool *pool) {
   return bad;
 }
 
-static void check_all(const char *flags) {
-  ut_str src;
-  ut_str_init(&src);
-  harp_error e;
-  memset(&e, 0, sizeof e);
-  for (int i = 0; i < NCASE; i++) {
-    cgen_softmax_spec s;
-    make_spec(&CASES[i], &s);
-    char name[32];
-    snprintf(name, sizeof name, "s%d", i);
-    assert_int_equal(cgen_softmax(&e, &s, name, &src), HARP_OK);
-  }
-  void *h = ct_compile_flags(src.buf, flags);
-  assert_non_null(h);
-  hprt_pool *pool = ct_pool_create(h, 3);
-  assert_non_null(pool);
-  for (int i = 0; i < NCASE; i++) {
-    assert_int_equal(run_case(h, i, pool), 0);
-    assert_int_equal(run_case(h, i, NULL), 0);
-  }
-  ct_pool_destroy(h, pool);
-  dlclose(h);
-  ut_str_free(&src);
+/* Case i's kernel into src. */
+static void emit_case(int i, ut_str *src) {
+  harp_error e = {0};
+  cgen_softmax_spec s;
+  make_spec(&CASES[i], &s);
+  char name[32];
+  snprintf(name, sizeof name, "s%d", i);
+  assert_int_equal(cgen_softmax(&e, &s, name, src), HARP_OK);
 }
 
 static void test_cases(void **st) {
   (void)st;
-  check_all("-O0");
+  ct_check_cases(NCASE, emit_case, run_case, ct_flags());
 }
 
 static void test_cases_o3(void **st) {
   (void)st;
-  check_all("-O3");
+  ct_check_cases(NCASE, emit_case, run_case, "-O3");
 }
 
 static void test_errors(void **st) {

@@ -32,7 +32,8 @@ static void epi_set(cuda_epi *ep, cuda_epi_kind k, tiny_dtype dt) {
   ep->dtype = dt;
 }
 
-static void make_specs(state *st) {
+/* The GEMM cases, st->gemm[0..11]. */
+static void make_gemm_specs(state *st) {
   cuda_gemm_spec *g = st->gemm;
   /* 0: tails in M, N, K; SMEM-staged 16-byte stores */
   cuda_gemm_spec_init(&g[0], 100, 72, 88, TINY_FP16);
@@ -105,7 +106,10 @@ static void make_specs(state *st) {
   g[11].epi[1].lo = -0.5f, g[11].epi[1].hi = 0.5f;
   epi_set(&g[11].epi[2], CUDA_EPI_CLAMP, TINY_FP32);
   g[11].epi[2].lo = -INFINITY, g[11].epi[2].hi = 0.25f;
+}
 
+/* The convolution cases, st->conv[0..5]. */
+static void make_conv_specs(state *st) {
   cuda_conv_spec *c = st->conv;
   cuda_conv_spec_init(&c[0], 2, 16, 12, 10, 24, 3, 3, TINY_FP16); /* 3x3 stride 1 pad 1, bias + relu */
   c[0].pad[0] = c[0].pad[1] = c[0].pad[2] = c[0].pad[3] = 1;
@@ -138,7 +142,10 @@ static void make_specs(state *st) {
   c[5].epi[0].mul = true;
   epi_set(&c[5].epi[1], CUDA_EPI_SCALE, TINY_FP32);
   c[5].epi[1].scale = 2.0f, c[5].epi[1].shift = -1.0f;
+}
 
+/* The attention cases, st->attn[0..4]. */
+static void make_attn_specs(state *st) {
   cuda_attn_spec *a = st->attn;
   cuda_attn_spec_init(&a[0], 2, 2, 100, 90, 64, TINY_FP16);
   cuda_attn_spec_init(&a[1], 2, 2, 100, 90, 64, TINY_FP16);
@@ -153,6 +160,12 @@ static void make_specs(state *st) {
   a[4].has_mask = true;
   a[4].mask_dtype = TINY_FP32;
   a[4].mask_s[2] = 77, a[4].mask_s[3] = 1; /* broadcast over b, h */
+}
+
+static void make_specs(state *st) {
+  make_gemm_specs(st);
+  make_conv_specs(st);
+  make_attn_specs(st);
 }
 
 /* Break a kernel on purpose: drop every cp.async.wait_group (what = 0) or

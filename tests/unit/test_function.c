@@ -1,10 +1,11 @@
 /* test_function.c — Function and arena: partitions pass their invariants,
  * live buffers never share memory, memory is reused, and region-by-region
- * playback on the arena equals whole-graph interpretation bit for bit. */
+ * playback on the arena equals whole-graph interpretation bit for bit
+ * (rgtest.h's rgt_playback_check). */
 #include <math.h>
 
 #include "harp/function.h"
-#include "testutil.h"
+#include "rgtest.h"
 
 static void check_playback(tiny_graph *g, const tiny_symtab *syms, rg_partition *p, bool bitwise) {
   harp_error e = {0};
@@ -13,28 +14,7 @@ static void check_playback(tiny_graph *g, const tiny_symtab *syms, rg_partition 
   assert_ok(&e, fn_build(&e, p, "main", &f));
   assert_ok(&e, fn_check(&e, f));
   assert_true(f->required_memory >= fn_peak_live_bytes(f));
-  int n;
-  ut_tensor *in = tu_random_inputs(g, &n, 42, 1.0f);
-  ut_tensor *want = calloc((size_t)g->noutputs, sizeof *want), *got = calloc((size_t)g->noutputs, sizeof *got);
-  assert_ok(&e, tiny_interp(&e, g, syms, in, n, want));
-  assert_ok(&e, fn_playback(&e, f, syms, in, n, got));
-  for (int k = 0; k < g->noutputs; k++) {
-    assert_int_equal(got[k].nbytes, want[k].nbytes);
-    if (bitwise) {
-      assert_memory_equal(got[k].data, want[k].data, want[k].nbytes);
-    } else {
-      for (int64_t i = 0; i < ut_tensor_numel(&want[k]); i++) {
-        float a = ut_tensor_get(&got[k], i), b = ut_tensor_get(&want[k], i);
-        if (fabsf(a - b) > 1e-3f + 1e-3f * fabsf(b)) fail_msg("output %d element %lld: %g vs %g", k, (long long)i, a, b);
-      }
-    }
-    ut_tensor_free(&got[k]);
-    ut_tensor_free(&want[k]);
-  }
-  for (int k = 0; k < n; k++) ut_tensor_free(&in[k]);
-  free(in);
-  free(got);
-  free(want);
+  rgt_playback_check(g, syms, f, 42, bitwise);
   char *js = fn_dump_json(f);
   assert_non_null(js);
   assert_non_null(strstr(js, "\"required_memory\""));

@@ -7,13 +7,6 @@
 #include "ibtest.h"
 
 /* Models are written with ' for " to keep the table readable. */
-static char *dq(const char *s) {
-  char *r = strdup(s);
-  for (char *p = r; *p; p++)
-    if (*p == '\'') *p = '"';
-  return r;
-}
-
 #define IN(id, shape) "{'id':'" id "','uop':'INPUT','arg':{'tensor_id':'" id "','dtype':'fp32','shape':" shape "}}"
 
 typedef struct rule_case {
@@ -138,16 +131,12 @@ static const rule_case cases[] = {
 };
 
 static bool check_case(const rule_case *c) {
-  char *uops = dq(c->uops), *json = malloc(strlen(uops) + 32);
-  sprintf(json, "{\"uops\":[%s]}", uops);
-  free(uops);
   const char *syms[16] = {0};
   char *sbuf = c->syms ? strdup(c->syms) : NULL;
   int ns = 0;
   for (char *p = sbuf ? strtok(sbuf, ",") : NULL; p && ns < 15; p = strtok(NULL, ",")) syms[ns++] = p;
   ibt t;
-  harp_status s = ibt_load(&t, json, syms);
-  free(json);
+  harp_status s = ibt_load_uops(&t, c->uops, syms);
   free(sbuf);
   if (!s) s = ib_validate(&t.e, t.ib);
   if (s) {

@@ -8,21 +8,7 @@
 #include "ibtest.h"
 #include "poly/poly_int.h"
 
-static char *dq(const char *s) {
-  char *r = strdup(s);
-  for (char *p = r; *p; p++)
-    if (*p == '\'') *p = '"';
-  return r;
-}
-
-static harp_status load(ibt *t, const char *uops, const char *const *syms) {
-  char *u = dq(uops), *json = malloc(strlen(u) + 32);
-  sprintf(json, "{\"uops\":[%s]}", u);
-  free(u);
-  harp_status s = ibt_load(t, json, syms);
-  free(json);
-  return s;
-}
+static harp_status load(ibt *t, const char *uops, const char *const *syms) { return ibt_load_uops(t, uops, syms); }
 
 static void expect_error(const ibt *t, harp_status got, harp_status want, const char *node) {
   char buf[2048];

@@ -6,20 +6,8 @@
 #include "harp/polycore.h"
 #include "ibtest.h"
 
-static char *dq(const char *s) {
-  char *r = strdup(s);
-  for (char *p = r; *p; p++)
-    if (*p == '\'') *p = '"';
-  return r;
-}
-
 static void load(ibt *t, const char *uops, const char *const *syms) {
-  char *u = dq(uops), *json = malloc(strlen(u) + 32);
-  sprintf(json, "{\"uops\":[%s]}", u);
-  free(u);
-  harp_status s = ibt_load(t, json, syms);
-  free(json);
-  assert_ok(&t->e, s);
+  assert_ok(&t->e, ibt_load_uops(t, uops, syms));
   assert_ok(&t->e, ibt_poly(t, NULL));
 }
 
