@@ -180,6 +180,16 @@ static int kernel_named(const kprofile *p, const char *name) {
   return -1;
 }
 
+/* The specialised kernel beside the ShapeSet object's kernel k: the one of
+ * its name, else (a region named after another of its nodes) the one in
+ * the same place when both objects have as many kernels and that one's
+ * name is not the ShapeSet object's; -1 when none. */
+static int kernel_beside(const kprofile *g, const kprofile *s, int k) {
+  int j = kernel_named(s, g->name[k]);
+  if (j < 0 && g->n == s->n && kernel_named(g, s->name[k]) < 0) j = k;
+  return j;
+}
+
 /* Binding b's kernels, the ShapeSet object's slowest first, each beside the
  * specialised object's kernel of the same name (its region): alone and in
  * run, their ratio; JSON members ("kernels": [...]) or text lines; then the
@@ -196,24 +206,32 @@ static void print_pair(const sb_bind *b, bool json) {
     }
   if (!json) printf("    %-28s %-12s %10s %10s %7s %10s %10s\n", "kernel", "kind", "SS ms", "spec ms", "ratio", "SS in run", "spec in run");
   for (int i = 0; i < g->n; i++) {
-    int k = order[i], j = kernel_named(s, g->name[k]);
+    int k = order[i], j = kernel_beside(g, s, k);
     double sm = j >= 0 ? s->med[j] : -1, si = j >= 0 ? s->inrun[j] : -1, r = sm > 0 ? g->med[k] / sm : 0;
+    /* an object from the cache's manifest has no regions to name the kind: the specialised one's */
+    const char *kind = strcmp(g->kind[k], "?") || j < 0 ? g->kind[k] : s->kind[j];
     if (json) {
-      char *kn = cli_json_quote(g->name[k]), *kk = cli_json_quote(g->kind[k]);
+      char *kn = cli_json_quote(g->name[k]), *kk = cli_json_quote(kind);
       printf("%s{\"kernel\": %s, \"kind\": %s, \"shapeset_ms\": %.6f, \"shapeset_in_run_ms\": %.6f, ", i ? ", " : ", \"kernels\": [",
              kn ? kn : "\"\"", kk ? kk : "\"\"", g->med[k], g->inrun[k]);
-      if (j >= 0) printf("\"specialised_ms\": %.6f, \"specialised_in_run_ms\": %.6f, \"ratio\": %.4f}", sm, si, r);
-      else printf("\"specialised_ms\": null, \"specialised_in_run_ms\": null, \"ratio\": null}");
-      free(kn), free(kk);
+      char *sn = j >= 0 ? cli_json_quote(s->name[j]) : NULL;
+      if (j >= 0)
+        printf("\"specialised_kernel\": %s, \"specialised_ms\": %.6f, \"specialised_in_run_ms\": %.6f, \"ratio\": %.4f}",
+               sn ? sn : "\"\"", sm, si, r);
+      else printf("\"specialised_kernel\": null, \"specialised_ms\": null, \"specialised_in_run_ms\": null, \"ratio\": null}");
+      free(kn), free(kk), free(sn);
     } else if (j >= 0) {
-      printf("    %-28.28s %-12.12s %10.4f %10.4f %7.3f %10.4f %10.4f\n", g->name[k], g->kind[k], g->med[k], sm, r, g->inrun[k], si);
+      char nm[80];
+      if (strcmp(g->name[k], s->name[j])) snprintf(nm, sizeof nm, "%s|%s", g->name[k], s->name[j]);
+      else snprintf(nm, sizeof nm, "%s", g->name[k]);
+      printf("    %-28.28s %-12.12s %10.4f %10.4f %7.3f %10.4f %10.4f\n", nm, kind, g->med[k], sm, r, g->inrun[k], si);
     } else {
-      printf("    %-28.28s %-12.12s %10.4f %10s %7s %10.4f %10s\n", g->name[k], g->kind[k], g->med[k], "-", "-", g->inrun[k], "-");
+      printf("    %-28.28s %-12.12s %10.4f %10s %7s %10.4f %10s\n", g->name[k], kind, g->med[k], "-", "-", g->inrun[k], "-");
     }
   }
   if (json && g->n) printf("]");
   for (int j = 0; j < s->n && !json; j++)
-    if (kernel_named(g, s->name[j]) < 0)
+    if (kernel_named(g, s->name[j]) < 0 && !(g->n == s->n && kernel_named(s, g->name[j]) < 0))
       printf("    %-28.28s %-12.12s %10s %10.4f %7s %10s %10.4f\n", s->name[j], s->kind[j], "-", s->med[j], "-", "-", s->inrun[j]);
   double gs = 0, ss = 0, gi = 0, si = 0;
   for (int k = 0; k < g->n; k++) gs += g->med[k], gi += g->inrun[k];
