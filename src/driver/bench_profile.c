@@ -126,16 +126,23 @@ static void print_sums(const kprofile *p, bool json, double sum, double runsum) 
   }
 }
 
-void profile_print(const kprofile *p, bool json) {
+int *profile_order(const kprofile *p) {
   int *order = calloc((size_t)p->n + 1, sizeof *order);
-  double sum = 0, runsum = 0;
-  if (!order) return;
-  for (int i = 0; i < p->n; i++) order[i] = i, sum += p->med[i], runsum += p->inrun ? p->inrun[i] : 0;
+  if (!order) return NULL;
+  for (int i = 0; i < p->n; i++) order[i] = i;
   for (int i = 1; i < p->n; i++) /* insertion sort: a model has few kernels */
     for (int j = i; j > 0 && p->med[order[j]] > p->med[order[j - 1]]; j--) {
       int x = order[j];
       order[j] = order[j - 1], order[j - 1] = x;
     }
+  return order;
+}
+
+void profile_print(const kprofile *p, bool json) {
+  int *order = profile_order(p);
+  double sum = 0, runsum = 0;
+  if (!order) return;
+  for (int i = 0; i < p->n; i++) sum += p->med[i], runsum += p->inrun ? p->inrun[i] : 0;
   for (int i = 0; i < p->n; i++) {
     double share = sum > 0 ? 100.0 * p->med[order[i]] / sum : 0;
     (json ? json_row : text_row)(p, i, order[i], share);

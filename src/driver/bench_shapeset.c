@@ -196,14 +196,8 @@ static int kernel_beside(const kprofile *g, const kprofile *s, int k) {
  * specialised kernels the ShapeSet object has not. */
 static void print_pair(const sb_bind *b, bool json) {
   const kprofile *g = &b->pg, *s = &b->ps;
-  int *order = calloc((size_t)g->n + 1, sizeof *order);
+  int *order = profile_order(g);
   if (!order) return;
-  for (int i = 0; i < g->n; i++) order[i] = i;
-  for (int i = 1; i < g->n; i++) /* insertion sort: a model has few kernels */
-    for (int j = i; j > 0 && g->med[order[j]] > g->med[order[j - 1]]; j--) {
-      int t = order[j];
-      order[j] = order[j - 1], order[j - 1] = t;
-    }
   if (!json) printf("    %-28s %-12s %10s %10s %7s %10s %10s\n", "kernel", "kind", "SS ms", "spec ms", "ratio", "SS in run", "spec in run");
   for (int i = 0; i < g->n; i++) {
     int k = order[i], j = kernel_beside(g, s, k);
