@@ -4,7 +4,8 @@ shortcut, 3x3 conv + residual + relu, 14x14 -> 7x7) over the box N = 1..5
 is one object whose direct 3x3 convs run one image at a time on the
 constant-size kernel (its model.c from `harp compile --shapeset` says so);
 its outputs at N = 1, 2, 3, 5 against numpy, with the weights packed at
-model_init (--param) and as plain inputs (read each run)."""
+model_init (--param) and as plain inputs (read each run: the run-time
+kernel, which packs them once a call, not once an image)."""
 import os
 import re
 import subprocess
@@ -67,6 +68,13 @@ loops = re.findall(r"for \(long i_ = 0; i_ < n_; i_\+\+\)", src)
 s.check("the two 3x3 convs run an image at a time", len(loops) >= 2, f"{len(loops)} per-image loops")
 s.check("their kernels have constant sizes (batch 1)", len(re.findall(r"conv \d+x49x\d+ x batch 1x1", src)) >= 2,
         "no one-image conv kernel in model.c")
+
+# weights as inputs: no per-image loop
+p = subprocess.run([HARP, "compile", MODEL, "--target", "cpu", "--shapeset", "N=1..5", "-o", pkg + "_in",
+                    *sum((["--input", f"{k}={v}"] for k, v in wfiles.items()), [])], capture_output=True, text=True)
+src = open(os.path.join(pkg + "_in", "model.c")).read() if p.returncode == 0 else "for (long i_ = 0; i_ < n_; i_++)"
+s.check("weights as inputs: the run-time kernel (no per-image weight packing)", p.returncode == 0 and "i_ < n_" not in src,
+        (p.stdout + p.stderr)[-300:])
 
 for kind in ("param", "input"):  # packed once at model_init, or read each run
     for n in (1, 3, 5, 2):

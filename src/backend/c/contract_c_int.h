@@ -113,8 +113,9 @@ typedef struct cc_conv_img {
   int64_t x_stride, y_stride, pixels;
 } cc_conv_img;
 /* Whether conv *s (sizes read at run time, wino_min_px set where Winograd
- * may run) runs an image at a time: then *img filled and *s made one
- * image of constant sizes (n 1, no n_expr, no Winograd per binding). */
+ * may run; fp32, dense, its weight packed at model_init) runs an image at
+ * a time: then *img filled and *s made one image of constant sizes (n 1,
+ * no n_expr, no Winograd per binding). */
 bool cc_conv_one_image(cgen_conv_spec *s, cc_conv_img *img);
 /* The body of such a conv's wrapper after its `ep` array (cc_ep_array):
  * the small-work rule at this binding's images (per_pixel multiply-adds

@@ -9,8 +9,8 @@
  * moving X, Y and a residual by one image.  The built-in tuning, not the
  * region's plan: the plan is chosen at the binding being printed, and the
  * box's two corners must print the same text (sgen.c).  Winograd (the
- * per-binding choice of cgen_wino_rt.c) and the depthwise kernel keep
- * their run-time path.
+ * per-binding choice of cgen_wino_rt.c), the depthwise kernel and a conv
+ * whose weight is not packed once at model_init keep their run-time path.
  * Needs: contract_c_int.h (cc_small_on_caller_rt), cgen.h (the spec).
  * Gives: cc_conv_one_image, cc_emit_conv_images (contract_c_int.h). */
 #include <inttypes.h>
@@ -31,7 +31,9 @@ static bool all_fp32(const cgen_conv_spec *s) {
 bool cc_conv_one_image(cgen_conv_spec *s, cc_conv_img *img) {
   memset(img, 0, sizeof *img);
   int64_t oh = 0, ow = 0;
-  if (!s->n_expr || s->h_expr || s->w_expr || s->groups != 1 || !all_fp32(s) || !cgen_conv_out_hw(s, &oh, &ow)) return false;
+  /* a weight packed by the kernel (not once by model_init) would be packed again for every image */
+  if (!s->n_expr || s->h_expr || s->w_expr || s->groups != 1 || !s->prepack_w || !all_fp32(s) || !cgen_conv_out_hw(s, &oh, &ow))
+    return false;
   if (s->wino_min_px > 0 && oh * ow >= s->wino_min_px) return false; /* Winograd at this plane: its run-time path */
   if (strlen(s->n_expr) >= sizeof img->n) return false;
   snprintf(img->n, sizeof img->n, "%s", s->n_expr);
