@@ -137,6 +137,11 @@ const char *rt_cpu_error_kernel(const rt_cpu_model *m, int rc);
  * a kernel error, -1 when there is no kernel k. */
 int rt_cpu_instance_run_kernel(const rt_cpu_model *m, void *inst, int k, const void *const *inputs,
                                void *const *outputs);
+/* A ShapeSet object's kernel k alone at the binding syms (after an
+ * rt_cpu_instance_run_syms at the same binding): codes as above, -1 also
+ * when m is not a ShapeSet object. */
+int rt_cpu_instance_run_kernel_syms(const rt_cpu_model *m, void *inst, const long long *syms, int k,
+                                    const void *const *inputs, void *const *outputs);
 /* The kernel that runs region `name`, or -1. */
 int rt_cpu_kernel_of(const rt_cpu_model *m, const char *region);
 

@@ -25,11 +25,14 @@ typedef struct kprofile {
 } kprofile;
 void profile_free(kprofile *p);
 /* CPU: each kernel in its place in `repeat` whole runs, then each alone
- * `repeat` times (instance inst, its inputs in[] and outputs outp[]). */
-harp_status profile_kernels(harp_error *e, rt_cpu_model *cm, void *inst, const void **in, void **outp, long repeat,
-                          kprofile *p);
+ * `repeat` times (instance inst, its inputs in[] and outputs outp[]; syms:
+ * a ShapeSet object's binding, which the last run of inst ran, else NULL). */
+harp_status profile_kernels(harp_error *e, rt_cpu_model *cm, void *inst, const long long *syms, const void **in,
+                            void **outp, long repeat, kprofile *p);
 /* CUDA: each launch where it stands in a run, timed with device events. */
 harp_status profile_launches(harp_error *e, rt_gpu_model *gm, long warmup, long repeat, kprofile *p);
+/* p's kernels slowest first (alone): their indices, malloc'd; NULL when out of memory. */
+int *profile_order(const kprofile *p);
 /* Slowest first with each one's share of the sum, as text or as JSON members. */
 void profile_print(const kprofile *p, bool json);
 

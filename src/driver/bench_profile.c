@@ -26,10 +26,13 @@ static harp_status profile_alloc(harp_error *e, kprofile *p, int n) {
   return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
 }
 
-/* Kernel k of cm once into *ms; its failure as an error naming it. */
-static harp_status time_kernel(harp_error *e, rt_cpu_model *cm, void *inst, const void **in, void **outp, int k, double *ms) {
+/* Kernel k of cm once into *ms (at the binding syms of a ShapeSet object,
+ * NULL: the object's own sizes); its failure as an error naming it. */
+static harp_status time_kernel(harp_error *e, rt_cpu_model *cm, void *inst, const long long *syms, const void **in,
+                               void **outp, int k, double *ms) {
   double t0 = cli_now_ms();
-  int code = rt_cpu_instance_run_kernel(cm, inst, k, in, outp);
+  int code = syms ? rt_cpu_instance_run_kernel_syms(cm, inst, syms, k, in, outp)
+                  : rt_cpu_instance_run_kernel(cm, inst, k, in, outp);
   *ms = cli_now_ms() - t0;
   if (!code) return HARP_OK;
   const char *name = rt_cpu_function(cm)->kernels[k].name;
@@ -39,8 +42,8 @@ static harp_status time_kernel(harp_error *e, rt_cpu_model *cm, void *inst, cons
 /* Each kernel in its place in `repeat` whole runs (the kernels one after
  * the other, as model_run calls them: its inputs and weights where the run
  * left them in the caches): p->inrun. */
-static harp_status kernels_in_run(harp_error *e, rt_cpu_model *cm, void *inst, const void **in, void **outp, long repeat,
-                                kprofile *p) {
+static harp_status kernels_in_run(harp_error *e, rt_cpu_model *cm, void *inst, const long long *syms, const void **in,
+                                  void **outp, long repeat, kprofile *p) {
   int nk = p->n;
   double *run = calloc((size_t)repeat * (size_t)nk + 1, sizeof *run);
   if (!run || !(p->inrun = calloc((size_t)nk + 1, sizeof *p->inrun))) {
@@ -49,7 +52,7 @@ static harp_status kernels_in_run(harp_error *e, rt_cpu_model *cm, void *inst, c
   }
   harp_status st = HARP_OK;
   for (long r = 0; r < repeat && !st; r++)
-    for (int k = 0; k < nk && !st; k++) st = time_kernel(e, cm, inst, in, outp, k, &run[(size_t)k * (size_t)repeat + (size_t)r]);
+    for (int k = 0; k < nk && !st; k++) st = time_kernel(e, cm, inst, syms, in, outp, k, &run[(size_t)k * (size_t)repeat + (size_t)r]);
   for (int k = 0; k < nk && !st; k++) p->inrun[k] = cli_sorted_median(run + (size_t)k * (size_t)repeat, repeat);
   free(run);
   return st;
@@ -58,8 +61,8 @@ static harp_status kernels_in_run(harp_error *e, rt_cpu_model *cm, void *inst, c
 /* CPU: each kernel in its place in repeat whole runs, then each kernel
  * alone, repeat times on end (warm caches).  The two differ where a run
  * streams more than the caches hold. */
-harp_status profile_kernels(harp_error *e, rt_cpu_model *cm, void *inst, const void **in, void **outp, long repeat,
-                          kprofile *p) {
+harp_status profile_kernels(harp_error *e, rt_cpu_model *cm, void *inst, const long long *syms, const void **in,
+                            void **outp, long repeat, kprofile *p) {
   const fn_function *f = rt_cpu_function(cm);
   const rg_partition *part = f->part;
   double *t = calloc((size_t)repeat, sizeof *t);
@@ -67,9 +70,9 @@ harp_status profile_kernels(harp_error *e, rt_cpu_model *cm, void *inst, const v
     free(t);
     return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   }
-  harp_status st = kernels_in_run(e, cm, inst, in, outp, repeat, p);
+  harp_status st = kernels_in_run(e, cm, inst, syms, in, outp, repeat, p);
   for (int k = 0; k < p->n && !st; k++) {
-    for (long r = 0; r < repeat && !st; r++) st = time_kernel(e, cm, inst, in, outp, k, &t[r]);
+    for (long r = 0; r < repeat && !st; r++) st = time_kernel(e, cm, inst, syms, in, outp, k, &t[r]);
     const fn_kernel *K = &f->kernels[k];
     const rg_region *R = part && K->region >= 0 && K->region < part->n ? &part->regions[K->region] : NULL;
     p->name[k] = K->name;
@@ -123,16 +126,23 @@ static void print_sums(const kprofile *p, bool json, double sum, double runsum) 
   }
 }
 
-void profile_print(const kprofile *p, bool json) {
+int *profile_order(const kprofile *p) {
   int *order = calloc((size_t)p->n + 1, sizeof *order);
-  double sum = 0, runsum = 0;
-  if (!order) return;
-  for (int i = 0; i < p->n; i++) order[i] = i, sum += p->med[i], runsum += p->inrun ? p->inrun[i] : 0;
+  if (!order) return NULL;
+  for (int i = 0; i < p->n; i++) order[i] = i;
   for (int i = 1; i < p->n; i++) /* insertion sort: a model has few kernels */
     for (int j = i; j > 0 && p->med[order[j]] > p->med[order[j - 1]]; j--) {
       int x = order[j];
       order[j] = order[j - 1], order[j - 1] = x;
     }
+  return order;
+}
+
+void profile_print(const kprofile *p, bool json) {
+  int *order = profile_order(p);
+  double sum = 0, runsum = 0;
+  if (!order) return;
+  for (int i = 0; i < p->n; i++) sum += p->med[i], runsum += p->inrun ? p->inrun[i] : 0;
   for (int i = 0; i < p->n; i++) {
     double share = sum > 0 ? 100.0 * p->med[order[i]] / sum : 0;
     (json ? json_row : text_row)(p, i, order[i], share);

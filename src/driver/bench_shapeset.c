@@ -6,8 +6,12 @@
  * by all (its checks included); then --repeat rounds, each running every
  * binding on an instance of each object of its own (every pool used as
  * often: a shared one would stay awake), interleaved.
- * Printed per binding: both medians, their ratio, the first run.
- * Needs: cli_shapeset.c, harp/sgen.h, harp/cpu.h.  Gives: bench_shapeset. */
+ * Printed per binding: both medians, their ratio, the first run.  With
+ * --profile, then each binding's kernels on both objects (bench_profile.c,
+ * the ShapeSet object's at the binding's sizes: model_run_kernel_syms),
+ * matched by name, side by side.
+ * Needs: cli_shapeset.c, bench_profile.c, harp/sgen.h, harp/cpu.h.
+ * Gives: bench_shapeset. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +33,7 @@ typedef struct sb_bind {
   ut_tensor *outs;
   long long gsyms[RT_SGEN_MAX_GEN];
   double first_ms, *tg, *ts;
+  kprofile pg, ps; /* --profile: the kernels of the ShapeSet object at this binding, of the specialised one */
 } sb_bind;
 
 typedef struct sb {
@@ -47,6 +52,7 @@ static void sb_free(sb *x) {
     if (b->spec) rt_cpu_instance_free(b->spec, b->spec_inst);
     if (gm) rt_cpu_instance_free(gm, b->gen_inst);
     rt_cpu_free(b->spec);
+    profile_free(&b->pg), profile_free(&b->ps);
     for (int k = 0; b->outs && k < b->m.g->noutputs; k++) ut_tensor_free(&b->outs[k]);
     free(b->outs), free(b->in), free(b->outp), free(b->tg), free(b->ts);
     cli_model_free(&b->m);
@@ -160,6 +166,76 @@ static harp_status rounds(harp_error *e, sb *x, const bench_args *a) {
   return HARP_OK;
 }
 
+/* --profile: binding b's kernels on its instance of each object (each
+ * instance's last run was at b, by rounds). */
+static harp_status profile_bind(harp_error *e, sb *x, sb_bind *b, long repeat) {
+  harp_status st = profile_kernels(e, rt_sgen_object(x->s), b->gen_inst, b->gsyms, b->in, b->outp, repeat, &b->pg);
+  return st ? st : profile_kernels(e, b->spec, b->spec_inst, NULL, b->in, b->outp, repeat, &b->ps);
+}
+
+/* The kernel of p named name, or -1. */
+static int kernel_named(const kprofile *p, const char *name) {
+  for (int k = 0; k < p->n; k++)
+    if (!strcmp(p->name[k], name)) return k;
+  return -1;
+}
+
+/* The specialised kernel beside the ShapeSet object's kernel k: the one of
+ * its name, else (a region named after another of its nodes) the one in
+ * the same place when both objects have as many kernels and that one's
+ * name is not the ShapeSet object's; -1 when none. */
+static int kernel_beside(const kprofile *g, const kprofile *s, int k) {
+  int j = kernel_named(s, g->name[k]);
+  if (j < 0 && g->n == s->n && kernel_named(g, s->name[k]) < 0) j = k;
+  return j;
+}
+
+/* Binding b's kernels, the ShapeSet object's slowest first, each beside the
+ * specialised object's kernel of the same name (its region): alone and in
+ * run, their ratio; JSON members ("kernels": [...]) or text lines; then the
+ * specialised kernels the ShapeSet object has not. */
+static void print_pair(const sb_bind *b, bool json) {
+  const kprofile *g = &b->pg, *s = &b->ps;
+  int *order = profile_order(g);
+  if (!order) return;
+  if (!json) printf("    %-28s %-12s %10s %10s %7s %10s %10s\n", "kernel", "kind", "SS ms", "spec ms", "ratio", "SS in run", "spec in run");
+  for (int i = 0; i < g->n; i++) {
+    int k = order[i], j = kernel_beside(g, s, k);
+    double sm = j >= 0 ? s->med[j] : -1, si = j >= 0 ? s->inrun[j] : -1, r = sm > 0 ? g->med[k] / sm : 0;
+    /* an object from the cache's manifest has no regions to name the kind: the specialised one's */
+    const char *kind = strcmp(g->kind[k], "?") || j < 0 ? g->kind[k] : s->kind[j];
+    if (json) {
+      char *kn = cli_json_quote(g->name[k]), *kk = cli_json_quote(kind);
+      printf("%s{\"kernel\": %s, \"kind\": %s, \"shapeset_ms\": %.6f, \"shapeset_in_run_ms\": %.6f, ", i ? ", " : ", \"kernels\": [",
+             kn ? kn : "\"\"", kk ? kk : "\"\"", g->med[k], g->inrun[k]);
+      char *sn = j >= 0 ? cli_json_quote(s->name[j]) : NULL;
+      if (j >= 0)
+        printf("\"specialised_kernel\": %s, \"specialised_ms\": %.6f, \"specialised_in_run_ms\": %.6f, \"ratio\": %.4f}",
+               sn ? sn : "\"\"", sm, si, r);
+      else printf("\"specialised_kernel\": null, \"specialised_ms\": null, \"specialised_in_run_ms\": null, \"ratio\": null}");
+      free(kn), free(kk), free(sn);
+    } else if (j >= 0) {
+      char nm[80];
+      if (strcmp(g->name[k], s->name[j])) snprintf(nm, sizeof nm, "%s|%s", g->name[k], s->name[j]);
+      else snprintf(nm, sizeof nm, "%s", g->name[k]);
+      printf("    %-28.28s %-12.12s %10.4f %10.4f %7.3f %10.4f %10.4f\n", nm, kind, g->med[k], sm, r, g->inrun[k], si);
+    } else {
+      printf("    %-28.28s %-12.12s %10.4f %10s %7s %10.4f %10s\n", g->name[k], kind, g->med[k], "-", "-", g->inrun[k], "-");
+    }
+  }
+  if (json && g->n) printf("]");
+  for (int j = 0; j < s->n && !json; j++)
+    if (kernel_named(g, s->name[j]) < 0 && !(g->n == s->n && kernel_named(s, g->name[j]) < 0))
+      printf("    %-28.28s %-12.12s %10s %10.4f %7s %10s %10.4f\n", s->name[j], s->kind[j], "-", s->med[j], "-", "-", s->inrun[j]);
+  double gs = 0, ss = 0, gi = 0, si = 0;
+  for (int k = 0; k < g->n; k++) gs += g->med[k], gi += g->inrun[k];
+  for (int k = 0; k < s->n; k++) ss += s->med[k], si += s->inrun[k];
+  if (json) printf(", \"kernels_sum_ms\": {\"shapeset\": %.6f, \"specialised\": %.6f, \"shapeset_in_run\": %.6f, "
+                   "\"specialised_in_run\": %.6f}", gs, ss, gi, si);
+  else printf("    %-41s %10.4f %10.4f %7.3f %10.4f %10.4f (%d / %d kernels)\n", "sum", gs, ss, ss > 0 ? gs / ss : 0, gi, si, g->n, s->n);
+  free(order);
+}
+
 static void print_result(const cli_opts *o, const bench_args *a, sb *x, double sgen_ms) {
   printf("%s [cpu, ShapeSet object: %d object(s), %d built by the C compiler, %.1f ms; specialised: %d objects, %.1f ms]\n",
          o->model, rt_sgen_objects(x->s), rt_sgen_cc_runs(x->s), sgen_ms, x->n, x->spec_compile_ms);
@@ -168,11 +244,13 @@ static void print_result(const cli_opts *o, const bench_args *a, sb *x, double s
     double g = cli_sorted_median(b->tg, a->repeat), s = cli_sorted_median(b->ts, a->repeat);
     if (a->json)
       printf("{\"model\": \"%s\", \"bind\": \"%s\", \"shapeset_ms\": %.6f, \"specialised_ms\": %.6f, \"ratio\": %.4f, "
-             "\"first_run_ms\": %.6f}\n",
+             "\"first_run_ms\": %.6f",
              o->model, a->binds[i], g, s, s > 0 ? g / s : 0, b->first_ms);
     else
       printf("  %-16s ShapeSet %.4f ms, specialised %.4f ms (x%.3f); first run at this shape %.4f ms (+%.4f)\n", a->binds[i], g,
              s, s > 0 ? g / s : 0, b->first_ms, b->first_ms - g);
+    if (a->profile) print_pair(b, a->json);
+    if (a->json) printf("}\n");
   }
 }
 
@@ -198,6 +276,7 @@ int bench_shapeset(cli_opts *o, const bench_args *a) {
   for (int i = 0; i < x.n && !st; i++) x.top = sum_syms(&x.b[i]) > sum_syms(&x.b[x.top]) ? i : x.top;
   for (int i = 0; i < x.n && !st; i++) st = first_run(&e, &x, i);
   if (!st) st = rounds(&e, &x, a);
+  for (int i = 0; i < x.n && !st && a->profile; i++) st = profile_bind(&e, &x, &x.b[i], a->repeat);
   if (!st) print_result(o, a, &x, sgen_ms);
   sb_free(&x);
   return st ? cli_report(&e) : 0;

@@ -37,7 +37,9 @@ static const char bench_help[] =
     "                       (harp run --shapeset) against the exactly-specialised\n"
     "                       object of each binding, in turn in each round; prints\n"
     "                       both medians per binding, their ratio, and the first\n"
-    "                       run at each binding on the ShapeSet object\n"
+    "                       run at each binding on the ShapeSet object; with\n"
+    "                       --profile, each binding's kernels on both objects,\n"
+    "                       side by side (the ShapeSet's at the bound sizes)\n"
     "  --repeat N           timed runs (default 20)\n"
     "  --warmup N           untimed runs first (default 3)\n"
     "  --json               print one JSON object (median_ms, gflops, ...)\n"
@@ -131,11 +133,12 @@ static int bench_check(const cli_opts *o, const cli_backend *b, const bench_args
   if (!o->model) return cli_usage_error("bench", "no MODEL given");
   if (o->precision && b->target != &rt_target_cuda && b->target != &rt_target_cpu)
     fprintf(stderr, "harp: note: --precision changes --backend cpu and cuda only\n");
-  if (a->profile && (!b->target || a->nbinds)) return cli_usage_error("bench", "--profile needs --backend cpu or cuda (without --bind)");
+  if (a->profile && (!b->target || (a->nbinds && !o->nshapesets)))
+    return cli_usage_error("bench", "--profile needs --backend cpu or cuda (with --bind: --shapeset)");
   if (cli_wants_dump(o, "c") && b->target != &rt_target_cpu)
     return cli_usage_error("bench", "--dump c needs --backend cpu (the C of the CPU backend)");
-  if (o->nshapesets && (b->target != &rt_target_cpu || !a->nbinds || o->ndumps || o->nplans || a->profile))
-    return cli_usage_error("bench", "--shapeset needs --backend cpu and --bind (no --dump, --plan, --profile)");
+  if (o->nshapesets && (b->target != &rt_target_cpu || !a->nbinds || o->ndumps || o->nplans))
+    return cli_usage_error("bench", "--shapeset needs --backend cpu and --bind (no --dump, --plan)");
   if (a->nbinds && !o->nshapesets && (b->target != &rt_target_cuda || o->ndumps))
     return cli_usage_error("bench", "--bind needs --backend cuda (and no --dump), or --shapeset");
   return 0;
@@ -268,7 +271,7 @@ static harp_status bench_cpu(harp_error *e, const cli_opts *o, cli_model *m, con
   for (int k = 0; ref && k < m->g->noutputs; k++) ut_tensor_free(&ref[k]);
   free(ref);
   if (st) return st;
-  return a->profile ? profile_kernels(e, ci->cm, ci->inst, ci->in, ci->outp, a->repeat, &r->prof) : HARP_OK;
+  return a->profile ? profile_kernels(e, ci->cm, ci->inst, NULL, ci->in, ci->outp, a->repeat, &r->prof) : HARP_OK;
 }
 
 /* --backend cuda: build, one full run (uploads the weights and inputs), then

@@ -36,6 +36,7 @@ typedef int (*run_fn)(void *, const void *const *, void *const *);
 typedef void (*free_fn)(void *);
 typedef int (*kernel_fn)(void *, int, const void *const *, void *const *);
 typedef int (*run_syms_fn)(void *, const long long *, const void *const *, void *const *);
+typedef int (*kernel_syms_fn)(void *, const long long *, int, const void *const *, void *const *);
 
 struct rt_cpu_model {
   rt_compile *c; /* the stages' results: g, the partition, the Function, plans, source */
@@ -47,6 +48,7 @@ struct rt_cpu_model {
   free_fn free_;
   kernel_fn run_kernel;
   run_syms_fn run_syms;  /* a ShapeSet object's (harp/sgen.h), else NULL */
+  kernel_syms_fn run_kernel_syms; /* the same: one kernel at a binding */
   /* tier 0 */
   int tier0;             /* the knob: rt_knob_tier0 */
   bool building;         /* the builder thread was started and not joined */
@@ -249,6 +251,7 @@ static harp_status load_so(harp_error *e, rt_cpu_model *m) {
   m->free_ = (free_fn)dlsym(m->dl, "model_free");
   m->run_kernel = (kernel_fn)dlsym(m->dl, "model_run_kernel");
   m->run_syms = (run_syms_fn)dlsym(m->dl, "model_run_syms");
+  m->run_kernel_syms = (kernel_syms_fn)dlsym(m->dl, "model_run_kernel_syms");
   if (!m->init || !m->run || !m->free_) return ut_fail(e, HARP_E_INTERNAL, NULL, "the compiled model lacks its entry points");
   return HARP_OK;
 }
@@ -626,6 +629,10 @@ void rt_cpu_instance_free(const rt_cpu_model *m, void *inst) {
 int rt_cpu_instance_run_kernel(const rt_cpu_model *m, void *inst, int k, const void *const *inputs,
                                void *const *outputs) {
   return m->run_kernel ? m->run_kernel(inst, k, inputs, outputs) : -1;
+}
+int rt_cpu_instance_run_kernel_syms(const rt_cpu_model *m, void *inst, const long long *syms, int k,
+                                    const void *const *inputs, void *const *outputs) {
+  return m->run_kernel_syms ? m->run_kernel_syms(inst, syms, k, inputs, outputs) : -1;
 }
 int rt_cpu_kernel_of(const rt_cpu_model *m, const char *region) {
   const fn_function *f = object_function(m);

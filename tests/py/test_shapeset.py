@@ -6,7 +6,9 @@ numpy; a binding outside the box is refused before any kernel runs, with
 no output file; a model whose kernels cannot take their sizes at run time
 yet says why and still gives the right numbers; a malformed box is a usage
 error.  harp bench --shapeset prints a row per binding and refuses one
-outside the box."""
+outside the box; with --profile, each binding's kernels on both objects
+(the ShapeSet object's at the binding's sizes)."""
+import json
 import os
 import re
 import subprocess
@@ -140,6 +142,28 @@ p = subprocess.run([HARP, "bench", os.path.join(MODELS, "gelu_bias_rows.json"), 
                    capture_output=True, text=True, env=env)
 s.check("bench --shapeset: a binding outside refused", p.returncode == 1 and "outside the compiled ShapeSet" in p.stderr,
         p.stderr[-400:])
+
+# harp bench --shapeset --profile: each binding's kernels on both objects, the ShapeSet object's at the
+# binding's sizes (model_run_kernel_syms): 200x the rows, far more time a kernel; beside each the
+# specialised object's kernel of the same region
+p = subprocess.run([HARP, "bench", os.path.join(MODELS, "gemm_chain4.json"), "--sym", "D=256", "--shapeset", "M=2..400",
+                    "--bind", "M=2", "--bind", "M=400", "--repeat", "5", "--warmup", "1", "--json", "--profile"],
+                   capture_output=True, text=True, env=env)
+rows = [json.loads(ln) for ln in p.stdout.splitlines() if '"shapeset_ms"' in ln]
+s.check("bench --shapeset --profile: runs", p.returncode == 0 and len(rows) == 2, (p.stdout + p.stderr)[-400:])
+if len(rows) == 2:
+    ks = [r.get("kernels", []) for r in rows]
+    s.check("profile: the 4 kernels at each binding, each beside its specialised one",
+            all(len(k) == 4 and all(x["specialised_kernel"] == x["kernel"] and x["specialised_ms"] > 0 for x in k) for k in ks),
+            str(ks)[:400])
+    g2, g400 = (r["kernels_sum_ms"]["shapeset"] for r in rows)
+    s2, s400 = (r["kernels_sum_ms"]["specialised"] for r in rows)
+    s.check("profile: the ShapeSet kernels at the bound sizes (M=400 over 10x M=2)", g400 > 10 * g2 and s400 > 10 * s2,
+            f"ShapeSet {g2:.4f} / {g400:.4f} ms, specialised {s2:.4f} / {s400:.4f} ms")
+p = subprocess.run([HARP, "bench", os.path.join(MODELS, "gemm_chain4.json"), "--sym", "D=16", "--bind", "M=2", "--profile"],
+                   capture_output=True, text=True, env=env)
+s.check("bench --profile --bind without --shapeset: a usage error", p.returncode == 1 and "error[UsageError]" in p.stderr,
+        p.stderr[-300:])
 
 # a malformed box
 for bad in ["R=5", "R=..4", "R=0..4", "=1..4"]:

@@ -912,14 +912,19 @@ harp_status cc_emit_conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
   cgen_tuning_default(&rs.tune);
   cc_jit_variant(c, &rs.tune, cc_host_isa_mask());
   rs.tune.conv_algo = conv_algo(c);
+  cc_conv_img img;
+  bool one_image = false;
   if (conv_size_exprs(c, r, &cv, &rs, rtx) && cgen_conv_rt_ok(&rs, &rwhy)) {
     s = rs;
     pu.ch = NULL, pu.desc[0] = 0;
     rt_plan_choice *ch = cc_choice_of(c, r);
-    if (ch) cc_note_add(ch, "ShapeSet object, sizes read at run time: the direct or depthwise kernel's built-in blocking, not the plan");
     /* Winograd where the cost model says it pays, chosen per binding */
-    if (rs.tune.conv_algo == CGEN_CONV_AUTO && rt_wino_pays(c, &s) && ch)
-      cc_note_add(ch, "ShapeSet object: Winograd from this many output pixels an image, chosen per binding");
+    bool wino = rs.tune.conv_algo == CGEN_CONV_AUTO && rt_wino_pays(c, &s);
+    /* the batch alone at run time, the direct kernel: one image's constant-size kernel, per image */
+    one_image = cc_conv_one_image(&s, &img);
+    if (ch && one_image) cc_note_add(ch, "ShapeSet object, the batch read at run time: one image's kernel (built-in blocking), per image");
+    if (ch && !one_image) cc_note_add(ch, "ShapeSet object, sizes read at run time: the direct or depthwise kernel's built-in blocking, not the plan");
+    if (ch && !one_image && wino) cc_note_add(ch, "ShapeSet object: Winograd from this many output pixels an image, chosen per binding");
   } else {
     /* the plan's M is con->m: the pixels when X is the left operand */
     cc_plan_tuning(c, r, conv_plan_direct(c, r, &s, &rs.tune) ? 'd' : 'c', cv.x_is_lhs, &s.tune, NULL, NULL, &pu);
@@ -954,10 +959,15 @@ harp_status cc_emit_conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
   double dw_cost = cv.groups > 1 && cv.groups == cv.c && cv.oc == cv.c ? 8.0 * cv.stride[0] * cv.stride[1] : 1;
   double per_pixel = dw_cost * cv.oc * (cv.c / cv.groups) * cv.kh * cv.kw;
   if (s.n_expr || s.h_expr || s.w_expr) conv_small_rt(out, &s, per_pixel);
-  else cc_small_on_caller(out, per_pixel * s.n * conv_pixels(&s));
+  else if (!one_image) cc_small_on_caller(out, per_pixel * s.n * conv_pixels(&s));
   if (q8) cc_q8_call(out, fn);
   cc_ep_array(out, cv.epi, cv.nepi);
   if (s.prepack_w) ut_str_puts(out, "  /* the weight packed by model_init */\n");
+  if (one_image) { /* after the int8 kernel, where it runs */
+    cc_emit_conv_images(out, kfn, &s, &img, per_pixel, s.prepack_w ? K->nreads + K->nwrites : cv.W.slot, cv.X.slot, cv.Y.slot);
+    *handled = true;
+    return HARP_OK;
+  }
   ut_str_printf(out, "  return %s(pool, bufs[%d], bufs[%d], bufs[%d], ep) ? 2 : 0;\n}\n\n", kfn,
                 s.prepack_w ? K->nreads + K->nwrites : cv.W.slot, cv.X.slot, cv.Y.slot);
   *handled = true;

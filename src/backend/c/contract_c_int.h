@@ -104,4 +104,25 @@ bool cc_gemm_batch_rows(const rc_ctx *c, int r, ct_gemm *gm, bool swapped, cc_ge
 void cc_emit_gemm_batch_call(ut_str *out, const cc_gemm_batch *bx, const ct_gemm *gm, const char *kfn, const char *a,
                              const char *b);
 
+/* A ShapeSet object's conv of which only the batch is read at run time,
+ * run one image at a time on the constant-size kernel
+ * (contract_conv_img.c): the batch's C expression, one image's elements
+ * of X and Y (a residual's: Y's), its output pixels. */
+typedef struct cc_conv_img {
+  char n[160];
+  int64_t x_stride, y_stride, pixels;
+} cc_conv_img;
+/* Whether conv *s (sizes read at run time, wino_min_px set where Winograd
+ * may run; fp32, dense, its weight packed at model_init) runs an image at
+ * a time: then *img filled and *s made one image of constant sizes (n 1,
+ * no n_expr, no Winograd per binding). */
+bool cc_conv_one_image(cgen_conv_spec *s, cc_conv_img *img);
+/* The body of such a conv's wrapper after its `ep` array (cc_ep_array):
+ * the small-work rule at this binding's images (per_pixel multiply-adds
+ * an output pixel), then kfn (pool, W, X, Y, epilogue) per image, the
+ * weight bufs[w], X bufs[x] and Y bufs[y] and a residual moved by one
+ * image each; closes the function. */
+void cc_emit_conv_images(ut_str *out, const char *kfn, const cgen_conv_spec *s, const cc_conv_img *img, double per_pixel,
+                         int w, int x, int y);
+
 #endif

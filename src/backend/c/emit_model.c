@@ -25,6 +25,9 @@
  *                                  one run at the binding syms[] of its varying
  *                                  symbols (the caller checked it); P_run runs at
  *                                  the values compiled for, the box's largest
+ *   int P_run_kernel_syms(P_t *m, const long long *syms, int k, inputs, outputs);
+ *                                  kernel k alone at that binding (its inputs: an
+ *                                  earlier P_run_syms at the same binding's)
  *   int P_num_syms(void);
  *   size_t P_required_memory_syms(const long long *syms);  the arena's bytes at
  *                                  that binding; an instance's arena starts empty

@@ -139,6 +139,16 @@ void rc_emit_run_syms(const rc_ctx *c, const char *P, ut_str *out) {
                 "  for (int i = 0; i < %d; i++) hp_sym_[i] = keep[i];\n"
                 "  return rc;\n}\n",
                 c->ngen_syms, P, c->ngen_syms, P, P, c->ngen_syms, c->ngen_syms, P, c->ngen_syms);
+  /* kernel k alone at a binding (harp bench --profile --shapeset): its
+   * buffers hold what an earlier P_run_syms at the same binding left */
+  ut_str_printf(out,
+                "int %s_run_kernel_syms(%s_t *m, const long long *syms, int k, const void *const *inputs, void *const *outputs) {\n"
+                "  long keep[%d];\n"
+                "  for (int i = 0; i < %d; i++) keep[i] = hp_sym_[i], hp_sym_[i] = (long)syms[i];\n"
+                "  int rc = %s_run_kernel(m, k, inputs, outputs);\n"
+                "  for (int i = 0; i < %d; i++) hp_sym_[i] = keep[i];\n"
+                "  return rc;\n}\n",
+                P, P, c->ngen_syms, c->ngen_syms, P, c->ngen_syms);
 }
 
 /* The PAD a read of tensor node x in region r passes (the window's

@@ -114,8 +114,9 @@ bool rc_stride_expr(const rc_ctx *c, const tiny_shape *s, int64_t stride, char *
 bool rc_axis_expr(const rc_ctx *c, const tiny_shape *s, int d, int64_t want, char *buf, size_t cap, int64_t *hi);
 /* The tensor behind bufs[slot] of region r's kernel, or NULL. */
 const tiny_shape *rc_slot_shape(const rc_ctx *c, int r, int slot);
-/* The symbols' run-time values (hp_sym_, after the prelude) and
- * P_run_syms (after P_run); nothing when c->ngen_syms is 0. */
+/* The symbols' run-time values (hp_sym_, after the prelude), and
+ * P_run_syms and P_run_kernel_syms (after P_run); nothing when
+ * c->ngen_syms is 0. */
 void rc_emit_sym_block(const rc_ctx *c, ut_str *out);
 void rc_emit_run_syms(const rc_ctx *c, const char *P, ut_str *out);
 /* A ShapeSet object's arena laid out and sized per binding (rc_layout.c):
