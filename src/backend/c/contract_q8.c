@@ -248,15 +248,51 @@ int cc_q8_out_zo(const ct_epi *ep, int n, tiny_dtype yt) {
   return q8_requant(ep, n, false, yt, &rq) ? q8_zo(&rq) : -1;
 }
 
+/* What the epilogue's steps so far make of v: an integer (or NaN) of
+ * [lo, hi] when whole, else anything. */
+typedef struct {
+  bool whole;
+  float lo, hi;
+} q8_span;
+
+/* Step ep applied to span sp; true when ep rounds to bf16 / fp16 a value
+ * they hold exactly (an integer of [-256, 256] / [-2048, 2048]: the steps
+ * after a requantization's rint, clamp to bytes and the zero point taken
+ * off), which is then left out. */
+static bool q8_span_step(q8_span *sp, const ct_epi *ep) {
+  switch (ep->kind) {
+  case CT_EPI_RINT: sp->whole = true, sp->lo = floorf(sp->lo), sp->hi = ceilf(sp->hi); return false;
+  case CT_EPI_RELU: sp->lo = fmaxf(sp->lo, 0.0f); return false;
+  case CT_EPI_CLAMP:
+    sp->lo = fmaxf(sp->lo, ep->lo), sp->hi = fminf(sp->hi, ep->hi);
+    sp->whole = sp->whole && (isinf(ep->lo) || ep->lo == rintf(ep->lo)) && (isinf(ep->hi) || ep->hi == rintf(ep->hi));
+    return false;
+  case CT_EPI_SCALE: /* an integer added to an integer of a few thousand: exact in fp32 */
+    if (ep->scale != 1.0f || ep->shift != rintf(ep->shift) || fabsf(ep->shift) > 65536.0f) break;
+    sp->lo += ep->shift, sp->hi += ep->shift;
+    return false;
+  case CT_EPI_ROUND: {
+    float m = ep->dtype == TINY_FP16 ? 2048.0f : 256.0f;
+    return sp->whole && sp->lo >= -m && sp->hi <= m;
+  }
+  default: break;
+  }
+  *sp = (q8_span){false, -INFINITY, INFINITY};
+  return false;
+}
+
 /* The epilogue steps from `from` on of j on the fp32 `v` of output row `t`,
  * column `col` of batch element x->bn (pre: the per-row biases loaded
  * before the loop, as b<i>, and the rows of the tensors added, laid out
  * like the output, as r<i>); false when a step is not one this kernel
- * applies. */
+ * applies.  A rounding to bf16 / fp16 of integers it holds exactly (the
+ * bytes of a requantization, before a held output's store) is left out. */
 static bool q8_epilogue(ut_str *o, const q8_job *j, int from, bool pre) {
   char ld[160];
+  q8_span sp = {false, -INFINITY, INFINITY};
   for (int i = from; i < j->nepi; i++) {
     const ct_epi *ep = &j->epi[i];
+    if (!pre && q8_span_step(&sp, ep)) continue; /* a rounding that changes nothing */
     char pe[32];
     snprintf(pe, sizeof pe, "x->ep[%d]", i);
     bool bias = ep->kind == CT_EPI_BIAS_M || ep->kind == CT_EPI_BIAS_N;
