@@ -20,7 +20,10 @@
  * scratch with its columns split into stride phases (padded column pc at
  * phase pc % sw, index pc / sw), so that each tap of each output row is one
  * contiguous run at a constant offset; then per output element the kh*kw
- * taps unrolled, the epilogue, the store (held: y + zo as a byte). */
+ * taps unrolled, the epilogue, the store (held: y + zo as a byte).  Where
+ * the CPU has AVX512-VBMI / VNNI and a window row has at most 4 taps, the
+ * VNNI variant (dw_task_vnni): the plane copied as bytes, a vpdpbusd per
+ * window row over taps gathered by vpermb, the same epilogue. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
