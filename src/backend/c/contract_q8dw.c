@@ -258,6 +258,16 @@ static void dw_pad(ut_str *o, const char *fn, const ct_conv *cv, const dw_shape 
                 fn, top * rs, (top + cv->h) * rs, bot * rs, top, top + cv->h, rs, pw, sw, d->wq, sw, pw + cv->w, rs, sw, d->wq, sw);
 }
 
+/* The task's per-channel epilogue values of channel c: b<i> for step i. */
+static void dw_biases(ut_str *o, const ct_conv *cv) {
+  for (int i = 0; i < cv->nepi; i++) {
+    const ct_epi *ep = &cv->epi[i];
+    if (ep->kind != CT_EPI_BIAS_M) continue;
+    if (ep->dtype == TINY_FP32) ut_str_printf(o, "    const float b%d = ((const float *)x->ep[%d])[c];\n", i, i);
+    else ut_str_printf(o, "    const float b%d = %s(((const uint16_t *)x->ep[%d])[c]);\n", i, dw_load(ep->dtype), i);
+  }
+}
+
 /* Whether every step of cv's epilogue has a vector form (dw_vepi). */
 static bool dw_vec_epi(const ct_conv *cv) {
   for (int i = 0; i < cv->nepi; i++)
@@ -288,12 +298,7 @@ static bool dw_task(ut_str *o, const char *fn, const ct_conv *cv, const dw_shape
   tiny_dtype wt = d->packed ? TINY_FP32 : cv->W.dtype;
   ut_str_printf(o, "    float wv[%" PRId64 "];\n    for (int i = 0; i < %" PRId64 "; i++) wv[i] = %s(((const %s *)x->w)[c * %" PRId64 "L + i]);\n",
                 kk, kk, dw_load(wt), dw_ctype(wt, false), kk);
-  for (int i = 0; i < cv->nepi; i++) {
-    const ct_epi *ep = &cv->epi[i];
-    if (ep->kind != CT_EPI_BIAS_M) continue;
-    if (ep->dtype == TINY_FP32) ut_str_printf(o, "    const float b%d = ((const float *)x->ep[%d])[c];\n", i, i);
-    else ut_str_printf(o, "    const float b%d = %s(((const uint16_t *)x->ep[%d])[c]);\n", i, dw_load(ep->dtype), i);
-  }
+  dw_biases(o, cv);
   ut_str_printf(o,
                 "    %s *restrict y = (%s *)x->y + p * %" PRId64 "L;\n"
                 "    for (long oh = 0; oh < %" PRId64 "L; oh++) {\n"
@@ -434,12 +439,7 @@ static bool dw_task_vnni(ut_str *o, const char *fn, const ct_conv *cv, const dw_
   dw_vnni_fill(o, cv, d);
   for (int64_t ky = 0; ky < kh; ky++) ut_str_printf(o, "    const __m512i w%" PRId64 " = _mm512_set1_epi32(wq[c * %" PRId64 "L + %" PRId64 "]);\n", ky, kh, ky);
   ut_str_printf(o, "    const __m512i zc = _mm512_set1_epi32(%d * ws[c]);\n", d->zb);
-  for (int i = 0; i < cv->nepi; i++) {
-    const ct_epi *ep = &cv->epi[i];
-    if (ep->kind != CT_EPI_BIAS_M) continue;
-    if (ep->dtype == TINY_FP32) ut_str_printf(o, "    const float b%d = ((const float *)x->ep[%d])[c];\n", i, i);
-    else ut_str_printf(o, "    const float b%d = %s(((const uint16_t *)x->ep[%d])[c]);\n", i, dw_load(ep->dtype), i);
-  }
+  dw_biases(o, cv);
   ut_str_printf(o, "    %s *restrict y = (%s *)x->y + p * %" PRId64 "L;\n", yt, yt, d->oh * d->ow);
   if (d->rows > 1)
     ut_str_printf(o,
