@@ -392,7 +392,9 @@ static void dw_vnni_index(ut_str *o, const ct_conv *cv, const dw_shape *d) {
 }
 
 /* The VNNI task's copy of plane s into the u8 plane xb (its padding, the
- * byte zb, written once per task): held bytes as they are, else x + zb. */
+ * byte zb, written once per task): held bytes as they are, else x + zb,
+ * a NaN flagged in x->nan (the wrapper then runs the fp32 variant, which
+ * propagates it as the template does). */
 static void dw_vnni_fill(ut_str *o, const ct_conv *cv, const dw_shape *d) {
   int64_t rw = cv->pad[0] * d->rsb + cv->pad[1];
   if (d->held_in) {
@@ -406,9 +408,11 @@ static void dw_vnni_fill(ut_str *o, const ct_conv *cv, const dw_shape *d) {
                 "    for (long h = 0; h < %" PRId64 "L; h++) {\n      const long W_ = %" PRId64 "L;\n"
                 "      for (long i = 0; i < W_; i += 16) {\n"
                 "        __mmask16 m = W_ - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (W_ - i)) - 1);\n"
+                "        __m512 f = %s;\n"
+                "        if (_mm512_cmp_ps_mask(f, f, _CMP_UNORD_Q)) __atomic_store_n(&x->nan, 1, __ATOMIC_RELAXED);\n"
                 "        _mm512_mask_cvtepi32_storeu_epi8(xb + %" PRId64 "L + h * %" PRId64 "L + i, m,\n"
-                "                                         _mm512_cvtps_epi32(_mm512_add_ps(%s, _mm512_set1_ps(%d.0f))));\n      }\n    }\n",
-                cv->h, cv->w, rw, d->rsb, ld, d->zb);
+                "                                         _mm512_cvtps_epi32(_mm512_add_ps(f, _mm512_set1_ps(%d.0f))));\n      }\n    }\n",
+                cv->h, cv->w, ld, rw, d->rsb, d->zb);
 }
 
 /* <fn>_dwt_vnni(ctx, t, tid): dw_task's planes on vpdpbusd (dw_vnni_plan),
@@ -484,7 +488,7 @@ bool cc_emit_q8dw(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_conv *
   dw_vnni_plan(cv, &d, dw_vec_epi(cv));
   ut_str task;
   ut_str_init(&task);
-  ut_str_printf(&task, "typedef struct { const char *x; char *y; const void *w; const void *const *ep; long np; int nt, err; } %s_dwx;\n", fn);
+  ut_str_printf(&task, "typedef struct { const char *x; char *y; const void *w; const void *const *ep; long np; int nt, err, nan; } %s_dwx;\n", fn);
   dw_pad(&task, fn, cv, &d);
   bool ok = true;
   for (int i = 0; i < 2 && ok; i++) {
@@ -497,10 +501,10 @@ bool cc_emit_q8dw(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_conv *
     ok = dw_task_vnni(&task, fn, cv, &d);
     ut_str_puts(&task, "#endif\n");
   }
-  ut_str_printf(&task, "static hprt_fn %s_dwsel(const void *w) { /* the widest variant this CPU runs */\n  (void)w;\n"
+  ut_str_printf(&task, "static hprt_fn %s_dwsel(const void *w, int vnni) { /* the widest variant this CPU runs */\n  (void)w, (void)vnni;\n"
                        "#ifdef HPRT_X86\n  __builtin_cpu_init();\n", fn);
   if (d.vnni) /* the weight's int8 form valid (dw_wpack's flag) */
-    ut_str_printf(&task, "  if (((const int32_t *)w)[%" PRId64 "L] && __builtin_cpu_supports(\"avx512vbmi\") && __builtin_cpu_supports(\"avx512vnni\") &&\n"
+    ut_str_printf(&task, "  if (vnni && ((const int32_t *)w)[%" PRId64 "L] && __builtin_cpu_supports(\"avx512vbmi\") && __builtin_cpu_supports(\"avx512vnni\") &&\n"
                          "      %s) return %s_dwt_vnni;\n",
                   cv->c * cv->kh * cv->kw + cv->c * cv->kh + cv->c, DW_ISA[0].check, fn);
   for (int i = 0; DW_ISA[i].check; i++) ut_str_printf(&task, "  if (%s) return %s_dwt%s;\n", DW_ISA[i].check, fn, DW_ISA[i].sfx);
@@ -526,9 +530,11 @@ bool cc_emit_q8dw(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_conv *
                   "               %s, ep, %" PRId64 "L, 1, 0};\n"
                   "  cx.nt = hprt_pool_size(pool) > 1 ? 4 * hprt_pool_size(pool) : 1;\n"
                   "  if (cx.nt > cx.np) cx.nt = (int)cx.np;\n"
-                  "  hprt_pool_run(pool, cx.nt, %s_dwsel(cx.w), &cx);\n  return cx.err ? 2 : 0;\n}\n",
+                  "  hprt_pool_run(pool, cx.nt, %s_dwsel(cx.w, 1), &cx);\n"
+                  "  if (cx.nan && !cx.err) hprt_pool_run(pool, cx.nt, %s_dwsel(cx.w, 0), &cx); /* a NaN in x: the fp32 variant */\n"
+                  "  return cx.err ? 2 : 0;\n}\n",
                   fn, cv->X.slot, cv->X.offset, d.held_in ? 1 : tiny_dtype_size(cv->X.dtype), cv->Y.slot, cv->Y.offset,
-                  d.held_out ? 1 : tiny_dtype_size(cv->Y.dtype), wsrc, cv->n * cv->c, fn);
+                  d.held_out ? 1 : tiny_dtype_size(cv->Y.dtype), wsrc, cv->n * cv->c, fn, fn);
     if (c->q8) c->q8->k[r] = (cc_q8_fact){.q8 = true, .xbuf = xbuf, .ybuf = ybuf, .zo = zo, .held_in = d.held_in, .held_out = d.held_out};
   }
   ut_str_free(&task);
