@@ -730,8 +730,10 @@ harp_status cc_emit_gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
    * skinny kernel streams B instead of packing it (M a constant of at most
    * CGEN_SKINNY_MAX_M rows: with M read at run time the template packs B,
    * so once, at model_init: a classifier's 2 MB weight over a batch of 1..8
-   * rows, packed every run, took longer than its multiply) */
-  s.prepack_b = !s.prepack_a && (gm.M > CGEN_SKINNY_MAX_M || m_rt) && (gm.batch[0] == 1 || gm.b_sb[0] == 0) &&
+   * rows, packed every run, took longer than its multiply), unless the
+   * int8 kernel takes it (cc_q8_gemv: its int8 weight, packed once, is
+   * half the bytes; the packed template then only its fallback) */
+  s.prepack_b = !s.prepack_a && (gm.M > CGEN_SKINNY_MAX_M || m_rt || cc_q8_gemv(c, &gm)) && (gm.batch[0] == 1 || gm.b_sb[0] == 0) &&
                 (gm.batch[1] == 1 || gm.b_sb[1] == 0) && (!per_batch || bx.b_shared) && packs_once(c, r, gm.B.slot);
   plan_use pu;
   /* M at run time: each corner's plan is its own size's, so the built-in

@@ -64,6 +64,12 @@ bool cc_emit_q8conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_conv
 bool cc_emit_q8gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_gemm *g, bool prepack_a, bool prepack_b,
                     rc_packed *pk);
 void cc_q8_call(ut_str *out, const char *fn);
+/* Whether GEMM g of at most a few rows (its A the activation, B a bf16
+ * weight, one batch) takes the int8 kernel as x W once B is packed once (a
+ * QDQ classifier's GEMV: the packed int8 weight is half the bytes the
+ * skinny bf16 kernel streams each run): the layouts cc_emit_q8gemm takes,
+ * A proven 8-bit, and the kernel pays with nothing held. */
+bool cc_q8_gemv(const rc_ctx *c, const ct_gemm *g);
 /* What contract_q8dw.c shares of contract_q8.c: whether c's kernels may
  * take an int8 kernel reading input x (the knob, no ShapeSet, x proven
  * 8-bit: cc_q8_input, its zero point *za); the

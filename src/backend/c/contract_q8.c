@@ -4,7 +4,7 @@
  * is a bf16 param packed once also runs as exact u8 x s8 -> s32 products,
  * its epilogue applied to the sums.
  * Needs: contract_c.h, cgen_qgemm.h, the Tiny graph.  Gives: cc_q8_input,
- * cc_emit_q8conv, cc_emit_q8gemm, cc_q8_call, cc_q8_pays, and for
+ * cc_emit_q8conv, cc_emit_q8gemm, cc_q8_gemv, cc_q8_call, cc_q8_pays, and for
  * contract_q8dw.c cc_q8_act, cc_q8_whole, cc_q8_out_zo, cc_q8_scratch.
  *
  * What a QDQ import (src/frontend/onnx_qdq.c) makes of DQ -> Conv -> Q is a
@@ -675,11 +675,24 @@ bool cc_emit_q8conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_conv
   return q8_conv(c, r, fn, out, cv, prepacked, true, true, pk); /* a residual is laid out like y (ct_read_conv) */
 }
 
+/* g, or (one row: the rows' strides, any in the read, unused) its copy in
+ * *d with them dense, as the checks below read them. */
+static const ct_gemm *q8_one_row(const ct_gemm *g, ct_gemm *d) {
+  if (g->M != 1) return g;
+  *d = *g;
+  d->a_sm = d->K, d->c_sm = d->N;
+  for (int i = 0; i < d->nepi; i++)
+    if (d->epi[i].kind == CT_EPI_RESIDUAL) d->epi[i].s_m = d->N;
+  return d;
+}
+
 /* GEMM g on the int8 kernel: a 1x1 conv in NCHW (C[n][oc][p] = W[oc][c]
  * x[n][c][p], the weight A as cc_emit_q8conv's), or x W with the weight B
  * shared by the batches (C[b][m][n] = x[b][m][k] W[k][n] or W^T's). */
-bool cc_emit_q8gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_gemm *g, bool prepack_a, bool prepack_b,
+bool cc_emit_q8gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_gemm *g0, bool prepack_a, bool prepack_b,
                     rc_packed *pk) {
+  ct_gemm gd;
+  const ct_gemm *g = q8_one_row(g0, &gd);
   int64_t M = g->M, N = g->N, K = g->K, nb = g->batch[0];
   int za;
   if (g->batch[1] != 1 || g->nrep || g->a_round != TINY_FP32 || g->c_sn != 1 || g->c_sm != N || (nb > 1 && g->c_sb[0] != M * N))
@@ -709,6 +722,17 @@ bool cc_emit_q8gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_gemm
   j.q.x_dtype = TINY_U8, j.q.y_dtype = TINY_FP32, j.q.za = za;
   j.xrows = M, j.xlen = K, j.yrows = M, j.ylen = N, j.wch = N, j.wk = K;
   return q8_emit(c, r, fn, out, &j, pk);
+}
+
+bool cc_q8_gemv(const rc_ctx *c, const ct_gemm *g0) {
+  ct_gemm gd;
+  const ct_gemm *g = q8_one_row(g0, &gd);
+  int za;
+  bool kmaj = g->b_sn == 1 && g->b_sk == g->N, cmaj = g->b_sk == 1 && g->b_sn == g->K;
+  double m = (double)g->M, n = (double)g->N, k = (double)g->K;
+  return g->B.dtype == TINY_BF16 && g->batch[0] == 1 && g->batch[1] == 1 && !g->nrep && g->a_round == TINY_FP32 &&
+         g->a_sk == 1 && g->a_sm == g->K && g->c_sn == 1 && g->c_sm == g->N && (kmaj || cmaj) && cc_q8_act(c, &g->A, &za) &&
+         (rt_knobs_or_default(c->knobs)->int8 == RT_INT8_FORCE || cc_q8_pays(m * n * k, m * k, m * n));
 }
 
 void cc_q8_call(ut_str *out, const char *fn) { ut_str_printf(out, "  int q8 = %s_q8(pool, bufs);\n  if (q8 >= 0) return q8;\n", fn); }

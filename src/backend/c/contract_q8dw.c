@@ -20,7 +20,10 @@
  * scratch with its columns split into stride phases (padded column pc at
  * phase pc % sw, index pc / sw), so that each tap of each output row is one
  * contiguous run at a constant offset; then per output element the kh*kw
- * taps unrolled, the epilogue, the store (held: y + zo as a byte). */
+ * taps unrolled, the epilogue, the store (held: y + zo as a byte).  Where
+ * the CPU has AVX512-VBMI / VNNI and a window row has at most 4 taps, the
+ * VNNI variant (dw_task_vnni): the plane copied as bytes, a vpdpbusd per
+ * window row over taps gathered by vpermb, the same epilogue. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -36,6 +39,9 @@ typedef struct dw_shape {
   int za, zo;             /* the held input's / output's zero points */
   bool held_in, held_out; /* the input / output held as bytes (q8_hold.c) */
   bool packed;            /* the weight read from its packed form 1 (fp32), else as stored */
+  bool vnni;              /* the VNNI variant emitted too (dw_vnni_plan; packed) */
+  int zb;                 /* vnni: the input's bytes x + zb, zb the padding's byte */
+  int64_t rsb, rows;      /* vnni: the u8 plane's row stride; output rows a vector (a row narrower than 16) */
 } dw_shape;
 
 /* A C type and load / store spelling of dtype dt (a byte when held). */
@@ -177,8 +183,10 @@ static bool dw_small_ints(const ct_conv *cv) {
   return lo >= -256.0f && hi <= 256.0f;
 }
 
+static bool dw_vepi(ut_str *o, const ct_conv *cv, const dw_shape *d);
+
 /* dw_point for AVX-512: outputs ow .. ow + 15 of the row (mask m) as the
- * vector v; false when an epilogue step has no vector form here. */
+ * vector v, then dw_vepi; false when an epilogue step has no vector form. */
 static bool dw_vpoint(ut_str *o, const ct_conv *cv, const dw_shape *d) {
   ut_str_printf(o, "        __mmask16 m = %" PRId64 "L - ow >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (%" PRId64 "L - ow)) - 1);\n"
                    "        __m512 v = _mm512_setzero_ps();\n", d->ow, d->ow);
@@ -188,6 +196,12 @@ static bool dw_vpoint(ut_str *o, const ct_conv *cv, const dw_shape *d) {
       ut_str_printf(o, "        v = _mm512_fmadd_ps(_mm512_set1_ps(wv[%" PRId64 "]), _mm512_maskz_loadu_ps(m, r0 + ow + %" PRId64 "L), v);\n",
                     ky * cv->kw + kx, off);
     }
+  return dw_vepi(o, cv, d);
+}
+
+/* The epilogue of cv's sums in vector v (16 lanes, mask m) and their store
+ * at yr + ow; false when a step has no vector form here. */
+static bool dw_vepi(ut_str *o, const ct_conv *cv, const dw_shape *d) {
   for (int i = 0; i < cv->nepi; i++) { /* the scalar steps' NaN rules: vmaxps / vminps return their second operand */
     const ct_epi *ep = &cv->epi[i];
     switch (ep->kind) {
@@ -244,14 +258,30 @@ static void dw_pad(ut_str *o, const char *fn, const ct_conv *cv, const dw_shape 
                 fn, top * rs, (top + cv->h) * rs, bot * rs, top, top + cv->h, rs, pw, sw, d->wq, sw, pw + cv->w, rs, sw, d->wq, sw);
 }
 
+/* The task's per-channel epilogue values of channel c: b<i> for step i. */
+static void dw_biases(ut_str *o, const ct_conv *cv) {
+  for (int i = 0; i < cv->nepi; i++) {
+    const ct_epi *ep = &cv->epi[i];
+    if (ep->kind != CT_EPI_BIAS_M) continue;
+    if (ep->dtype == TINY_FP32) ut_str_printf(o, "    const float b%d = ((const float *)x->ep[%d])[c];\n", i, i);
+    else ut_str_printf(o, "    const float b%d = %s(((const uint16_t *)x->ep[%d])[c]);\n", i, dw_load(ep->dtype), i);
+  }
+}
+
+/* Whether every step of cv's epilogue has a vector form (dw_vepi). */
+static bool dw_vec_epi(const ct_conv *cv) {
+  for (int i = 0; i < cv->nepi; i++)
+    if (!(cv->epi[i].kind == CT_EPI_BIAS_M || cv->epi[i].kind == CT_EPI_RINT || cv->epi[i].kind == CT_EPI_RELU ||
+          cv->epi[i].kind == CT_EPI_SCALE || cv->epi[i].kind == CT_EPI_CLAMP))
+      return false;
+  return true;
+}
+
 /* <fn>_dwt<isa>(ctx, t, tid): task t's planes [t np / nt, (t + 1) np / nt). */
 static bool dw_task(ut_str *o, const char *fn, const ct_conv *cv, const dw_shape *d, int isa) {
   const char *xt = dw_ctype(cv->X.dtype, d->held_in), *yt = dw_ctype(cv->Y.dtype, d->held_out);
   int64_t kk = cv->kh * cv->kw, plane = d->hp * d->rs;
-  bool vec = DW_ISA[isa].check != NULL; /* the vector form, where every epilogue step has one */
-  for (int i = 0; i < cv->nepi; i++)
-    vec = vec && (cv->epi[i].kind == CT_EPI_BIAS_M || cv->epi[i].kind == CT_EPI_RINT || cv->epi[i].kind == CT_EPI_RELU ||
-                  cv->epi[i].kind == CT_EPI_SCALE || cv->epi[i].kind == CT_EPI_CLAMP);
+  bool vec = DW_ISA[isa].check != NULL && dw_vec_epi(cv); /* the vector form, where every epilogue step has one */
   ut_str_printf(o,
                 "static %svoid %s_dwt%s(void *ctx, int t, int tid) {\n  (void)tid;\n  %s_dwx *x = (%s_dwx *)ctx;\n"
                 "  const long H_ = %" PRId64 "L, PH_ = %" PRId64 "L, PW_ = %" PRId64 "L, RS_ = %" PRId64 "L, PLANE_ = %" PRId64 "L;\n"
@@ -268,12 +298,7 @@ static bool dw_task(ut_str *o, const char *fn, const ct_conv *cv, const dw_shape
   tiny_dtype wt = d->packed ? TINY_FP32 : cv->W.dtype;
   ut_str_printf(o, "    float wv[%" PRId64 "];\n    for (int i = 0; i < %" PRId64 "; i++) wv[i] = %s(((const %s *)x->w)[c * %" PRId64 "L + i]);\n",
                 kk, kk, dw_load(wt), dw_ctype(wt, false), kk);
-  for (int i = 0; i < cv->nepi; i++) {
-    const ct_epi *ep = &cv->epi[i];
-    if (ep->kind != CT_EPI_BIAS_M) continue;
-    if (ep->dtype == TINY_FP32) ut_str_printf(o, "    const float b%d = ((const float *)x->ep[%d])[c];\n", i, i);
-    else ut_str_printf(o, "    const float b%d = %s(((const uint16_t *)x->ep[%d])[c]);\n", i, dw_load(ep->dtype), i);
-  }
+  dw_biases(o, cv);
   ut_str_printf(o,
                 "    %s *restrict y = (%s *)x->y + p * %" PRId64 "L;\n"
                 "    for (long oh = 0; oh < %" PRId64 "L; oh++) {\n"
@@ -313,15 +338,135 @@ static bool dw_geometry(const ct_conv *cv, dw_shape *d) {
 
 /* The packed form 1 (rc_packed) of cv's weight: its C x kh*kw values as
  * fp32, for fn's kernel when the template packs the weight once (model_init
- * then keeps the packed forms only). */
-static void dw_wpack(ut_str *o, const char *fn, const ct_conv *cv) {
-  int64_t n = cv->c * cv->kh * cv->kw;
-  ut_str_printf(o, "static long %s_wbytes1(void) { return %" PRId64 "L; }\n", fn, n * 4);
+ * then keeps the packed forms only); with vnni then per channel and row the
+ * kw taps as int8 in one word (the rest 0), per channel the taps' sum, and
+ * a flag: 1 when every value is an integer of [-128, 127] (else the VNNI
+ * variant is not run: <fn>_dwsel). */
+static void dw_wpack(ut_str *o, const char *fn, const ct_conv *cv, bool vnni) {
+  int64_t n = cv->c * cv->kh * cv->kw, words = cv->c * cv->kh;
+  ut_str_printf(o, "static long %s_wbytes1(void) { return %" PRId64 "L; }\n", fn, n * 4 + (vnni ? (words + cv->c + 1) * 4 : 0));
   ut_str_printf(o,
                 "static int %s_wpack1(hprt_pool *pool, const void *w, void *wp) {\n  (void)pool;\n"
-                "  const %s *s = (const %s *)w + %" PRId64 "L;\n"
-                "  for (long i = 0; i < %" PRId64 "L; i++) ((float *)wp)[i] = %s(s[i]);\n  return 0;\n}\n",
+                "  const %s *s = (const %s *)w + %" PRId64 "L;\n  float *f = (float *)wp;\n"
+                "  for (long i = 0; i < %" PRId64 "L; i++) f[i] = %s(s[i]);\n",
                 fn, dw_ctype(cv->W.dtype, false), dw_ctype(cv->W.dtype, false), cv->W.offset, n, dw_load(cv->W.dtype));
+  if (vnni)
+    ut_str_printf(o,
+                  "  int32_t *wq = (int32_t *)(f + %" PRId64 "L), *ws = wq + %" PRId64 "L, *ok = ws + %" PRId64 "L;\n  *ok = 1;\n"
+                  "  for (long c = 0; c < %" PRId64 "L; c++) {\n    int32_t sum = 0;\n"
+                  "    for (long ky = 0; ky < %" PRId64 "L; ky++) {\n      uint32_t word = 0;\n"
+                  "      for (long kx = 0; kx < %" PRId64 "L; kx++) {\n        float v = f[(c * %" PRId64 "L + ky) * %" PRId64 "L + kx];\n"
+                  "        if (!(v >= -128.0f && v <= 127.0f && v == (float)(int32_t)v)) { *ok = 0; continue; }\n"
+                  "        word |= (uint32_t)(uint8_t)(int8_t)(int32_t)v << (8 * kx);\n        sum += (int32_t)v;\n      }\n"
+                  "      wq[c * %" PRId64 "L + ky] = (int32_t)word;\n    }\n    ws[c] = sum;\n  }\n",
+                  n, words, cv->c, cv->c, cv->kh, cv->kw, cv->kh, cv->kw, cv->kh);
+  ut_str_puts(o, "  return 0;\n}\n");
+}
+
+/* Whether cv (shape d, its epilogue vectorizable: vec) also gets the VNNI
+ * variant <fn>_dwt_vnni: at most 4 taps a row at unit column dilation, so
+ * that one vpdpbusd sums a row's taps for 16 outputs from the bytes a
+ * vpermb gathers (4 a lane) out of one 64-byte load of the padded u8 plane;
+ * d->rows output rows a vector where a row is narrower than 16 lanes (the
+ * 7x7 and 14x14 layers). */
+static void dw_vnni_plan(const ct_conv *cv, dw_shape *d, bool vec) {
+  int64_t sh = cv->stride[0], sw = cv->stride[1];
+  d->rsb = cv->w + cv->pad[1] + cv->pad[3];
+  d->rows = d->ow >= 16 ? 1 : 16 / d->ow;
+  while (d->rows > 1 && (d->rows - 1) * sh * d->rsb + (d->ow - 1) * sw + 4 > 64) d->rows--;
+  d->vnni = d->packed && vec && cv->kw <= 4 && cv->dil[1] == 1 && sw <= 3 && cv->kh <= 16 &&
+            (d->held_out || cv->Y.dtype == TINY_FP32 || cv->Y.dtype == TINY_BF16);
+}
+
+/* The byte offsets in a 64-byte load of the padded plane (row stride
+ * d->rsb) that vpermb gathers: lane i, tap t at the output column (and,
+ * with d->rows > 1, row) of lane i; unused lanes read byte 0. */
+static void dw_vnni_index(ut_str *o, const ct_conv *cv, const dw_shape *d) {
+  int64_t sh = cv->stride[0], sw = cv->stride[1], lanes = d->rows > 1 ? d->rows * d->ow : 16;
+  ut_str_puts(o, "  static const uint8_t ix_[64] = {");
+  for (int64_t j = 0; j < 64; j++) {
+    int64_t i = j / 4, t = j % 4, row = d->rows > 1 ? i / d->ow : 0, col = d->rows > 1 ? i % d->ow : i;
+    ut_str_printf(o, "%s%" PRId64, j ? ", " : "", i < lanes ? row * sh * d->rsb + col * sw + t : 0);
+  }
+  ut_str_puts(o, "};\n  const __m512i ix = _mm512_loadu_si512(ix_);\n");
+}
+
+/* The VNNI task's copy of plane s into the u8 plane xb (its padding, the
+ * byte zb, written once per task): held bytes as they are, else x + zb,
+ * a NaN flagged in x->nan (the wrapper then runs the fp32 variant, which
+ * propagates it as the template does). */
+static void dw_vnni_fill(ut_str *o, const ct_conv *cv, const dw_shape *d) {
+  int64_t rw = cv->pad[0] * d->rsb + cv->pad[1];
+  if (d->held_in) {
+    ut_str_printf(o, "    for (long h = 0; h < %" PRId64 "L; h++) memcpy(xb + %" PRId64 "L + h * %" PRId64 "L, s + h * %" PRId64 "L, %" PRId64 "UL);\n",
+                  cv->h, rw, d->rsb, cv->w, cv->w);
+    return;
+  }
+  char ld[200];
+  dw_vload(ld, sizeof ld, cv->X.dtype, false, "s + h * W_ + i");
+  ut_str_printf(o,
+                "    for (long h = 0; h < %" PRId64 "L; h++) {\n      const long W_ = %" PRId64 "L;\n"
+                "      for (long i = 0; i < W_; i += 16) {\n"
+                "        __mmask16 m = W_ - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (W_ - i)) - 1);\n"
+                "        __m512 f = %s;\n"
+                "        if (_mm512_cmp_ps_mask(f, f, _CMP_UNORD_Q)) __atomic_store_n(&x->nan, 1, __ATOMIC_RELAXED);\n"
+                "        _mm512_mask_cvtepi32_storeu_epi8(xb + %" PRId64 "L + h * %" PRId64 "L + i, m,\n"
+                "                                         _mm512_cvtps_epi32(_mm512_add_ps(f, _mm512_set1_ps(%d.0f))));\n      }\n    }\n",
+                cv->h, cv->w, ld, rw, d->rsb, d->zb);
+}
+
+/* <fn>_dwt_vnni(ctx, t, tid): dw_task's planes on vpdpbusd (dw_vnni_plan),
+ * the weight's int8 words and sums read after its fp32 form (dw_wpack);
+ * the sums minus zb times the weight's sum are the fp32 path's exact sums,
+ * so the epilogue (dw_vepi) and the output are the same. */
+static bool dw_task_vnni(ut_str *o, const char *fn, const ct_conv *cv, const dw_shape *d) {
+  const char *xt = dw_ctype(cv->X.dtype, d->held_in), *yt = dw_ctype(cv->Y.dtype, d->held_out);
+  int64_t kh = cv->kh, hp = d->hp, rsb = d->rsb, bot = hp - cv->pad[0] - cv->h, sh = cv->stride[0];
+  ut_str_printf(o,
+                "static __attribute__((target(\"avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi,avx512vnni,fma,f16c\"))) "
+                "void %s_dwt_vnni(void *ctx, int t, int tid) {\n  (void)tid;\n  %s_dwx *x = (%s_dwx *)ctx;\n",
+                fn, fn, fn);
+  dw_vnni_index(o, cv, d);
+  ut_str_printf(o,
+                "  uint8_t *xb = (uint8_t *)hp_q8_scratch(%" PRId64 "UL); /* the padded plane, 64 bytes after it */\n"
+                "  if (!xb) { __atomic_store_n(&x->err, 1, __ATOMIC_RELAXED); return; }\n"
+                "  memset(xb, %d, %" PRId64 "UL);\n  memset(xb + %" PRId64 "L, %d, %" PRId64 "UL);\n"
+                "  for (long h = %" PRId64 "L; h < %" PRId64 "L; h++) {\n"
+                "    memset(xb + h * %" PRId64 "L, %d, %" PRId64 "UL);\n    memset(xb + h * %" PRId64 "L + %" PRId64 "L, %d, %" PRId64 "UL);\n  }\n"
+                "  const int32_t *wq = (const int32_t *)((const char *)x->w + %" PRId64 "L), *ws = wq + %" PRId64 "L;\n"
+                "  long p0 = (long)t * x->np / x->nt, p1 = (long)(t + 1) * x->np / x->nt;\n"
+                "  for (long p = p0; p < p1; p++) {\n    long c = p %% %" PRId64 "L;\n"
+                "    const %s *restrict s = (const %s *)x->x + p * %" PRId64 "L;\n",
+                hp * rsb + 64, d->zb, cv->pad[0] * rsb, (cv->pad[0] + cv->h) * rsb, d->zb, bot * rsb + 64, cv->pad[0],
+                cv->pad[0] + cv->h, rsb, d->zb, cv->pad[1], rsb, cv->pad[1] + cv->w, d->zb, rsb - cv->pad[1] - cv->w,
+                cv->c * kh * cv->kw * 4, cv->c * kh, cv->c, xt, xt, cv->h * cv->w);
+  dw_vnni_fill(o, cv, d);
+  for (int64_t ky = 0; ky < kh; ky++) ut_str_printf(o, "    const __m512i w%" PRId64 " = _mm512_set1_epi32(wq[c * %" PRId64 "L + %" PRId64 "]);\n", ky, kh, ky);
+  ut_str_printf(o, "    const __m512i zc = _mm512_set1_epi32(%d * ws[c]);\n", d->zb);
+  dw_biases(o, cv);
+  ut_str_printf(o, "    %s *restrict y = (%s *)x->y + p * %" PRId64 "L;\n", yt, yt, d->oh * d->ow);
+  if (d->rows > 1)
+    ut_str_printf(o,
+                  "    for (long oh = 0; oh < %" PRId64 "L; oh += %" PRId64 "L) {\n      const long ow = 0;\n"
+                  "      const uint8_t *r0 = xb + oh * %" PRId64 "L;\n      %s *restrict yr = y + oh * %" PRId64 "L;\n"
+                  "      long nr = %" PRId64 "L - oh < %" PRId64 "L ? %" PRId64 "L - oh : %" PRId64 "L;\n"
+                  "      {\n        __mmask16 m = (__mmask16)((1u << (nr * %" PRId64 "L)) - 1);\n",
+                  d->oh, d->rows, sh * rsb, yt, d->ow, d->oh, d->rows, d->oh, d->rows, d->ow);
+  else
+    ut_str_printf(o,
+                  "    for (long oh = 0; oh < %" PRId64 "L; oh++) {\n"
+                  "      const uint8_t *r0 = xb + oh * %" PRId64 "L;\n      %s *restrict yr = y + oh * %" PRId64 "L;\n"
+                  "      for (long ow = 0; ow < %" PRId64 "L; ow += 16) {\n"
+                  "        __mmask16 m = %" PRId64 "L - ow >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (%" PRId64 "L - ow)) - 1);\n",
+                  d->oh, sh * rsb, yt, d->ow, d->ow, d->ow, d->ow);
+  ut_str_puts(o, "        __m512i a = _mm512_setzero_si512();\n");
+  for (int64_t ky = 0; ky < kh; ky++)
+    ut_str_printf(o, "        a = _mm512_dpbusd_epi32(a, _mm512_permutexvar_epi8(ix, _mm512_loadu_si512(r0 + %" PRId64 "L + ow * %" PRId64 "L)), w%" PRId64 ");\n",
+                  ky * cv->dil[0] * rsb, cv->stride[1], ky);
+  ut_str_puts(o, "        __m512 v = _mm512_cvtepi32_ps(_mm512_sub_epi32(a, zc));\n");
+  if (!dw_vepi(o, cv, d)) return false;
+  ut_str_puts(o, "      }\n    }\n  }\n}\n");
+  return true;
 }
 
 bool cc_emit_q8dw(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_conv *cv, bool prepacked, rc_packed *pk) {
@@ -339,9 +484,11 @@ bool cc_emit_q8dw(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_conv *
   if (hp && xbuf >= 0 && hp->hold[xbuf] >= 0) d.held_in = true, d.za = hp->hold[xbuf];
   if (hp && ybuf >= 0 && zo >= 0 && hp->hold[ybuf] == zo) d.held_out = true, d.zo = zo;
   d.packed = prepacked;
+  d.zb = d.held_in ? d.za : za;
+  dw_vnni_plan(cv, &d, dw_vec_epi(cv));
   ut_str task;
   ut_str_init(&task);
-  ut_str_printf(&task, "typedef struct { const char *x; char *y; const void *w; const void *const *ep; long np; int nt, err; } %s_dwx;\n", fn);
+  ut_str_printf(&task, "typedef struct { const char *x; char *y; const void *w; const void *const *ep; long np; int nt, err, nan; } %s_dwx;\n", fn);
   dw_pad(&task, fn, cv, &d);
   bool ok = true;
   for (int i = 0; i < 2 && ok; i++) {
@@ -349,14 +496,24 @@ bool cc_emit_q8dw(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_conv *
     ok = dw_task(&task, fn, cv, &d, i);
     if (DW_ISA[i].check) ut_str_puts(&task, "#endif\n");
   }
-  ut_str_printf(&task, "static hprt_fn %s_dwsel(void) { /* the widest variant this CPU runs */\n#ifdef HPRT_X86\n  __builtin_cpu_init();\n", fn);
+  if (ok && d.vnni) {
+    ut_str_puts(&task, "#ifdef HPRT_X86\n");
+    ok = dw_task_vnni(&task, fn, cv, &d);
+    ut_str_puts(&task, "#endif\n");
+  }
+  ut_str_printf(&task, "static hprt_fn %s_dwsel(const void *w, int vnni) { /* the widest variant this CPU runs */\n  (void)w, (void)vnni;\n"
+                       "#ifdef HPRT_X86\n  __builtin_cpu_init();\n", fn);
+  if (d.vnni) /* the weight's int8 form valid (dw_wpack's flag) */
+    ut_str_printf(&task, "  if (vnni && ((const int32_t *)w)[%" PRId64 "L] && __builtin_cpu_supports(\"avx512vbmi\") && __builtin_cpu_supports(\"avx512vnni\") &&\n"
+                         "      %s) return %s_dwt_vnni;\n",
+                  cv->c * cv->kh * cv->kw + cv->c * cv->kh + cv->c, DW_ISA[0].check, fn);
   for (int i = 0; DW_ISA[i].check; i++) ut_str_printf(&task, "  if (%s) return %s_dwt%s;\n", DW_ISA[i].check, fn, DW_ISA[i].sfx);
   ut_str_printf(&task, "#endif\n  return %s_dwt;\n}\n", fn);
   if (ok) {
     const fn_kernel *K = &c->f->kernels[r];
     char wsrc[96];
     if (prepacked) {
-      dw_wpack(out, fn, cv);
+      dw_wpack(out, fn, cv, d.vnni);
       pk->n = 2, pk->slot[1] = cv->W.slot, pk->key[1][0] = 0;
       snprintf(wsrc, sizeof wsrc, "(const char *)bufs[%d]", K->nreads + K->nwrites + 1);
     } else
@@ -373,9 +530,11 @@ bool cc_emit_q8dw(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_conv *
                   "               %s, ep, %" PRId64 "L, 1, 0};\n"
                   "  cx.nt = hprt_pool_size(pool) > 1 ? 4 * hprt_pool_size(pool) : 1;\n"
                   "  if (cx.nt > cx.np) cx.nt = (int)cx.np;\n"
-                  "  hprt_pool_run(pool, cx.nt, %s_dwsel(), &cx);\n  return cx.err ? 2 : 0;\n}\n",
+                  "  hprt_pool_run(pool, cx.nt, %s_dwsel(cx.w, 1), &cx);\n"
+                  "  if (cx.nan && !cx.err) hprt_pool_run(pool, cx.nt, %s_dwsel(cx.w, 0), &cx); /* a NaN in x: the fp32 variant */\n"
+                  "  return cx.err ? 2 : 0;\n}\n",
                   fn, cv->X.slot, cv->X.offset, d.held_in ? 1 : tiny_dtype_size(cv->X.dtype), cv->Y.slot, cv->Y.offset,
-                  d.held_out ? 1 : tiny_dtype_size(cv->Y.dtype), wsrc, cv->n * cv->c, fn);
+                  d.held_out ? 1 : tiny_dtype_size(cv->Y.dtype), wsrc, cv->n * cv->c, fn, fn);
     if (c->q8) c->q8->k[r] = (cc_q8_fact){.q8 = true, .xbuf = xbuf, .ybuf = ybuf, .zo = zo, .held_in = d.held_in, .held_out = d.held_out};
   }
   ut_str_free(&task);
