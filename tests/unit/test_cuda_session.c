@@ -31,7 +31,7 @@ static const char gemm_res_src[] = "graph<B=4> main(x: f32[B, 16], w: f32[16, B]
                                    "}\n";
 /* a row softmax whose row length is B: the row kernel prints it (the warp's
  * loop over the row), so the box's corners differ */
-static const char softmax_b_src[] = "graph<B=4> main(x: f32[8, B]) -> (y: f32[8, B]) {\n"
+static const char softmax_b_src[] = "graph<B=4> main(x: f32[B, B]) -> (y: f32[B, B]) {\n"
                                     "    y = softmax(x)\n"
                                     "    return y\n"
                                     "}\n";
