@@ -2,7 +2,8 @@
 
 Each model is dumped for the GPU with `--shapeset SYM=LO..HI` (its kernels
 take SYM's size as the parameter hp_sv<i>: the loop nests' bounds and the
-launch's grid_x, the row kernels' row count, the SM80 GEMM template's M, N, K) at
+launch's grid_x, the row kernels' row count, the SM80 GEMM template's M, N, K,
+a residual epilogue's strides) at
 the box's corner HI and at every binding below, twice: loop nests only
 (--knob no_templates=1) and with the templates (the default).  The unit
 must be the same text at every binding (ONE build serves the box, as
