@@ -2,7 +2,8 @@
 
 Each model is dumped for the GPU with `--shapeset SYM=LO..HI` (its kernels
 take SYM's size as the parameter hp_sv<i>: the loop nests' bounds and the
-launch's grid_x, the row kernels' row count, the SM80 GEMM template's M, N, K) at
+launch's grid_x, the row kernels' row count, the SM80 GEMM template's M, N, K,
+a residual epilogue's strides) at
 the box's corner HI and at every binding below, twice: loop nests only
 (--knob no_templates=1) and with the templates (the default).  The unit
 must be the same text at every binding (ONE build serves the box, as
@@ -52,12 +53,29 @@ CASES = [
     ("conv_pad_hw.harp", "N", (2, 3), (3, 2), {"H": 5, "W": 5}, ("templates",), 3),  # the images (grid.z)
     # 1x1 convs as GEMMs batched over the images (grid.z at run time), C's rows contiguous
     ("pw_batch.harp", "N", (3, 4), (4, 3), {}, ("templates",), 3),
+    # residual epilogues whose strides vary (INLINE models): a GEMM's
+    # residual row stride N; a batched GEMM's residual batch stride M x 16;
+    # a conv's residual (laid out like y) over a varying height / width
+    ("gemm_res_n.harp", "N", (9, 40), (40, 23, 9), {}, ("templates",), 1),
+    ("bmm_res_m.harp", "M", (3, 20), (20, 11, 3), {}, ("templates",), 1),
+    ("conv_res_hw.harp", "H", (5, 8), (8, 6, 5), {"W": 8}, ("templates",), 1),
+    ("conv_res_hw.harp", "W", (5, 8), (8, 7, 5), {"H": 6}, ("templates",), 1),
 ]
+# models of CASES written here rather than kept in tests/models
+INLINE = {
+    "gemm_res_n.harp": "graph<N=4> main(x: f32[24, 16], w: f32[16, N], r: f32[24, N]) -> (y: f32[24, N]) {\n"
+                       "    y = x @ w + r\n    return y\n}\n",
+    "bmm_res_m.harp": "graph<M=4> main(x: f32[2, M, 16], w: f32[2, 16, 16], r: f32[2, M, 16]) -> (y: f32[2, M, 16]) {\n"
+                      "    y = x @ w + r\n    return y\n}\n",
+    "conv_res_hw.harp": "graph<H=4, W=8> main(x: f32[1, 8, H, W], w: f32[8, 8, 3, 3]) -> (y: f32[1, 8, H, W]) {\n"
+                        "    y = x + conv2d(x, w, pad=1)\n    return y\n}\n",
+}
 # options of a model's dumps: fp32 contractions exact (the interpreter's
 # fp32, not TF32's rounding), on the SIMT form of the template
-EXTRA = {"conv_pad_hw.harp": ("--precision", "fp32"), "pw_batch.harp": ("--precision", "fp32")}
+EXTRA = {"conv_pad_hw.harp": ("--precision", "fp32"), "pw_batch.harp": ("--precision", "fp32"),
+         "conv_res_hw.harp": ("--precision", "fp32")}
 # rows run with HARP_TEST_SLOW=1 only (a simulator build and run each)
-SLOW = {("conv_pad_hw.harp", "W"), ("conv_pad_hw.harp", "N")}
+SLOW = {("conv_pad_hw.harp", "W"), ("conv_pad_hw.harp", "N"), ("conv_res_hw.harp", "W")}
 NVCC_UNITS = []  # (what, model.cu): compiled together at the end, one nvcc call
 
 
@@ -133,27 +151,6 @@ def one_box(s, rng, name, model, sym, hi, at, fixed, extra, variant, ntemplate):
     print(f"{name} ({variant}): {ghi['launch_kinds']}", flush=True)
 
 
-def conv_residual_declines(s):
-    """A conv whose residual (in its Epilogue) has the pixels as its row
-    stride: over a varying H the Epilogue would print the box's stride, so
-    the conv must keep its sizes printed -- the corners' code differs (the
-    session then builds per binding) rather than one wrong build."""
-    src = ("graph<H=4> main(x: f32[1, 8, H, 8], w: f32[8, 8, 3, 3]) -> (y: f32[1, 8, H, 8]) {\n"
-           "    y = x + conv2d(x, w, pad=1)\n    return y\n}\n")
-    model = os.path.join(tempfile.mkdtemp(prefix="harp_ss_"), "conv_res.harp")
-    open(model, "w").write(src)
-    units = []
-    for v in (8, 6):
-        p, d = cuda_sim.dump(model, "sm80", [f"H={v}"], extra=("--shapeset", "H=5..8"))
-        s.check(f"conv residual over H [H={v}]: dump", p.returncode == 0, p.stderr)
-        if p.returncode:
-            return
-        g = json.load(open(os.path.join(d, "gpu.json")))["gpu"]
-        s.check(f"conv residual over H [H={v}]: the conv template", g["launch_kinds"]["template"] == 1, str(g["launch_kinds"]))
-        units.append(open(os.path.join(d, "model.cu")).read())
-    s.check("conv residual over H: the corners' code differs (its sizes printed)", units[0] != units[1])
-
-
 def main():
     warnings.simplefilter("ignore", RuntimeWarning)
     s = Suite("cuda_shapeset")
@@ -174,12 +171,13 @@ def main():
             print(f"{name}:{sym}: a slow row (HARP_TEST_SLOW=1 runs it)")
             continue
         model = os.path.join(MODELS, name)
+        if name in INLINE:
+            model = os.path.join(tempfile.mkdtemp(prefix="harp_ss_"), name)
+            open(model, "w").write(INLINE[name])
         box = ("--shapeset", f"{sym}={lo}..{hi}", *EXTRA.get(name, ()))
         for variant in variants:
             knobs = NO_TEMPLATES if variant == "loop nests" else ()
             one_box(s, rng, f"{name}:{sym}", model, sym, hi, at, fixed, (*box, *knobs), variant, ntemplate)
-    if not only:
-        conv_residual_declines(s)
     nvcc_compiles(s, NVCC_UNITS)
     s.close()
 

@@ -206,6 +206,7 @@ typedef struct cuda_gemm_spec {
   cuda_rtsz rt_m, rt_n, rt_k, rt_b[2]; /* rt_b: batch[0], batch[1] (grid.z; a CTA past the binding's batches returns) */
   cuda_rtsz rt_st[6];    /* the strides a_sm, a_sk, b_sk, b_sn, c_sm, c_sn */
   cuda_rtsz rt_sb[3][2]; /* the batch strides of A, B, C */
+  cuda_rtsz rt_epi[CUDA_MAX_EPI][4]; /* a residual's strides s_b0, s_b1, s_m, s_n */
 } cuda_gemm_spec;
 
 /* Row-major contiguous A[M][K], B[K][N], C[M][N], batch 1, C of dtype dt. */
@@ -423,6 +424,7 @@ const char *cuda_stmt_name(cuda_stmt_kind k);
 typedef struct cuda_epi_ir {
   cuda_epi e;
   const char *ptr; /* C expression; NULL for ops without a tensor */
+  const char *s_m_t, *s_n_t; /* a residual's strides read at run time (C text; a ShapeSet build), else NULL */
 } cuda_epi_ir;
 
 typedef struct cuda_stmt {

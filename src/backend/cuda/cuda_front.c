@@ -165,9 +165,12 @@ static void gemm_rt_batch(cuda_b *b, const cuda_gemm_spec *s, cuda_mma_prob *p, 
     *base[o] = cuda_fmt(b, "%s * %s + %s * %s", z, st[0] ? st[0] : cuda_fmt(b, "%lld", (long long)sb[o][0]), z1,
                         st[1] ? st[1] : cuda_fmt(b, "%lld", (long long)sb[o][1]));
   }
-  for (int i = 0; i < s->n_epi; i++)
-    if (s->epi[i].kind == CUDA_EPI_RESIDUAL)
-      p->epi_ptr[i] = cuda_fmt(b, "(ep%d + %s * %lld + %s * %lld)", i, z, (long long)s->epi[i].s_b0, z1, (long long)s->epi[i].s_b1);
+  for (int i = 0; i < s->n_epi; i++) { /* a residual's batch strides: constants or read at run time (rt_epi) */
+    if (s->epi[i].kind != CUDA_EPI_RESIDUAL) continue;
+    const char *e0 = rtsz_text(b, &s->rt_epi[i][0]), *e1 = rtsz_text(b, &s->rt_epi[i][1]);
+    p->epi_ptr[i] = cuda_fmt(b, "(ep%d + %s * %s + %s * %s)", i, z, e0 ? e0 : cuda_fmt(b, "%lld", (long long)s->epi[i].s_b0), z1,
+                             e1 ? e1 : cuda_fmt(b, "%lld", (long long)s->epi[i].s_b1));
+  }
 }
 
 /* A ShapeSet build's run-time sizes and strides of spec s in problem p (its
@@ -189,8 +192,11 @@ static bool gemm_rt(cuda_b *b, const cuda_gemm_spec *s, cuda_mma_prob *p) {
   if (p->A.vec) p->A.vec = cuda_chunk_elems_esz(p->A.kmajor ? p->A.s_mn : p->A.s_k, sb[0], 2, esz);
   if (p->B.vec) p->B.vec = cuda_chunk_elems_esz(p->B.kmajor ? p->B.s_mn : p->B.s_k, sb[1], 2, esz);
   p->c_zmul = sb[2][0] % 2 == 0 && sb[2][1] % 2 == 0 ? (sb[2][0] % 8 == 0 && sb[2][1] % 8 == 0 ? 8 : 2) : 1;
-  for (int i = 0; i < s->n_epi; i++)
-    if (s->epi[i].kind == CUDA_EPI_RESIDUAL && p->nz == 1) p->epi_ptr[i] = cuda_fmt(b, "ep%d", i);
+  for (int i = 0; i < s->n_epi; i++) {
+    if (s->epi[i].kind != CUDA_EPI_RESIDUAL) continue;
+    if (p->nz == 1) p->epi_ptr[i] = cuda_fmt(b, "ep%d", i);
+    p->epi_st_t[i][0] = rtsz_text(b, &s->rt_epi[i][2]), p->epi_st_t[i][1] = rtsz_text(b, &s->rt_epi[i][3]);
+  }
   return b->oom;
 }
 
@@ -337,8 +343,11 @@ static bool conv_rt(cuda_b *b, const cuda_conv_spec *s, cuda_mma_prob *p, bool p
   p->b_base = cuda_fmt(b, "%s * %lld * %s + %s * %lld * %s", img, (long long)s->c, hw, grp, (long long)cg, hw);
   p->c_base = cuda_fmt(b, "%s * %lld * %s + %s * %lld * %s", img, (long long)s->oc, np, grp, (long long)ocg, np);
   p->c_zmul = ocg % 8 == 0 ? 8 : ocg % 2 == 0 ? 2 : 1; /* every batch offset: a multiple of ocg */
-  for (int i = 0; i < s->n_epi; i++)
-    if (s->epi[i].kind == CUDA_EPI_RESIDUAL) p->epi_ptr[i] = cuda_fmt(b, "(ep%d + %s)", i, p->c_base);
+  for (int i = 0; i < s->n_epi; i++) { /* a residual laid out like y: its row stride the pixels' count too */
+    if (s->epi[i].kind != CUDA_EPI_RESIDUAL) continue;
+    p->epi_ptr[i] = cuda_fmt(b, "(ep%d + %s)", i, p->c_base);
+    if (s->rt_h.n || s->rt_w.n) p->epi_st_t[i][0] = np;
+  }
   return b->oom;
 }
 

@@ -50,6 +50,7 @@ typedef struct cuda_mma_prob {
   int n_epi;
   cuda_epi epi[CUDA_MAX_EPI];
   const char *epi_ptr[CUDA_MAX_EPI]; /* tensor pointer per epilogue op (batch applied), or NULL */
+  const char *epi_st_t[CUDA_MAX_EPI][2]; /* a residual's s_m, s_n read at run time (C text), else NULL */
   cuda_tune tune;                    /* filled: every tile field set */
   const char *Mt, *Nt, *Kt;          /* M, N, K as C text when read at run time (cuda_gemm_spec.rt_*), else NULL */
   const char *NZt;                   /* the batches (grid.z) at run time: a CTA past them returns; else NULL */

@@ -457,6 +457,8 @@ static json_t *stmt_json(const cuda_stmt *st) {
         json_array_append_new(s, json_integer(ep->e.s_m));
         json_array_append_new(s, json_integer(ep->e.s_n));
         json_object_set_new(x, "strides_mn", s);
+        if (ep->s_m_t) json_object_set_new(x, "s_m_at_run_time", json_string(ep->s_m_t));
+        if (ep->s_n_t) json_object_set_new(x, "s_n_at_run_time", json_string(ep->s_n_t));
       }
       json_array_append_new(ops, x);
     }

@@ -362,6 +362,8 @@ static void emit_epilogue(mma_gen *g) {
   ep->i[1] = g->NF;
   ep->dtype = p->c_dtype;
   cuda_epi_attach(b, ep, p->epi, p->epi_ptr, p->n_epi);
+  for (int i = 0; i < ep->nepi; i++) /* a residual's strides read at run time */
+    ep->epi[i].s_m_t = p->epi_st_t[i][0], ep->epi[i].s_n_t = p->epi_st_t[i][1];
 }
 
 /* Open loops over the thread's accumulator elements acc[i][j][q] at

@@ -212,12 +212,13 @@ static void print_epi_op(pr *p, const cuda_epi_ir *ep, const char *m_lim, const 
     else if (ep->e.scale == 1.0f) line(p, "hk_v0 += %s; hk_v1 += %s;", t, t);
     else line(p, "hk_v0 = hk_v0 * %s + %s; hk_v1 = hk_v1 * %s + %s;", f, t, f, t);
     break;
-  case CUDA_EPI_RESIDUAL:
-    line(p, "if (hk_r < (%s) && hk_c < (%s)) hk_v0 %s %s((const %s *)(%s) + (hk_i64)hk_r * %lld + (hk_i64)hk_c * %lld);",
-         m_lim, n_lim, op, ld, ct, ep->ptr, (long long)ep->e.s_m, (long long)ep->e.s_n);
-    line(p,
-         "if (hk_r < (%s) && hk_c + 1 < (%s)) hk_v1 %s %s((const %s *)(%s) + (hk_i64)hk_r * %lld + (hk_i64)(hk_c + 1) * %lld);",
-         m_lim, n_lim, op, ld, ct, ep->ptr, (long long)ep->e.s_m, (long long)ep->e.s_n);
+  case CUDA_EPI_RESIDUAL: /* its strides: constants, or read at run time (s_m_t, s_n_t) */
+    snprintf(f, sizeof f, "%lld", (long long)ep->e.s_m);
+    snprintf(t, sizeof t, "%lld", (long long)ep->e.s_n);
+    line(p, "if (hk_r < (%s) && hk_c < (%s)) hk_v0 %s %s((const %s *)(%s) + (hk_i64)hk_r * %s + (hk_i64)hk_c * %s);", m_lim,
+         n_lim, op, ld, ct, ep->ptr, ep->s_m_t ? ep->s_m_t : f, ep->s_n_t ? ep->s_n_t : t);
+    line(p, "if (hk_r < (%s) && hk_c + 1 < (%s)) hk_v1 %s %s((const %s *)(%s) + (hk_i64)hk_r * %s + (hk_i64)(hk_c + 1) * %s);",
+         m_lim, n_lim, op, ld, ct, ep->ptr, ep->s_m_t ? ep->s_m_t : f, ep->s_n_t ? ep->s_n_t : t);
     break;
   case CUDA_EPI_CLAMP: /* compare-and-select: NaN fails both tests and stays, as the reference's max / min */
     flit(f, sizeof f, ep->e.lo);

@@ -108,16 +108,17 @@ bool cuda_rows_at_run_time(const cuda_rctx *c, int r, int slot, cuda_rownorm_spe
  * reduction) leaves Function kernel r, whose buffer at slot has a symbol's
  * size, to the loop nest; else NULL. */
 const char *cuda_sizes_printed(const cuda_rctx *c, int r, int slot);
-/* The GEMM s of Function kernel r (A, B, C at slot[0..2]; -1: none) on an
+/* The GEMM s of Function kernel r (A, B, C at slot[0..2]; -1: none; the
+ * tensor of epilogue op i at epi_slot[i]) on an
  * sm80 module, no split-K, C's columns or rows contiguous: in a ShapeSet
  * build, when a symbol is among the batches, M, N (C's dims [batch[0]..]
  * [batch[1]..][M..][N..] or [..][N..][M..]), K (A's or B's dims of K) or
- * the strides, s reads them at
- * run time (nsyms, rt_*; the sizes the box's most) and true. */
-bool cuda_gemm_at_run_time(const cuda_rctx *c, int r, const int slot[3], cuda_gemm_spec *s);
+ * the strides (a residual's too: the shortest suffixes of its tensor), s
+ * reads them at run time (nsyms, rt_*; the sizes the box's most) and true. */
+bool cuda_gemm_at_run_time(const cuda_rctx *c, int r, const int slot[3], const int *epi_slot, cuda_gemm_spec *s);
 /* The implicit-GEMM conv s of Function kernel r (its input at x_slot, a
- * dense NCHW buffer; no split-K, no Winograd; no residual epilogue when
- * the image size varies): in a ShapeSet build, when a
+ * dense NCHW buffer; no split-K, no Winograd; a residual laid out like the
+ * output reads its strides at run time too): in a ShapeSet build, when a
  * symbol is among the images, the height or the width, s reads them at run
  * time (nsyms, rt_n, rt_h, rt_w; n, h, w the box's most) and true. */
 bool cuda_conv_at_run_time(const cuda_rctx *c, int r, int x_slot, cuda_conv_spec *s);

@@ -451,7 +451,9 @@ harp_status cr_print_gemm(cuda_rctx *c, int r, const ct_gemm *read, bool *done, 
   bool split_refused = has_plan && refused; /* the split-K above: marked already */
   /* a ShapeSet build's M, N, K and strides (A: its slot unless repacked) */
   const int slots[3] = {gm.nrep ? -1 : gm.A.slot, b_arg.kind == CUDA_ARG_BUF ? gm.B.slot : -1, gm.C.slot};
-  bool rt = cuda_gemm_at_run_time(c, r, slots, &s);
+  int eslots[CT_MAX_EPI];
+  for (int i = 0; i < gm.nepi; i++) eslots[i] = gm.epi[i].slot;
+  bool rt = cuda_gemm_at_run_time(c, r, slots, eslots, &s);
   harp_status gst;
   if ((st = gemm_generate(c, r, &s, &pt, has_plan, split_refused, pnote, &refused, why, &gst)) || gst) {
     gemm_undo(c, &mk);

@@ -4,7 +4,8 @@
  * buffers the kernel reads and writes, and the launches' size arguments and
  * grids.  A size it cannot write as a formula stays the binding's constant:
  * the box's two corners then differ and the session builds per binding,
- * naming the kernel (gpu_box.c).
+ * naming the kernel (gpu_box.c).  A residual epilogue's strides are
+ * formulas of its own tensor's shape (a GEMM's) or the output's (a conv's).
  * Needs: region_cuda.h (cuda_rctx: the box's symbols, their values now).
  * Gives: cuda_gen_sym, cuda_sizes_printed, cuda_rows_at_run_time,
  * cuda_gemm_at_run_time, cuda_conv_at_run_time, cuda_launch_sym_args,
@@ -114,7 +115,23 @@ static bool k_formula(const cuda_rctx *c, const cuda_gemm_spec *s, const tiny_sh
   return false;
 }
 
-bool cuda_gemm_at_run_time(const cuda_rctx *c, int r, const int slot[3], cuda_gemm_spec *s) {
+/* The strides s_b0, s_b1, s_m, s_n of each residual epilogue op of s (its
+ * tensor at epi_slot[i]; -1: none, its strides stay constants) as formulas
+ * t->rt_epi of the tensor's shape; *any true when one is read at run time.
+ * False when a stride takes more than 8 symbols. */
+static bool epi_formulas(const cuda_rctx *c, int r, const int *epi_slot, const cuda_gemm_spec *s, cuda_gemm_spec *t, bool *any) {
+  for (int i = 0; i < s->n_epi; i++) {
+    const tiny_shape *sr = s->epi[i].kind == CUDA_EPI_RESIDUAL ? slot_shape(c, r, epi_slot[i]) : NULL;
+    const int64_t st[4] = {s->epi[i].s_b0, s->epi[i].s_b1, s->epi[i].s_m, s->epi[i].s_n};
+    for (int j = 0; sr && j < 4; j++) {
+      if (!stride_formula(c, sr, st[j], &t->rt_epi[i][j])) return false;
+      *any = *any || t->rt_epi[i][j].n;
+    }
+  }
+  return true;
+}
+
+bool cuda_gemm_at_run_time(const cuda_rctx *c, int r, const int slot[3], const int *epi_slot, cuda_gemm_spec *s) {
   const tiny_shape *sa = c->gen.n ? slot_shape(c, r, slot[0]) : NULL, *sb = sa ? slot_shape(c, r, slot[1]) : NULL;
   const tiny_shape *sc = sb ? slot_shape(c, r, slot[2]) : NULL;
   bool cm = s->c_sn != 1 && s->c_sm == 1; /* C's rows contiguous: [..][N..][M..] */
@@ -141,7 +158,7 @@ bool cuda_gemm_at_run_time(const cuda_rctx *c, int r, const int slot[3], cuda_ge
     if (!stride_formula(c, of[i / 2 * 2], sbs[i / 2][i % 2], &t.rt_sb[i / 2][i % 2])) return false;
     any = any || t.rt_sb[i / 2][i % 2].n;
   }
-  if (!any) return false;
+  if (!epi_formulas(c, r, epi_slot, s, &t, &any) || !any) return false;
   t.nsyms = c->gen.n;
   *s = t;
   return true;
@@ -156,8 +173,6 @@ bool cuda_conv_at_run_time(const cuda_rctx *c, int r, int x_slot, cuda_conv_spec
   if (!span_formula(c, sx, 0, 1, &t.rt_n, &t.n) || !span_formula(c, sx, 2, 3, &t.rt_h, &t.h) ||
       !span_formula(c, sx, 3, 4, &t.rt_w, &t.w) || !(t.rt_n.n || t.rt_h.n || t.rt_w.n))
     return false;
-  for (int i = 0; i < s->n_epi && (t.rt_h.n || t.rt_w.n); i++)
-    if (s->epi[i].kind == CUDA_EPI_RESIDUAL) return false; /* its row stride (the pixels) is a constant of the Epilogue */
   t.nsyms = c->gen.n;
   *s = t;
   return true;
