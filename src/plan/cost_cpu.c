@@ -76,22 +76,6 @@ static double best_rate(const plan_calib *c) {
   return b;
 }
 
-/* The micro-kernel's rate for a plan: the calibration's at (mr, nr, kc, nc),
- * except that rates within RATE_NOISE of the best measured for that
- * micro-tile (any kc, nc) count as that best: harp calibrate's figures
- * scatter by ~2-3% from one (kc, nc) to the next and from run to run, so a
- * 1% difference between two depths in the file ranks nothing, while the
- * best of a tile's six measurements is a steady figure for the tile (the
- * depth's own cost is the per-call term of task_cycles). */
-#define RATE_NOISE 0.97
-static double tile_rate(const plan_calib *c, int mr, int nr, int64_t kc, int64_t nc) {
-  double best = 0, r = plan_calib_rate(c, mr, nr, kc, nc);
-  for (int i = 0; i < c->nmk; i++)
-    if (c->mk[i].mr == mr && c->mk[i].nr == nr) best = UT_MAX(best, c->mk[i].gflops);
-  if (best <= 0) return best_rate(c); /* a micro-tile the calibration did not time */
-  return r >= RATE_NOISE * best ? best : r;
-}
-
 /* The micro-kernel's cycles per k step for `rows` rows by `vecs` vectors
  * (cgen_gemm.c's emit_kernel: one FMA per row and vector, a load per
  * vector of B and a broadcast per row of A): x86 cores issue two FMAs a
@@ -109,6 +93,46 @@ static double step_cycles(int rows, int vecs) {
   if (rows <= 0 || vecs <= 0) return 0;
   double fma = rows * vecs / FMA_PER_CYCLE, ld = (rows + vecs) / LOAD_PER_CYCLE;
   return UT_MAX(UT_MAX(fma, ld), FMA_LATENCY);
+}
+
+/* The FMA units' share of the cycles of a k step of rows x vecs. */
+static double fma_share(int rows, int vecs) {
+  double c = step_cycles(rows, vecs);
+  return c > 0 ? rows * vecs / FMA_PER_CYCLE / c : 0;
+}
+
+/* The micro-kernel's rate for a plan: the calibration's at (mr, nr, kc, nc),
+ * except that rates within RATE_NOISE of the best measured for that
+ * micro-tile (any kc, nc) count as that best: harp calibrate's figures
+ * scatter by ~2-3% from one (kc, nc) to the next and from run to run, so a
+ * 1% difference between two depths in the file ranks nothing, while the
+ * best of a tile's six measurements is a steady figure for the tile (the
+ * depth's own cost is the per-call term of task_cycles).  A micro-tile the
+ * calibration did not time (an older file, or one that the epilogue's
+ * registers moved the search to): the timed tile of the nearest
+ * accumulator count, scaled by the two tiles' FMA share of step_cycles
+ * and, with fewer accumulators, by the square root of their ratio (the
+ * step model calls 6x32 and 4x48 FMA-bound, yet this host's calibration,
+ * 19:25 UTC, timed them at 0.88 and 0.73 of 6x64's rate: 12 accumulators
+ * against 24, sqrt 0.71; ranked behind the timed tiles rather than level). */
+#define RATE_NOISE 0.97
+static double tile_rate(const plan_calib *c, int mr, int nr, int lanes, int64_t kc, int64_t nc) {
+  double best = 0, r = plan_calib_rate(c, mr, nr, kc, nc);
+  for (int i = 0; i < c->nmk; i++)
+    if (c->mk[i].mr == mr && c->mk[i].nr == nr) best = UT_MAX(best, c->mk[i].gflops);
+  if (best > 0) return r >= RATE_NOISE * best ? best : r;
+  int nv = UT_MAX(nr / lanes, 1), near = -1, dn = 0;
+  for (int i = 0; i < c->nmk; i++) {
+    const plan_calib_mk *k = &c->mk[i];
+    int d = k->mr * UT_MAX(k->nr / lanes, 1) - mr * nv;
+    d = d < 0 ? -d : d;
+    if (near < 0 || d < dn || (d == dn && k->gflops > c->mk[near].gflops)) near = i, dn = d;
+  }
+  if (near < 0) return 0;
+  const plan_calib_mk *k = &c->mk[near];
+  double acc = (double)mr * nv, kacc = (double)k->mr * UT_MAX(k->nr / lanes, 1);
+  double fewer = acc < kacc ? sqrt(acc / kacc) : 1;
+  return k->gflops * fewer * fma_share(mr, nv) / fma_share(k->mr, UT_MAX(k->nr / lanes, 1));
 }
 
 /* Each call of the micro-kernel loads and stores its C tile and enters and
@@ -204,8 +228,7 @@ static double gemm_time(const plan_t *p, const plan_region_info *r, const plan_g
    * unit-stride along M (gemm_transpose: a 1x1 conv in NCHW), run with the
    * plan's M as the template's N and read only BK of the plan (contract_c.c,
    * cc_plan_tuning) */
-  bool swap = r->pattern == PLAN_PAT_CONV ? r->conv_oh > 0 && r->conv_ow > 0 && g->M == r->conv_oh * r->conv_ow
-                                          : r->c_m_contig;
+  bool swap = r->pattern == PLAN_PAT_CONV ? plan_conv_pixels_m(r, g) : r->c_m_contig;
   if (swap) {
     M = g->N, N = g->M;
   } else {
@@ -226,7 +249,7 @@ static double gemm_time(const plan_t *p, const plan_region_info *r, const plan_g
   if ((double)M * N * K * nbat < SMALL_WORK && (double)K * N * tin < SMALL_BYTES) threads = 1;
   gemm_split s = task_split(M, N, nbat, threads, mr, nr, lanes, pm, pn, b_once);
   int64_t nkb = cdiv(K, kc);
-  double rate = tile_rate(c, mr, nr, kc, UT_MIN(nc, s.tn));
+  double rate = tile_rate(c, mr, nr, lanes, kc, UT_MIN(nc, s.tn));
   if (rate <= 0) return INFINITY;
   /* seconds per cycle of step_cycles: the full tile at the calibrated rate */
   int nv = UT_MAX(nr / lanes, 1);

@@ -67,6 +67,10 @@ DBASE = ("split m 24; split n 64; split k 144; warp_tile 12x32; bind m.o block.y
 PAIRS = [
     ("tile", GEMM, BASE, BASE.replace("split m 48", "split m 24"), ("mc 48", "mc 24")),
     ("warp_tile", GEMM, BASE, BASE.replace("warp_tile 6x32", "warp_tile 4x64"), ("mr 6 nr 32", "mr 4 nr 64")),
+    # the search's CPU space (search.c): 6x64, 8x48, 6x32, 4x48 at tile K 256 (here all 200) and 64
+    ("warp_tile 8x48 / 4x48", GEMM, BASE.replace("6x32", "8x48").replace("split n 64", "split n 96"),
+     BASE.replace("6x32", "4x48").replace("split n 64", "split n 96"), ("mr 8 nr 48", "mr 4 nr 48")),
+    ("tile k", GEMM, BASE.replace("split k 64", "split k 256"), BASE, ("kc 256", "kc 64")),
     ("vectorize", GEMM, BASE.replace("6x32", "4x16"), BASE.replace("6x32", "4x16").replace("n.i.i 16", "n.i.i 8"),
      ("simd 16", "simd 8")),
     ("stages", GEMM, BASE + " pipeline k.i stages=2;", BASE + " pipeline k.i stages=3;", ("prefetch 8", "prefetch 12")),
