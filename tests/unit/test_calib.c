@@ -462,6 +462,53 @@ static void test_calibrated_conv1x1(void **state) {
   if (point_est(&r, &m, 256, 64) == point_est(&r, &m, 256, 48)) fail_msg("256->64 as a plain GEMM: a tie");
 }
 
+/* The estimate of r's point of micro-tile mr x nr at tile depth kc. */
+static double tile_est(const plan_region_info *r, const plan_machine *m, int mr, int nr, int64_t kc) {
+  plan_t pts[PLAN_TUNE_POINTS];
+  plan_cost costs[PLAN_TUNE_POINTS];
+  int n = points(r, m, pts, costs);
+  for (int i = 0; i < n; i++)
+    if (pts[i].warp_m == mr && pts[i].warp_n == nr && pts[i].tile[2] == kc) return costs[i].time_est;
+  return 0;
+}
+
+/* The CPU space's four micro-tiles (search.c): a calibration that times
+ * them all ranks them by its rates (this host, 19:25 UTC: 8x48 172, 6x64
+ * 166, 6x32 146, 4x48 122 GFLOP/s) on a GEMM of whole tiles; one that
+ * timed only 6x64 and 8x48 (an older file) ranks the others behind them,
+ * not level (their step model is FMA-bound too).  A batched conv with the
+ * pixels as M runs transposed at the template's own micro-tile: its points
+ * of one depth tie, as the unbatched conv's do. */
+static void test_calibrated_microtiles(void **state) {
+  (void)state;
+  plan_machine m = fixed_cpu();
+  m.calib = sample_calib(200, 200);
+  static const int mk[4][3] = {{8, 48, 172}, {6, 64, 166}, {6, 32, 146}, {4, 48, 122}};
+  m.calib.nmk = 0;
+  for (int t = 0; t < 4; t++)
+    for (int k = 128; k <= 384; k += 128)
+      m.calib.mk[m.calib.nmk++] = (plan_calib_mk){mk[t][0], mk[t][1], k, 512, mk[t][2]};
+  plan_region_info r = f32_gemm(960, 960, 1024); /* whole 6-, 8- and 4-row and 32-, 48-, 64-column tiles */
+  double t[4];
+  for (int i = 0; i < 4; i++) {
+    t[i] = tile_est(&r, &m, mk[i][0], mk[i][1], 256);
+    assert_true(t[i] > 0);
+    if (i && !(t[i] > t[i - 1])) fail_msg("%dx%d %.4g s, %dx%d %.4g s", mk[i - 1][0], mk[i - 1][1], t[i - 1], mk[i][0], mk[i][1], t[i]);
+  }
+  if (!(t[3] / t[1] > 1.2 && t[3] / t[1] < 1.45)) fail_msg("4x48 / 6x64: %.3f, the rates 1.36", t[3] / t[1]);
+  m.calib = sample_calib(200, 200); /* 6x64 and 8x48 timed */
+  double t64 = tile_est(&r, &m, 6, 64, 256), t32 = tile_est(&r, &m, 6, 32, 256), t448 = tile_est(&r, &m, 4, 48, 256);
+  if (!(t32 > 1.2 * t64 && t448 > 1.2 * t64)) fail_msg("untimed 6x32 %.4g s, 4x48 %.4g s, timed 6x64 %.4g s", t32, t448, t64);
+  r = f32_gemm(2 * 28 * 28, 256, 64); /* 1x1 conv 64 -> 256, batch 2, at 28x28 */
+  r.pattern = PLAN_PAT_CONV;
+  r.conv_kh = r.conv_kw = r.conv_sh = r.conv_sw = r.conv_dh = r.conv_dw = 1;
+  r.conv_oh = r.conv_ow = 28;
+  double c[4];
+  for (int i = 0; i < 4; i++) c[i] = tile_est(&r, &m, mk[i][0], mk[i][1], 256);
+  if (!(c[0] > 0 && c[0] == c[1] && c[0] == c[2] && c[0] == c[3]))
+    fail_msg("batched 1x1 conv: %.6g %.6g %.6g %.6g s", c[0], c[1], c[2], c[3]);
+}
+
 /* A 3x3 stride-1 fp32 conv on AVX-512: the direct kernel at each point's
  * tile (cost_dconv.c: the search offers the kernel's own tile and tiles
  * that differ from it, whose estimates differ), or Winograd, whose estimate
@@ -605,7 +652,7 @@ int main(void) {
       cmocka_unit_test(test_roundtrip),        cmocka_unit_test(test_bad_text),
       cmocka_unit_test(test_files),            cmocka_unit_test(test_calibrated_model),
       cmocka_unit_test(test_calibrated_gemm_terms), cmocka_unit_test(test_calibrated_dram_floor),
-      cmocka_unit_test(test_calibrated_conv1x1),
+      cmocka_unit_test(test_calibrated_conv1x1), cmocka_unit_test(test_calibrated_microtiles),
       cmocka_unit_test(test_calibrated_conv),  cmocka_unit_test(test_calibrated_wino_filter),
       cmocka_unit_test(test_tune_pick),
   };

@@ -225,6 +225,27 @@ static void test_default_tails(void **state) {
   assert_int_equal(p.npred, 3);
 }
 
+/* AVX2's 16 registers: the micro-tiles of at least 8 accumulators that fit
+ * with the epilogue, 5x16 and 4x16 (2x16's 4 accumulators wait on the FMA
+ * latency: not offered while a larger one fits). */
+static void test_enumerate_avx2(void **state) {
+  (void)state;
+  plan_region_info r = gemm_region(1024, 1024, 1024);
+  r.nepi = 1;
+  plan_machine m = fixed_cpu();
+  m.simd_bytes = 32, m.regs_per_thread_max = m.regs_per_sm = 16;
+  plan_t pts[PLAN_TUNE_POINTS];
+  int n = 0;
+  harp_error e = {0};
+  assert_int_equal(plan_enumerate(&r, &m, NULL, pts, NULL, PLAN_TUNE_POINTS, &n, &e), HARP_OK);
+  bool five = false, four = false;
+  for (int i = 0; i < n; i++) {
+    if (pts[i].warp_m * (pts[i].warp_n / 8) < 8) fail_msg("point %d: %dx%d", i, pts[i].warp_m, pts[i].warp_n);
+    five |= pts[i].warp_m == 5 && pts[i].warp_n == 16, four |= pts[i].warp_m == 4 && pts[i].warp_n == 16;
+  }
+  assert_true(five && four);
+}
+
 /* The search space of a 1024^3 GEMM: 10-20 points after pruning, each valid,
  * ranked by time_est, no two alike, none above 80% of shared memory. */
 static void test_enumerate_gemm(void **state) {
@@ -537,7 +558,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_gpu_machines),   cmocka_unit_test(test_cpu_detection),
       cmocka_unit_test(test_gemm_view),      cmocka_unit_test(test_default_gemm),
-      cmocka_unit_test(test_default_tails),  cmocka_unit_test(test_enumerate_gemm),
+      cmocka_unit_test(test_default_tails),  cmocka_unit_test(test_enumerate_gemm), cmocka_unit_test(test_enumerate_avx2),
       cmocka_unit_test(test_default_splitk),
       cmocka_unit_test(test_default_other_patterns), cmocka_unit_test(test_backend_defaults), cmocka_unit_test(test_for_region),
       cmocka_unit_test(test_cpu_winograd),
