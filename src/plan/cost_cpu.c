@@ -173,17 +173,29 @@ static gemm_split task_split(int64_t M, int64_t N, int64_t nbat, int threads, in
   return s;
 }
 
+/* A call's C tile comes from L2 and goes back there every K block (the
+ * template's loop order 0 touches every C tile of its block once a K block,
+ * so none stays in L1): MR x NR floats loaded and stored at about this many
+ * bytes a cycle, lanes / 2 k steps of a full tile, whatever its shape (16
+ * on AVX-512: 8 steps, 12% of a kc 64 call of 6x64, 3% at kc 256; harp tune
+ * under load, 02:10 UTC: kc 64 ran 10-25% slower than 256 at 130^3 and
+ * 1000x512x50, 0-7% at 200x256x100, where CALL_STEPS alone said 1-6%). */
+#define C_L2_BYTES_PER_CYCLE 32.0
+
 /* The micro-kernel cycles of one task of rows x cols: full MR x NR calls,
  * the row tail's and the column tail's (in whole vectors; only the task at
  * M's or N's end has one, as tasks hold whole micro-tiles), each K block's
- * depth plus CALL_STEPS. */
+ * depth plus CALL_STEPS, and each K block's pass of the task's C through L2
+ * (the first block's a store alone). */
 static double task_cycles(int64_t rows, int64_t cols, int64_t K, int64_t nkb, int mr, int nr, int lanes) {
   int nv = UT_MAX(nr / lanes, 1);
   int64_t fr = rows / mr, fc = cols / nr;
   int rt = (int)(rows % mr), vt = (int)cdiv(cols % nr, lanes);
   double per_step = (double)fr * (double)fc * step_cycles(mr, nv) + (double)fr * step_cycles(mr, vt) +
                     (double)fc * step_cycles(rt, nv) + step_cycles(rt, vt);
-  return per_step * ((double)K + (double)nkb * CALL_STEPS);
+  /* the first K block stores its C without loading it: half a pass */
+  double c_pass = (double)rows * (double)rup(cols, lanes) * 4 * 2 / C_L2_BYTES_PER_CYCLE;
+  return per_step * ((double)K + (double)nkb * CALL_STEPS) + ((double)nkb - 0.5) * c_pass;
 }
 
 /* The slowest thread's seconds over the tasks: they are taken in order by

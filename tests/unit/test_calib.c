@@ -360,6 +360,12 @@ static void test_calibrated_gemm_terms(void **state) {
    * more, ran 0.0121-0.0122 ms) */
   double k64 = point_est(&r, &m, 64, 64);
   if (!(k64 > 1.01 * t64)) fail_msg("130^3: kc 64 %.4g s, kc 256 %.4g s", k64, t64);
+  /* a call's C tile passes through L2 every K block: 1000x512x50 at kc 64
+   * (8 blocks) against 256 (2) ran 10-27% slower (minima, harp tune under
+   * load, 02:10 UTC); the per-call steps alone said 5% */
+  r = f32_gemm(1000, 50, 512);
+  double d256 = point_est(&r, &m, 256, 64), d64 = point_est(&r, &m, 64, 64);
+  if (!(d64 > 1.08 * d256 && d64 < 1.3 * d256)) fail_msg("1000x512x50: kc 64 %.4g s, kc 256 %.4g s", d64, d256);
   /* a B that is a model parameter is packed once at model_init, not by
    * every task; an A parameter likewise (then B is packed per task) */
   r = f32_gemm(480, 512, 512);
