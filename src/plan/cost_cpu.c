@@ -22,8 +22,9 @@
  *     operands that do not stay in the caches bounds it from below.
  * Convolutions the template runs on the direct kernel (fp32, AVX-512,
  * overlapping windows) at the plan's tile: cost_dconv.c's model; 1x1 convs
- * in NCHW it runs (as matmuls) read no tile: the shape's FLOPs at
- * DIRECT_EFF.  Winograd reads none of the tiles: its time against the
+ * in NCHW that it runs on the direct kernel (as matmuls, 256 or more input
+ * channels) read no tile: the shape's FLOPs at DIRECT_EFF; the others run
+ * transposed on the template at the plan's warp tile and BK.  Winograd reads none of the tiles: its time against the
  * direct kernel's at the kernel's own tile is the
  * speed-up harp tune measured at the nearest shape (plan_calib's wino
  * entries), else cost.c's factors from another machine; plus, when the
@@ -238,15 +239,12 @@ static double gemm_time(const plan_t *p, const plan_region_info *r, const plan_g
   int64_t kc = tile_on(p, r, g->k), nc = 0;
   /* a conv whose plan has the pixels as M, and a matmul whose C is
    * unit-stride along M (gemm_transpose: a 1x1 conv in NCHW), run with the
-   * plan's M as the template's N and read only BK of the plan (contract_c.c,
-   * cc_plan_tuning) */
+   * plan's M as the template's N and read BK and the warp tile (as the
+   * template's MR x NR) of the plan (contract_c.c, cc_plan_tuning) */
   bool swap = r->pattern == PLAN_PAT_CONV ? plan_conv_pixels_m(r, g) : r->c_m_contig;
-  if (swap) {
-    M = g->N, N = g->M;
-  } else {
-    if (p->warp_m > 0 && p->warp_n > 0) mr = p->warp_m, nr = p->warp_n;
-    nc = tile_on(p, r, g->n);
-  }
+  if (p->warp_m > 0 && p->warp_n > 0) mr = p->warp_m, nr = p->warp_n;
+  if (swap) M = g->N, N = g->M;
+  else nc = tile_on(p, r, g->n);
   kc = kc > 0 ? UT_MIN(kc, K) : UT_MIN(256, K);
   nc = rup(nc > 0 ? nc : 512, nr);
   int tin = UT_MAX(tiny_dtype_size(r->in_dtype), 1), tout = UT_MAX(tiny_dtype_size(r->out_dtype), 1);

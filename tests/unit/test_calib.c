@@ -340,6 +340,33 @@ static double point_est(const plan_region_info *r, const plan_machine *m, int64_
   return 0;
 }
 
+/* The estimate of r's point of micro-tile mr x nr at tile depth kc. */
+static double tile_est(const plan_region_info *r, const plan_machine *m, int mr, int nr, int64_t kc) {
+  plan_t pts[PLAN_TUNE_POINTS];
+  plan_cost costs[PLAN_TUNE_POINTS];
+  int n = points(r, m, pts, costs);
+  for (int i = 0; i < n; i++)
+    if (pts[i].warp_m == mr && pts[i].warp_n == nr && pts[i].tile[2] == kc) return costs[i].time_est;
+  return 0;
+}
+
+/* r (a 1x1 conv with the pixels as its plan's M, or a matmul with C
+ * unit-stride along M) is estimated as the transposed GEMM t at each of the
+ * four micro-tiles (the template runs it transposed at the plan's warp tile
+ * and BK), and the micro-tiles do not all tie. */
+static void check_transposed(const plan_region_info *r, const plan_region_info *t, const plan_machine *m, const char *what) {
+  static const int mk[4][2] = {{6, 64}, {8, 48}, {6, 32}, {4, 48}};
+  bool differ = false;
+  double first = 0;
+  for (int i = 0; i < 4; i++) {
+    double a = tile_est(r, m, mk[i][0], mk[i][1], 256), b = tile_est(t, m, mk[i][0], mk[i][1], 256);
+    if (!(a > 0 && fabs(a / b - 1) < 1e-12)) fail_msg("%s %dx%d: %.6g s, transposed GEMM %.6g s", what, mk[i][0], mk[i][1], a, b);
+    if (i == 0) first = a;
+    differ |= a != first;
+  }
+  if (!differ) fail_msg("%s: the four micro-tiles tie", what);
+}
+
 /* Orderings of GEMM plans that the calibrated model gets from the template's
  * own choices (cost_cpu.c), with every micro-kernel at one rate: estimates
  * only, no timing.  Each was measured with harp tune (2-core EPYC, minima). */
@@ -380,16 +407,16 @@ static void test_calibrated_gemm_terms(void **state) {
   r = f32_gemm(96, 96, 96);
   double one = 2.0 * 96 * 96 * 96 / 200e9, small = point_est(&r, &m, 256, 64);
   if (!(small > 0.95 * one && small < 1.6 * one)) fail_msg("96^3: %.4g s, one core %.4g s", small, one);
-  /* a 1x1 conv whose plan has the pixels as M runs with the template's own
-   * micro-tile and panel, reading only BK: its points of one depth are one
-   * kernel (harp tune: "same kernel"), and tie */
+  /* a 1x1 conv whose plan has the pixels as M runs transposed with the
+   * template's own panel, reading BK and the warp tile (its weight, a
+   * parameter, is the transposed GEMM's A, packed once) */
   r = f32_gemm(56 * 56, 256, 64);
   r.pattern = PLAN_PAT_CONV;
   r.conv_kh = r.conv_kw = r.conv_sh = r.conv_sw = r.conv_dh = r.conv_dw = 1;
   r.conv_oh = r.conv_ow = 56;
-  double c64 = point_est(&r, &m, 256, 64), c48 = point_est(&r, &m, 256, 48);
-  assert_true(c64 > 0);
-  if (c48 != c64) fail_msg("1x1 conv: 6x64 %.6g s, 8x48 %.6g s", c64, c48);
+  plan_region_info t = f32_gemm(256, 56 * 56, 64);
+  t.a_param = true;
+  check_transposed(&r, &t, &m, "1x1 conv 64->256 @56");
 }
 
 /* DRAM bounds a GEMM from below only for the operands' bytes that miss the
@@ -421,19 +448,18 @@ static void test_calibrated_dram_floor(void **state) {
 
 /* A matmul whose C is unit-stride along M (a 1x1 conv in NCHW: the pixels
  * as M, output channels N, input channels K) runs transposed with the
- * template's own micro-tile and panel, reading only BK (harp tune, 64->256
- * @56: every point of one prefetch distance "same kernel"); with 256 or
- * more input channels it runs on the direct kernel and reads no tile at
- * all (256->64 @56: all 16 points one kernel). */
+ * template's own panel at the plan's warp tile and BK; with 256 or more
+ * input channels it runs on the direct kernel and reads no tile at all
+ * (256->64 @56: all 16 points one kernel). */
 static void test_calibrated_conv1x1(void **state) {
   (void)state;
   plan_machine m = fixed_cpu();
   m.calib = sample_calib(200, 200);
   plan_region_info r = f32_gemm(56 * 56, 256, 64); /* 64 -> 256 @56 */
   r.c_m_contig = true;
-  double c64 = point_est(&r, &m, 256, 64), c48 = point_est(&r, &m, 256, 48);
-  assert_true(c64 > 0);
-  if (c48 != c64) fail_msg("64->256: 6x64 %.6g s, 8x48 %.6g s", c64, c48);
+  plan_region_info tr = f32_gemm(256, 56 * 56, 64);
+  check_transposed(&r, &tr, &m, "64->256");
+  double c64 = point_est(&r, &m, 256, 64);
   /* the weight a parameter (the plan's B, the template's A): packed once,
    * as a plain GEMM of the transposed shape with its A a parameter */
   r.b_param = true;
@@ -468,23 +494,12 @@ static void test_calibrated_conv1x1(void **state) {
   if (point_est(&r, &m, 256, 64) == point_est(&r, &m, 256, 48)) fail_msg("256->64 as a plain GEMM: a tie");
 }
 
-/* The estimate of r's point of micro-tile mr x nr at tile depth kc. */
-static double tile_est(const plan_region_info *r, const plan_machine *m, int mr, int nr, int64_t kc) {
-  plan_t pts[PLAN_TUNE_POINTS];
-  plan_cost costs[PLAN_TUNE_POINTS];
-  int n = points(r, m, pts, costs);
-  for (int i = 0; i < n; i++)
-    if (pts[i].warp_m == mr && pts[i].warp_n == nr && pts[i].tile[2] == kc) return costs[i].time_est;
-  return 0;
-}
-
 /* The CPU space's four micro-tiles (search.c): a calibration that times
  * them all ranks them by its rates (this host, 19:25 UTC: 8x48 172, 6x64
  * 166, 6x32 146, 4x48 122 GFLOP/s) on a GEMM of whole tiles; one that
  * timed only 6x64 and 8x48 (an older file) ranks the others behind them,
  * not level (their step model is FMA-bound too).  A batched conv with the
- * pixels as M runs transposed at the template's own micro-tile: its points
- * of one depth tie, as the unbatched conv's do. */
+ * pixels as M runs transposed, as the unbatched conv does. */
 static void test_calibrated_microtiles(void **state) {
   (void)state;
   plan_machine m = fixed_cpu();
@@ -509,10 +524,9 @@ static void test_calibrated_microtiles(void **state) {
   r.pattern = PLAN_PAT_CONV;
   r.conv_kh = r.conv_kw = r.conv_sh = r.conv_sw = r.conv_dh = r.conv_dw = 1;
   r.conv_oh = r.conv_ow = 28;
-  double c[4];
-  for (int i = 0; i < 4; i++) c[i] = tile_est(&r, &m, mk[i][0], mk[i][1], 256);
-  if (!(c[0] > 0 && c[0] == c[1] && c[0] == c[2] && c[0] == c[3]))
-    fail_msg("batched 1x1 conv: %.6g %.6g %.6g %.6g s", c[0], c[1], c[2], c[3]);
+  plan_region_info tr = f32_gemm(256, 2 * 28 * 28, 64);
+  tr.a_param = true;
+  check_transposed(&r, &tr, &m, "batched 1x1 conv");
 }
 
 /* A 3x3 stride-1 fp32 conv on AVX-512: the direct kernel at each point's
