@@ -24,8 +24,9 @@
  * overlapping windows) at the plan's tile: cost_dconv.c's model; 1x1 convs
  * in NCHW that it runs on the direct kernel (as matmuls, 256 or more input
  * channels) read no tile: the shape's FLOPs at DIRECT_EFF; the others run
- * transposed on the template at the plan's warp tile and BK.  Winograd reads none of the tiles: its time against the
- * direct kernel's at the kernel's own tile is the
+ * transposed on the template at the plan's warp tile and BK.  Winograd
+ * reads none of the tiles: its time against the direct kernel's at the
+ * kernel's own tile is the
  * speed-up harp tune measured at the nearest shape (plan_calib's wino
  * entries), else cost.c's factors from another machine; plus, when the
  * weight is no parameter, its filter transform every call (at the rate
