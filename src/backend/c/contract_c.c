@@ -190,9 +190,11 @@ rt_plan_choice *cc_plan_tuning(const rc_ctx *c, int r, char kind, bool swap, cge
   } else if (swap) {
     /* the search space sizes BM/BN for a GEMM's rows/columns; read across
      * (pixels as columns) they would shrink the B panel: keep the template's.
-     * The warp tile is the register micro-tile MR x NR as the template runs */
+     * The warp tile is the register micro-tile MR x NR as the template runs
+     * (Winograd's transformed-domain GEMMs read no tile: cost_cpu.c) */
     t->kc = tk;
-    if (full && p->warp_m > 0 && p->warp_n > 0) t->mr = p->warp_m, t->nr = p->warp_n;
+    if (full && p->warp_m > 0 && p->warp_n > 0 && !plan_algo_is_winograd(p->algo[PLAN_KEY_CONV]))
+      t->mr = p->warp_m, t->nr = p->warp_n;
     cc_note_add(ch, kind == 'c' ? "conv with the pixels as the plan's M: tile M/N not used (the template's panel); warp"
                                   " tile = the transposed kernel's micro-tile"
                              : "GEMM run transposed (C^T = B^T A^T): tile M/N not used (the template's panel); warp tile"
