@@ -22,9 +22,11 @@
  *     operands that do not stay in the caches bounds it from below.
  * Convolutions the template runs on the direct kernel (fp32, AVX-512,
  * overlapping windows) at the plan's tile: cost_dconv.c's model; 1x1 convs
- * in NCHW it runs (as matmuls) read no tile: the shape's FLOPs at
- * DIRECT_EFF.  Winograd reads none of the tiles: its time against the
- * direct kernel's at the kernel's own tile is the
+ * in NCHW that it runs on the direct kernel (as matmuls, 256 or more input
+ * channels) read no tile: the shape's FLOPs at DIRECT_EFF; the others run
+ * transposed on the template at the plan's warp tile and BK.  Winograd
+ * reads none of the tiles: its time against the direct kernel's at the
+ * kernel's own tile is the
  * speed-up harp tune measured at the nearest shape (plan_calib's wino
  * entries), else cost.c's factors from another machine; plus, when the
  * weight is no parameter, its filter transform every call (at the rate
@@ -76,22 +78,6 @@ static double best_rate(const plan_calib *c) {
   return b;
 }
 
-/* The micro-kernel's rate for a plan: the calibration's at (mr, nr, kc, nc),
- * except that rates within RATE_NOISE of the best measured for that
- * micro-tile (any kc, nc) count as that best: harp calibrate's figures
- * scatter by ~2-3% from one (kc, nc) to the next and from run to run, so a
- * 1% difference between two depths in the file ranks nothing, while the
- * best of a tile's six measurements is a steady figure for the tile (the
- * depth's own cost is the per-call term of task_cycles). */
-#define RATE_NOISE 0.97
-static double tile_rate(const plan_calib *c, int mr, int nr, int64_t kc, int64_t nc) {
-  double best = 0, r = plan_calib_rate(c, mr, nr, kc, nc);
-  for (int i = 0; i < c->nmk; i++)
-    if (c->mk[i].mr == mr && c->mk[i].nr == nr) best = UT_MAX(best, c->mk[i].gflops);
-  if (best <= 0) return best_rate(c); /* a micro-tile the calibration did not time */
-  return r >= RATE_NOISE * best ? best : r;
-}
-
 /* The micro-kernel's cycles per k step for `rows` rows by `vecs` vectors
  * (cgen_gemm.c's emit_kernel: one FMA per row and vector, a load per
  * vector of B and a broadcast per row of A): x86 cores issue two FMAs a
@@ -109,6 +95,46 @@ static double step_cycles(int rows, int vecs) {
   if (rows <= 0 || vecs <= 0) return 0;
   double fma = rows * vecs / FMA_PER_CYCLE, ld = (rows + vecs) / LOAD_PER_CYCLE;
   return UT_MAX(UT_MAX(fma, ld), FMA_LATENCY);
+}
+
+/* The FMA units' share of the cycles of a k step of rows x vecs. */
+static double fma_share(int rows, int vecs) {
+  double c = step_cycles(rows, vecs);
+  return c > 0 ? rows * vecs / FMA_PER_CYCLE / c : 0;
+}
+
+/* The micro-kernel's rate for a plan: the calibration's at (mr, nr, kc, nc),
+ * except that rates within RATE_NOISE of the best measured for that
+ * micro-tile (any kc, nc) count as that best: harp calibrate's figures
+ * scatter by ~2-3% from one (kc, nc) to the next and from run to run, so a
+ * 1% difference between two depths in the file ranks nothing, while the
+ * best of a tile's six measurements is a steady figure for the tile (the
+ * depth's own cost is the per-call term of task_cycles).  A micro-tile the
+ * calibration did not time (an older file, or one that the epilogue's
+ * registers moved the search to): the timed tile of the nearest
+ * accumulator count, scaled by the two tiles' FMA share of step_cycles
+ * and, with fewer accumulators, by the square root of their ratio (the
+ * step model calls 6x32 and 4x48 FMA-bound, yet this host's calibration,
+ * 19:25 UTC, timed them at 0.88 and 0.73 of 6x64's rate: 12 accumulators
+ * against 24, sqrt 0.71; ranked behind the timed tiles rather than level). */
+#define RATE_NOISE 0.97
+static double tile_rate(const plan_calib *c, int mr, int nr, int lanes, int64_t kc, int64_t nc) {
+  double best = 0, r = plan_calib_rate(c, mr, nr, kc, nc);
+  for (int i = 0; i < c->nmk; i++)
+    if (c->mk[i].mr == mr && c->mk[i].nr == nr) best = UT_MAX(best, c->mk[i].gflops);
+  if (best > 0) return r >= RATE_NOISE * best ? best : r;
+  int nv = UT_MAX(nr / lanes, 1), near = -1, dn = 0;
+  for (int i = 0; i < c->nmk; i++) {
+    const plan_calib_mk *k = &c->mk[i];
+    int d = k->mr * UT_MAX(k->nr / lanes, 1) - mr * nv;
+    d = d < 0 ? -d : d;
+    if (near < 0 || d < dn || (d == dn && k->gflops > c->mk[near].gflops)) near = i, dn = d;
+  }
+  if (near < 0) return 0;
+  const plan_calib_mk *k = &c->mk[near];
+  double acc = (double)mr * nv, kacc = (double)k->mr * UT_MAX(k->nr / lanes, 1);
+  double fewer = acc < kacc ? sqrt(acc / kacc) : 1;
+  return k->gflops * fewer * fma_share(mr, nv) / fma_share(k->mr, UT_MAX(k->nr / lanes, 1));
 }
 
 /* Each call of the micro-kernel loads and stores its C tile and enters and
@@ -149,17 +175,29 @@ static gemm_split task_split(int64_t M, int64_t N, int64_t nbat, int threads, in
   return s;
 }
 
+/* A call's C tile comes from L2 and goes back there every K block (the
+ * template's loop order 0 touches every C tile of its block once a K block,
+ * so none stays in L1): MR x NR floats loaded and stored at about this many
+ * bytes a cycle, lanes / 2 k steps of a full tile, whatever its shape (16
+ * on AVX-512: 8 steps, 12% of a kc 64 call of 6x64, 3% at kc 256; harp tune
+ * under load, 02:10 UTC: kc 64 ran 10-25% slower than 256 at 130^3 and
+ * 1000x512x50, 0-7% at 200x256x100, where CALL_STEPS alone said 1-6%). */
+#define C_L2_BYTES_PER_CYCLE 32.0
+
 /* The micro-kernel cycles of one task of rows x cols: full MR x NR calls,
  * the row tail's and the column tail's (in whole vectors; only the task at
  * M's or N's end has one, as tasks hold whole micro-tiles), each K block's
- * depth plus CALL_STEPS. */
+ * depth plus CALL_STEPS, and each K block's pass of the task's C through L2
+ * (the first block's a store alone). */
 static double task_cycles(int64_t rows, int64_t cols, int64_t K, int64_t nkb, int mr, int nr, int lanes) {
   int nv = UT_MAX(nr / lanes, 1);
   int64_t fr = rows / mr, fc = cols / nr;
   int rt = (int)(rows % mr), vt = (int)cdiv(cols % nr, lanes);
   double per_step = (double)fr * (double)fc * step_cycles(mr, nv) + (double)fr * step_cycles(mr, vt) +
                     (double)fc * step_cycles(rt, nv) + step_cycles(rt, vt);
-  return per_step * ((double)K + (double)nkb * CALL_STEPS);
+  /* the first K block stores its C without loading it: half a pass */
+  double c_pass = (double)rows * (double)rup(cols, lanes) * 4 * 2 / C_L2_BYTES_PER_CYCLE;
+  return per_step * ((double)K + (double)nkb * CALL_STEPS) + ((double)nkb - 0.5) * c_pass;
 }
 
 /* The slowest thread's seconds over the tasks: they are taken in order by
@@ -202,16 +240,12 @@ static double gemm_time(const plan_t *p, const plan_region_info *r, const plan_g
   int64_t kc = tile_on(p, r, g->k), nc = 0;
   /* a conv whose plan has the pixels as M, and a matmul whose C is
    * unit-stride along M (gemm_transpose: a 1x1 conv in NCHW), run with the
-   * plan's M as the template's N and read only BK of the plan (contract_c.c,
-   * cc_plan_tuning) */
-  bool swap = r->pattern == PLAN_PAT_CONV ? r->conv_oh > 0 && r->conv_ow > 0 && g->M == r->conv_oh * r->conv_ow
-                                          : r->c_m_contig;
-  if (swap) {
-    M = g->N, N = g->M;
-  } else {
-    if (p->warp_m > 0 && p->warp_n > 0) mr = p->warp_m, nr = p->warp_n;
-    nc = tile_on(p, r, g->n);
-  }
+   * plan's M as the template's N and read BK and the warp tile (as the
+   * template's MR x NR) of the plan (contract_c.c, cc_plan_tuning) */
+  bool swap = r->pattern == PLAN_PAT_CONV ? plan_conv_pixels_m(r, g) : r->c_m_contig;
+  if (p->warp_m > 0 && p->warp_n > 0) mr = p->warp_m, nr = p->warp_n;
+  if (swap) M = g->N, N = g->M;
+  else nc = tile_on(p, r, g->n);
   kc = kc > 0 ? UT_MIN(kc, K) : UT_MIN(256, K);
   nc = rup(nc > 0 ? nc : 512, nr);
   int tin = UT_MAX(tiny_dtype_size(r->in_dtype), 1), tout = UT_MAX(tiny_dtype_size(r->out_dtype), 1);
@@ -226,7 +260,7 @@ static double gemm_time(const plan_t *p, const plan_region_info *r, const plan_g
   if ((double)M * N * K * nbat < SMALL_WORK && (double)K * N * tin < SMALL_BYTES) threads = 1;
   gemm_split s = task_split(M, N, nbat, threads, mr, nr, lanes, pm, pn, b_once);
   int64_t nkb = cdiv(K, kc);
-  double rate = tile_rate(c, mr, nr, kc, UT_MIN(nc, s.tn));
+  double rate = tile_rate(c, mr, nr, lanes, kc, UT_MIN(nc, s.tn));
   if (rate <= 0) return INFINITY;
   /* seconds per cycle of step_cycles: the full tile at the calibrated rate */
   int nv = UT_MAX(nr / lanes, 1);

@@ -3,8 +3,9 @@
  * plan_default, plan_for_region.
  *
  * Space per region and machine:
- *   contractions: tile (4 per arch) × stages {2,3} × warp_tile (2 per arch; on
- *                 the CPU the first two micro-tiles that fit the registers)
+ *   contractions: tile (4 per arch; 2 on the CPU) × stages {2,3} (the CPU:
+ *                 2) × warp_tile (2 per arch; on the CPU the first four
+ *                 micro-tiles that fit the registers)
  *                 × vec {4,8,16} × algo_choice (matmul: implicit_gemm,
  *                 and splitk_parallel on GPUs, splitk_reduce on the CPU
  *                 for skinny GEMMs; conv: implicit_gemm,
@@ -26,7 +27,7 @@ typedef struct cand_space {
   int ntiles;
   int64_t tiles[4][3];
   int nwarps;
-  int warps[2][2]; /* (WM, WN); WN <= 0 means BN / -WN */
+  int warps[4][2]; /* (WM, WN); WN <= 0 means BN / -WN */
   int nstages; /* stages 2 .. 1 + nstages */
   int nalgos;
   plan_algo algos[4];
@@ -84,6 +85,15 @@ static void cpu_direct_space(const plan_region_info *r, const plan_gemm_view *g,
   s->nstages = 1;
 }
 
+/* The CPU GEMM's space (space_for): its two blockings (kc 256 and 64: one
+ * K block or four times the micro-kernel calls and passes over C), up to
+ * four micro-tiles, one prefetch distance.  A micro-tile of fewer than
+ * CPU_MIN_ACC accumulators leaves the FMA units waiting on latency
+ * (cost_cpu.c, step_cycles): offered only when none larger fits. */
+#define CPU_GEMM_TILES 2
+#define CPU_GEMM_WARPS 4
+#define CPU_MIN_ACC 8
+
 static void space_for(const plan_region_info *r, const plan_machine *m, const plan_gemm_view *g, const plan_search_opts *opts,
                       cand_space *s) {
   memset(s, 0, sizeof *s);
@@ -93,14 +103,14 @@ static void space_for(const plan_region_info *r, const plan_machine *m, const pl
     static const int64_t sm90[4][3] = {{128, 128, 64}, {128, 256, 64}, {64, 128, 64}, {256, 128, 64}};
     /* CPU: [rows of A per block, columns of the packed B panel, its depth];
      * BM and BN are rounded up to whole micro-tiles (build) */
-    static const int64_t cpu[4][3] = {{96, 512, 256}, {96, 256, 256}, {96, 512, 128}, {192, 256, 384}};
+    static const int64_t cpu[4][3] = {{96, 512, 256}, {96, 512, 64}, {0, 0, 0}, {0, 0, 0}};
     /* CPU attention: [query rows, keys per tile, head dim]; the streaming
      * kernel sizes its register micro-tile itself, so one warp tile */
     static const int64_t cpu_att[4][3] = {{64, 64, 64}, {64, 128, 64}, {128, 64, 64}, {32, 64, 64}};
     bool cpu_attention = m->arch == PLAN_ARCH_CPU && r->pattern == PLAN_PAT_ATTENTION;
     memcpy(s->tiles, m->arch == PLAN_ARCH_SM80 ? sm80 : m->arch == PLAN_ARCH_SM90 ? sm90 : cpu_attention ? cpu_att : cpu,
            sizeof s->tiles);
-    s->ntiles = 4;
+    s->ntiles = m->arch == PLAN_ARCH_CPU && !cpu_attention ? CPU_GEMM_TILES : 4;
     s->nwarps = plan_arch_is_gpu(m->arch) ? 2 : 0;
     if (m->arch == PLAN_ARCH_SM80) {
       s->warps[0][0] = 64, s->warps[0][1] = 64;
@@ -112,19 +122,28 @@ static void space_for(const plan_region_info *r, const plan_machine *m, const pl
       s->warps[0][0] = 4, s->warps[0][1] = lanes;
       s->nwarps = 1;
     } else {
-      /* register micro-tiles MR x NV vectors: the first two whose MR*NV
-       * accumulators, NV B vectors, one A broadcast and the epilogue's
-       * registers fit (6x4 and 8x3 with 32 registers: 6x64 and 8x48 on
-       * AVX-512; 5x2 and 4x2 with AVX2's 16) */
+      /* register micro-tiles MR x NV vectors: the first CPU_GEMM_WARPS
+       * whose MR*NV accumulators, NV B vectors, one A broadcast and the
+       * epilogue's registers fit, with at least CPU_MIN_ACC accumulators
+       * (6x4, 8x3, 6x2 and 4x3 with 32 registers: 6x64, 8x48, 6x32 and 4x48
+       * on AVX-512, the tiles harp calibrate times; 5x2 and 4x2 with AVX2's
+       * 16).  They differ by 15-40% in the calibrated rate and in the tails
+       * they leave at N % NR and M % MR, which the model weighs */
       static const int cand[][2] = {{6, 4}, {8, 3}, {6, 2}, {4, 3}, {5, 2}, {4, 2}, {2, 2}, {1, 1}};
       int epi = r->nepi ? 2 : 0;
-      for (int i = 0; i < UT_ARRAY_LEN(cand) && s->nwarps < 2; i++)
-        if (cand[i][0] * cand[i][1] + cand[i][1] + 1 + epi + m->base_regs <= m->regs_per_thread_max) {
-          s->warps[s->nwarps][0] = cand[i][0];
-          s->warps[s->nwarps++][1] = cand[i][1] * lanes;
-        }
+      for (int pass = 0; pass < 2 && s->nwarps == 0; pass++) { /* pass 1: none of CPU_MIN_ACC fits */
+        for (int i = 0; i < UT_ARRAY_LEN(cand) && s->nwarps < CPU_GEMM_WARPS; i++)
+          if (cand[i][0] * cand[i][1] + cand[i][1] + 1 + epi + m->base_regs <= m->regs_per_thread_max &&
+              (pass || cand[i][0] * cand[i][1] >= CPU_MIN_ACC)) {
+            s->warps[s->nwarps][0] = cand[i][0];
+            s->warps[s->nwarps++][1] = cand[i][1] * lanes;
+          }
+      }
     }
-    s->nstages = 2;
+    /* the CPU's stages are the prefetch distance: 8 and 12 k steps ran
+     * within 1-2% of each other (noise, bench/RESULTS.md rank9), so the
+     * search offers 8 alone and spends its points on the tiles above */
+    s->nstages = m->arch == PLAN_ARCH_CPU && !cpu_attention ? 1 : 2;
     if (r->pattern == PLAN_PAT_MATMUL) {
       s->algos[s->nalgos++] = PLAN_ALGO_IMPLICIT_GEMM;
       /* H100 (bench/cuda_splitk.py): the serial form's in-order hand-offs

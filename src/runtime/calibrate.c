@@ -27,7 +27,7 @@ static const int kcs[] = {128, 256, 384};
 static const int ncs[] = {256, 512};
 /* Micro-tiles MR x vectors the search may offer (search.c's list). */
 static const int tiles[][2] = {{6, 4}, {8, 3}, {6, 2}, {4, 3}, {5, 2}, {4, 2}, {2, 2}};
-#define MK_TILES 4 /* the first four that fit: the search offers the first two, with or without an epilogue */
+#define MK_TILES 4 /* the first four that fit: the search offers them (with an epilogue, those that still fit) */
 #define ROUNDS 12
 #define SAMPLE_MS 0.3
 

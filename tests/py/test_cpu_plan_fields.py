@@ -46,6 +46,10 @@ SKINNY_T = ("graph main(a: f32[3, 2, 1000], w: f32[40, 1000], bias: f32[40]) -> 
 # the default plan splits this one (B streams 8.1 MiB, K >= 4096), not SKINNY (B 0.6 MiB)
 BIG = ("graph main(a: f32[4, 4100], b: f32[4100, 520]) -> (c: f32[4, 520]) {\n"
        "    c = matmul(a, b)\n    return c\n}\n")
+# a 1x1 conv under 256 input channels: the template runs it transposed (the plan's M the
+# pixels), reading the plan's warp tile as its micro-tile
+CONV1 = ("graph main(x: f32[1, 64, 10, 10], w: f32[72, 64, 1, 1], b: f32[72]) -> (y: f32[1, 72, 10, 10]) {\n"
+         "    y = relu(conv2d(x, w, bias=b))\n    return y\n}\n")
 CONV = ("graph main(x: f32[1, 64, 6, 6], w: f32[32, 64, 3, 3]) -> (y: f32[1, 32, 6, 6]) {\n"
         "    y = conv2d(x, w, pad=1)\n    return y\n}\n")
 
@@ -67,6 +71,13 @@ DBASE = ("split m 24; split n 64; split k 144; warp_tile 12x32; bind m.o block.y
 PAIRS = [
     ("tile", GEMM, BASE, BASE.replace("split m 48", "split m 24"), ("mc 48", "mc 24")),
     ("warp_tile", GEMM, BASE, BASE.replace("warp_tile 6x32", "warp_tile 4x64"), ("mr 6 nr 32", "mr 4 nr 64")),
+    # the search's CPU space (search.c): 6x64, 8x48, 6x32, 4x48 at tile K 256 (here all 200) and 64
+    ("warp_tile 8x48 / 4x48", GEMM, BASE.replace("6x32", "8x48").replace("split n 64", "split n 96"),
+     BASE.replace("6x32", "4x48").replace("split n 64", "split n 96"), ("mr 8 nr 48", "mr 4 nr 48")),
+    ("1x1 conv warp_tile", CONV1, BASE.replace("6x32", "6x64").replace("split m 48", "split m 96"),
+     BASE.replace("6x32", "8x48").replace("split m 48", "split m 96").replace("split n 64", "split n 96"),
+     ("mr 6 nr 64", "mr 8 nr 48")),
+    ("tile k", GEMM, BASE.replace("split k 64", "split k 256"), BASE, ("kc 256", "kc 64")),
     ("vectorize", GEMM, BASE.replace("6x32", "4x16"), BASE.replace("6x32", "4x16").replace("n.i.i 16", "n.i.i 8"),
      ("simd 16", "simd 8")),
     ("stages", GEMM, BASE + " pipeline k.i stages=2;", BASE + " pipeline k.i stages=3;", ("prefetch 8", "prefetch 12")),
@@ -124,6 +135,8 @@ def inputs_of(model_text):
 
 def reference(model_text, x):
     f64 = {k: v.astype(np.float64) for k, v in x.items()}
+    if "conv2d" in model_text and "bias=b" in model_text:  # CONV1: 1x1, bias + relu
+        return np.maximum(conv2d(f64["x"], f64["w"], f64["b"], pad=0), 0)
     if "conv2d" in model_text:
         return conv2d(f64["x"], f64["w"], np.zeros(f64["w"].shape[0]), pad=1)
     if "permute" in model_text:

@@ -288,38 +288,40 @@ static void test_calibrated_model(void **state) {
   double t64 = 0, t48 = 0;
   for (int i = 0; i < n; i++) {
     if (pts[i].tile[2] != 256 || pts[i].stages != 2) continue;
-    if (pts[i].warp_n == 64) t64 = costs[i].time_est;
-    if (pts[i].warp_n == 48) t48 = costs[i].time_est;
+    if (pts[i].warp_m == 6 && pts[i].warp_n == 64) t64 = costs[i].time_est;
+    if (pts[i].warp_m == 8 && pts[i].warp_n == 48) t48 = costs[i].time_est;
   }
   assert_true(t64 > 0 && t48 > 0);
   /* the tail's 8 FMAs and 9 loads a k step are load-bound: harp tune
    * measured 8x48 at 1.12-1.15x the 6x64's time (2-core EPYC, minima) */
   if (!(t48 > 1.06 * t64 && t48 < 1.3 * t64)) fail_msg("8x48 %.3g s, 6x64 %.3g s", t48, t64);
   assert_int_equal(pts[0].warp_n, 64); /* the default avoids the waste */
-  /* the measured rate: kc 128 runs at half the rate of kc 256 */
+  /* the measured rate: kc 64 runs at the rate of the nearest depth timed,
+   * kc 128, half that of kc 256 */
   r = f32_gemm(960, 1024, 1024);
   n = points(&r, &m, pts, costs);
   double k128 = 0, k256 = 0;
   for (int i = 0; i < n; i++) {
     if (pts[i].warp_n != 64 || pts[i].stages != 2 || pts[i].tile[1] != 512) continue;
-    if (pts[i].tile[2] == 128) k128 = costs[i].time_est;
+    if (pts[i].tile[2] == 64) k128 = costs[i].time_est;
     if (pts[i].tile[2] == 256 && pts[i].tile[0] == 96) k256 = costs[i].time_est;
   }
   assert_true(k128 > 0 && k256 > 0);
-  if (!(k128 > 1.7 * k256)) fail_msg("kc 128 %.3g s, kc 256 %.3g s", k128, k256);
-  /* stages (the prefetch distance) are not a measured difference: a tie */
-  for (int i = 0; i < n; i++)
-    for (int j = 0; j < n; j++)
-      if (pts[i].tile[0] == pts[j].tile[0] && pts[i].tile[1] == pts[j].tile[1] && pts[i].tile[2] == pts[j].tile[2] &&
-          pts[i].warp_n == pts[j].warp_n)
-        assert_true(costs[i].time_est == costs[j].time_est);
+  if (!(k128 > 1.7 * k256)) fail_msg("kc 64 %.3g s, kc 256 %.3g s", k128, k256);
+  /* stages (the prefetch distance) are not a measured difference: a tie
+   * (the search offers one; a plan may ask for another) */
+  for (int i = 0; i < n; i++) assert_int_equal(pts[i].stages, 2);
+  plan_t s3 = pts[0];
+  s3.stages = 3;
+  plan_cost uc;
+  harp_error e = {0};
+  assert_ok(&e, plan_cost_of(&s3, &r, &m, &uc, &e));
+  assert_true(uc.time_est == costs[0].time_est);
   /* about the FLOPs at the measured rate on both cores */
   double ideal = 2.0 * 960 * 1024 * 1024 / (2 * 200e9);
   assert_true(costs[0].time_est > ideal && costs[0].time_est < 1.5 * ideal);
   /* uncalibrated: the formula of §6 (stages differ) */
   plan_machine u = fixed_cpu();
-  plan_cost uc;
-  harp_error e = {0};
   assert_ok(&e, plan_cost_of(&pts[0], &r, &u, &uc, &e));
   assert_true(uc.time_est != costs[0].time_est);
 }
@@ -331,9 +333,38 @@ static double point_est(const plan_region_info *r, const plan_machine *m, int64_
   plan_t pts[PLAN_TUNE_POINTS];
   plan_cost costs[PLAN_TUNE_POINTS];
   int n = points(r, m, pts, costs);
+  int mr = nr == 48 ? 8 : 6; /* the tiles sample_calib times: 6x64, 8x48 */
   for (int i = 0; i < n; i++)
-    if (pts[i].tile[2] == kc && pts[i].warp_n == nr && pts[i].stages == 2) return costs[i].time_est;
+    if (pts[i].tile[2] == kc && pts[i].warp_n == nr && pts[i].warp_m == mr && pts[i].stages == 2)
+      return costs[i].time_est;
   return 0;
+}
+
+/* The estimate of r's point of micro-tile mr x nr at tile depth kc. */
+static double tile_est(const plan_region_info *r, const plan_machine *m, int mr, int nr, int64_t kc) {
+  plan_t pts[PLAN_TUNE_POINTS];
+  plan_cost costs[PLAN_TUNE_POINTS];
+  int n = points(r, m, pts, costs);
+  for (int i = 0; i < n; i++)
+    if (pts[i].warp_m == mr && pts[i].warp_n == nr && pts[i].tile[2] == kc) return costs[i].time_est;
+  return 0;
+}
+
+/* r (a 1x1 conv with the pixels as its plan's M, or a matmul with C
+ * unit-stride along M) is estimated as the transposed GEMM t at each of the
+ * four micro-tiles (the template runs it transposed at the plan's warp tile
+ * and BK), and the micro-tiles do not all tie. */
+static void check_transposed(const plan_region_info *r, const plan_region_info *t, const plan_machine *m, const char *what) {
+  static const int mk[4][2] = {{6, 64}, {8, 48}, {6, 32}, {4, 48}};
+  bool differ = false;
+  double first = 0;
+  for (int i = 0; i < 4; i++) {
+    double a = tile_est(r, m, mk[i][0], mk[i][1], 256), b = tile_est(t, m, mk[i][0], mk[i][1], 256);
+    if (!(a > 0 && fabs(a / b - 1) < 1e-12)) fail_msg("%s %dx%d: %.6g s, transposed GEMM %.6g s", what, mk[i][0], mk[i][1], a, b);
+    if (i == 0) first = a;
+    differ |= a != first;
+  }
+  if (!differ) fail_msg("%s: the four micro-tiles tie", what);
 }
 
 /* Orderings of GEMM plans that the calibrated model gets from the template's
@@ -351,10 +382,17 @@ static void test_calibrated_gemm_terms(void **state) {
   double t64 = point_est(&r, &m, 256, 64), t48 = point_est(&r, &m, 256, 48);
   assert_true(t64 > 0 && t48 > 0);
   if (!(t64 < t48)) fail_msg("130^3: 6x64 %.4g s, 8x48 %.4g s", t64, t48);
-  /* ... and kc 128 leaves a K block of 2: one more pass over C and a call
-   * per micro-tile for two k steps (6x64 kc 128 ran 0.0121-0.0122 ms) */
-  double k128 = point_est(&r, &m, 128, 64);
-  if (!(k128 > 1.01 * t64)) fail_msg("130^3: kc 128 %.4g s, kc 256 %.4g s", k128, t64);
+  /* ... and kc 64 leaves K blocks of 64, 64 and 2: two more passes over C
+   * and a call per micro-tile for two k steps (6x64 kc 128, one block of 2
+   * more, ran 0.0121-0.0122 ms) */
+  double k64 = point_est(&r, &m, 64, 64);
+  if (!(k64 > 1.01 * t64)) fail_msg("130^3: kc 64 %.4g s, kc 256 %.4g s", k64, t64);
+  /* a call's C tile passes through L2 every K block: 1000x512x50 at kc 64
+   * (8 blocks) against 256 (2) ran 10-27% slower (minima, harp tune under
+   * load, 02:10 UTC); the per-call steps alone said 5% */
+  r = f32_gemm(1000, 50, 512);
+  double d256 = point_est(&r, &m, 256, 64), d64 = point_est(&r, &m, 64, 64);
+  if (!(d64 > 1.08 * d256 && d64 < 1.3 * d256)) fail_msg("1000x512x50: kc 64 %.4g s, kc 256 %.4g s", d64, d256);
   /* a B that is a model parameter is packed once at model_init, not by
    * every task; an A parameter likewise (then B is packed per task) */
   r = f32_gemm(480, 512, 512);
@@ -369,16 +407,16 @@ static void test_calibrated_gemm_terms(void **state) {
   r = f32_gemm(96, 96, 96);
   double one = 2.0 * 96 * 96 * 96 / 200e9, small = point_est(&r, &m, 256, 64);
   if (!(small > 0.95 * one && small < 1.6 * one)) fail_msg("96^3: %.4g s, one core %.4g s", small, one);
-  /* a 1x1 conv whose plan has the pixels as M runs with the template's own
-   * micro-tile and panel, reading only BK: its points of one depth are one
-   * kernel (harp tune: "same kernel"), and tie */
+  /* a 1x1 conv whose plan has the pixels as M runs transposed with the
+   * template's own panel, reading BK and the warp tile (its weight, a
+   * parameter, is the transposed GEMM's A, packed once) */
   r = f32_gemm(56 * 56, 256, 64);
   r.pattern = PLAN_PAT_CONV;
   r.conv_kh = r.conv_kw = r.conv_sh = r.conv_sw = r.conv_dh = r.conv_dw = 1;
   r.conv_oh = r.conv_ow = 56;
-  double c64 = point_est(&r, &m, 256, 64), c48 = point_est(&r, &m, 256, 48);
-  assert_true(c64 > 0);
-  if (c48 != c64) fail_msg("1x1 conv: 6x64 %.6g s, 8x48 %.6g s", c64, c48);
+  plan_region_info t = f32_gemm(256, 56 * 56, 64);
+  t.a_param = true;
+  check_transposed(&r, &t, &m, "1x1 conv 64->256 @56");
 }
 
 /* DRAM bounds a GEMM from below only for the operands' bytes that miss the
@@ -410,19 +448,18 @@ static void test_calibrated_dram_floor(void **state) {
 
 /* A matmul whose C is unit-stride along M (a 1x1 conv in NCHW: the pixels
  * as M, output channels N, input channels K) runs transposed with the
- * template's own micro-tile and panel, reading only BK (harp tune, 64->256
- * @56: every point of one prefetch distance "same kernel"); with 256 or
- * more input channels it runs on the direct kernel and reads no tile at
- * all (256->64 @56: all 16 points one kernel). */
+ * template's own panel at the plan's warp tile and BK; with 256 or more
+ * input channels it runs on the direct kernel and reads no tile at all
+ * (256->64 @56: all 16 points one kernel). */
 static void test_calibrated_conv1x1(void **state) {
   (void)state;
   plan_machine m = fixed_cpu();
   m.calib = sample_calib(200, 200);
   plan_region_info r = f32_gemm(56 * 56, 256, 64); /* 64 -> 256 @56 */
   r.c_m_contig = true;
-  double c64 = point_est(&r, &m, 256, 64), c48 = point_est(&r, &m, 256, 48);
-  assert_true(c64 > 0);
-  if (c48 != c64) fail_msg("64->256: 6x64 %.6g s, 8x48 %.6g s", c64, c48);
+  plan_region_info tr = f32_gemm(256, 56 * 56, 64);
+  check_transposed(&r, &tr, &m, "64->256");
+  double c64 = point_est(&r, &m, 256, 64);
   /* the weight a parameter (the plan's B, the template's A): packed once,
    * as a plain GEMM of the transposed shape with its A a parameter */
   r.b_param = true;
@@ -435,15 +472,15 @@ static void test_calibrated_conv1x1(void **state) {
   r = f32_gemm(56 * 56, 64, 256);
   r.c_m_contig = true;
   double want = 2.0 * 3136 * 64 * 256 / (200e9 * 0.8 * 2) + 2 * 5e-6;
-  double d[4] = {point_est(&r, &m, 256, 64), point_est(&r, &m, 256, 48), point_est(&r, &m, 128, 64),
-                 point_est(&r, &m, 128, 48)};
+  double d[4] = {point_est(&r, &m, 256, 64), point_est(&r, &m, 256, 48), point_est(&r, &m, 64, 64),
+                 point_est(&r, &m, 64, 48)};
   for (int i = 0; i < 4; i++)
     if (!(fabs(d[i] / want - 1) < 1e-9)) fail_msg("256->64: point %d %.6g s, the direct kernel's %.6g s", i, d[i], want);
   /* output channels short of whole vectors (40): the transposed GEMM,
    * whose depth counts */
   r = f32_gemm(56 * 56, 40, 256);
   r.c_m_contig = true;
-  if (point_est(&r, &m, 256, 64) == point_est(&r, &m, 128, 64)) fail_msg("256->40: kc 128 and 256 tie");
+  if (point_est(&r, &m, 256, 64) == point_est(&r, &m, 64, 64)) fail_msg("256->40: kc 64 and 256 tie");
   /* 7x7 = 49 pixels, padded to 64 in the GEMM's vectors: the direct kernel
    * from 128 input channels */
   r = f32_gemm(49, 64, 128);
@@ -455,6 +492,41 @@ static void test_calibrated_conv1x1(void **state) {
   /* not unit-stride along M: the plain GEMM's micro-tiles differ */
   r.c_m_contig = false;
   if (point_est(&r, &m, 256, 64) == point_est(&r, &m, 256, 48)) fail_msg("256->64 as a plain GEMM: a tie");
+}
+
+/* The CPU space's four micro-tiles (search.c): a calibration that times
+ * them all ranks them by its rates (this host, 19:25 UTC: 8x48 172, 6x64
+ * 166, 6x32 146, 4x48 122 GFLOP/s) on a GEMM of whole tiles; one that
+ * timed only 6x64 and 8x48 (an older file) ranks the others behind them,
+ * not level (their step model is FMA-bound too).  A batched conv with the
+ * pixels as M runs transposed, as the unbatched conv does. */
+static void test_calibrated_microtiles(void **state) {
+  (void)state;
+  plan_machine m = fixed_cpu();
+  m.calib = sample_calib(200, 200);
+  static const int mk[4][3] = {{8, 48, 172}, {6, 64, 166}, {6, 32, 146}, {4, 48, 122}};
+  m.calib.nmk = 0;
+  for (int t = 0; t < 4; t++)
+    for (int k = 128; k <= 384; k += 128)
+      m.calib.mk[m.calib.nmk++] = (plan_calib_mk){mk[t][0], mk[t][1], k, 512, mk[t][2]};
+  plan_region_info r = f32_gemm(960, 960, 1024); /* whole 6-, 8- and 4-row and 32-, 48-, 64-column tiles */
+  double t[4];
+  for (int i = 0; i < 4; i++) {
+    t[i] = tile_est(&r, &m, mk[i][0], mk[i][1], 256);
+    assert_true(t[i] > 0);
+    if (i && !(t[i] > t[i - 1])) fail_msg("%dx%d %.4g s, %dx%d %.4g s", mk[i - 1][0], mk[i - 1][1], t[i - 1], mk[i][0], mk[i][1], t[i]);
+  }
+  if (!(t[3] / t[1] > 1.2 && t[3] / t[1] < 1.45)) fail_msg("4x48 / 6x64: %.3f, the rates 1.36", t[3] / t[1]);
+  m.calib = sample_calib(200, 200); /* 6x64 and 8x48 timed */
+  double t64 = tile_est(&r, &m, 6, 64, 256), t32 = tile_est(&r, &m, 6, 32, 256), t448 = tile_est(&r, &m, 4, 48, 256);
+  if (!(t32 > 1.2 * t64 && t448 > 1.2 * t64)) fail_msg("untimed 6x32 %.4g s, 4x48 %.4g s, timed 6x64 %.4g s", t32, t448, t64);
+  r = f32_gemm(2 * 28 * 28, 256, 64); /* 1x1 conv 64 -> 256, batch 2, at 28x28 */
+  r.pattern = PLAN_PAT_CONV;
+  r.conv_kh = r.conv_kw = r.conv_sh = r.conv_sw = r.conv_dh = r.conv_dw = 1;
+  r.conv_oh = r.conv_ow = 28;
+  plan_region_info tr = f32_gemm(256, 2 * 28 * 28, 64);
+  tr.a_param = true;
+  check_transposed(&r, &tr, &m, "batched 1x1 conv");
 }
 
 /* A 3x3 stride-1 fp32 conv on AVX-512: the direct kernel at each point's
@@ -600,7 +672,7 @@ int main(void) {
       cmocka_unit_test(test_roundtrip),        cmocka_unit_test(test_bad_text),
       cmocka_unit_test(test_files),            cmocka_unit_test(test_calibrated_model),
       cmocka_unit_test(test_calibrated_gemm_terms), cmocka_unit_test(test_calibrated_dram_floor),
-      cmocka_unit_test(test_calibrated_conv1x1),
+      cmocka_unit_test(test_calibrated_conv1x1), cmocka_unit_test(test_calibrated_microtiles),
       cmocka_unit_test(test_calibrated_conv),  cmocka_unit_test(test_calibrated_wino_filter),
       cmocka_unit_test(test_tune_pick),
   };

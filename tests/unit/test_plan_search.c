@@ -225,6 +225,27 @@ static void test_default_tails(void **state) {
   assert_int_equal(p.npred, 3);
 }
 
+/* AVX2's 16 registers: the micro-tiles of at least 8 accumulators that fit
+ * with the epilogue, 5x16 and 4x16 (2x16's 4 accumulators wait on the FMA
+ * latency: not offered while a larger one fits). */
+static void test_enumerate_avx2(void **state) {
+  (void)state;
+  plan_region_info r = gemm_region(1024, 1024, 1024);
+  r.nepi = 1;
+  plan_machine m = fixed_cpu();
+  m.simd_bytes = 32, m.regs_per_thread_max = m.regs_per_sm = 16;
+  plan_t pts[PLAN_TUNE_POINTS];
+  int n = 0;
+  harp_error e = {0};
+  assert_int_equal(plan_enumerate(&r, &m, NULL, pts, NULL, PLAN_TUNE_POINTS, &n, &e), HARP_OK);
+  bool five = false, four = false;
+  for (int i = 0; i < n; i++) {
+    if (pts[i].warp_m * (pts[i].warp_n / 8) < 8) fail_msg("point %d: %dx%d", i, pts[i].warp_m, pts[i].warp_n);
+    five |= pts[i].warp_m == 5 && pts[i].warp_n == 16, four |= pts[i].warp_m == 4 && pts[i].warp_n == 16;
+  }
+  assert_true(five && four);
+}
+
 /* The search space of a 1024^3 GEMM: 10-20 points after pruning, each valid,
  * ranked by time_est, no two alike, none above 80% of shared memory. */
 static void test_enumerate_gemm(void **state) {
@@ -240,8 +261,10 @@ static void test_enumerate_gemm(void **state) {
     int n = 0;
     harp_error e = {0};
     assert_int_equal(plan_enumerate(&r, &ms[mi], NULL, pts, costs, PLAN_TUNE_POINTS, &n, &e), HARP_OK);
-    if (n < 10 || n > 20) fail_msg("%s: %d points", ms[mi].name, n);
-    bool algos[PLAN_ALGO_COUNT] = {0}, stages[4] = {0};
+    /* the CPU: 2 blockings x 4 micro-tiles, one prefetch distance */
+    bool cpu = ms[mi].arch == PLAN_ARCH_CPU;
+    if (cpu ? n != 8 : n < 10 || n > 20) fail_msg("%s: %d points", ms[mi].name, n);
+    bool algos[PLAN_ALGO_COUNT] = {0}, stages[4] = {0}, kcs[2] = {0}, tiles[4] = {0};
     for (int i = 0; i < n; i++) {
       if (plan_validate(&pts[i], &r, &ms[mi], NULL, &e)) fail_msg("point %d: %s", i, err_text(&e));
       assert_false(plan_smem_near_limit(&costs[i].res, &ms[mi]));
@@ -252,8 +275,13 @@ static void test_enumerate_gemm(void **state) {
       assert_true(c.time_est == costs[i].time_est);
       algos[pts[i].algo[PLAN_KEY_MATMUL]] = true;
       stages[pts[i].stages] = true;
+      kcs[0] |= pts[i].tile[2] == 256, kcs[1] |= pts[i].tile[2] == 64;
+      static const int mk[4][2] = {{6, 64}, {8, 48}, {6, 32}, {4, 48}};
+      for (int t = 0; t < 4; t++) tiles[t] |= pts[i].warp_m == mk[t][0] && pts[i].warp_n == mk[t][1];
     }
-    assert_true(stages[2] && stages[3]);
+    if (cpu) /* the micro-tiles 6x64, 8x48, 6x32, 4x48 at kc 256 and 64 */
+      assert_true(stages[2] && !stages[3] && kcs[0] && kcs[1] && tiles[0] && tiles[1] && tiles[2] && tiles[3]);
+    else assert_true(stages[2] && stages[3]);
     /* the default is the first point */
     plan_t d;
     assert_int_equal(plan_default(&r, &ms[mi], NULL, &d, &e), HARP_OK);
@@ -530,7 +558,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_gpu_machines),   cmocka_unit_test(test_cpu_detection),
       cmocka_unit_test(test_gemm_view),      cmocka_unit_test(test_default_gemm),
-      cmocka_unit_test(test_default_tails),  cmocka_unit_test(test_enumerate_gemm),
+      cmocka_unit_test(test_default_tails),  cmocka_unit_test(test_enumerate_gemm), cmocka_unit_test(test_enumerate_avx2),
       cmocka_unit_test(test_default_splitk),
       cmocka_unit_test(test_default_other_patterns), cmocka_unit_test(test_backend_defaults), cmocka_unit_test(test_for_region),
       cmocka_unit_test(test_cpu_winograd),

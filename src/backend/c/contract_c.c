@@ -78,8 +78,9 @@ unsigned cc_host_isa_mask(void) {
  * the batch loop, a C_stride col runs transposed, tails are always masked,
  * A and B always packed (a missing cache_read: the note says so).
  * Conv: the template's M is the output channels and N the pixels; when the plan's M
- * is the pixels (X is the left operand) only BK is read (kc): the plan's M/N tiles and
- * warp tile are sized for a GEMM's rows and columns and would shrink the pixel panel.
+ * is the pixels (X is the left operand) BK is read (kc) and the warp tile as the
+ * template's micro-tile MR x NR (rows = output channels); the plan's M/N tiles are
+ * sized for a GEMM's rows and columns and would shrink the pixel panel.
  * A GEMM with a column-major C runs transposed (gemm_transpose) and reads the plan
  * the same way.
  * When cgen_conv_direct picks the direct kernel for the AVX-512 variant (few output
@@ -188,10 +189,16 @@ rt_plan_choice *cc_plan_tuning(const rc_ctx *c, int r, char kind, bool swap, cge
                     " tile = task order; stages not used; other variants (implicit GEMM): the template's tiles");
   } else if (swap) {
     /* the search space sizes BM/BN for a GEMM's rows/columns; read across
-     * (pixels as columns) they would shrink the B panel: keep the template's */
+     * (pixels as columns) they would shrink the B panel: keep the template's.
+     * The warp tile is the register micro-tile MR x NR as the template runs
+     * (Winograd's transformed-domain GEMMs read no tile: cost_cpu.c) */
     t->kc = tk;
-    cc_note_add(ch, kind == 'c' ? "conv with the pixels as the plan's M: tile M/N and warp tile not used (the template's)"
-                             : "GEMM run transposed (C^T = B^T A^T): tile M/N and warp tile not used (the template's)");
+    if (full && p->warp_m > 0 && p->warp_n > 0 && !plan_algo_is_winograd(p->algo[PLAN_KEY_CONV]))
+      t->mr = p->warp_m, t->nr = p->warp_n;
+    cc_note_add(ch, kind == 'c' ? "conv with the pixels as the plan's M: tile M/N not used (the template's panel); warp"
+                                  " tile = the transposed kernel's micro-tile"
+                             : "GEMM run transposed (C^T = B^T A^T): tile M/N not used (the template's panel); warp tile"
+                               " = the transposed kernel's micro-tile");
   } else {
     t->mc = tm, t->nc = tn, t->kc = tk;
     if (full && p->warp_m > 0 && p->warp_n > 0) t->mr = p->warp_m, t->nr = p->warp_n;
