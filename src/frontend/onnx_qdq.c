@@ -224,23 +224,14 @@ int ox_qdq_binary(ox_ctx *c, int op) {
     if (ox_def(c, 0, hg_mul(g, hg_mul(g, centered(c, x), centered(c, y)), hg_const(g, m)))) return -1;
     return scaled_out(c, sy, false);
   }
+  /* onnxruntime's QLinearAdd (MLAS, float with fused multiply-adds): ra =
+   * sa / sc, rb = sb / sc, fixed = zc - fma(ra, za, rb zb), v = fma(qa, ra,
+   * fma(qb, rb, fixed)) for a = input 0, b = input 1 (the order matters:
+   * tests/py/test_onnx_qdq_fma.py): the same roundings, each fma one MULADD
+   * (rounded once) */
   float ra = (float)x->s1 / (float)sy, rb = (float)y->s1 / (float)sy;
-  float bias = (float)zy - ra * (float)x->z - rb * (float)y->z;
-  /* (qs (rs / rr) + (qr - zr)) rr + (bias + zr rr): the operand a
-   * contraction made (qs, ratio rs) scaled in its epilogue's chain, the
-   * other added as the contractions read it (its operand form, qr - zr in
-   * bf16: a residual step, CT_EPI_RESIDUAL, of the tensor they read); so
-   * the sum fuses into that contraction's epilogue, as onnxruntime's QDQ
-   * fusions and OpenVINO fuse the residual add into the int8 conv */
-  bool f0 = from_contraction(c, c->node->input[0]), f1 = from_contraction(c, c->node->input[1]);
-  bool made0 = x->q && x->q->opnd > 0, made1 = y->q && y->q->opnd > 0; /* ox_qdq_skip_first's choice */
-  bool swap = f0 && f1 ? made0 && !made1 : f1 && !f0;
-  const ox_qinfo *qs = swap ? y : x, *qr = swap ? x : y;
-  float rs = swap ? rb : ra, rr = swap ? ra : rb;
-  hg_val r = operand(c, qr);
-  if (r < 0) return -1;
-  hg_val v = hg_add(g, hg_mul(g, hg_add(g, hg_mul(g, qs->qv, hg_const(g, rs / rr)), r), hg_const(g, rr)),
-                    hg_const(g, bias + rr * (float)qr->z));
+  float fixed = (float)zy - fmaf(ra, (float)x->z, rb * (float)y->z);
+  hg_val v = hg_muladd(g, x->qv, hg_const(g, ra), hg_muladd(g, y->qv, hg_const(g, rb), hg_const(g, fixed)));
   if (relu) v = hg_max(g, v, hg_const(g, zy));
   if (ox_def(c, 0, v)) return -1;
   int rc = scaled_out(c, sy, true);
