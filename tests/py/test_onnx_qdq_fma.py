@@ -97,5 +97,12 @@ def test_add():
         check_all_pairs(f"QDQ Add int8 set {k}", "Add", T.INT8, prm)
 
 
+def test_mul():
+    for k, prm in enumerate(U8[:2]):
+        check_all_pairs(f"QDQ Mul uint8 set {k}", "Mul", T.UINT8, prm)
+    check_all_pairs("QDQ Mul int8 set 0", "Mul", T.INT8, I8[0])
+
+
 test_add()
+test_mul()
 S.close()
