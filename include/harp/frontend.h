@@ -73,6 +73,7 @@ typedef int hg_val;
   X(EQ, eq, "eq", HG_C_COMPARE)                    \
   X(NE, ne, "ne", HG_C_COMPARE)                    \
   X(WHERE, where, "where", HG_C_WHERE)             \
+  X(MULADD, muladd, "muladd", HG_C_WHERE)          \
   X(SUM, sum, "sum", HG_C_REDUCE)                  \
   X(RMAX, rmax, "max", HG_C_REDUCE)                \
   X(RMIN, rmin, "min", HG_C_REDUCE)                \
@@ -101,7 +102,7 @@ typedef enum hg_op_class {
   HG_C_UNARY,   /* elementwise, one tensor */
   HG_C_BINARY,  /* elementwise, two tensors, numpy broadcasting */
   HG_C_COMPARE, /* like BINARY, result bool */
-  HG_C_WHERE,   /* where(cond, a, b) */
+  HG_C_WHERE,   /* where(cond, a, b); muladd(a, b, c) = a b + c rounded once */
   HG_C_REDUCE,  /* over axes, keepdim */
   HG_C_NN,      /* the contraction / normalization ops */
   HG_C_MOVE,    /* logical movement */
@@ -169,6 +170,9 @@ hg_val hg_unary(hg_graph *g, hg_op op, hg_val x);
  * result); operands broadcast like numpy (right-aligned, size 1 stretches). */
 hg_val hg_binary(hg_graph *g, hg_op op, hg_val a, hg_val b);
 hg_val hg_where(hg_graph *g, hg_val cond, hg_val a, hg_val b);
+/* a * b + c rounded once (a fused multiply-add, Tiny MULADD): floats, of one
+ * dtype (number literals take it), numpy broadcasting. */
+hg_val hg_muladd(hg_graph *g, hg_val a, hg_val b, hg_val c);
 
 /* ---- reductions (sum, rmax, rmin, mean) ---------------------------------- */
 /* axes may be negative (from the end); naxes == 0 reduces every axis. */

@@ -25,6 +25,7 @@
 /* HARP_CONV: how the CPU runs a convolution the direct kernel could take. */
 typedef enum rt_knob_conv { RT_CONV_AUTO, RT_CONV_GEMM, RT_CONV_DIRECT } rt_knob_conv;
 typedef enum rt_knob_int8 { RT_INT8_AUTO, RT_INT8_OFF, RT_INT8_FORCE } rt_knob_int8;
+typedef enum rt_knob_qdq_add { RT_QDQ_ADD_EXACT, RT_QDQ_ADD_FUSED } rt_knob_qdq_add;
 typedef enum rt_knob_amx { RT_AMX_AUTO, RT_AMX_OFF } rt_knob_amx;
 
 /* HARP_TIER0: the CPU's first runs before the compiled object exists (src/runtime/tier0.h). */
@@ -48,6 +49,7 @@ typedef struct rt_knobs {
   bool no_plans;                /* HARP_NO_PLANS: templates keep their built-in tuning */
   bool no_prepack;              /* HARP_NO_PREPACK: weights packed on every run, not once */
   int int8;                     /* HARP_INT8: rt_knob_int8 */
+  int qdq_add;                  /* HARP_QDQ_ADD: rt_knob_qdq_add */
   int conv;                     /* HARP_CONV: rt_knob_conv */
   int amx;                      /* HARP_AMX: rt_knob_amx */
   bool bf16_fp32_temps;         /* HARP_BF16_FP32_TEMPS: --precision bf16 stores no temp in bf16 */

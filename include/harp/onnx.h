@@ -154,6 +154,8 @@ typedef struct onnx_opts {
    * result is then a host program (onnx_model.flow).  Without it such a
    * node is Unsupported, naming the node. */
   bool host_flow;
+  /* The knobs the import reads (qdq_add); NULL: the defaults. */
+  const struct rt_knobs *knobs;
   /* Dims that stay shape variables even where a shape or symbol given
    * covers them (a ShapeSet's, harp/sgen.h): each names a dim_param as the
    * file spells it or as its identifier, "<input id>_d<i>", or "INPUT:i". */

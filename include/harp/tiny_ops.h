@@ -14,10 +14,11 @@
  *  dtype    TD_* flags, for elementwise ops: the operands a row refuses and
  *           the result (the operands' dtype, or bool).
  *  epi      TE_*: the step a contraction's epilogue makes of the op.
- *  f32      the reference value on fp32 operands: an expression in a (and b),
- *           floats.  i32: the same on int32 operands (wrapping); 0 where the
- *           dtype rule refuses integers.  Both 0 outside unary/binary ops
- *           (WHERE selects; the other classes have their own evaluators).
+ *  f32      the reference value on fp32 operands: an expression in a (and b,
+ *           and a ternary op's c), floats.  i32: the same on int32 operands
+ *           (wrapping); 0 where the dtype rule refuses integers.  Both 0
+ *           outside elementwise ops and for WHERE (it selects; the other
+ *           classes have their own evaluators).
  *  A row that is not elementwise has 0 in every column from f32 on.
  *  c        the C text of the generic loops (src/backend/c/region_c.c), each
  *           "%s" an operand in turn (a unary op's "%s" all name its one
@@ -44,7 +45,7 @@ typedef enum tiny_class {
   TC_MOVE,    /* views */
   TC_UNARY,   /* elementwise, one source */
   TC_BINARY,  /* elementwise, two sources of one shape */
-  TC_TERNARY, /* WHERE(cond, a, b) */
+  TC_TERNARY, /* WHERE(cond, a, b), MULADD(a, b, c) */
   TC_REDUCE,
   TC_CAST,
   TC_GATHER /* GATHER(input, index): data-dependent, Non-SCoP */
@@ -178,6 +179,10 @@ typedef enum tiny_epi {
   X(WHERE, TC_TERNARY, TA_NONE, TD_ANY, TE_NONE,                                                                       \
     0, 0,                                                                                                              \
     "((%s) ? (%s) : (%s))", 0, 0, 0, "(%s != 0.0f ? %s : %s)", 0)                                                     \
+  /* MULADD(a, b, c) = a * b + c rounded once (fma); no pass splits or reassociates it */                            \
+  X(MULADD, TC_TERNARY, TA_NONE, TD_FLOAT, TE_NONE,                                                                    \
+    fmaf(a, b, c), 0,                                                                                                  \
+    "fmaf(%s, %s, %s)", 0, "__fmaf_rn(%s, %s, %s)", 0, "__fmaf_rn(%s, %s, %s)", 0)                                    \
   X(REDUCE, TC_REDUCE, TA_REDUCE, TD_ANY, TE_NONE, 0, 0, 0, 0, 0, 0, 0, 0)                                            \
   X(GATHER, TC_GATHER, TA_GATHER, TD_ANY, TE_NONE, 0, 0, 0, 0, 0, 0, 0, 0)
 /* clang-format on */

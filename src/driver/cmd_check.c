@@ -73,7 +73,7 @@ int cmd_check(int argc, char **argv) {
   memset(&r, 0, sizeof r);
   harp_status st = cli_given_shapes(&e, &o, &shapes, &ns);
   onnx_opts oo = {.nfixed = o.nparams, .fixed_names = o.params, .read = cli_read_param, .read_ctx = &o,
-                     .nshapes = ns, .shapes = shapes, .syms = &o.syms};
+                     .nshapes = ns, .shapes = shapes, .syms = &o.syms, .knobs = &o.knobs};
   if (!st) st = onnx_check_file(&e, o.model, &oo, &r);
   if (st) {
     rc = cli_report(&e);

@@ -150,7 +150,7 @@ static harp_status import_once(harp_error *e, cli_opts *o, onnx_model *onnx, nee
   if (!keep && !st) st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   onnx_opts oo = {.nfixed = n, .fixed_names = o->params, .read = cli_read_param, .read_ctx = o, .used = used,
                      .nshapes = ns, .shapes = shapes, .shape_used = sused, .syms = &o->syms,
-                     .needs_data = nc ? on_needs : NULL, .needs_ctx = nc, .host_flow = o->host_flow,
+                     .needs_data = nc ? on_needs : NULL, .needs_ctx = nc, .host_flow = o->host_flow, .knobs = &o->knobs,
                      .keep_dynamic = keepp, .nkeep_dynamic = o->nshapesets, .keep_dynamic_hi = keep_hi};
   if (!st) st = onnx_load_file_opts(e, o->model, &oo, onnx);
   for (int k = 0; k < o->nshapes && !st; k++)

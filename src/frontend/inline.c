@@ -174,6 +174,7 @@ static hg_val replay(flat *F, subst *S, const fe_node *n, const hg_val *in) {
   switch (n->op) {
   case HG_OP_CONST: return n->weak ? hg_const(o, n->a.cnst.v) : hg_const_typed(o, n->a.cnst.v, n->dtype);
   case HG_OP_WHERE: return hg_where(o, in[0], in[1], in[2]);
+  case HG_OP_MULADD: return hg_muladd(o, in[0], in[1], in[2]);
   case HG_OP_SUM:
   case HG_OP_RMAX:
   case HG_OP_RMIN:

@@ -389,6 +389,13 @@ static int lower_binary(lw *L, const fe_node *n) {
   }
 }
 
+/* muladd(a, b, c): one MULADD of the operands in n's dtype and shape. */
+static int lower_muladd(lw *L, const fe_node *n) {
+  tiny_src s[3];
+  for (int k = 0; k < 3; k++) s[k] = operand(L, k, &n->shape, n->dtype);
+  return lw_emit(L, TINY_MULADD, s, 3, NULL);
+}
+
 static int lower_where(lw *L, const fe_node *n) {
   tiny_src s[3];
   s[0] = S(lw_fit(L, lw_tin(L, 0, TINY_BOOL), &lw_in(L, 0)->shape, &n->shape));
@@ -527,6 +534,7 @@ static int lower_node(lw *L, const fe_node *n) {
     if (n->weak) return -3; /* becomes an immediate or a CONST where used */
     return lw_const(L, n->a.cnst.v, n->dtype);
   case HG_OP_WHERE: return lower_where(L, n);
+  case HG_OP_MULADD: return lower_muladd(L, n);
   case HG_OP_SUM: case HG_OP_RMAX: case HG_OP_RMIN: case HG_OP_MEAN: return lower_reduce(L, n);
   case HG_OP_MATMUL: return lw_matmul(L);
   case HG_OP_CONV2D: return lw_conv2d(L);

@@ -30,6 +30,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "harp/knobs.h"
 #include "onnx_int.h"
 
 /* Integers of at most this magnitude are exact in bf16 (8 significant bits). */
@@ -207,6 +208,47 @@ static const Onnx__NodeProto *q_reader(ox_ctx *c, double *sy, double *zy, bool *
   return q;
 }
 
+/* Whether a QDQ Add is written to fuse into a contraction's epilogue
+ * (the qdq_add knob: fused) rather than as onnxruntime computes it (exact). */
+static bool want_fused(ox_ctx *c) {
+  return rt_knobs_or_default(c->opts ? c->opts->knobs : NULL)->qdq_add == RT_QDQ_ADD_FUSED;
+}
+
+/* qa sa / sc + qb sb / sc + zc (a = x, input 0; b = y, input 1) as
+ * onnxruntime's QLinearAdd computes it (MLAS, float with fused
+ * multiply-adds): ra = sa / sc, rb = sb / sc, fixed = zc - fma(ra, za, rb zb),
+ * v = fma(qa, ra, fma(qb, rb, fixed)) — the order matters
+ * (tests/py/test_onnx_qdq_fma.py) — each fma one MULADD (rounded once). */
+static hg_val exact_add(ox_ctx *c, const ox_qinfo *x, const ox_qinfo *y, double sy, double zy) {
+  hg_graph *g = c->g;
+  float ra = (float)x->s1 / (float)sy, rb = (float)y->s1 / (float)sy;
+  float fixed = (float)zy - fmaf(ra, (float)x->z, rb * (float)y->z);
+  return hg_muladd(g, x->qv, hg_const(g, ra), hg_muladd(g, y->qv, hg_const(g, rb), hg_const(g, fixed)));
+}
+
+/* The same sum written to fuse into the epilogue of the contraction that
+ * made one operand (the qdq_add knob: fused): (qs (rs / rr) + (qr - zr)) rr
+ * + (bias + zr rr), the operand a contraction made (qs, ratio rs) scaled in
+ * its epilogue's chain, the other added as the contractions read it (its
+ * operand form, qr - zr in bf16: a residual step, CT_EPI_RESIDUAL, of the
+ * tensor they read), as onnxruntime's QDQ fusions and OpenVINO fuse the
+ * residual add into the int8 conv; separate roundings, so within one step
+ * of onnxruntime's (MULADD is no epilogue step yet). */
+static hg_val fused_add(ox_ctx *c, const ox_qinfo *x, const ox_qinfo *y, double sy, double zy) {
+  hg_graph *g = c->g;
+  float ra = (float)x->s1 / (float)sy, rb = (float)y->s1 / (float)sy;
+  float bias = (float)zy - ra * (float)x->z - rb * (float)y->z;
+  bool f0 = from_contraction(c, c->node->input[0]), f1 = from_contraction(c, c->node->input[1]);
+  bool made0 = x->q && x->q->opnd > 0, made1 = y->q && y->q->opnd > 0; /* ox_qdq_skip_first's choice */
+  bool swap = f0 && f1 ? made0 && !made1 : f1 && !f0;
+  const ox_qinfo *qs = swap ? y : x, *qr = swap ? x : y;
+  float rs = swap ? rb : ra, rr = swap ? ra : rb;
+  hg_val r = operand(c, qr);
+  if (r < 0) return -1;
+  return hg_add(g, hg_mul(g, hg_add(g, hg_mul(g, qs->qv, hg_const(g, rs / rr)), r), hg_const(g, rr)),
+                hg_const(g, bias + rr * (float)qr->z));
+}
+
 /* Add / Mul of two quantized activations read by a Q, as onnxruntime's
  * QLinearAdd (qa * sa/sc + qb * sb/sc + (zc - za sa/sc - zb sb/sc)) and
  * QLinearMul ((qa - za)(qb - zb) * sa sb / sc) compute them. */
@@ -224,23 +266,8 @@ int ox_qdq_binary(ox_ctx *c, int op) {
     if (ox_def(c, 0, hg_mul(g, hg_mul(g, centered(c, x), centered(c, y)), hg_const(g, m)))) return -1;
     return scaled_out(c, sy, false);
   }
-  float ra = (float)x->s1 / (float)sy, rb = (float)y->s1 / (float)sy;
-  float bias = (float)zy - ra * (float)x->z - rb * (float)y->z;
-  /* (qs (rs / rr) + (qr - zr)) rr + (bias + zr rr): the operand a
-   * contraction made (qs, ratio rs) scaled in its epilogue's chain, the
-   * other added as the contractions read it (its operand form, qr - zr in
-   * bf16: a residual step, CT_EPI_RESIDUAL, of the tensor they read); so
-   * the sum fuses into that contraction's epilogue, as onnxruntime's QDQ
-   * fusions and OpenVINO fuse the residual add into the int8 conv */
-  bool f0 = from_contraction(c, c->node->input[0]), f1 = from_contraction(c, c->node->input[1]);
-  bool made0 = x->q && x->q->opnd > 0, made1 = y->q && y->q->opnd > 0; /* ox_qdq_skip_first's choice */
-  bool swap = f0 && f1 ? made0 && !made1 : f1 && !f0;
-  const ox_qinfo *qs = swap ? y : x, *qr = swap ? x : y;
-  float rs = swap ? rb : ra, rr = swap ? ra : rb;
-  hg_val r = operand(c, qr);
-  if (r < 0) return -1;
-  hg_val v = hg_add(g, hg_mul(g, hg_add(g, hg_mul(g, qs->qv, hg_const(g, rs / rr)), r), hg_const(g, rr)),
-                    hg_const(g, bias + rr * (float)qr->z));
+  hg_val v = want_fused(c) ? fused_add(c, x, y, sy, zy) : exact_add(c, x, y, sy, zy);
+  if (v < 0) return -1;
   if (relu) v = hg_max(g, v, hg_const(g, zy));
   if (ox_def(c, 0, v)) return -1;
   int rc = scaled_out(c, sy, true);

@@ -261,6 +261,24 @@ hg_val hg_where(hg_graph *g, hg_val cv, hg_val av, hg_val bv) {
   return fe_finish(g, HG_OP_WHERE, in, 3, dt, &s2, NULL);
 }
 
+hg_val hg_muladd(hg_graph *g, hg_val av, hg_val bv, hg_val cv) {
+  if (!g || g->err.code) return -1;
+  const fe_node *a = fe_operand(g, av, "muladd"), *b = a ? fe_operand(g, bv, "muladd") : NULL,
+                *c = b ? fe_operand(g, cv, "muladd") : NULL;
+  if (!c) return -1;
+  tiny_dtype dab, dt;
+  if (!unify_dtype(g, "muladd", a, b, &dab)) return -1;
+  const fe_node *ab = a->weak ? b : a; /* the dtype a and b agree on, as a node unify_dtype reads */
+  if (!unify_dtype(g, "muladd", ab, c, &dt)) return -1;
+  if (a->weak && b->weak && c->weak) return fe_failv(g, HARP_E_INVALID_ARG, "muladd needs a tensor operand, not only literals");
+  if (!tiny_dtype_is_float(dt))
+    return fe_failv(g, HARP_E_DTYPE_MISMATCH, "muladd needs floating-point operands, got %s", tiny_dtype_name(dt));
+  fe_shape s, s2;
+  if (!fe_broadcast(g, &a->shape, &b->shape, &s) || !fe_broadcast(g, &s, &c->shape, &s2)) return -1;
+  hg_val in[3] = {av, bv, cv};
+  return fe_finish(g, HG_OP_MULADD, in, 3, dt, &s2, NULL);
+}
+
 /* ---- reductions ------------------------------------------------------------------- */
 hg_val hg_reduce(hg_graph *g, hg_op op, hg_val xv, const int *axes, int naxes, bool keepdim) {
   if (!g || g->err.code) return -1;

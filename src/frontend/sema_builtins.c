@@ -42,6 +42,14 @@ static hg_val h_where(sema *S, const fe_ex *call, hg_op op) {
   return fe_sm_chk(S, call, hg_where(S->g, c, a, b));
 }
 
+static hg_val h_muladd(sema *S, const fe_ex *call, hg_op op) {
+  BIND({"a", A_T, true}, {"b", A_T, true}, {"c", A_T, true});
+  hg_val a = fe_sm_tensor(S, A.e[0]), b = a > 0 ? fe_sm_tensor(S, A.e[1]) : FAILED, c = b > 0 ? fe_sm_tensor(S, A.e[2]) : FAILED;
+  if (c <= 0) return FAILED;
+  fe_sm_at(S, call);
+  return fe_sm_chk(S, call, hg_muladd(S->g, a, b, c));
+}
+
 static hg_val reduce(sema *S, const fe_ex *call, hg_op op, const fe_ex *xe, const fe_ex *axes, const fe_ex *keep) {
   int64_t ax[TINY_MAX_RANK];
   int n = 0, iax[TINY_MAX_RANK];
@@ -384,7 +392,7 @@ static const struct builtin {
     {"lt", HG_OP_LT, h_binary},          {"le", HG_OP_LE, h_binary},
     {"gt", HG_OP_GT, h_binary},          {"ge", HG_OP_GE, h_binary},
     {"eq", HG_OP_EQ, h_binary},          {"ne", HG_OP_NE, h_binary},
-    {"where", HG_OP_WHERE, h_where},     {"sum", HG_OP_SUM, h_reduce},
+    {"where", HG_OP_WHERE, h_where},     {"muladd", HG_OP_MULADD, h_muladd}, {"sum", HG_OP_SUM, h_reduce},
     {"mean", HG_OP_MEAN, h_reduce},      {"matmul", HG_OP_MATMUL, h_matmul},
     {"conv2d", HG_OP_CONV2D, h_conv2d},  {"attention", HG_OP_ATTENTION, h_attention},
     {"layernorm", HG_OP_LAYERNORM, h_layernorm}, {"softmax", HG_OP_SOFTMAX, h_softmax},

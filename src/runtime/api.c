@@ -301,8 +301,10 @@ static harp_status load_onnx(harp_error *e, const api_src *src, const harp_optio
     keep_hi[k] = rt_sgen_parse_box(&pe, o->shapesets[k], "harp_options.shapesets", name, sizeof name, &y) ? 0 : y.hi;
     harp_error_clear(&pe);
   }
+  rt_knobs kn;
+  if (!st) st = api_knobs(e, o, &kn);
   onnx_opts oo = {.nshapes = n, .shapes = shapes, .shape_used = used, .syms = &syms, .shape_option = "harp_options.shapes",
-                  .host_flow = true, .keep_dynamic = keepp, .nkeep_dynamic = keep ? nk : 0, .keep_dynamic_hi = keep_hi};
+                  .host_flow = true, .knobs = &kn, .keep_dynamic = keepp, .nkeep_dynamic = keep ? nk : 0, .keep_dynamic_hi = keep_hi};
   if (!st) st = src->data ? onnx_load_buffer_opts(e, src->data, src->len, src->path, &oo, om) : onnx_load_file_opts(e, src->path, &oo, om);
   for (int k = 0; k < n && !st; k++)
     if (!used[k]) st = ut_fail(e, HARP_E_USAGE, NULL, "harp_options.shapes \"%s\": the model has no graph input of that name", shapes[k].name);

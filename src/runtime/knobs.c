@@ -38,6 +38,10 @@ static const rt_knob table[] = {
     ROW(int8, "HARP_INT8", CHOICE, "auto", "auto|off|force", 0, 0,
         "a CPU conv / GEMM of 8-bit integers (QDQ models) also on the int8 VNNI kernel (auto: where the multiply-adds "
         "saved outweigh its conversions; off: the bf16 template only; force: wherever it fits)"),
+    ROW(qdq_add, "HARP_QDQ_ADD", CHOICE, "exact", "exact|fused", 0, 0,
+        "an ONNX QDQ Add of two quantized activations (exact: as onnxruntime's QLinearAdd, bit for bit, fused "
+        "multiply-adds in an elementwise kernel; fused: a residual add in the epilogue of the int8 conv that made an "
+        "operand, its roundings apart: within one step)"),
     ROW(conv, "HARP_CONV", CHOICE, "auto", "auto|gemm|direct", 0, 0,
         "a CPU convolution as implicit GEMM or the direct kernel (auto: the template decides)"),
     ROW(amx, "HARP_AMX", CHOICE, "auto", "auto|off", 0, 0,

@@ -47,8 +47,8 @@ static void eval_block(tiny_op op, opnd A, opnd B, float *out, int n) {
   switch (op) {
 #define LOOP(ea, eb, f32)                    \
   for (int i = 0; i < n; i++) {              \
-    float a = (ea), b = (eb);                \
-    (void)a, (void)b;                        \
+    float a = (ea), b = (eb), c = 0.0f;      \
+    (void)a, (void)b, (void)c;               \
     out[i] = (float)(f32);                   \
   }
 #define F32(e, cls, arg, dt, epi, f32, ...)                                \

@@ -183,8 +183,9 @@ static bool is_contiguous(const ival *v) {
 
 /* ---- elementwise --------------------------------------------------------- */
 /* The reference values are the op table's f32 and i32 columns
- * (harp/tiny_ops.h), expressions in the operands a and b. */
-static float f_eval(tiny_op op, float a, float b) {
+ * (harp/tiny_ops.h), expressions in the operands a and b (and a ternary
+ * op's c). */
+static float f_eval(tiny_op op, float a, float b, float c) {
   switch (op) {
 #define F32(e, cls, arg, dt, epi, f32, ...) \
   case TINY_##e: return (float)(f32);
@@ -222,7 +223,8 @@ static harp_status float_rows(tiny_op op, tiny_class cls, const ival *const *vs,
   case TINY_##e:                                      \
     for (int64_t j = 0; j < len; j++) {               \
       float a = x[j * sa], b = y ? y[j * sb] : 0.0f;  \
-      (void)a, (void)b;                               \
+      const float c = 0.0f; /* a ternary op's: none here */ \
+      (void)a, (void)b, (void)c;                      \
       o[j] = (float)(f32);                            \
     }                                                 \
     break;
@@ -259,10 +261,12 @@ static harp_status eval_elementwise(ictx *c, const tiny_node *n, ival *out) {
         int32_t r = i_eval(n->op, ldi(vs[0], it.off[0]), ldi(vs[nb], it.off[nb]));
         if (int_out) io[i] = narrow(n->dtype, r); else fo[i] = (float)r;
       } else {
-        float r = f_eval(n->op, ldf(vs[0], it.off[0]), ldf(vs[nb], it.off[nb]));
+        float r = f_eval(n->op, ldf(vs[0], it.off[0]), ldf(vs[nb], it.off[nb]), 0.0f);
         if (int_out) io[i] = narrow(n->dtype, (int32_t)r); else fo[i] = r;
       }
-    } else { /* WHERE */
+    } else if (n->op != TINY_WHERE) { /* MULADD: floats only (TD_FLOAT) */
+      fo[i] = f_eval(n->op, ldf(vs[0], it.off[0]), ldf(vs[1], it.off[1]), ldf(vs[2], it.off[2]));
+    } else {
       bool cond = ldi(vs[0], it.off[0]) != 0;
       int v = cond ? 1 : 2;
       if (int_out) io[i] = ldi(vs[v], it.off[v]);

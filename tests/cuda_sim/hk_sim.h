@@ -632,6 +632,7 @@ HK_DEV float hk_log2(float x) { return log2f(x); }
 HK_DEV float hk_sqrt(float x) { return sqrtf(x); }
 HK_DEV float hk_erf(float x) { return erff(x); }
 static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+static inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); } /* one rounding, as CUDA's */
 
 /* ---- SM90: mbarrier, TMA, wgmma, setmaxnreg (PTX ISA 9.7.13.15, 9.7.9.25-27, 9.7.15, setmaxnreg) ----
  *

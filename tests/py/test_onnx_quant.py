@@ -37,6 +37,9 @@ S = ht.Suite("onnx_quant")
 os.environ.setdefault("HARP_CC_OPT", "1")
 # these models are too small for the int8 kernel to pay (contract_q8.c): taken anyway, to test it
 Q8_FORCE = ["--knob", "int8=force"]
+# the QDQ residual add written to fuse into the int8 conv's epilogue (the default, qdq_add=exact, computes it
+# as onnxruntime's QLinearAdd does, in an elementwise kernel: MULADD is no epilogue step yet)
+Q8_FUSED = Q8_FORCE + ["--knob", "qdq_add=fused"]
 RNG = np.random.default_rng(7)
 
 
@@ -820,7 +823,7 @@ def check_fused_residual(name, path, feeds, sy, zs):
     conv's epilogue: no kernel writes the conv's sums for another to add the
     tensor to."""
     want = ort_run(path, feeds)["y"]
-    p, d = ht.run(path, feeds, backend="cpu", extra=Q8_FORCE)
+    p, d = ht.run(path, feeds, backend="cpu", extra=Q8_FUSED)
     S.check(f"{name}: runs", p.returncode == 0, p.stderr[-600:])
     if p.returncode == 0:
         got = np.load(os.path.join(d, "y.npy"))
@@ -831,7 +834,7 @@ def check_fused_residual(name, path, feeds, sy, zs):
         print(f"{name}: {exact:.4%} equal, max {err.max():.2f} steps, {inside:.1%} unsaturated")
         S.check(f"{name}: equal to onnxruntime's int8 run", got.shape == want.shape and exact >= 0.999 and err.max() <= 1 and
                 inside > 0.3, f"{exact:.4%} equal, max {err.max():.2f} steps, {inside:.1%} unsaturated")
-    src, err = compiled_c(path, Q8_FORCE)
+    src, err = compiled_c(path, Q8_FUSED)
     kernels = re.findall(r"/\* kernel \d+: region ([\w.]+) \*/", src)
     S.check(f"{name}: the sum in the int8 conv's epilogue", not any(n.endswith(".reduce") for n in kernels) and
             src.count("its epilogue requantizing to bytes, a tensor added, requantized again") == 1, f"{kernels} {err[-300:]}")
@@ -926,7 +929,7 @@ def test_q8_residual_held():
     saturated at 0 and 255).  Within one step of onnxruntime's int8
     run on >= 99.9%, at most 2 steps."""
     qdq = two_blocks()
-    src, err = compiled_c(qdq, Q8_FORCE)
+    src, err = compiled_c(qdq, Q8_FUSED)
     held = src.count("the tensor added held as bytes")
     both = src.count("held as the output, a tensor added, requantized again")
     print(f"q8 residual held: {held} kernels add a held tensor, {both} residual kernels hold their output")
@@ -936,7 +939,7 @@ def test_q8_residual_held():
     S.check("q8 residual held: no bf16 rounding of the held bytes", len(rb) == both and all("hp_rint(v)" in f and "hp_rb(" not in f
             for f in rb), "\n".join(f for f in rb if "hp_rb(" in f)[-400:])
     x = (RNG.standard_normal((1, 32, 14, 14)) * 3).astype(np.float32)  # past the calibration's range: h1 saturates at both ends
-    check_within_step("q8 residual held", qdq, {"x": x}, ["y"], Q8_FORCE)
+    check_within_step("q8 residual held", qdq, {"x": x}, ["y"], Q8_FUSED)
 
 
 def downsample_model(zs, relu, sum_op, proj_second):

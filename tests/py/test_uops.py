@@ -100,6 +100,23 @@ for dt, npdt in (("fp32", np.float32), ("fp16", np.float16)):
               exact=exact, loops=True)
     check(f"WHERE/{dt}", [{"id": "c", "uop": "CMPLT", "src": ["x", "y"]}, {"id": "r", "uop": "WHERE", "src": ["c", "x", "y"]}],
           {"x": x, "y": y}, np.where(X < Y, X, Y))
+    # MULADD rounds once: c = -fl(a b) leaves fma's a b - fl(a b), where a
+    # separate multiply and add give 0; the rest random (a b + c exact in
+    # float64 for operands within [1/4, 8] in magnitude, so the reference
+    # rounded once to fp32 is fma's)
+    ma = np.where(np.abs(x) < 0.25, 0.25, np.clip(x, -8, 8)).astype(npdt).astype(np.float32)
+    mb = np.where(np.abs(y) < 0.25, -0.5, np.clip(y, -8, 8)).astype(npdt).astype(np.float32)
+    ma[0] = 1 + (np.arange(7, dtype=np.float32) + 1) * 2.0**-11 + 2.0**-22
+    mb[0] = 1 + np.arange(7, dtype=np.float32)[::-1] * 2.0**-13 + 3 * 2.0**-23
+    mc = (-(ma * mb)).astype(np.float32)  # fl32(a b): fma leaves the rounding error
+    mc[1:] = np.where(np.abs(mc[1:]) < 0.25, 1.0, mc[1:] * 0.75)
+    if npdt == np.float16:
+        ma, mb, mc = (v.astype(np.float16) for v in (ma, mb, mc))
+    want = (ma.astype(np.float64) * mb + mc).astype(np.float32)
+    if npdt == np.float32:
+        s.check("MULADD data: fma differs from mul+add", np.all(want[0] != ma[0] * mb[0] + mc[0]), "a row-0 case does not")
+    check(f"MULADD/{dt}", [{"id": "r", "uop": "MULADD", "src": ["ma", "mb", "mc"]}],
+          {"ma": ma.astype(npdt), "mb": mb.astype(npdt), "mc": mc.astype(npdt)}, want, exact=True, loops=True)
     for op, f in {"SUM": np.sum, "MAX": np.max, "MIN": np.min}.items():
         for axes in ([0], [1], [0, 1]):
             check(f"REDUCE {op} {axes}/{dt}",

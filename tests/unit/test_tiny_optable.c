@@ -63,11 +63,10 @@ static void test_reference_columns(void **st) {
   (void)st;
   for (int i = 0; i < TINY_OP_COUNT; i++) {
     tiny_op op = (tiny_op)i;
-    tiny_class c = tiny_op_class(op);
-    bool ew = c == TC_UNARY || c == TC_BINARY; /* WHERE selects: the interpreter's own code */
+    bool ew = tiny_op_is_elementwise(op) && op != TINY_WHERE; /* WHERE selects: the interpreter's own code */
     bool f32 = strcmp(REF[i].f32, "0") != 0, i32 = strcmp(REF[i].i32, "0") != 0;
     if (ew && !f32) fail_msg("%s: elementwise without an f32 reference", tiny_op_name(op));
-    if (!ew && (f32 || i32)) fail_msg("%s: a reference value outside unary/binary ops", tiny_op_name(op));
+    if (!ew && (f32 || i32)) fail_msg("%s: a reference value outside elementwise ops (or on WHERE)", tiny_op_name(op));
     bool float_only = tiny_op_dtype_rule(op) & TD_FLOAT;
     if (ew && i32 == float_only)
       fail_msg("%s: the i32 reference must be given exactly when the dtype rule allows integers", tiny_op_name(op));
@@ -116,6 +115,7 @@ static void test_rules_fit_class(void **st) {
   assert_true(tiny_op_is_compare(TINY_CMPLT));
   assert_false(tiny_op_is_compare(TINY_ADD));
   assert_int_equal(tiny_op_arity(TINY_WHERE), 3);
+  assert_int_equal(tiny_op_arity(TINY_MULADD), 3);
 }
 
 /* The dtype table: every row names its C and CUDA types and helpers, and its

@@ -1,0 +1,108 @@
+"""The fused QDQ Add against onnxruntime, bit for bit, over every pair of
+8-bit inputs: DQ(a), DQ(b) -> Add [-> Relu] -> Q is onnxruntime's QLinearAdd
+(its QDQ transformer fuses it), float code with fused multiply-adds in MLAS:
+ra = sa / sc, rb = sb / sc, fixed = zc - fma(ra, za, rb zb), y = sat(rint(
+fma(b, rb, fma(a, ra, fixed)))); harp's import (onnx_qdq.c's ox_qdq_binary)
+writes it with the Tiny MULADD.  One tensor of 65,536 elements holds all
+(a, b) pairs, uint8 and int8, for several scale / zero point sets; harp on
+the interpreter and the cpu backend (HARP_TEST_BACKENDS) must equal
+onnxruntime on all of them.  The QDQ Mul (QLinearMul) the same way.
+"""
+import os
+import sys
+import tempfile
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+import harp_test as ht  # noqa: E402
+
+try:
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto as T
+    from onnx import helper as h
+    from onnx import numpy_helper as nh
+except ImportError:
+    print("onnx / onnxruntime not installed: skipped")
+    sys.exit(77)
+
+S = ht.Suite("onnx_qdq_fma")
+
+
+def binary_model(op, dt, sa, za, sb, zb, sc, zc, relu=False):
+    """y = Q(op(DQ(Q(a)), DQ(Q(b)))) [with a Relu before the Q] of 8-bit
+    dtype dt (T.UINT8 / T.INT8), a and b fp32 graph inputs of shape
+    [256, 256] (quantized activations, as in a model: a DQ of a graph input
+    is a constant's or the fp32 graph's)."""
+    npdt = np.uint8 if dt == T.UINT8 else np.int8
+    inits = [nh.from_array(np.array(v, np.float32 if k[0] == "s" else npdt), k)
+             for k, v in (("sa", sa), ("za", za), ("sb", sb), ("zb", zb), ("sc", sc), ("zc", zc))]
+    nodes = [h.make_node("QuantizeLinear", ["a", "sa", "za"], ["aq"]), h.make_node("QuantizeLinear", ["b", "sb", "zb"], ["bq"]),
+             h.make_node("DequantizeLinear", ["aq", "sa", "za"], ["ad"]), h.make_node("DequantizeLinear", ["bq", "sb", "zb"], ["bd"]),
+             h.make_node(op, ["ad", "bd"], ["s"])]
+    nodes += [h.make_node("Relu", ["s"], ["r"])] if relu else []
+    nodes += [h.make_node("QuantizeLinear", ["r" if relu else "s", "sc", "zc"], ["y"])]
+    g = h.make_graph(nodes, "fma", [h.make_tensor_value_info(k, T.FLOAT, [256, 256]) for k in "ab"],
+                     [h.make_tensor_value_info("y", dt, [256, 256])], initializer=inits)
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 13)])
+    m.ir_version = 8
+    path = os.path.join(tempfile.mkdtemp(), "m.onnx")
+    onnx.save(m, path)
+    return path
+
+
+def all_pairs(npdt, sa, za, sb, zb):
+    """The 8-bit values (a, b) of all pairs, and fp32 inputs their Qs (scale
+    s, zero point z) map to them: (q - z) s."""
+    v = np.arange(256, dtype=np.int64) + (0 if npdt == np.uint8 else -128)
+    a, b = np.meshgrid(v, v, indexing="ij")
+    return a.astype(npdt), b.astype(npdt), ((a - za) * np.float32(sa)).astype(np.float32), ((b - zb) * np.float32(sb)).astype(np.float32)
+
+
+def check_all_pairs(name, op, dt, params, relu=False):
+    """harp equal to onnxruntime on all 65,536 (a, b) pairs."""
+    path = binary_model(op, dt, *params, relu=relu)
+    a, b, af, bf = all_pairs(np.uint8 if dt == T.UINT8 else np.int8, *params[:4])
+    want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"a": af, "b": bf})[0]
+    lo, hi = (0, 255) if dt == T.UINT8 else (-128, 127)
+    q = lambda v, s, z: np.clip(np.rint(v / np.float32(s)) + z, lo, hi)  # noqa: E731 (QuantizeLinear)
+    S.check(f"{name}: the inputs quantize to all pairs", np.array_equal(q(af, params[0], params[1]), a) and
+            np.array_equal(q(bf, params[2], params[3]), b), "")
+    for be in ht.BACKENDS:
+        p, d = ht.run(path, {"a": af, "b": bf}, backend=be)
+        S.check(f"{name} ({be}): runs", p.returncode == 0, p.stderr[-600:])
+        if p.returncode:
+            continue
+        got = np.load(os.path.join(d, "y.npy"))
+        bad = np.argwhere(got != want) if got.shape == want.shape else np.zeros((1, 2), int)
+        S.check(f"{name} ({be}): all 65,536 pairs equal to onnxruntime", got.dtype == want.dtype and len(bad) == 0,
+                f"{got.dtype}{got.shape}, {len(bad)} differ, first (a, b) = "
+                f"{[(int(a[i, j]), int(b[i, j]), int(got[i, j]), int(want[i, j])) for i, j in bad[:4]]}")
+
+
+# scale / zero point sets (sa, za, sb, zb, sc, zc): MobileNetV2-like residual
+# scales, zero points at the ends of the range and inside, ratios above and
+# below 1; the fma and a separate multiply and add differ on some pairs of each
+U8 = [(0.0372, 131, 0.0519, 119, 0.0611, 127), (0.11, 0, 0.05, 255, 0.13, 3), (0.021, 255, 0.0173, 0, 0.0097, 128),
+      (0.5, 77, 0.25, 128, 0.3, 250)]
+I8 = [(0.0372, 3, 0.0519, -9, 0.0611, -1), (0.11, -128, 0.05, 127, 0.13, 0)]
+
+
+def test_add():
+    for k, prm in enumerate(U8):
+        check_all_pairs(f"QDQ Add uint8 set {k}", "Add", T.UINT8, prm)
+    check_all_pairs("QDQ Add Relu uint8 set 0", "Add", T.UINT8, U8[0], relu=True)
+    for k, prm in enumerate(I8):
+        check_all_pairs(f"QDQ Add int8 set {k}", "Add", T.INT8, prm)
+
+
+def test_mul():
+    for k, prm in enumerate(U8[:2]):
+        check_all_pairs(f"QDQ Mul uint8 set {k}", "Mul", T.UINT8, prm)
+    check_all_pairs("QDQ Mul int8 set 0", "Mul", T.INT8, I8[0])
+
+
+test_add()
+test_mul()
+S.close()
