@@ -21,6 +21,7 @@ variant equal on every element; the generated C with AVX2 forced has the
 AVX2 variant, unguarded, in every int8 kernel and selects it; by default
 it is there only for objects built without AVX512_VNNI."""
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -179,13 +180,12 @@ def check_c(path):
     forced, auto = compiled_c(path, "avx2"), compiled_c(path, "auto")
     q8 = forced.count("_q8(pool, bufs);")
     S.check("AVX2 forced: every contraction on the int8 kernel", q8 == NQ8, f"{q8} int8 kernels")
-    S.check("AVX2 forced: the AVX2 variant, unguarded and selected, in each",
-            forced.count("_avx2_run(hprt_pool") == NQ8 and forced.count("#if defined(HPRT_X86)\n  if (") == NQ8
-            and "_mm256_maddubs_epi16(" in forced and "__AVX512VNNI__" not in forced, "")
-    S.check("auto: the AVX2 variant only where the object lacks AVX512_VNNI",
-            auto.count("_avx2_run(hprt_pool") == NQ8 and auto.count("#if defined(HPRT_X86) && !defined(__AVX512VNNI__)\n") >= 2 * NQ8,
-            "")
-
+    call = r"\n  if \(\w+_q_sel\(\) == 2\) return \w+_q_avx2_run\(pool, wp, x, y\);"
+    n = len(re.findall(r"#if defined\(HPRT_X86\)" + call, forced))
+    S.check("AVX2 forced: the AVX2 variant, unguarded and selected, in each int8 kernel",
+            n == NQ8 and "_mm256_maddubs_epi16(" in forced and "__AVX512VNNI__" not in forced, f"{n} kernels")
+    n = len(re.findall(r"#if defined\(HPRT_X86\) && !defined\(__AVX512VNNI__\)" + call, auto))
+    S.check("auto: the AVX2 variant in each, for objects built without AVX512_VNNI", n == NQ8, f"{n} kernels")
 
 for zx, zy in ((0, 128), (255, 0)):
     p = run_case(zx, zy)

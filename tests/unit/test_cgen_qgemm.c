@@ -69,6 +69,8 @@ static const ccase CCASES[] = {
     {64, 64, 14, 14, 3, 3, 1, 1, 1, 1, 1, 1, U8, U8, 9, 128, 0, 255},       /* threads */
     {20, 9, 12, 20, 3, 3, 1, 1, 1, 1, 1, 1, I8, U8, -100, 10, 0, 255},     /* s8 read in place: full blocks, K % 4 = 1 */
     {16, 7, 9, 70, 3, 3, 1, 1, 1, 1, 2, 2, I8, I8, 5, 0, -128, 127},        /* dilation 2 read in place, 2 full blocks */
+    {5, 3, 11, 9, 3, 3, 1, 1, 1, 1, 1, 1, U8, F32, 255, 0, 0, 0},        /* in place, Wp 11: the last row's 8 columns from
+                                                                             q = 112 end at OW (AVX2: a store past them ends past y) */
 };
 #define NCCASE ((int)(sizeof CCASES / sizeof CCASES[0]))
 
@@ -232,14 +234,33 @@ static bool has_avx2(void) {
 static const char *const VTAG[] = {"s", "a", "v"};
 static const int VISA[] = {CGEN_ISA_SCALAR, CGEN_ISA_AVX2, CGEN_ISA_AVX512};
 
+/* Case spec s as function `name` appended to src; novec: its scalar
+ * fallback returns -7 instead (a vector variant forced must be the one
+ * that runs: a wrong selector fails the case). */
+static void emit_case(const cgen_qgemm_spec *s, const char *name, bool novec, ut_str *src) {
+  ut_str one;
+  ut_str_init(&one);
+  harp_error e = {0};
+  assert_int_equal(cgen_qgemm(&e, s, name, &one), HARP_OK);
+  char call[96];
+  snprintf(call, sizeof call, "return %s_scalar_run(pool, wp, x, y);", name);
+  const char *p = novec ? strstr(one.buf, call) : NULL;
+  assert_true(!novec || p);
+  if (p) {
+    ut_str_putn(src, one.buf, (size_t)(p - one.buf));
+    ut_str_puts(src, "return -7; (void)");
+    ut_str_puts(src, p + 7);
+  } else
+    ut_str_puts(src, one.buf);
+  ut_str_free(&one);
+}
+
 /* Every case in the variants v0 .. v1 (0 scalar, 1 AVX2, 2 VNNI) that the
  * CPU has, each against the reference bit for bit (so the variants agree
  * with one another bit for bit). */
 static void check_all(const char *flags, int v0, int v1) {
   ut_str src;
   ut_str_init(&src);
-  harp_error e;
-  memset(&e, 0, sizeof e);
   bool on[3] = {true, has_avx2(), has_vnni()};
   if (!on[2]) fprintf(stderr, "no AVX512_VNNI here: the VNNI variant is not run\n");
   if (!on[1]) fprintf(stderr, "no AVX2 here: the AVX2 variant is not run\n");
@@ -251,7 +272,7 @@ static void check_all(const char *flags, int v0, int v1) {
       else make_cspec(&CCASES[i - NCASE], VISA[v], &s);
       char name[32];
       snprintf(name, sizeof name, "q%s%d", VTAG[v], i);
-      assert_int_equal(cgen_qgemm(&e, &s, name, &src), HARP_OK);
+      emit_case(&s, name, v > 0, &src);
     }
   void *h = ct_compile_flags(src.buf, flags);
   assert_non_null(h);
