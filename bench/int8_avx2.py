@@ -6,7 +6,9 @@ this AVX-512 machine as a CPU without VNNI would run it, per kernel and per mode
                                [--only kernels,resnet50,bert_layer]
 
 kernels: on ResNet-50 / BERT-base shapes (bench/qgemm.py's), interleaved in
-one process at 2 threads, the weight packed once in all:
+one process, one thread (no pool), timed in CPU time (the process's: a
+shared, loaded machine inflates wall clock, far less a single thread's CPU
+time), the weight packed once in all:
   a2     harp int8, its AVX2 variant forced (u8 x s8 -> u8, requantized)
   f32    harp's fp32 GEMM / conv template, its AVX2 variant forced (what an
          AVX2 machine runs for the fp32 model)
@@ -17,20 +19,21 @@ models (bench/int8.py's QDQ models from quantize_static): harp bench with
 HARP_INT8_ISA=avx2, =scalar and auto (VNNI / AMX here), and onnxruntime's
 int8 run at its native ISA (onnxruntime has no switch that keeps MLAS off
 AVX-512 / VNNI: its figure is this CPU's, not an AVX2 one's).
-Printed: medians over rounds (each a median of --repeat calls) in ms, and ratios.
+Printed: medians over rounds (each a median of --repeat calls) in ms, and ratios
+(models: harp bench's wall clock at its 2 threads, onnxruntime's at 2 threads).
 """
 import argparse
 import ctypes
 import os
-import subprocess
 import sys
 import tempfile
+import time
 
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from qgemm import CONVS, SHAPES, THREADS, ZA, ZY, P, conv_data, data, numpy_ref, ptr  # noqa: E402
+from qgemm import CONVS, SHAPES, ZA, ZY, P, conv_data, data, load_lib, numpy_ref, ptr  # noqa: E402
 from settle import interleaved_ms  # noqa: E402
 
 KSHAPES = [s for s in SHAPES if s[0] in ("r50_1x1_56", "r50_1x1_14", "bert_qkv", "bert_ffn1", "bert_ffn2")]
@@ -44,12 +47,7 @@ def build(gen, tmp):
     for name, c, h, w, co, ks, st, pd in KCONVS:
         args += ["conv", name] + [str(v) for v in (c, h, w, co, ks, st, pd)]
     src, so = os.path.join(tmp, "q.c"), os.path.join(tmp, "q.so")
-    subprocess.check_call([gen, "--avx2", src] + args)
-    subprocess.check_call(["cc", "-O3", "-fPIC", "-shared", "-o", so, src, "-lm", "-lpthread"])
-    lib = ctypes.CDLL(so)
-    lib.hprt_pool_create.restype = P
-    lib.hprt_pool_create.argtypes = [ctypes.c_int]
-    return lib
+    return load_lib(gen, ["--avx2", src] + args, src, so)
 
 
 def int8_calls(lib, pool, name, w, bias, mult, x, y, want):
@@ -80,7 +78,7 @@ def f32_call(lib, pool, name, side, packed_src, args_of):
 
 def kernels(gen, rounds, repeat):
     lib = build(gen, tempfile.mkdtemp(prefix="harp-i8avx2-"))
-    pool = P(lib.hprt_pool_create(THREADS))
+    pool = None  # one thread: CPU time is the measure
     rng = np.random.default_rng(0)
     print(f"{'shape':12} {'M':>5} {'N':>5} {'K':>5} {'exact':>5} {'a2 ms':>8} {'f32 ms':>8} {'sc ms':>8} {'vn ms':>8}"
           f" {'a2 GOP/s':>9} {'f32/a2':>7} {'sc/a2':>7} {'vn/a2':>7}")
@@ -105,7 +103,9 @@ def kernels(gen, rounds, repeat):
             calls["f32"], packed = f32_call(lib, pool, name, "a" if wa else "b", fa if wa else fb,
                                             lambda p: (p, fb, out) if wa else (fa, p, out))
         bad += not exact
-        t = interleaved_ms({k2: calls[k2] for k2 in ("a2", "f32", "sc", "vn")}, rounds, repeat)
+        # the scalar variant (10-100x slower) a fifth of the calls
+        t = interleaved_ms({k2: calls[k2] for k2 in ("a2", "f32", "sc", "vn")}, rounds, repeat, clock=time.process_time,
+                           repeats={"sc": max(3, repeat // 5)})
         gops = 2.0 * m * n * k / (t["a2"] * 1e-3) / 1e9
         print(f"{name:12} {m:5} {n:5} {k:5} {str(exact):>5} {t['a2']:8.3f} {t['f32']:8.3f} {t['sc']:8.3f} {t['vn']:8.3f}"
               f" {gops:9.1f} {t['f32'] / t['a2']:7.2f} {t['sc'] / t['a2']:7.2f} {t['vn'] / t['a2']:7.2f}", flush=True)
