@@ -1,7 +1,9 @@
 /* cgen_qgemm.c — the int8 GEMM (cgen_qgemm.h): u8 x s8 -> s32 products with
  * AVX-512 VNNI vpdpbusd, exact, and onnxruntime's requantization fused into
- * the epilogue; a scalar variant of the same layouts where the CPU lacks VNNI.
- * Needs: cgen_int.h, cgen_qgemm.h.  Gives: cgen_qgemm, cgen_qgemm_spec_init.
+ * the epilogue; an AVX2 variant (its tile in cgen_qgemm_avx2.c) and a
+ * scalar one of the same layouts where the CPU lacks VNNI.
+ * Needs: cgen_qgemm_int.h (cgen_qgemm_avx2.c's tile, cgen_qamx.c's AMX
+ * variant).  Gives: cgen_qgemm, cgen_qgemm_spec_init.
  *
  * Layout.  Both operands are seen as "rows x K" and packed into blocks of W
  * rows: block b holds K4 = ceil(K / 4) words per row, word [k4][r] = the 4
