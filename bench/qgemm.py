@@ -66,7 +66,12 @@ def build(gen, tmp):
     src, so = os.path.join(tmp, "qgemm.c"), os.path.join(tmp, "qgemm.so")
     for name, c, h, w, co, ks, st, pd in CONVS:
         args += ["conv", name] + [str(v) for v in (c, h, w, co, ks, st, pd)]
-    subprocess.check_call([gen, src] + args)
+    return load_lib(gen, [src] + args, src, so)
+
+
+def load_lib(gen, gen_args, src, so):
+    """qgemm_gen run with gen_args (writing src), built into so and loaded."""
+    subprocess.check_call([gen] + gen_args)
     subprocess.check_call(["cc", "-O3", "-fPIC", "-shared", "-o", so, src, "-lm", "-lpthread"])
     lib = ctypes.CDLL(so)
     lib.hprt_pool_create.restype = P

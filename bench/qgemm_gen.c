@@ -1,9 +1,12 @@
 /* qgemm_gen.c — write the source of harp's int8 GEMM kernels (cgen_qgemm.c)
  * for bench/qgemm.py:
- *   qgemm_gen [--amx] OUT.c NAME M N K WA KMAJ XDT YDT ZA ZY LO HI [NAME ...]
+ *   qgemm_gen [--amx | --avx2] OUT.c NAME M N K WA KMAJ XDT YDT ZA ZY LO HI [NAME ...]
  *                   [conv NAME C H W COUT KS STRIDE PAD ...]
  * (--amx, for bench/qamx.py: each NAME without the AMX variant and NAME_amx
  * with it always (spec amx = 2), no float twins)
+ * (--avx2, for bench/int8_avx2.py: NAME on the AVX2 variant, NAME_sc on the
+ * scalar one, NAME_vn on VNNI, each forced, and the fp32 twin NAME_f32 on
+ * the AVX2 variant alone; no bf16 twin)
  * (a conv: one u8 NCHW image, KS x KS window, u8 out, zero points 7 / 128)
  * WA 1: the weight is A (NCHW conv form); KMAJ 1: the weight K-major;
  * XDT u8 / i8, YDT u8 / i8 / f32.  Each NAME gives NAME, NAME_pack, NAME_wsize,
@@ -15,9 +18,10 @@
 
 static tiny_dtype dt_of(const char *s) { return !strcmp(s, "i8") ? TINY_I8 : !strcmp(s, "f32") ? TINY_FP32 : TINY_U8; }
 
-/* The float twins (fp32, bf16) of gemm g / conv c, weight packed once. */
-static int twins(harp_error *e, const cgen_qgemm_spec *q, const char *base, ut_str *src) {
-  for (int bf = 0; bf < 2; bf++) {
+/* The float twins (fp32, bf16) of gemm g / conv c, weight packed once;
+ * avx2: the fp32 one only, its AVX2 variant forced. */
+static int twins(harp_error *e, const cgen_qgemm_spec *q, const char *base, bool avx2, ut_str *src) {
+  for (int bf = 0; bf < (avx2 ? 1 : 2); bf++) {
     char name[96];
     snprintf(name, sizeof name, "%s_%s", base, bf ? "b16" : "f32");
     harp_status st;
@@ -27,12 +31,14 @@ static int twins(harp_error *e, const cgen_qgemm_spec *q, const char *base, ut_s
       c.stride[0] = q->conv.sh, c.stride[1] = q->conv.sw;
       c.pad[0] = c.pad[2] = q->conv.ph, c.pad[1] = c.pad[3] = q->conv.pw;
       c.prepack_w = true, c.tune.threads = 2, c.tune.bf16 = bf;
+      if (avx2) c.tune.isa_mask = 1u << CGEN_ISA_AVX2, c.tune.force_isa = CGEN_ISA_AVX2;
       st = cgen_conv(e, &c, name, src);
     } else {
       cgen_gemm_spec g;
       cgen_gemm_spec_init(&g, q->m, q->n, q->k, TINY_FP32);
       g.prepack_a = q->weight_a, g.prepack_b = !q->weight_a;
       g.tune.threads = 2, g.tune.bf16 = bf;
+      if (avx2) g.tune.isa_mask = 1u << CGEN_ISA_AVX2, g.tune.force_isa = CGEN_ISA_AVX2;
       st = cgen_gemm(e, &g, name, src);
     }
     if (st) {
@@ -45,11 +51,11 @@ static int twins(harp_error *e, const cgen_qgemm_spec *q, const char *base, ut_s
 
 int main(int argc, char **argv) {
   if (argc < 3) {
-    fprintf(stderr, "usage: qgemm_gen OUT.c NAME M N K WA KMAJ XDT YDT ZA ZY LO HI [NAME ...] [conv NAME C H W COUT KS S P ...]\n");
+    fprintf(stderr, "usage: qgemm_gen [--amx | --avx2] OUT.c NAME M N K WA KMAJ XDT YDT ZA ZY LO HI [NAME ...] [conv NAME C H W COUT KS S P ...]\n");
     return 2;
   }
-  bool amx = !strcmp(argv[1], "--amx");
-  if (amx) argv++, argc--;
+  bool amx = !strcmp(argv[1], "--amx"), avx2 = !strcmp(argv[1], "--avx2");
+  if (amx || avx2) argv++, argc--;
   ut_str src;
   ut_str_init(&src);
   harp_error e;
@@ -78,6 +84,16 @@ int main(int argc, char **argv) {
       s.za = atoi(v[8]), s.zy = atoi(v[9]), s.lo = atoi(v[10]), s.hi = atoi(v[11]);
       a += 12;
     }
+    if (avx2) { /* NAME_sc, NAME_vn: the scalar and VNNI variants; NAME: AVX2 */
+      const char *suf[2] = {"_sc", "_vn"};
+      for (int i = 0; i < 2; i++) {
+        char nm[96];
+        snprintf(nm, sizeof nm, "%s%s", v[0], suf[i]);
+        s.force_isa = i ? CGEN_ISA_AVX512 : CGEN_ISA_SCALAR;
+        if (cgen_qgemm(&e, &s, nm, &src)) return fprintf(stderr, "cgen_qgemm %s: %s\n", nm, e.msg), 1;
+      }
+      s.force_isa = CGEN_ISA_AVX2;
+    }
     if (cgen_qgemm(&e, &s, v[0], &src)) {
       fprintf(stderr, "cgen_qgemm %s: %s\n", v[0], e.msg);
       return 1;
@@ -89,7 +105,7 @@ int main(int argc, char **argv) {
       fprintf(stderr, "cgen_qgemm %s: %s\n", name, e.msg);
       return 1;
     }
-    if (!amx && twins(&e, &s, v[0], &src)) return 1;
+    if (!amx && twins(&e, &s, v[0], avx2, &src)) return 1;
   }
   return bn_write_src(argv[1], &src);
 }

@@ -13,8 +13,8 @@ that times two contenders in one process, or one right after the other,
 times each in a block of calls that starts with settle(): never call by
 call, alternating.
 
-Needs: numpy.  Gives: SETTLE_S, settle(), median_ms(fn, repeat, warmup),
-interleaved_ms(calls, rounds, repeat, warmup).
+Needs: numpy.  Gives: SETTLE_S, settle(), median_ms(fn, repeat, warmup, clock),
+interleaved_ms(calls, rounds, repeat, warmup, clock, repeats).
 """
 import time
 
@@ -30,26 +30,28 @@ def settle():
     time.sleep(SETTLE_S)
 
 
-def median_ms(fn, repeat, warmup=3):
+def median_ms(fn, repeat, warmup=3, clock=time.perf_counter):
     """Median milliseconds of `repeat` calls of fn, after settle() and
-    `warmup` untimed calls."""
+    `warmup` untimed calls; clock: wall (default) or e.g. time.process_time
+    (a single thread's CPU time, on a loaded machine)."""
     settle()
     for _ in range(warmup):
         fn()
     ts = []
     for _ in range(repeat):
-        t = time.perf_counter()
+        t = clock()
         fn()
-        ts.append(time.perf_counter() - t)
+        ts.append(clock() - t)
     return float(np.median(ts)) * 1e3
 
 
-def interleaved_ms(calls, rounds, repeat, warmup=1):
+def interleaved_ms(calls, rounds, repeat, warmup=1, clock=time.perf_counter, repeats=None):
     """{name: median ms over `rounds` rounds} for the contenders in `calls`
     ({name: fn}): each round times every contender in turn, a median_ms
-    block of `repeat` calls each, so load drifts hit them all alike."""
+    block of `repeat` calls each (repeats: {name: calls} for some), so load
+    drifts hit them all alike."""
     med = {c: [] for c in calls}
     for _ in range(rounds):
         for c, fn in calls.items():
-            med[c].append(median_ms(fn, repeat, warmup=warmup))
+            med[c].append(median_ms(fn, (repeats or {}).get(c, repeat), warmup=warmup, clock=clock))
     return {c: float(np.median(v)) for c, v in med.items()}

@@ -27,6 +27,8 @@ typedef enum rt_knob_conv { RT_CONV_AUTO, RT_CONV_GEMM, RT_CONV_DIRECT } rt_knob
 typedef enum rt_knob_int8 { RT_INT8_AUTO, RT_INT8_OFF, RT_INT8_FORCE } rt_knob_int8;
 typedef enum rt_knob_qdq_add { RT_QDQ_ADD_EXACT, RT_QDQ_ADD_FUSED } rt_knob_qdq_add;
 typedef enum rt_knob_amx { RT_AMX_AUTO, RT_AMX_OFF } rt_knob_amx;
+/* HARP_INT8_ISA: the variant the int8 kernels run (tests, benchmarks: the AVX2 one on an AVX-512 host). */
+typedef enum rt_knob_int8_isa { RT_INT8_ISA_AUTO, RT_INT8_ISA_AVX2, RT_INT8_ISA_SCALAR } rt_knob_int8_isa;
 
 /* HARP_TIER0: the CPU's first runs before the compiled object exists (src/runtime/tier0.h). */
 typedef enum rt_knob_tier0 { RT_TIER0_OFF, RT_TIER0_AUTO, RT_TIER0_FORCE } rt_knob_tier0;
@@ -52,6 +54,7 @@ typedef struct rt_knobs {
   int qdq_add;                  /* HARP_QDQ_ADD: rt_knob_qdq_add */
   int conv;                     /* HARP_CONV: rt_knob_conv */
   int amx;                      /* HARP_AMX: rt_knob_amx */
+  int int8_isa;                 /* HARP_INT8_ISA: rt_knob_int8_isa */
   bool bf16_fp32_temps;         /* HARP_BF16_FP32_TEMPS: --precision bf16 stores no temp in bf16 */
   bool no_dedup;                /* HARP_NO_DEDUP: every kernel its own code */
   bool no_coalesce;             /* HARP_NO_COALESCE: loops are not merged */

@@ -48,6 +48,9 @@ static const rt_knob table[] = {
         "--precision bf16 on the CPU: GEMMs and implicit-GEMM convs also get an Intel AMX variant (tdpbf16ps); the int8 "
         "kernels too (tdpbusd); chosen at load where the CPU has AMX-BF16 / AMX-INT8 and Linux grants the tile state "
         "(else the AVX-512 BF16 / VNNI one; off: no AMX variant)"),
+    ROW(int8_isa, "HARP_INT8_ISA", CHOICE, "auto", "auto|avx2|scalar", 0, 0,
+        "the int8 kernels' variant (auto: by CPUID, AMX-INT8, AVX-512 VNNI, AVX2 or scalar; avx2: the AVX2 one where "
+        "the CPU has AVX2, as on a CPU without AVX-512 (tests, benchmarks); scalar: the plain C one)"),
     ROW(bf16_fp32_temps, "HARP_BF16_FP32_TEMPS", BOOL, "0", NULL, 0, 0,
         "--precision bf16 on the CPU keeps the tensors between kernels in fp32 (not the contraction operands in bf16)"),
     ROW(no_dedup, "HARP_NO_DEDUP", BOOL, "0", NULL, 0, 0, "kernels that are the same code are not shared"),

@@ -8,8 +8,9 @@
  * their extremes with K past 4096, nothing written past the output and
  * nothing read past the activation (a guard page after it);
  * convolutions (im2col per call: padding reads the zero point, strides,
- * dilations, 1x1) against a direct conv; the scalar and the VNNI variants (the
- * latter where the CPU has AVX512_VNNI), threads, -O3; bad specs. */
+ * dilations, 1x1) against a direct conv; the scalar, AVX2 and VNNI variants
+ * (each where the CPU has it; AVX2 also built with -mavx2 -mfma alone and
+ * checked free of AVX-512 code), threads, -O3; bad specs. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -68,6 +69,8 @@ static const ccase CCASES[] = {
     {64, 64, 14, 14, 3, 3, 1, 1, 1, 1, 1, 1, U8, U8, 9, 128, 0, 255},       /* threads */
     {20, 9, 12, 20, 3, 3, 1, 1, 1, 1, 1, 1, I8, U8, -100, 10, 0, 255},     /* s8 read in place: full blocks, K % 4 = 1 */
     {16, 7, 9, 70, 3, 3, 1, 1, 1, 1, 2, 2, I8, I8, 5, 0, -128, 127},        /* dilation 2 read in place, 2 full blocks */
+    {5, 3, 11, 9, 3, 3, 1, 1, 1, 1, 1, 1, U8, F32, 255, 0, 0, 0},        /* in place, Wp 11: the last row's 8 columns from
+                                                                             q = 112 end at OW (AVX2: a store past them ends past y) */
 };
 #define NCCASE ((int)(sizeof CCASES / sizeof CCASES[0]))
 
@@ -222,44 +225,96 @@ static bool has_vnni(void) {
          __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni");
 }
 
-/* Every case in the variants from v0 (0 scalar, 1 VNNI where the CPU has it). */
-static void check_all(const char *flags, int v0) {
+static bool has_avx2(void) {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+
+/* The variants check_all runs: scalar, AVX2, VNNI (a tag, its force_isa). */
+static const char *const VTAG[] = {"s", "a", "v"};
+static const int VISA[] = {CGEN_ISA_SCALAR, CGEN_ISA_AVX2, CGEN_ISA_AVX512};
+
+/* Case spec s as function `name` appended to src; novec: its scalar
+ * fallback returns -7 instead (a vector variant forced must be the one
+ * that runs: a wrong selector fails the case). */
+static void emit_case(const cgen_qgemm_spec *s, const char *name, bool novec, ut_str *src) {
+  ut_str one;
+  ut_str_init(&one);
+  harp_error e = {0};
+  assert_int_equal(cgen_qgemm(&e, s, name, &one), HARP_OK);
+  char call[96];
+  snprintf(call, sizeof call, "return %s_scalar_run(pool, wp, x, y);", name);
+  const char *p = novec ? strstr(one.buf, call) : NULL;
+  assert_true(!novec || p);
+  if (p) {
+    ut_str_putn(src, one.buf, (size_t)(p - one.buf));
+    ut_str_puts(src, "return -7; (void)");
+    ut_str_puts(src, p + 7);
+  } else
+    ut_str_puts(src, one.buf);
+  ut_str_free(&one);
+}
+
+/* Every case in the variants v0 .. v1 (0 scalar, 1 AVX2, 2 VNNI) that the
+ * CPU has, each against the reference bit for bit (so the variants agree
+ * with one another bit for bit). */
+static void check_all(const char *flags, int v0, int v1) {
   ut_str src;
   ut_str_init(&src);
-  harp_error e;
-  memset(&e, 0, sizeof e);
-  bool vnni = has_vnni();
-  if (!vnni) fprintf(stderr, "no AVX512_VNNI here: the scalar variant only\n");
-  int v1 = vnni ? 2 : 1;
-  v0 = v0 < v1 ? v0 : v1 - 1;
-  for (int v = v0; v < v1; v++)
-    for (int i = 0; i < NCASE; i++) {
+  bool on[3] = {true, has_avx2(), has_vnni()};
+  if (!on[2]) fprintf(stderr, "no AVX512_VNNI here: the VNNI variant is not run\n");
+  if (!on[1]) fprintf(stderr, "no AVX2 here: the AVX2 variant is not run\n");
+  if (v0 > 0 && !on[1] && !on[2]) v0 = 0;
+  for (int v = v0; v <= v1; v++)
+    for (int i = 0; on[v] && i < NCASE + NCCASE; i++) {
       cgen_qgemm_spec s;
-      make_spec(&CASES[i], v ? CGEN_ISA_AVX512 : CGEN_ISA_SCALAR, &s);
+      if (i < NCASE) make_spec(&CASES[i], VISA[v], &s);
+      else make_cspec(&CCASES[i - NCASE], VISA[v], &s);
       char name[32];
-      snprintf(name, sizeof name, "q%s%d", v ? "v" : "s", i);
-      assert_int_equal(cgen_qgemm(&e, &s, name, &src), HARP_OK);
-    }
-  for (int v = v0; v < v1; v++)
-    for (int i = 0; i < NCCASE; i++) {
-      cgen_qgemm_spec s;
-      make_cspec(&CCASES[i], v ? CGEN_ISA_AVX512 : CGEN_ISA_SCALAR, &s);
-      char name[32];
-      snprintf(name, sizeof name, "q%s%d", v ? "v" : "s", NCASE + i);
-      assert_int_equal(cgen_qgemm(&e, &s, name, &src), HARP_OK);
+      snprintf(name, sizeof name, "q%s%d", VTAG[v], i);
+      emit_case(&s, name, v > 0, &src);
     }
   void *h = ct_compile_flags(src.buf, flags);
   assert_non_null(h);
   hprt_pool *pool = ct_pool_create(h, 3);
   assert_non_null(pool);
-  for (int v = v0; v < v1; v++)
-    for (int i = 0; i < NCASE + NCCASE; i++) {
-      assert_int_equal(run_case(h, i, v ? "v" : "s", pool), 0);
-      assert_int_equal(run_case(h, i, v ? "v" : "s", NULL), 0);
+  for (int v = v0; v <= v1; v++)
+    for (int i = 0; on[v] && i < NCASE + NCCASE; i++) {
+      assert_int_equal(run_case(h, i, VTAG[v], pool), 0);
+      assert_int_equal(run_case(h, i, VTAG[v], NULL), 0);
     }
   ct_pool_destroy(h, pool);
   dlclose(h);
   ut_str_free(&src);
+}
+
+/* The AVX2 variant's code (forced) holds no AVX-512 instruction: from its
+ * first function to the selector no _mm512 intrinsic, zmm register or
+ * AVX-512 target; and every case built with -mavx2 -mfma (no -mavx512*)
+ * runs it exactly (check_all). */
+static void test_cases_avx2(void **st) {
+  (void)st;
+  if (!has_avx2()) {
+    fprintf(stderr, "no AVX2 here: skipped\n");
+    return;
+  }
+  for (int i = 0; i < NCASE + NCCASE; i++) {
+    cgen_qgemm_spec s;
+    if (i < NCASE) make_spec(&CASES[i], CGEN_ISA_AVX2, &s);
+    else make_cspec(&CCASES[i - NCASE], CGEN_ISA_AVX2, &s);
+    ut_str src;
+    ut_str_init(&src);
+    harp_error e = {0};
+    assert_int_equal(cgen_qgemm(&e, &s, "f", &src), HARP_OK);
+    const char *a = strstr(src.buf, "f_avx2_st("), *b = strstr(src.buf, "static int f_sel(");
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_true(a < b && strstr(a, "f_avx2_run(") < b);
+    for (const char *p = a; p < b; p++)
+      assert_false(!strncmp(p, "_mm512", 6) || !strncmp(p, "zmm", 3) || !strncmp(p, "avx512", 6));
+    ut_str_free(&src);
+  }
+  check_all("-O2 -mavx2 -mfma", 1, 1);
 }
 
 /* Every case on the AMX variant (spec amx = 2; cgen_qamx.c), which must be
@@ -306,12 +361,12 @@ static void test_cases_amx(void **st) {
 
 static void test_cases(void **st) {
   (void)st;
-  check_all(getenv("CT_FLAGS") ? getenv("CT_FLAGS") : "-O0", 0);
+  check_all(getenv("CT_FLAGS") ? getenv("CT_FLAGS") : "-O0", 0, 2);
 }
 
 static void test_cases_o3(void **st) {
   (void)st;
-  check_all("-O3", 1); /* the vector variant (the scalar one where it is all there is) */
+  check_all("-O3", 1, 2); /* the vector variants (the scalar one where it is all there is) */
 }
 
 /* One bad call (spec s, name fn): the status, a message, nothing emitted;
@@ -348,7 +403,7 @@ static void test_errors(void **st) {
   bad(&s, HARP_E_INVALID_ARG);
   s.y_dtype = I8, s.zy = 0, s.lo = -129, s.hi = 0;
   bad(&s, HARP_E_INVALID_ARG);
-  s.force_isa = CGEN_ISA_AVX2;
+  s.force_isa = CGEN_ISA_COUNT;
   bad(&s, HARP_E_INVALID_ARG);
   s.amx = 3;
   bad(&s, HARP_E_INVALID_ARG);
@@ -379,6 +434,7 @@ int main(void) {
       cmocka_unit_test(test_cases),
       cmocka_unit_test(test_cases_o3),
       cmocka_unit_test(test_cases_amx),
+      cmocka_unit_test(test_cases_avx2),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

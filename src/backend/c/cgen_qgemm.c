@@ -1,7 +1,9 @@
 /* cgen_qgemm.c — the int8 GEMM (cgen_qgemm.h): u8 x s8 -> s32 products with
  * AVX-512 VNNI vpdpbusd, exact, and onnxruntime's requantization fused into
- * the epilogue; a scalar variant of the same layouts where the CPU lacks VNNI.
- * Needs: cgen_int.h, cgen_qgemm.h.  Gives: cgen_qgemm, cgen_qgemm_spec_init.
+ * the epilogue; an AVX2 variant (its tile in cgen_qgemm_avx2.c) and a
+ * scalar one of the same layouts where the CPU lacks VNNI.
+ * Needs: cgen_qgemm_int.h (cgen_qgemm_avx2.c's tile, cgen_qamx.c's AMX
+ * variant).  Gives: cgen_qgemm, cgen_qgemm_spec_init.
  *
  * Layout.  Both operands are seen as "rows x K" and packed into blocks of W
  * rows: block b holds K4 = ceil(K / 4) words per row, word [k4][r] = the 4
@@ -40,6 +42,11 @@
  * (32 KiB) stays in L1 across a task's A blocks; partial sums kept in the
  * thread's scratch between blocks.  A K4 of at most QG_KC4 * 5 / 4 is one block. */
 #define QG_KC4 128L
+
+/* The attribute of o's variant's functions: VNNI, AVX2 or none. */
+static const char *qg_attr(const cg_out *o) {
+  return o->isa->id == CGEN_ISA_AVX512 ? QG_ATTR : o->isa->id == CGEN_ISA_AVX2 ? QG_ATTR2 : "";
+}
 
 void cgen_qgemm_spec_init(cgen_qgemm_spec *s, int64_t m, int64_t n, int64_t k) {
   memset(s, 0, sizeof *s);
@@ -418,13 +425,13 @@ typedef struct qg_scr {
   bool ain; /* A (the activation, u8) read in place, rows K bytes apart */
 } qg_scr;
 
-static qg_scr scr_of(const cgen_qgemm_spec *s, const qg_dims *d, bool vnni) {
-  qg_scr r;
+static qg_scr scr_of(const cgen_qgemm_spec *s, const qg_dims *d, bool vec) {
+  qg_scr r; /* vec: the VNNI or the AVX2 tile (the same contract) */
   r.col = d->cd ? ((long)s->conv.c * d->Hp * d->Wp + d->Wp + 64 + 63) / 64 * 64 : s->conv.kh > 0 ? (d->K * d->N + 63) / 64 * 64 : 0;
-  r.ain = vnni && !s->weight_a && s->x_dtype == TINY_U8;
+  r.ain = vec && !s->weight_a && s->x_dtype == TINY_U8;
   r.xp = s->weight_a || r.ain ? 0 : d->MB * d->K4 * QG_MR * 4;
   r.at = r.ain ? (QG_MR * d->K + 4 + 63) / 64 * 64 : 0;
-  r.kc = vnni && d->K4 > QG_KC4 * 5 / 4 ? QG_KC4 : d->K4;
+  r.kc = vec && d->K4 > QG_KC4 * 5 / 4 ? QG_KC4 : d->K4;
   r.acc = r.kc < d->K4 ? d->MB * QG_MR * QG_NR * 4 : 0;
   r.bb = s->weight_a ? d->K4 * QG_NR * 4 : 0;
   return r;
@@ -444,9 +451,9 @@ static void emit_ctask(cg_out *o, const qg_dims *d, long nrow) {
  * activation) into the thread's scratch.  A read in place: block mb at row
  * 6 mb of x, the last from its copy cx->at. */
 static void emit_task(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, const qg_scr *r) {
-  bool vnni = o->isa->id == CGEN_ISA_AVX512;
+  bool vec = o->isa->id != CGEN_ISA_SCALAR; /* VNNI or AVX2: the same tile contract */
   long words = d->wwords;
-  cg_emit(o, "static %s void $P_task(void *vc, int task, int tid) {\n  $F_ctx *cx = ($F_ctx *)vc;\n", vnni ? QG_ATTR : "");
+  cg_emit(o, "static %s void $P_task(void *vc, int task, int tid) {\n  $F_ctx *cx = ($F_ctx *)vc;\n", qg_attr(o));
   cg_emit(o, "  long jb = task / cx->mc, ic = task %% cx->mc;\n");
   cg_emit(o, "  long mb0 = %ldL * ic / cx->mc, mb1 = %ldL * (ic + 1) / cx->mc;\n", d->MB, d->MB);
   cg_emit(o, "  const int32_t *c0 = cx->wp + %ldL;\n  const float *mu = (const float *)(c0 + %ldL);\n", words, d->chpad);
@@ -463,7 +470,7 @@ static void emit_task(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, con
   else if (r->ain)
     snprintf(abase, sizeof abase, "(mb < %ldL ? (const uint8_t *)cx->x + mb * %ldL : cx->at) + k0 * 4", d->MB - 1, QG_MR * d->K);
   else snprintf(abase, sizeof abase, "(const uint8_t *)(cx->xp + mb * %ldL) + k0 * %d", d->K4 * QG_MR, QG_MR * 4);
-  if (!vnni) {
+  if (!vec) {
     cg_emit(o, "  long k0 = 0;\n  for (long mb = mb0; mb < mb1; mb++)\n");
     cg_emit(o, "    $P_tile(%s, B, c0, mu, cx->y, mb * %d, jb * %d);\n}\n", abase, QG_MR, QG_NR);
     return;
@@ -480,7 +487,7 @@ static void emit_task(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, con
  * packed when it is the activation and not read in place (a task per
  * block), then the tiles over (chunks of A blocks) x (B blocks). */
 static void emit_run(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d) {
-  qg_scr r = scr_of(s, d, o->isa->id == CGEN_ISA_AVX512);
+  qg_scr r = scr_of(s, d, o->isa->id != CGEN_ISA_SCALAR);
   unsigned x = s->x_dtype == TINY_I8 ? 0x80u : 0u;
   bool conv = s->conv.kh > 0;
   long nrow = d->cd ? (long)s->conv.c : d->K; /* rows of the im2col, or channels of the padded image */
@@ -543,9 +550,26 @@ static harp_status check_spec(harp_error *e, const cgen_qgemm_spec *s) {
                    (int)s->lo, (int)s->hi);
   if (s->conv.kh > 0 && check_conv(e, s)) return e->code;
   if (s->amx < 0 || s->amx > 2) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_qgemm: amx must be 0, 1 or 2");
-  if (s->force_isa != -1 && s->force_isa != CGEN_ISA_SCALAR && s->force_isa != CGEN_ISA_AVX512)
-    return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_qgemm: force_isa must be -1, scalar or avx512");
+  if (s->force_isa != -1 && s->force_isa != CGEN_ISA_SCALAR && s->force_isa != CGEN_ISA_AVX2 && s->force_isa != CGEN_ISA_AVX512)
+    return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_qgemm: force_isa must be -1, scalar, avx2 or avx512");
   return HARP_OK;
+}
+
+/* $F_sel: the variant that runs, once: 4 AMX, 3 AVX-512 VNNI, 2 AVX2 (when
+ * the variant is there: `av2`, a preprocessor condition), 1 scalar; by
+ * CPUID, or s->force_isa (AVX2 only where the CPU has it). */
+static void emit_sel(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, const char *av2) {
+  cg_emit(o, "static int $F_sel(void) {\n  static int sel;\n  int s = __atomic_load_n(&sel, __ATOMIC_RELAXED);\n  if (!s) {\n    s = 1;\n");
+  if (s->force_isa == CGEN_ISA_AVX512) cg_emit(o, "    s = 3;\n");
+  else if (s->force_isa < 0)
+    cg_emit(o, "#ifdef HPRT_X86\n    __builtin_cpu_init();\n    if (__builtin_cpu_supports(\"avx512f\") && __builtin_cpu_supports(\"avx512bw\") &&\n"
+                "        __builtin_cpu_supports(\"avx512vl\") && __builtin_cpu_supports(\"avx512dq\") &&\n"
+                "        __builtin_cpu_supports(\"avx512vnni\")) s = 3;\n#endif\n");
+  if (s->force_isa < 0 || s->force_isa == CGEN_ISA_AVX2)
+    cg_emit(o, "#if %s\n    __builtin_cpu_init();\n    if (s == 1 && __builtin_cpu_supports(\"avx2\") && __builtin_cpu_supports(\"fma\")) s = 2;\n#endif\n",
+            av2);
+  if (d->amx && s->force_isa < 0) cg_emit(o, "#ifdef HPRT_AMX\n    if (s == 3 && hprt_amx8_ok()) s = 4;\n#endif\n");
+  cg_emit(o, "    __atomic_store_n(&sel, s, __ATOMIC_RELAXED);\n  }\n  return s;\n}\n");
 }
 
 harp_status cgen_qgemm(harp_error *e, const cgen_qgemm_spec *s, const char *fn, ut_str *out) {
@@ -577,19 +601,23 @@ harp_status cgen_qgemm(harp_error *e, const cgen_qgemm_spec *s, const char *fn, 
   emit_run(&o, s, &d);
   if (d.amx) cg_qamx_emit(&o, s, &d); /* the AMX variant, under HPRT_AMX */
   cg_emit(&o, "#endif\n");
+  /* the AVX2 variant (cgen_qgemm_avx2.c's tile): left out of an object built
+   * for VNNI, where it never runs, unless forced */
+  const char *av2 = s->force_isa == CGEN_ISA_AVX2 ? "defined(HPRT_X86)" : "defined(HPRT_X86) && !defined(__AVX512VNNI__)";
+  cg_set_isa(&o, cg_isa_get(CGEN_ISA_AVX2));
+  cg_emit(&o, "#if %s\n", av2);
+  cg_qg2_emit_tile(&o, s, &d, "tile", QG_NV);
+  if (cg_qg_tail_nv(&d) < QG_NV) cg_qg2_emit_tile(&o, s, &d, "tilet", cg_qg_tail_nv(&d));
+  if (s->weight_a) emit_bpack(&o, s, &d, false);
+  emit_run(&o, s, &d);
+  cg_emit(&o, "#endif\n");
   cg_set_isa(&o, NULL);
-  cg_emit(&o, "static int $F_sel(void) {\n  static int sel;\n  int s = __atomic_load_n(&sel, __ATOMIC_RELAXED);\n  if (!s) {\n    s = 1;\n");
-  if (s->force_isa == CGEN_ISA_AVX512) cg_emit(&o, "    s = 3;\n");
-  else if (s->force_isa < 0)
-    cg_emit(&o, "#ifdef HPRT_X86\n    __builtin_cpu_init();\n    if (__builtin_cpu_supports(\"avx512f\") && __builtin_cpu_supports(\"avx512bw\") &&\n"
-                "        __builtin_cpu_supports(\"avx512vl\") && __builtin_cpu_supports(\"avx512dq\") &&\n"
-                "        __builtin_cpu_supports(\"avx512vnni\")) s = 3;\n#endif\n");
-  if (d.amx && s->force_isa < 0) cg_emit(&o, "#ifdef HPRT_AMX\n    if (s == 3 && hprt_amx8_ok()) s = 4;\n#endif\n");
-  cg_emit(&o, "    __atomic_store_n(&sel, s, __ATOMIC_RELAXED);\n  }\n  return s;\n}\n");
+  emit_sel(&o, s, &d, av2);
   if (d.amx) cg_emit(&o, "int $F_amx_on(void) { return $F_sel() == 4; }\n");
   cg_emit(&o, "int $F(hprt_pool *pool, const void *wp, const void *x, void *y) {\n");
   if (d.amx) cg_emit(&o, "#ifdef HPRT_AMX\n  if ($F_sel() == 4) return $F_amx_run(pool, wp, x, y);\n#endif\n");
   cg_emit(&o, "#ifdef HPRT_X86\n  if ($F_sel() == 3) return $F_avx512_run(pool, wp, x, y);\n#endif\n");
+  cg_emit(&o, "#if %s\n  if ($F_sel() == 2) return $F_avx2_run(pool, wp, x, y);\n#endif\n", av2);
   cg_emit(&o, "  return $F_scalar_run(pool, wp, x, y);\n}\n");
   if (out->oom) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "cgen: out of memory");
   return HARP_OK;

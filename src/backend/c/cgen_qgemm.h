@@ -1,6 +1,6 @@
 /* cgen_qgemm.h — the int8 GEMM generator (cgen_qgemm.c): exact u8 x s8
- * integer products with AVX-512 VNNI vpdpbusd, onnxruntime's requantization
- * in the epilogue.
+ * integer products with AVX-512 VNNI vpdpbusd (AVX2 and scalar variants
+ * where the CPU lacks it), onnxruntime's requantization in the epilogue.
  *
  * C[M][N] = A[M][K] B[K][N], one operand a constant weight (s8, zero point 0,
  * its output channels along the other operand's free axis), the other an
@@ -37,7 +37,8 @@ typedef struct cgen_qgemm_spec {
   int32_t za;           /* the activation's zero point (within x_dtype's range) */
   int32_t zy, lo, hi;   /* output zero point and clamp (within y_dtype's range; a fused
                            Relu is lo = zy); ignored for fp32 */
-  int force_isa;        /* tests: -1 = by CPUID; CGEN_ISA_SCALAR or CGEN_ISA_AVX512 */
+  int force_isa;        /* -1 = by CPUID; CGEN_ISA_SCALAR, CGEN_ISA_AVX2 (where the CPU has
+                           AVX2 and FMA, else scalar; knob int8_isa) or CGEN_ISA_AVX512 (tests) */
   int amx;              /* an AMX-INT8 variant too (cgen_qamx.c: tdpbusd / tdpbsud on 32x32
                            tiles), run where the CPU has AMX-INT8 and Linux grants the tile
                            state, else the VNNI one: 0 none, 1 where it pays (cg_qamx_pays),

@@ -1,9 +1,11 @@
 /* cgen_qgemm_int.h — what the int8 GEMM's generator (cgen_qgemm.c) shares
- * with its AMX-INT8 variant (cgen_qamx.c): the sizes of one GEMM, the
- * requantizing epilogue of a tile, and the AMX pieces.
+ * with its AMX-INT8 variant (cgen_qamx.c) and its AVX2 tile
+ * (cgen_qgemm_avx2.c): the sizes of one GEMM, the requantizing epilogue of
+ * a tile, the AMX pieces, the AVX2 tile.
  * Needs: cgen_int.h, cgen_qgemm.h.  Gives: qg_dims, cg_qg_dims,
  * cg_qg_tail_nv, cg_qg_emit_epilogue (cgen_qgemm.c); cg_qamx_pays,
- * cg_qamx_on, cg_qamx_wwords, cg_qamx_emit (cgen_qamx.c). */
+ * cg_qamx_on, cg_qamx_wwords, cg_qamx_emit (cgen_qamx.c);
+ * cg_qg2_emit_tile (cgen_qgemm_avx2.c). */
 #ifndef HARP_CGEN_QGEMM_INT_H
 #define HARP_CGEN_QGEMM_INT_H
 
@@ -14,6 +16,7 @@
 #define QG_NV 4
 #define QG_NR (16 * QG_NV)
 #define QG_ATTR "__attribute__((target(\"avx512f,avx512bw,avx512vl,avx512dq,avx512vnni\")))"
+#define QG_ATTR2 "__attribute__((target(\"avx2,fma\")))" /* the AVX2 variant: no AVX-512 instruction */
 
 /* The sizes every emitted function shares. */
 typedef struct qg_dims {
@@ -46,5 +49,11 @@ long cg_qamx_wwords(const cgen_qgemm_spec *s, const qg_dims *d);
  * $F_amx_run (after the AVX-512 variant, whose $P_pkb and $P_ctask it calls). */
 void cg_qamx_emit_pack(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d);
 void cg_qamx_emit(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d);
+
+/* cgen_qgemm_avx2.c.  The AVX2 micro-kernel $P_<name>: the contract of the
+ * VNNI tile (cgen_qgemm.c's emit_tile_vnni: MR rows of packed A times the
+ * first nv vectors of 16 of NR columns of packed B, depth blocks through
+ * acc, the requantizing epilogue on the last), exact, with AVX2 only. */
+void cg_qg2_emit_tile(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, const char *name, int nv);
 
 #endif

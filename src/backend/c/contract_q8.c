@@ -588,6 +588,8 @@ static bool q8_emit(rc_ctx *c, int r, const char *fn, ut_str *out, const q8_job 
   q8_job jr = *j; /* the epilogue as the kernel's own requantization, where it is one */
   /* the AMX-INT8 variant where this host runs it and it pays (cgen_qamx.c) */
   jr.q.amx = rt_knobs_or_default(c->knobs)->amx != RT_AMX_OFF && ut_cpu_amx_int8() ? 1 : 0;
+  int isa = rt_knobs_or_default(c->knobs)->int8_isa; /* HARP_INT8_ISA: a variant forced (no AMX then) */
+  if (isa != RT_INT8_ISA_AUTO) jr.q.amx = 0, jr.q.force_isa = isa == RT_INT8_ISA_AVX2 ? CGEN_ISA_AVX2 : CGEN_ISA_SCALAR;
   if (q8_requant(j->epi, j->nepi, j->bias_col, j->Y.dtype, &jr.rq))
     jr.q.y_dtype = TINY_U8, jr.q.zy = -jr.rq.lo, jr.q.lo = 0, jr.q.hi = jr.rq.hi - jr.rq.lo;
   int zo = jr.zo = jr.rq.post >= 0 ? q8_post_zo(j->epi, j->nepi, &jr.rq) : q8_zo(&jr.rq);
