@@ -116,7 +116,7 @@ else:
     print("no make or C compiler: the build check skipped")
 
 # Combinations that make no sense: a usage error (2), naming the option, nothing written.
-for what, extra in [("--target sm80", ["--target", "sm80"]), ("--shapeset", ["--shapeset", "N=1..4"])]:
+for what, extra in [("--target sm80", ["--target", "sm80"]), ("--shapeset", ["--shapeset", "R=1..8"])]:
     out = os.path.join(TMP, "bad_" + extra[0].strip("-"))
     r = subprocess.run([HARP, "compile", model, "-o", out, *LN, "--sources-only", *extra], capture_output=True, text=True, timeout=300)
     S.check(f"--sources-only with {what}: usage error naming it, nothing written",
