@@ -2,7 +2,8 @@
  * standalone package that builds and runs with a plain C compiler, without
  * harp (GPU packages: the CUDA C, its PTX when NVRTC is there, and a host
  * loader over the CUDA driver API).  With --shapeset (cpu): one package for
- * every binding of a box of shape symbols (standalone_ss.c). */
+ * every binding of a box of shape symbols (standalone_ss.c).  With
+ * --sources-only (cpu): the same sources, no C compiler, no expected/. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
