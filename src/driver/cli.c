@@ -178,8 +178,8 @@ int cli_parse(int argc, char **argv, const char *cmd, const char *allowed, cli_o
     memcpy(name, a + 2, nl);
     name[nl] = 0;
     if (!allowed_opt(allowed, name)) return cli_usage_error(cmd, "unknown option '--%s'", name);
-    if (!strcmp(name, "random-inputs") || !strcmp(name, "time-stages")) {
-      *(name[0] == 'r' ? &o->random_inputs : &o->time_stages) = true;
+    if (!strcmp(name, "random-inputs") || !strcmp(name, "time-stages") || !strcmp(name, "sources-only")) {
+      *(name[0] == 'r' ? &o->random_inputs : name[0] == 't' ? &o->time_stages : &o->sources_only) = true;
       continue;
     }
     const char *v = opt_value(argc, argv, &i, a, eq);

@@ -46,6 +46,7 @@ typedef struct cli_opts {
   const char *knob_args[CLI_MAX_LIST + 1]; /* --knob NAME=VALUE, as given (NULL-terminated) */
   int nknobs;
   bool time_stages;      /* --time-stages: each compile's stage times to stderr */
+  bool sources_only;     /* --sources-only (compile): the package's sources, no C compiler, no expected/ */
   const char *shapesets[CLI_MAX_LIST]; /* --shapeset NAME=LO..HI: one object for the box (harp/sgen.h) */
   int nshapesets;
   char shapeset_why[600]; /* an ONNX model imported at its binding: why its ShapeSet dims could not stay symbols */

@@ -2,7 +2,8 @@
  * standalone package that builds and runs with a plain C compiler, without
  * harp (GPU packages: the CUDA C, its PTX when NVRTC is there, and a host
  * loader over the CUDA driver API).  With --shapeset (cpu): one package for
- * every binding of a box of shape symbols (standalone_ss.c). */
+ * every binding of a box of shape symbols (standalone_ss.c).  With
+ * --sources-only (cpu): the same sources, no C compiler, no expected/. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,7 +69,11 @@ static const char compile_help[] =
     "                         whose kernels cannot all take their sizes at run time\n"
     "                         is refused with the reason (docs/c-api.md, \"ShapeSet\n"
     "                         packages\")\n"
-    "  --time-stages          print each compile stage's time to stderr\n";
+    "  --time-stages          print each compile stage's time to stderr\n"
+    "  --sources-only         cpu: write the package's sources (model.c, model.h, main.c,\n"
+    "                         Makefile, weights.bin, inputs/) without running the C\n"
+    "                         compiler: no expected/ (the same model.c as without it;\n"
+    "                         not with --shapeset)\n";
 
 /* Write into DIR/.harp-tmp-PID first, then rename each file into place. */
 typedef struct pkg {
@@ -171,7 +176,7 @@ static harp_status add_examples(harp_error *e, pkg *p, const cli_model *m, const
     if (!rel) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
     if (pkg_add_tensor(e, p, rel, &m->inputs[a])) return e->code;
   }
-  for (int k = 0; k < m->g->noutputs; k++) {
+  for (int k = 0; outs && k < m->g->noutputs; k++) { /* outs NULL (--sources-only): no expected/ */
     char *rel = freeable[(*nfree)++] = names_buf("expected", tiny_output_name(m->g, m->g->outputs[k]));
     if (!rel) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
     if (pkg_add_tensor(e, p, rel, &outs[k])) return e->code;
@@ -302,7 +307,7 @@ done:
 }
 
 /* A CPU package's last files into p, then p committed: weights.bin (cp),
- * the example inputs and expected/ (outs); *freeable gets the names
+ * the example inputs and expected/ (outs; none when NULL); *freeable gets the names
  * (free_tail frees them). */
 static harp_status add_tail(harp_error *e, pkg *p, const cli_model *m, const fn_function *f, const ut_tensor *outs,
                             const fn_constpool *cp, char ***freeable, int *nfree) {
@@ -454,6 +459,73 @@ done:
   return rc;
 }
 
+/* --target cpu: the package of o's model, its code portable (every ISA
+ * variant); expected/ from the package's own object's run, or with
+ * o->sources_only the code alone (no C compiler, no run, no expected/). */
+static int compile_cpu(cli_opts *o) {
+  harp_error e = {0};
+  o->random_inputs = true; /* example inputs for what --input does not give */
+  cli_model m;
+  rt_cpu_model *cm = NULL;
+  rt_compile *c = NULL;
+  ut_tensor *outs = NULL;
+  pkg p;
+  pkg_open(&p, o->out_dir);
+  ut_str text;
+  ut_str_init(&text);
+  fn_constpool cp = {0};
+  char **freeable = NULL;
+  int nfree = 0, rc, np = 0;
+  /* expected/ is the package's own object's outputs, never tier 0's (on a
+   * busy machine its first result could be, with other summation orders) */
+  o->knobs.tier0 = RT_TIER0_OFF;
+  rt_cpu_opts co = {.knobs = &o->knobs, .keep_source = true, .portable = true, .precision = o->precision};
+  if (cli_load_model(&e, o, true, &m)) goto fail;
+  if (o->sources_only ? rt_cpu_compile_code(&e, m.g, &m.syms, &co, NULL, NULL, 0, NULL, NULL, &c)
+                      : rt_cpu_compile(&e, m.g, &m.syms, &co, &cm))
+    goto fail;
+  const rt_compile *stages = c ? c : rt_cpu_stages(cm);
+  cli_print_stage_times(o, &m, stages);
+  const fn_function *f = c ? c->f : rt_cpu_function(cm);
+  if (!o->sources_only) {
+    if (!(outs = calloc((size_t)m.g->noutputs + 1, sizeof *outs))) {
+      ut_fail(&e, HARP_E_NO_MEMORY, NULL, "out of memory");
+      goto fail;
+    }
+    if (rt_cpu_run(&e, cm, m.inputs, m.ninputs, outs)) goto fail;
+  }
+  /* weights.bin: the ConstPool of the --param tensors */
+  if (constpool_of(&e, f, &m, &cp, &np) || ut_mkdirs(&e, p.tmp)) goto fail;
+  const char *src = c ? c->source : rt_cpu_source(cm);
+  if (!src) {
+    ut_fail(&e, HARP_E_INTERNAL, NULL, "the compile kept no source");
+    goto fail;
+  }
+  if (pkg_add(&e, &p, "model.c", src, strlen(src))) goto fail;
+  cgen_standalone_header(&text);
+  if (add_text(&e, &p, "model.h", &text)) goto fail;
+  cgen_standalone_main(&text);
+  if (add_text(&e, &p, "main.c", &text)) goto fail;
+  cgen_standalone_makefile(&text, NULL);
+  if (add_text(&e, &p, "Makefile", &text)) goto fail;
+  if (add_tail(&e, &p, &m, f, outs, &cp, &freeable, &nfree)) goto fail;
+  printf("wrote %s: model.c model.h main.c Makefile weights.bin (%zu bytes), %d inputs, %d outputs%s; run: make -C %s\n",
+         p.dir, cp.size, f->nargs - np, m.g->noutputs, o->sources_only ? " (sources only: no expected/)" : "", p.dir);
+  rc = 0;
+  goto done;
+fail:
+  if (p.tmp[0]) pkg_cleanup(&p);
+  rc = cli_report(&e);
+done:
+  free_tail(freeable, nfree, outs, &m);
+  fn_constpool_free(&cp);
+  ut_str_free(&text);
+  rt_cpu_free(cm);
+  rt_compile_free(c);
+  cli_model_free(&m);
+  return rc;
+}
+
 int cmd_compile(int argc, char **argv) {
   for (int i = 1; i < argc; i++)
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -462,9 +534,15 @@ int cmd_compile(int argc, char **argv) {
     }
   harp_error e = {0};
   cli_opts o;
-  int rc = cli_parse(argc, argv, "compile", "target precision out sym shape input param seed knob time-stages shapeset", &o, &e);
+  int rc = cli_parse(argc, argv, "compile", "target precision out sym shape input param seed knob time-stages shapeset sources-only",
+                  &o, &e);
   if (!rc && o.nshapesets && o.target && strcmp(o.target, "cpu"))
     rc = cli_usage_error("compile", "--shapeset: a ShapeSet package is made for --target cpu only");
+  /* a GPU package builds no object, and a ShapeSet package's sources come from checking its object */
+  if (!rc && o.sources_only && o.target && strcmp(o.target, "cpu"))
+    rc = cli_usage_error("compile", "--sources-only: for --target cpu only (a GPU package runs no C compiler)");
+  if (!rc && o.sources_only && o.nshapesets)
+    rc = cli_usage_error("compile", "--sources-only and --shapeset: a ShapeSet package is checked by running its object");
   if (rc) {
     cli_opts_free(&o);
     return rc;
@@ -485,56 +563,7 @@ int cmd_compile(int argc, char **argv) {
     cli_opts_free(&o);
     return rc;
   }
-  o.random_inputs = true; /* example inputs for what --input does not give */
-  cli_model m;
-  rt_cpu_model *cm = NULL;
-  ut_tensor *outs = NULL;
-  pkg p;
-  pkg_open(&p, o.out_dir);
-  ut_str text;
-  ut_str_init(&text);
-  fn_constpool cp = {0};
-  char **freeable = NULL;
-  int nfree = 0;
-  /* expected/ is the package's own object's outputs, never tier 0's (on a
-   * busy machine its first result could be, with other summation orders) */
-  o.knobs.tier0 = RT_TIER0_OFF;
-  rt_cpu_opts co = {.knobs = &o.knobs, .keep_source = true, .portable = true, .precision = o.precision};
-  if (cli_load_model(&e, &o, true, &m) || rt_cpu_compile(&e, m.g, &m.syms, &co, &cm)) goto fail;
-  cli_print_stage_times(&o, &m, rt_cpu_stages(cm));
-  const fn_function *f = rt_cpu_function(cm);
-  outs = calloc((size_t)m.g->noutputs + 1, sizeof *outs);
-  if (!outs) {
-    ut_fail(&e, HARP_E_NO_MEMORY, NULL, "out of memory");
-    goto fail;
-  }
-  if (rt_cpu_run(&e, cm, m.inputs, m.ninputs, outs)) goto fail;
-  /* weights.bin: the ConstPool of the --param tensors */
-  int np = 0;
-  if (constpool_of(&e, f, &m, &cp, &np)) goto fail;
-  if (ut_mkdirs(&e, p.tmp)) goto fail;
-  const char *src = rt_cpu_source(cm);
-  if (pkg_add(&e, &p, "model.c", src, strlen(src))) goto fail;
-  cgen_standalone_header(&text);
-  if (add_text(&e, &p, "model.h", &text)) goto fail;
-  cgen_standalone_main(&text);
-  if (add_text(&e, &p, "main.c", &text)) goto fail;
-  cgen_standalone_makefile(&text, NULL);
-  if (add_text(&e, &p, "Makefile", &text)) goto fail;
-  if (add_tail(&e, &p, &m, f, outs, &cp, &freeable, &nfree)) goto fail;
-  printf("wrote %s: model.c model.h main.c Makefile weights.bin (%zu bytes), %d inputs, %d outputs; run: make -C %s\n",
-         p.dir, cp.size, f->nargs - np, m.g->noutputs, p.dir);
-  rc = 0;
-  goto done;
-fail:
-  if (p.tmp[0]) pkg_cleanup(&p);
-  rc = cli_report(&e);
-done:
-  free_tail(freeable, nfree, outs, &m);
-  fn_constpool_free(&cp);
-  ut_str_free(&text);
-  rt_cpu_free(cm);
-  cli_model_free(&m);
+  rc = compile_cpu(&o);
   cli_opts_free(&o);
   return rc;
 }

@@ -313,7 +313,8 @@ pdir = tempfile.mkdtemp()
 ppath, pkg, xin = os.path.join(pdir, "p.onnx"), os.path.join(pdir, "pkg"), os.path.join(pdir, "x.npy")
 onnx.save(helper.make_model(pg, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), ppath)
 np.save(xin, pa)
-c = subprocess.run([HARP, "compile", ppath, "--target", "cpu", "--precision", "bf16", "-o", pkg, "--input", f"x={xin}"],
+c = subprocess.run([HARP, "compile", ppath, "--target", "cpu", "--precision", "bf16", "--sources-only", "-o", pkg,
+                    "--input", f"x={xin}"],
                    capture_output=True, text=True, timeout=300)
 s.check("package: harp compile --precision bf16 (AMX variant)", c.returncode == 0, c.stderr[-600:])
 if c.returncode == 0:

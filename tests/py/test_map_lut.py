@@ -66,7 +66,7 @@ def ort_run(path, feeds):
 
 def compiled_c(path):
     out = tempfile.mkdtemp(prefix="harp_py_c_")
-    p = subprocess.run([ht.HARP, "compile", path, "--target", "cpu", "-o", out], capture_output=True, text=True, timeout=300)
+    p = subprocess.run([ht.HARP, "compile", path, "--target", "cpu", "--sources-only", "-o", out], capture_output=True, text=True, timeout=300)
     return "".join(open(os.path.join(r, f)).read() for r, _, fs in os.walk(out) for f in fs if f.endswith(".c")), p
 
 

@@ -455,7 +455,7 @@ def test_qdq_range_ends():
             S.check(f"QDQ range ends zx={zx} {k}: equal to onnxruntime's int8 run", float(np.mean(err <= 1e-3)) >= 0.999 and err.max() <= 1,
                     f"{np.mean(err <= 1e-3):.4%} equal, max {err.max():.2f} steps")
     out = tempfile.mkdtemp(prefix="harp_py_qc_")
-    p = subprocess.run([ht.HARP, "compile", path, "--target", "cpu", "-o", out, *Q8_FORCE], capture_output=True, text=True,
+    p = subprocess.run([ht.HARP, "compile", path, "--target", "cpu", "--sources-only", "-o", out, *Q8_FORCE], capture_output=True, text=True,
                        timeout=300)
     S.check("QDQ range ends: harp compile runs", p.returncode == 0, p.stderr[-600:])
     src = "".join(open(os.path.join(r, f)).read() for r, _, fs in os.walk(out) for f in fs if f.endswith(".c"))
@@ -493,7 +493,7 @@ def test_int8_kernel_fallback():
             S.check(f"int8 kernel fallback, {name}: equal to onnxruntime", np.array_equal(got, want) and inside > 0.5,
                     f"{np.mean(got == want):.4%} equal, {inside:.1%} unsaturated")
         out = tempfile.mkdtemp(prefix="harp_py_q8_")
-        p = subprocess.run([ht.HARP, "compile", path, "--target", "cpu", "-o", out, *Q8_FORCE], capture_output=True, text=True,
+        p = subprocess.run([ht.HARP, "compile", path, "--target", "cpu", "--sources-only", "-o", out, *Q8_FORCE], capture_output=True, text=True,
                            timeout=300)
         src = "".join(open(os.path.join(r, f)).read() for r, _, fs in os.walk(out) for f in fs if f.endswith(".c"))
         S.check(f"int8 kernel fallback, {name}: the C has the int8 kernel", "_q8(pool, bufs);" in src, p.stderr[-300:])
@@ -556,7 +556,7 @@ def test_requant_epilogue():
             S.check(f"requant epilogue, input {i}: equal to onnxruntime's int8 run", exact >= 0.999 and err.max() <= 1 and inside > 0.3,
                     f"{exact:.4%} equal, max {err.max():.2f} steps, {inside:.1%} above 0")
     out = tempfile.mkdtemp(prefix="harp_py_rq_")
-    p = subprocess.run([ht.HARP, "compile", qdq, "--target", "cpu", "-o", out, *Q8_FORCE], capture_output=True, text=True,
+    p = subprocess.run([ht.HARP, "compile", qdq, "--target", "cpu", "--sources-only", "-o", out, *Q8_FORCE], capture_output=True, text=True,
                        timeout=300)
     src = "".join(open(os.path.join(r, f)).read() for r, _, fs in os.walk(out) for f in fs if f.endswith(".c"))
     rq = src.count("its epilogue requantizing to bytes")
@@ -596,7 +596,7 @@ def test_requant_epilogue():
 def compiled_c(path, extra=()):
     """The C `harp compile` makes of `path` for the cpu (all its files), and its stderr."""
     out = tempfile.mkdtemp(prefix="harp_py_c_")
-    p = subprocess.run([ht.HARP, "compile", path, "--target", "cpu", "-o", out, *extra], capture_output=True, text=True,
+    p = subprocess.run([ht.HARP, "compile", path, "--target", "cpu", "--sources-only", "-o", out, *extra], capture_output=True, text=True,
                        timeout=300)
     return "".join(open(os.path.join(r, f)).read() for r, _, fs in os.walk(out) for f in fs if f.endswith(".c")), p.stderr
 

@@ -119,7 +119,7 @@ def qdq_model(zx, zy):
 def compiled_c(path, env):
     """The C `harp compile` makes of path for the cpu (int8 kernels forced), under env."""
     out = tempfile.mkdtemp(prefix="harp_py_qamx_c_")
-    p = subprocess.run([ht.HARP, "compile", path, "--target", "cpu", "-o", out, *Q8_FORCE], capture_output=True, text=True,
+    p = subprocess.run([ht.HARP, "compile", path, "--target", "cpu", "--sources-only", "-o", out, *Q8_FORCE], capture_output=True, text=True,
                        timeout=300, env={**os.environ, **env})
     S.check(f"harp compile {env}: runs", p.returncode == 0, p.stderr[-600:])
     return "".join(open(os.path.join(r, f)).read() for r, _, fs in os.walk(out) for f in fs if f.endswith(".c"))

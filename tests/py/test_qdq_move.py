@@ -240,7 +240,7 @@ def test_gelu_after_requant():
     kernels forced: the model is small)."""
     path, shape = ffn_model()
     d = tempfile.mkdtemp(prefix="harp_py_c_")
-    p = subprocess.run([ht.HARP, "compile", path, "--target", "cpu", "-o", d, *Q8_FORCE], capture_output=True, text=True, timeout=300)
+    p = subprocess.run([ht.HARP, "compile", path, "--target", "cpu", "--sources-only", "-o", d, *Q8_FORCE], capture_output=True, text=True, timeout=300)
     src = "".join(open(os.path.join(r, f)).read() for r, _, fs in os.walk(d) for f in fs if f.endswith(".c"))
     q8 = re.findall(r"static int \w+?_k(\d+)_q8\(hprt_pool", src)
     S.check("gelu after requant: both Gemms on the int8 kernel", p.returncode == 0 and len(q8) == 2, f"{q8} {p.stderr[-300:]}")
