@@ -556,7 +556,7 @@ def test_requant_epilogue():
             S.check(f"requant epilogue, input {i}: equal to onnxruntime's int8 run", exact >= 0.999 and err.max() <= 1 and inside > 0.3,
                     f"{exact:.4%} equal, max {err.max():.2f} steps, {inside:.1%} above 0")
     out = tempfile.mkdtemp(prefix="harp_py_rq_")
-    p = subprocess.run([ht.HARP, "compile", qdq, "--target", "cpu", "--sources-only", "-o", out, *Q8_FORCE], capture_output=True, text=True,
+    p = subprocess.run([ht.HARP, "compile", qdq, "--target", "cpu", "--sources-only", "-o", out, *Q8_FUSED], capture_output=True, text=True,
                        timeout=300)
     src = "".join(open(os.path.join(r, f)).read() for r, _, fs in os.walk(out) for f in fs if f.endswith(".c"))
     rq = src.count("its epilogue requantizing to bytes")
