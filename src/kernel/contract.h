@@ -65,7 +65,9 @@ typedef enum ct_epi_kind {
   CT_EPI_RESIDUAL, /* + R[b0][b1][m][n] at s_b0, s_b1, s_m, s_n; conv: R laid out like the output */
   CT_EPI_ROUND,    /* round to dtype (fp16 / bf16) and back: a cast in the middle of the chain */
   CT_EPI_CLAMP,    /* min(max(x, lo), hi), NaN kept: max / min with a constant (ReLU6); lo / hi may be -inf / inf */
-  CT_EPI_RINT      /* to the nearest integer, halves to even */
+  CT_EPI_RINT,     /* to the nearest integer, halves to even */
+  CT_EPI_DIV       /* / scale, a constant: a QuantizeLinear's x / s, which x * (1/s) is not bit for bit
+                      (ct_epi_chain only: the pool and reduce templates' chains) */
 } ct_epi_kind;
 
 typedef struct ct_epi {
@@ -303,8 +305,9 @@ typedef struct ct_reduce {
 bool ct_read_reduce(const ct_row *w, bool epilogue, ct_reduce *out, const char **why);
 
 /* The elementwise steps nodes[0..nn) after a REDUCE red, each applied to
- * the value before it (relu, x*c, x+c, a clamp with constants, casts
- * between floats: the last one is the store's conversion; views: a step
+ * the value before it (relu, x*c, x+c, x/c, rint, a clamp with constants:
+ * a QuantizeLinear's steps; casts between floats: the last one is the
+ * store's conversion; views: a step
  * may read the value before it through RESHAPEs), appended to
  * epi[*nepi..); *last: the node the chain ends with.  False with *why when
  * a step is none of those (contract_pool.c). */

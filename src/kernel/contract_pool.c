@@ -9,7 +9,8 @@
  * REDUCE.  The reader classifies the REDUCE's read through those views
  * (poly_access_axes): X[n, c, oh*s + kh*d - p, ow*s + kw*d - p] with one
  * pad value, and takes the elementwise chain after it as template steps
- * with constants.  A decline says which check failed; it lands in a comment
+ * with constants (a QuantizeLinear's x / s, rint, + zero point and clamp
+ * among them: a QDQ model's pool).  A decline says which check failed; it lands in a comment
  * of the generated code. */
 #include <math.h>
 #include <string.h>
@@ -77,11 +78,23 @@ bool ct_epi_chain(const tiny_graph *g, const int *nodes, int nn, int red, bool v
       prev = nd;
       continue;
     }
+    if (n->op == TINY_FDIV) { /* x / c: a QuantizeLinear's division by its scale, kept a division (bit for bit) */
+      if (operand(g, n, 0, views) != prev || !const_of(g, n->src[1].node, &v) || v == 0 || !isfinite(v) || (float)v == 0)
+        DECLINE("a division after the pool is not by a nonzero constant");
+      if (g->nodes[prev].dtype != TINY_FP32 || n->dtype != TINY_FP32) DECLINE("a step after the pool is not in fp32");
+      ep->kind = CT_EPI_DIV;
+      ep->scale = (float)v;
+      (*nepi)++;
+      prev = nd;
+      continue;
+    }
     tiny_epi ek = tiny_op_epi(n->op); /* the op table's epilogue column */
     switch (ek) {
     case TE_RELU:
+    case TE_RINT: /* a QuantizeLinear's rounding, halves to even */
       if (operand(g, n, 0, views) != prev) DECLINE("a step after the pool reads another value");
-      ep->kind = CT_EPI_RELU;
+      if (ek == TE_RINT && n->dtype != TINY_FP32) DECLINE("a step after the pool is not in fp32");
+      ep->kind = ek == TE_RELU ? CT_EPI_RELU : CT_EPI_RINT;
       (*nepi)++;
       break;
     case TE_SHIFT:
@@ -111,7 +124,7 @@ bool ct_epi_chain(const tiny_graph *g, const int *nodes, int nn, int red, bool v
       (*nepi)++;
       break;
     }
-    default: DECLINE("a step after the pool is not relu, a cast, x*c / x+c, or a max / min with a constant");
+    default: DECLINE("a step after the pool is not relu, rint, a cast, x*c / x+c / x/c, or a max / min with a constant");
     }
     prev = nd;
   }

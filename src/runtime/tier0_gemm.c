@@ -132,6 +132,9 @@ static void epi_step(const ct_epi *s, const float *v, int64_t vs, float *x, int6
     case CT_EPI_RINT:
       for (int64_t q = 0; q < n; q++) x[q] = rintf(x[q]); /* halves to even: the default rounding mode */
       break;
+    case CT_EPI_DIV:
+      for (int64_t q = 0; q < n; q++) x[q] = x[q] / s->scale;
+      break;
   }
 }
 

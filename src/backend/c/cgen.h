@@ -73,13 +73,14 @@ typedef enum cgen_epi_kind {
   CGEN_EPI_ROUND,    /* round to dtype (fp16 or bf16) and back: a cast in the middle of the chain */
   CGEN_EPI_CLAMP,    /* min(max(x, lo), hi), NaN kept (ReLU6: lo 0, hi 6; -inf / inf: that side open) */
   CGEN_EPI_RINT,     /* to the nearest integer, halves to even (requantization) */
+  CGEN_EPI_DIV,      /* / scale (a QuantizeLinear's x / s: the pool template's chain) */
   CGEN_EPI_COUNT
 } cgen_epi_kind;
 
 typedef struct cgen_epi {
   cgen_epi_kind kind;
   tiny_dtype dtype;              /* bias / residual storage: FP32, FP16 or BF16; ROUND: FP16 or BF16 */
-  float scale;                   /* CGEN_EPI_SCALE */
+  float scale;                   /* CGEN_EPI_SCALE; CGEN_EPI_DIV: the divisor */
   float shift;                   /* CGEN_EPI_SCALE: added after the product (0: none) */
   int64_t s_b0, s_b1, s_m, s_n;  /* residual element strides (0 = broadcast); conv: ignored,
                                     the residual has the output's NCHW layout */

@@ -734,6 +734,7 @@ void cg_emit_activation(cg_out *o, cgen_epi_kind k, float scale, float shift, co
     case CGEN_EPI_SILU: cg_emit(o, "      %s = $P_silu(%s);\n", x, x); break;
     case CGEN_EPI_SIGMOID: cg_emit(o, "      %s = $P_sigmoid(%s);\n", x, x); break;
     case CGEN_EPI_RINT: cg_emit(o, "      %s = $P_rint(%s);\n", x, x); break;
+    case CGEN_EPI_DIV: cg_emit(o, "      %s = %s / $P_set1(%#.9gf);\n", x, x, (double)scale); break;
     case CGEN_EPI_SCALE:
       if (scale != 1.0f) cg_emit(o, "      %s = %s * $P_set1(%#.9gf);\n", x, x, (double)scale);
       if (shift != 0.0f) cg_emit(o, "      %s = %s + $P_set1(%#.9gf);\n", x, x, (double)shift);

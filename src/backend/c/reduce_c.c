@@ -20,6 +20,7 @@ bool cc_epi_scalar(ut_str *o, const ct_epi *ep) {
   switch (ep->kind) {
   case CT_EPI_RELU: ut_str_puts(o, "    v = 0.0f > v ? 0.0f : v;\n"); return true; /* NaN, -0 pass, as vmaxps(0, v) */
   case CT_EPI_RINT: ut_str_puts(o, "    v = hp_rint(v);\n"); return true;
+  case CT_EPI_DIV: ut_str_printf(o, "    v = v / %#.9gf;\n", (double)ep->scale); return true;
   case CT_EPI_ROUND: ut_str_printf(o, "    v = hp_r%s(v);\n", ep->dtype == TINY_FP16 ? "h" : "b"); return true;
   case CT_EPI_SCALE:
     if (ep->scale != 1.0f) ut_str_printf(o, "    v = v * %#.9gf;\n", (double)ep->scale);
