@@ -2,7 +2,7 @@
  * it (CPUID) and the OS enables the tile state (XCR0), which asks nothing of
  * the kernel (the compile cache's CPU key, cache.c); and whether Linux grants
  * this process the tile data (arch_prctl ARCH_REQ_XCOMP_PERM, asked once),
- * asked only where an AMX variant is compiled (ut_cpu_amx_bf16, contract_c.c;
+ * asked only where an AMX variant is compiled (ut_cpu_amx_bf16, contract_plan_c.c;
  * the generated code asks again through hprt_amx_ok where it is loaded,
  * harmlessly).  The permission covers every AMX type: AMX-INT8's detection
  * (ut_cpu_has_amx_int8) goes beside the bf16 one and shares ut_cpu_amx_permit.

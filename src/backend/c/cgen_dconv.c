@@ -180,7 +180,7 @@ static bool choose_nv(dc *d, const cgen_conv_spec *s, bool forced, int nr, int *
 }
 
 /* Whether spec s carries a Schedule Plan's tile for this kernel
- * (tune.dconv, contract_c.c): its fields then replace the choices below. */
+ * (tune.dconv, contract_plan_c.c): its fields then replace the choices below. */
 static bool plan_given(const cgen_conv_spec *s) {
   return s->tune.dconv.px || s->tune.dconv.oc || s->tune.dconv.cb || s->tune.dconv.rows || s->tune.dconv.order;
 }

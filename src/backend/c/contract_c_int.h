@@ -1,6 +1,7 @@
 /* contract_c_int.h — what the CPU's template printers share
- * (contract_c.c: the contractions and these helpers; contract_rows_c.c:
- * attention, softmax, pooling, maps). */
+ * (contract_c.c: the contractions and these helpers; contract_plan_c.c: the
+ * plan as the templates' tuning; contract_rows_c.c: attention, softmax,
+ * pooling, maps). */
 #ifndef HARP_CONTRACT_C_INT_H
 #define HARP_CONTRACT_C_INT_H
 
