@@ -60,6 +60,9 @@ CASES = [
     ("bmm_res_m.harp", "M", (3, 20), (20, 11, 3), {}, ("templates",), 1),
     ("conv_res_hw.harp", "H", (5, 8), (8, 6, 5), {"W": 8}, ("templates",), 1),
     ("conv_res_hw.harp", "W", (5, 8), (8, 7, 5), {"H": 6}, ("templates",), 1),
+    # self-attention whose queries and keys are one run-time length S (the
+    # key mask, the row limits, kend, the batch bases, the store's guard)
+    ("self_attn_s.harp", "S", (17, 40), (40, 23, 17), {}, ("templates",), 1),
 ]
 # models of CASES written here rather than kept in tests/models
 INLINE = {
@@ -69,6 +72,8 @@ INLINE = {
                       "    y = x @ w + r\n    return y\n}\n",
     "conv_res_hw.harp": "graph<H=4, W=8> main(x: f32[1, 8, H, W], w: f32[8, 8, 3, 3]) -> (y: f32[1, 8, H, W]) {\n"
                         "    y = x + conv2d(x, w, pad=1)\n    return y\n}\n",
+    "self_attn_s.harp": "graph<S=16> main(q: f16[2, 2, S, 64], k: f16[2, 2, S, 64], v: f16[2, 2, S, 64]) -> (y: f16[2, 2, S, 64]) {\n"
+                        "    y = attention(q, k, v)\n    return y\n}\n",
 }
 # options of a model's dumps: fp32 contractions exact (the interpreter's
 # fp32, not TF32's rounding), on the SIMT form of the template

@@ -292,6 +292,12 @@ typedef struct cuda_attn_spec {
   int bm, bn;           /* query rows / keys per tile (0: 64 / 64) */
   cuda_math math;       /* fp32 q, k, v: TF32 only (both matmuls m16n8k8 .tf32, P rounded to TF32) */
   cuda_tune tune;
+  /* A ShapeSet build (issue 25): nsyms > 0 adds the size parameters
+   * hp_sv0.. (const long); m and n (then the box's largest: the grid) and
+   * the strides q_s, k_s, v_s, o_s, mask_s read as these formulas (n 0: the
+   * constant above); a CTA past the binding's m returns at once. */
+  int nsyms;
+  cuda_rtsz rt_m, rt_n, rt_st[4][3], rt_mask[4];
 } cuda_attn_spec;
 
 void cuda_attn_spec_init(cuda_attn_spec *s, int64_t b, int64_t h, int64_t m, int64_t n, int64_t d,

@@ -22,7 +22,11 @@
  * Each thread owns rows g and g+8 of its warp's 16; row max/sum are reduced
  * over the quad (lanes 4g..4g+3) with shfl.bfly 1 and 2.
  * Masking: keys >= n and (causal) keys > query are -inf; a causal CTA stops
- * at key q0 + BM; a fully masked row yields zeros, never NaN. */
+ * at key q0 + BM; a fully masked row yields zeros, never NaN.
+ * A ShapeSet build (spec nsyms > 0, issue 25) reads m, n and the strides
+ * as the text Mt, Nt, *_t (formulas of hp_sv<i>, or the constants): the
+ * tiles' row limits, the key mask, kend, the batch bases, the store; the
+ * grid keeps the box's query tiles and a CTA past the binding's returns. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -54,7 +58,26 @@ typedef struct attn_gen {
   int BM, BN, D, DV, T, NFS, NFO;
   int64_t q_off, k_off, v_off, k_stage, v_stage; /* SMEM byte offsets */
   float scale2;                                  /* scale * log2(e) */
+  const char *Mt, *Nt;                           /* m, n as C text (run-time formulas or constants) */
+  const char *st_t[4][3], *mask_t[4];            /* the strides of q, k, v, out and mask as C text */
 } attn_gen;
+
+/* Size v as C text: z's formula when it has symbols, else the constant. */
+static const char *sz_text(cuda_b *b, const cuda_rtsz *z, int64_t v) {
+  const char *t = z->n ? cuda_rtsz_text(b, z) : NULL;
+  return t ? t : cuda_fmt(b, "%lld", (long long)v);
+}
+
+/* a's sizes and strides as text from its spec (its rt_* formulas). */
+static void attn_texts(attn_gen *a) {
+  const cuda_attn_spec *s = a->s;
+  cuda_b *b = &a->b;
+  a->Mt = sz_text(b, &s->rt_m, s->m), a->Nt = sz_text(b, &s->rt_n, s->n);
+  const int64_t *st[4] = {a->qs, a->ks, a->vs, a->os};
+  for (int o = 0; o < 4; o++)
+    for (int i = 0; i < 3; i++) a->st_t[o][i] = sz_text(b, &s->rt_st[o][i], st[o][i]);
+  for (int i = 0; i < 4; i++) a->mask_t[i] = sz_text(b, &s->rt_mask[i], s->mask_s[i]);
+}
 
 /* Byte offset of element (r, c) of a tile of `cols` columns: rows read by
  * ldmatrix (Q, K; and V in 16 bits, .trans), or per element (fp32 V). */
@@ -67,7 +90,7 @@ static const char *tile_off(attn_gen *a, int cols, bool rows_read, const char *r
  * real columns) at global row `row0`; rows >= row_lim and columns >= valid_cols
  * are zero-filled. */
 static void emit_tile(attn_gen *a, const char *tag, const char *sdst, const char *gbase, const char *row0,
-                      int64_t row_lim, int rows, int cols, int64_t valid_cols, int64_t stride, bool rows_read) {
+                      const char *row_lim, int rows, int cols, int64_t valid_cols, const char *stride, bool rows_read) {
   cuda_b *b = &a->b;
   int ce = 16 / a->esz, cpr = cols / ce, total = rows * cpr, iters = (total + a->T - 1) / a->T;
   cuda_for(b, cuda_fmt(b, "hk_it%s", tag), "0", cuda_fmt(b, "%d", iters), -1);
@@ -78,10 +101,10 @@ static void emit_tile(attn_gen *a, const char *tag, const char *sdst, const char
   cuda_decl(b, "const int", "hk_gr", NULL, cuda_fmt(b, "(%s) + hk_r", row0));
   cuda_decl(b, "const int", "hk_left", NULL, cuda_fmt(b, "%lld - hk_c", (long long)valid_cols));
   cuda_decl(b, "const int", "hk_n", NULL,
-            cuda_fmt(b, "(hk_gr < %lld && hk_left > 0) ? (hk_left < %d ? hk_left : %d) * %d : 0", (long long)row_lim, ce, ce,
+            cuda_fmt(b, "(hk_gr < %s && hk_left > 0) ? (hk_left < %d ? hk_left : %d) * %d : 0", row_lim, ce, ce,
                      a->esz));
   cuda_decl(b, cuda_fmt(b, "const %s *", cuda_ctype(a->s->q_dtype)), "hk_src", NULL,
-            cuda_fmt(b, "hk_n ? %s + (hk_i64)hk_gr * %lld + hk_c : %s", gbase, (long long)stride, gbase));
+            cuda_fmt(b, "hk_n ? %s + (hk_i64)hk_gr * %s + hk_c : %s", gbase, stride, gbase));
   cuda_stmt *cp = cuda_emit_s(b, CU_CP_ASYNC, cuda_fmt(b, "%s + %s", sdst, tile_off(a, cols, rows_read, "hk_r", "hk_c")),
                               "hk_src", "hk_n", NULL);
   cp->i[0] = 16;
@@ -96,10 +119,10 @@ static void emit_kv_load(attn_gen *a, const char *jb, bool with_v) {
   const char *st = cuda_fmt(b, "((%s) & 1)", jb);
   const char *row0 = cuda_fmt(b, "(%s) * %d", jb, a->BN);
   emit_tile(a, "k", cuda_fmt(b, "hk_sb + %lld + %s * %lld", (long long)a->k_off, st, (long long)a->k_stage), "Kb", row0,
-            s->n, a->BN, a->D, s->d, a->ks[2], true);
+            a->Nt, a->BN, a->D, s->d, a->st_t[1][2], true);
   if (with_v)
     emit_tile(a, "v", cuda_fmt(b, "hk_sb + %lld + %s * %lld", (long long)a->v_off, st, (long long)a->v_stage), "Vb", row0,
-              s->n, a->BN, a->DV, s->dv, a->vs[2], !a->tf32);
+              a->Nt, a->BN, a->DV, s->dv, a->st_t[2][2], !a->tf32);
   cuda_emit(b, CU_COMMIT_GROUP);
 }
 
@@ -143,12 +166,11 @@ static void emit_scores(attn_gen *a) {
   cuda_for(b, "e", "0", "4", -1);
   cuda_decl(b, "const int", "hk_qi", NULL, "q0 + warp * 16 + (lane >> 2) + (e >> 1) * 8");
   cuda_decl(b, "const int", "hk_kj", NULL, cuda_fmt(b, "jb * %d + jj * 8 + (lane & 3) * 2 + (e & 1)", a->BN));
-  const char *ok = s->causal ? cuda_fmt(b, "hk_kj < %lld && hk_kj <= hk_qi", (long long)s->n)
-                             : cuda_fmt(b, "hk_kj < %lld", (long long)s->n);
+  const char *ok = s->causal ? cuda_fmt(b, "hk_kj < %s && hk_kj <= hk_qi", a->Nt) : cuda_fmt(b, "hk_kj < %s", a->Nt);
   const char *val = cuda_fmt(b, "sacc[jj][e] * %s", sc);
   if (s->has_mask)
-    val = cuda_fmt(b, "%s + (hk_qi < %lld ? %s(Mb + (hk_i64)hk_qi * %lld + (hk_i64)hk_kj * %lld) * 1.44269504088896341f : 0.0f)",
-                   val, (long long)s->m, cuda_ld_fn(s->mask_dtype), (long long)s->mask_s[2], (long long)s->mask_s[3]);
+    val = cuda_fmt(b, "%s + (hk_qi < %s ? %s(Mb + (hk_i64)hk_qi * %s + (hk_i64)hk_kj * %s) * 1.44269504088896341f : 0.0f)", val,
+                   a->Mt, cuda_ld_fn(s->mask_dtype), a->mask_t[2], a->mask_t[3]);
   cuda_assign(b, "sacc[jj][e]", cuda_fmt(b, "(%s) ? %s : -HK_INF", ok, val));
   cuda_close(b);
   cuda_close(b);
@@ -363,25 +385,20 @@ static void attn_decls(attn_gen *a) {
   cuda_decl(b, "const int", "lane", NULL, "tid & 31");
   cuda_decl(b, "const int", "warp", NULL, "tid >> 5");
   cuda_decl(b, "const int", "q0", NULL, cuda_fmt(b, "blockIdx.x * %d", a->BM));
+  if (s->nsyms) cuda_call(b, cuda_fmt(b, "if (q0 >= %s) return", a->Mt)); /* past the binding's m: the whole CTA */
   cuda_decl(b, "const int", "bh", NULL, "blockIdx.y");
   /* (b, h) = (bh / H, bh % H) through the strides */
   const char *bb = cuda_fmt(b, "(hk_i64)(bh / %lld)", (long long)s->h), *hh = cuda_fmt(b, "(hk_i64)(bh %% %lld)", (long long)s->h);
-  cuda_decl(b, cuda_fmt(b, "const %s *", et), "Qb", NULL,
-            cuda_fmt(b, "q + %s * %lld + %s * %lld", bb, (long long)a->qs[0], hh, (long long)a->qs[1]));
-  cuda_decl(b, cuda_fmt(b, "const %s *", et), "Kb", NULL,
-            cuda_fmt(b, "k + %s * %lld + %s * %lld", bb, (long long)a->ks[0], hh, (long long)a->ks[1]));
-  cuda_decl(b, cuda_fmt(b, "const %s *", et), "Vb", NULL,
-            cuda_fmt(b, "v + %s * %lld + %s * %lld", bb, (long long)a->vs[0], hh, (long long)a->vs[1]));
-  cuda_decl(b, cuda_fmt(b, "%s *", cuda_ctype(s->o_dtype)), "Ob", NULL,
-            cuda_fmt(b, "out + %s * %lld + %s * %lld", bb, (long long)a->os[0], hh, (long long)a->os[1]));
+  const char *pn[4] = {"Qb", "Kb", "Vb", "Ob"}, *gn[4] = {"q", "k", "v", "out"};
+  for (int o = 0; o < 4; o++)
+    cuda_decl(b, o == 3 ? cuda_fmt(b, "%s *", cuda_ctype(s->o_dtype)) : cuda_fmt(b, "const %s *", et), pn[o], NULL,
+              cuda_fmt(b, "%s + %s * %s + %s * %s", gn[o], bb, a->st_t[o][0], hh, a->st_t[o][1]));
   if (s->has_mask)
     cuda_decl(b, cuda_fmt(b, "const %s *", cuda_ctype(s->mask_dtype)), "Mb", NULL,
-              cuda_fmt(b, "mask + (hk_i64)(bh / %lld) * %lld + (hk_i64)(bh %% %lld) * %lld", (long long)s->h,
-                       (long long)s->mask_s[0], (long long)s->h, (long long)s->mask_s[1]));
-  int64_t kend = s->n;
-  if (s->causal)
-    cuda_decl(b, "const int", "kend", NULL, cuda_fmt(b, "q0 + %d < %lld ? q0 + %d : %lld", a->BM, (long long)s->n, a->BM, (long long)s->n));
-  else cuda_decl(b, "const int", "kend", NULL, cuda_fmt(b, "%lld", (long long)kend));
+              cuda_fmt(b, "mask + (hk_i64)(bh / %lld) * %s + (hk_i64)(bh %% %lld) * %s", (long long)s->h, a->mask_t[0],
+                       (long long)s->h, a->mask_t[1]));
+  if (s->causal) cuda_decl(b, "const int", "kend", NULL, cuda_fmt(b, "q0 + %d < %s ? q0 + %d : %s", a->BM, a->Nt, a->BM, a->Nt));
+  else cuda_decl(b, "const int", "kend", NULL, a->Nt);
   cuda_decl(b, "const int", "nblk", NULL, cuda_fmt(b, "(kend + %d) / %d", a->BN - 1, a->BN));
   cuda_decl(b, "hk_u32", "qf", cuda_fmt(b, "[%d][4]", a->D / (a->tf32 ? 8 : 16)), NULL);
   cuda_decl(b, "hk_u32", "kf", cuda_fmt(b, "[%d][2]", a->NFS), NULL);
@@ -398,7 +415,7 @@ static void attn_load_q(attn_gen *a) {
   const cuda_attn_spec *s = a->s;
   cuda_b *b = &a->b;
   cuda_comment(b, "Q tile (once) and the first key block");
-  emit_tile(a, "q", cuda_fmt(b, "hk_sb + %lld", (long long)a->q_off), "Qb", "q0", s->m, a->BM, a->D, s->d, a->qs[2], true);
+  emit_tile(a, "q", cuda_fmt(b, "hk_sb + %lld", (long long)a->q_off), "Qb", "q0", a->Mt, a->BM, a->D, s->d, a->st_t[0][2], true);
   emit_kv_load(a, "0", s->online);
   cuda_emit(b, CU_WAIT_GROUP)->i[0] = 0;
   cuda_emit(b, CU_BARRIER);
@@ -505,7 +522,7 @@ static void attn_online(attn_gen *a) {
 static void attn_store(attn_gen *a) {
   const cuda_attn_spec *s = a->s;
   cuda_b *b = &a->b;
-  cuda_stmt *ep = cuda_emit_s(b, CU_EPILOGUE, "o", "q0 + warp * 16", "0", cuda_fmt(b, "%lld", (long long)s->m));
+  cuda_stmt *ep = cuda_emit_s(b, CU_EPILOGUE, "o", "q0 + warp * 16", "0", a->Mt);
   ep->s[4] = cuda_fmt(b, "%lld", (long long)s->dv);
   ep->i[0] = 1;
   ep->i[1] = a->NFO;
@@ -518,8 +535,8 @@ static void attn_store(attn_gen *a) {
   const char *val = osz == 4 ? "hk_v2{hk_f2u(o[0][jo][2 * h]), hk_f2u(o[0][jo][2 * h + 1])}"
                              : cuda_fmt(b, "%s(o[0][jo][2 * h], o[0][jo][2 * h + 1])",
                                         s->o_dtype == TINY_BF16 ? "hk_pack_bf2" : "hk_pack_h2");
-  cuda_stmt *sg = cuda_emit_s(b, CU_ST_GLOBAL_VEC, cuda_fmt(b, "Ob + (hk_i64)hk_r * %lld + hk_c", (long long)a->os[2]), val,
-                              cuda_fmt(b, "hk_r < %lld && hk_c < %lld", (long long)s->m, (long long)s->dv), NULL);
+  cuda_stmt *sg = cuda_emit_s(b, CU_ST_GLOBAL_VEC, cuda_fmt(b, "Ob + (hk_i64)hk_r * %s + hk_c", a->st_t[3][2]), val,
+                              cuda_fmt(b, "hk_r < %s && hk_c < %lld", a->Mt, (long long)s->dv), NULL);
   sg->i[0] = 2 * osz;
   cuda_close(b);
   cuda_close(b);
@@ -543,6 +560,8 @@ harp_status cuda_gen_attn(harp_error *e, cuda_module *m, const cuda_attn_spec *s
   k->block[0] = a.T;
   k->smem_bytes = smem;
   attn_params_meta(&a, k);
+  for (int i = 0; i < s->nsyms; i++) cuda_param_add(k, cuda_fmt(b, "hp_sv%d", i), "long", CUDA_P_LONG, TINY_I32);
+  attn_texts(&a);
   attn_decls(&a);
   attn_load_q(&a);
   if (!s->online) attn_two_pass(&a);

@@ -130,7 +130,7 @@ harp_status cuda_splitk_check(harp_error *e, const cuda_gemm_spec *s, const char
 }
 
 /* Size z as C text (hp_sv<i> * .. * lit), or NULL when it is a constant. */
-static const char *rtsz_text(cuda_b *b, const cuda_rtsz *z) {
+const char *cuda_rtsz_text(cuda_b *b, const cuda_rtsz *z) {
   if (!z->n) return NULL;
   const char *t = "";
   for (int i = 0; i < z->n; i++) t = cuda_fmt(b, "%shp_sv%d * ", t, z->sym[i]);
@@ -141,7 +141,7 @@ static const char *rtsz_text(cuda_b *b, const cuda_rtsz *z) {
  * (what divides it at every binding: the chunk widths and store pairs). */
 static void rt_stride(cuda_b *b, const cuda_rtsz *z, int64_t *v, const char **t) {
   if (!z->n) return;
-  *t = rtsz_text(b, z);
+  *t = cuda_rtsz_text(b, z);
   *v = z->lit;
 }
 
@@ -150,8 +150,8 @@ static void rt_stride(cuda_b *b, const cuda_rtsz *z, int64_t *v, const char **t)
  * and their strides (rt_sb), the guard of the batches at run time (NZt);
  * sb the strides' literal factors. */
 static void gemm_rt_batch(cuda_b *b, const cuda_gemm_spec *s, cuda_mma_prob *p, int64_t sb[3][2]) {
-  const char *b0 = s->rt_b[0].n ? rtsz_text(b, &s->rt_b[0]) : cuda_fmt(b, "%lldL", (long long)s->batch[0]);
-  const char *b1 = s->rt_b[1].n ? rtsz_text(b, &s->rt_b[1]) : cuda_fmt(b, "%lldL", (long long)s->batch[1]);
+  const char *b0 = s->rt_b[0].n ? cuda_rtsz_text(b, &s->rt_b[0]) : cuda_fmt(b, "%lldL", (long long)s->batch[0]);
+  const char *b1 = s->rt_b[1].n ? cuda_rtsz_text(b, &s->rt_b[1]) : cuda_fmt(b, "%lldL", (long long)s->batch[1]);
   if (s->rt_b[0].n || s->rt_b[1].n) p->NZt = cuda_fmt(b, "%s * %s", b0, b1);
   const char *z = cuda_fmt(b, "(hk_i64)(bz / %s)", b1), *z1 = cuda_fmt(b, "(hk_i64)(bz %% %s)", b1);
   const int64_t *v[3] = {s->a_sb, s->b_sb, s->c_sb};
@@ -167,7 +167,7 @@ static void gemm_rt_batch(cuda_b *b, const cuda_gemm_spec *s, cuda_mma_prob *p, 
   }
   for (int i = 0; i < s->n_epi; i++) { /* a residual's batch strides: constants or read at run time (rt_epi) */
     if (s->epi[i].kind != CUDA_EPI_RESIDUAL) continue;
-    const char *e0 = rtsz_text(b, &s->rt_epi[i][0]), *e1 = rtsz_text(b, &s->rt_epi[i][1]);
+    const char *e0 = cuda_rtsz_text(b, &s->rt_epi[i][0]), *e1 = cuda_rtsz_text(b, &s->rt_epi[i][1]);
     p->epi_ptr[i] = cuda_fmt(b, "(ep%d + %s * %s + %s * %s)", i, z, e0 ? e0 : cuda_fmt(b, "%lld", (long long)s->epi[i].s_b0), z1,
                              e1 ? e1 : cuda_fmt(b, "%lld", (long long)s->epi[i].s_b1));
   }
@@ -178,7 +178,7 @@ static void gemm_rt_batch(cuda_b *b, const cuda_gemm_spec *s, cuda_mma_prob *p, 
  * divides the strides at every binding.  True when out of memory. */
 static bool gemm_rt(cuda_b *b, const cuda_gemm_spec *s, cuda_mma_prob *p) {
   p->nsyms = s->nsyms;
-  p->Mt = rtsz_text(b, &s->rt_m), p->Nt = rtsz_text(b, &s->rt_n), p->Kt = rtsz_text(b, &s->rt_k);
+  p->Mt = cuda_rtsz_text(b, &s->rt_m), p->Nt = cuda_rtsz_text(b, &s->rt_n), p->Kt = cuda_rtsz_text(b, &s->rt_k);
   rt_stride(b, &s->rt_st[0], &p->A.s_mn, &p->A.s_mn_t);
   rt_stride(b, &s->rt_st[1], &p->A.s_k, &p->A.s_k_t);
   rt_stride(b, &s->rt_st[2], &p->B.s_k, &p->B.s_k_t);
@@ -195,7 +195,7 @@ static bool gemm_rt(cuda_b *b, const cuda_gemm_spec *s, cuda_mma_prob *p) {
   for (int i = 0; i < s->n_epi; i++) {
     if (s->epi[i].kind != CUDA_EPI_RESIDUAL) continue;
     if (p->nz == 1) p->epi_ptr[i] = cuda_fmt(b, "ep%d", i);
-    p->epi_st_t[i][0] = rtsz_text(b, &s->rt_epi[i][2]), p->epi_st_t[i][1] = rtsz_text(b, &s->rt_epi[i][3]);
+    p->epi_st_t[i][0] = cuda_rtsz_text(b, &s->rt_epi[i][2]), p->epi_st_t[i][1] = cuda_rtsz_text(b, &s->rt_epi[i][3]);
   }
   return b->oom;
 }
@@ -320,9 +320,9 @@ harp_status cuda_conv_checks(harp_error *e, cuda_module *m, const cuda_conv_spec
  * a chunk width or a store pair from what divides them at every binding.
  * True when out of memory. */
 static bool conv_rt(cuda_b *b, const cuda_conv_spec *s, cuda_mma_prob *p, bool pointwise) {
-  const char *n = s->rt_n.n ? rtsz_text(b, &s->rt_n) : cuda_fmt(b, "%lldL", (long long)s->n);
-  const char *h = s->rt_h.n ? rtsz_text(b, &s->rt_h) : cuda_fmt(b, "%lldL", (long long)s->h);
-  const char *w = s->rt_w.n ? rtsz_text(b, &s->rt_w) : cuda_fmt(b, "%lldL", (long long)s->w);
+  const char *n = s->rt_n.n ? cuda_rtsz_text(b, &s->rt_n) : cuda_fmt(b, "%lldL", (long long)s->n);
+  const char *h = s->rt_h.n ? cuda_rtsz_text(b, &s->rt_h) : cuda_fmt(b, "%lldL", (long long)s->h);
+  const char *w = s->rt_w.n ? cuda_rtsz_text(b, &s->rt_w) : cuda_fmt(b, "%lldL", (long long)s->w);
   int64_t eh = s->dil[0] * (s->kh - 1) + 1, ew = s->dil[1] * (s->kw - 1) + 1, G = s->groups, cg = s->c / G, ocg = s->oc / G;
   const char *oh = cuda_fmt(b, "((%s + %lld) / %lld + 1)", h, (long long)(s->pad[0] + s->pad[2] - eh), (long long)s->stride[0]);
   const char *ow = cuda_fmt(b, "((%s + %lld) / %lld + 1)", w, (long long)(s->pad[1] + s->pad[3] - ew), (long long)s->stride[1]);

@@ -125,4 +125,8 @@ void cuda_epi_attach(cuda_b *b, cuda_stmt *ep, const cuda_epi *epi, const char *
 /* Split-K kinds' demands on C and the epilogue (cuda_gen_gemm, both templates). */
 harp_status cuda_splitk_check(harp_error *e, const cuda_gemm_spec *s, const char *name);
 
+/* Size z as C text (hp_sv<i> * .. * lit), or NULL when it is a constant
+ * (cuda_front.c; the GEMM, conv and attention templates). */
+const char *cuda_rtsz_text(cuda_b *b, const cuda_rtsz *z);
+
 #endif

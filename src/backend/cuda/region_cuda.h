@@ -122,6 +122,13 @@ bool cuda_gemm_at_run_time(const cuda_rctx *c, int r, const int slot[3], const i
  * symbol is among the images, the height or the width, s reads them at run
  * time (nsyms, rt_n, rt_h, rt_w; n, h, w the box's most) and true. */
 bool cuda_conv_at_run_time(const cuda_rctx *c, int r, int x_slot, cuda_conv_spec *s);
+/* A ShapeSet build's attention (issue 25): the sequence lengths m (out's
+ * rows) and n (k's rows) and the strides of q, k, v, mask, out (at slot[0..4]
+ * of Function kernel r; slot[3] read when s has a mask) as formulas of c's
+ * symbols in s (rt_*, nsyms; m and n then the box's largest).  False when
+ * none varies or one cannot be written so (the sizes print, the box falls
+ * back). */
+bool cuda_attn_at_run_time(const cuda_rctx *c, int r, const int slot[5], cuda_attn_spec *s);
 /* The last launch's size parameters (hp_sv<i>) bound to the symbols. */
 void cuda_launch_sym_args(cuda_rctx *c);
 /* The last launch (a row kernel of s, true above): its grid from the

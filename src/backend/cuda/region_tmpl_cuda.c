@@ -736,6 +736,8 @@ harp_status cr_print_attn(cuda_rctx *c, int r, const ct_attn *read, bool *done, 
     if (pst) return pst;
     s.bm = s.bn = 0;
   }
+  const int slots[5] = {at.q.slot, at.k.slot, at.v.slot, at.has_mask ? at.mask.slot : -1, at.out.slot};
+  bool rt = cuda_attn_at_run_time(c, r, slots, &s); /* a ShapeSet build's sequence lengths and strides */
   int n0 = c->mod->n;
   if (cr_try_gen(c, gen_attn, &s, cr_kname(c, r, "attn"), why)) return HARP_OK;
   if (pl && !pwhy) plan_mark(c, r, true, "the head dim in one step (D <= 256; the plan's K tile is not read)");
@@ -745,6 +747,7 @@ harp_status cr_print_attn(cuda_rctx *c, int r, const ct_attn *read, bool *done, 
   bool ok = false;
   harp_status st = cr_launch_last(c, r, n0, na, 5, &ok, why);
   if (st) return st;
+  if (ok && rt) cuda_launch_sym_args(c);
   if (ok) cuda_meta_str(c->mod->k[c->mod->n - 1], "region", c->f->part->regions[c->f->kernels[r].region].name);
   *done = ok;
   return HARP_OK;

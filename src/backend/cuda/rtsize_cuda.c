@@ -8,7 +8,8 @@
  * formulas of its own tensor's shape (a GEMM's) or the output's (a conv's).
  * Needs: region_cuda.h (cuda_rctx: the box's symbols, their values now).
  * Gives: cuda_gen_sym, cuda_sizes_printed, cuda_rows_at_run_time,
- * cuda_gemm_at_run_time, cuda_conv_at_run_time, cuda_launch_sym_args,
+ * cuda_gemm_at_run_time, cuda_conv_at_run_time, cuda_attn_at_run_time,
+ * cuda_launch_sym_args,
  * cuda_launch_rows. */
 #include <stdlib.h>
 #include <string.h>
@@ -173,6 +174,41 @@ bool cuda_conv_at_run_time(const cuda_rctx *c, int r, int x_slot, cuda_conv_spec
   if (!span_formula(c, sx, 0, 1, &t.rt_n, &t.n) || !span_formula(c, sx, 2, 3, &t.rt_h, &t.h) ||
       !span_formula(c, sx, 3, 4, &t.rt_w, &t.w) || !(t.rt_n.n || t.rt_h.n || t.rt_w.n))
     return false;
+  t.nsyms = c->gen.n;
+  *s = t;
+  return true;
+}
+
+/* The sequence length of a row dimension whose row stride is `rs` in a
+ * tensor of shape sh (the dim just before the suffix of rs elements) as
+ * *z (*hi at the corner hi); false when no such dim is `want` long. */
+static bool seq_formula(const cuda_rctx *c, const tiny_shape *sh, int64_t rs, int64_t want, cuda_rtsz *z, int64_t *hi) {
+  int j = rs >= 1 ? suffix_of(sh, rs) : -1;
+  return j >= 1 && sh->d[j - 1].n == want && span_formula(c, sh, j - 1, j, z, hi);
+}
+
+bool cuda_attn_at_run_time(const cuda_rctx *c, int r, const int slot[5], cuda_attn_spec *s) {
+  const tiny_shape *sh[5];
+  for (int i = 0; i < 5; i++) sh[i] = c->gen.n && (i != 3 || s->has_mask) ? slot_shape(c, r, slot[i]) : NULL;
+  if (!sh[0] || !sh[1] || !sh[2] || !sh[4] || (s->has_mask && !sh[3]) || !s->strided) return false;
+  cuda_attn_spec t = *s;
+  /* m: out's rows (q's alike), n: k's rows */
+  if (!seq_formula(c, sh[4], s->o_s[2], s->m, &t.rt_m, &t.m) || !seq_formula(c, sh[1], s->k_s[2], s->n, &t.rt_n, &t.n)) return false;
+  const tiny_shape *of[4] = {sh[0], sh[1], sh[2], sh[4]};
+  const int64_t *st[4] = {s->q_s, s->k_s, s->v_s, s->o_s};
+  int64_t al = s->q_dtype == TINY_FP32 ? 4 : 8; /* a 16-byte cp.async chunk's elements; out's pairs: 2 */
+  bool any = t.rt_m.n || t.rt_n.n;
+  for (int o = 0; o < 4; o++)
+    for (int i = 0; i < 3; i++) {
+      if (!stride_formula(c, of[o], st[o][i], &t.rt_st[o][i]) || (t.rt_st[o][i].n && t.rt_st[o][i].lit % (o == 3 ? 2 : al)))
+        return false; /* a stride whose alignment is not the same at every binding */
+      any = any || t.rt_st[o][i].n;
+    }
+  for (int i = 0; s->has_mask && i < 4; i++) {
+    if (!stride_formula(c, sh[3], s->mask_s[i], &t.rt_mask[i])) return false;
+    any = any || t.rt_mask[i].n;
+  }
+  if (!any) return false;
   t.nsyms = c->gen.n;
   *s = t;
   return true;
