@@ -31,6 +31,15 @@ static cuda_epi epi_of(const ct_epi *x) {
                     .s_b1 = x->s_b1, .s_m = x->s_m, .s_n = x->s_n, .mul = x->mul, .lo = x->lo, .hi = x->hi};
 }
 
+/* Whether every step of epilogue x[0..n) has a GPU form (epi_of's table
+ * ends at CT_EPI_RINT: CT_EPI_DIV, a pool's QuantizeLinear, has none). */
+static bool epi_gpu_has(const ct_epi *x, int n) {
+  for (int i = 0; i < n; i++)
+    if ((int)x[i].kind > (int)CT_EPI_RINT) return false;
+  return true;
+}
+#define EPI_NO_GPU "an epilogue step the GPU templates have no form of (a division by a constant)"
+
 /* The contraction generators as cr_gen_fn. */
 static harp_status gen_gemm(harp_error *e, cuda_module *m, const void *s, const char *n) { return cuda_gen_gemm(e, m, s, n); }
 static harp_status gen_finish(harp_error *e, cuda_module *m, const void *s, const char *n) { return cuda_gen_gemm_finish(e, m, s, n); }
@@ -418,6 +427,7 @@ static harp_status gemm_generate(cuda_rctx *c, int r, cuda_gemm_spec *s, const c
 
 harp_status cr_print_gemm(cuda_rctx *c, int r, const ct_gemm *read, bool *done, const char **why) {
   const ct_gemm gm = *read;
+  if (!epi_gpu_has(gm.epi, gm.nepi)) return *done = false, *why = EPI_NO_GPU, HARP_OK;
   const rg_info *info = c->f->part->regions[c->f->kernels[r].region].info;
   cuda_gemm_spec s;
   gemm_spec_of(c, &gm, &s);
@@ -645,6 +655,7 @@ static const char *wino_note(const cuda_conv_spec *s) {
  * refused, with a note -- the template's defaults. */
 harp_status cr_print_conv(cuda_rctx *c, int r, const ct_conv *read, bool *done, const char **why) {
   const ct_conv cv = *read;
+  if (!epi_gpu_has(cv.epi, cv.nepi)) return *done = false, *why = EPI_NO_GPU, HARP_OK;
   const rg_info *info = c->f->part->regions[c->f->kernels[r].region].info;
   cuda_conv_spec s;
   conv_spec(&cv, &s);
