@@ -209,9 +209,10 @@ static const Onnx__NodeProto *q_reader(ox_ctx *c, double *sy, double *zy, bool *
 }
 
 /* Whether a QDQ Add is written to fuse into a contraction's epilogue
- * (the qdq_add knob: fused) rather than as onnxruntime computes it (exact). */
+ * (the qdq_add knob: fused) rather than as onnxruntime computes it (exact,
+ * the default; the import reads only the knobs it is given, no runtime call). */
 static bool want_fused(ox_ctx *c) {
-  return rt_knobs_or_default(c->opts ? c->opts->knobs : NULL)->qdq_add == RT_QDQ_ADD_FUSED;
+  return c->opts && c->opts->knobs && c->opts->knobs->qdq_add == RT_QDQ_ADD_FUSED; /* NULL knobs: the default, exact */
 }
 
 /* qa sa / sc + qb sb / sc + zc (a = x, input 0; b = y, input 1) as
