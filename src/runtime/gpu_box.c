@@ -42,9 +42,7 @@ static bool same_maps(const cuda_kernel *x, const cuda_kernel *y) {
   if (x->nparams != y->nparams) return false;
   for (int p = 0; p < x->nparams; p++) {
     const cuda_tmap_desc *a = x->params[p].tmap, *b = y->params[p].tmap;
-    if (!a != !b || (a && (a->rank != b->rank || memcmp(a->dims, b->dims, sizeof a->dims) ||
-                           memcmp(a->strides, b->strides, sizeof a->strides) || memcmp(a->box, b->box, sizeof a->box))))
-      return false;
+    if (!a != !b || (a && !cuda_tmap_same(a, b))) return false; /* run-time dims and strides: their formulas */
   }
   return true;
 }

@@ -136,7 +136,7 @@ bool cuda_gemm_at_run_time(const cuda_rctx *c, int r, const int slot[3], const i
   const tiny_shape *sa = c->gen.n ? slot_shape(c, r, slot[0]) : NULL, *sb = sa ? slot_shape(c, r, slot[1]) : NULL;
   const tiny_shape *sc = sb ? slot_shape(c, r, slot[2]) : NULL;
   bool cm = s->c_sn != 1 && s->c_sm == 1; /* C's rows contiguous: [..][N..][M..] */
-  if (!sc || c->mod->arch != CUDA_SM80 || s->tune.splitk > 1 || (s->c_sn != 1 && !cm)) return false;
+  if (!sc || s->tune.splitk > 1 || (s->c_sn != 1 && !cm)) return false;
   cuda_gemm_spec t = *s;
   /* C [batch[0]..][batch[1]..][M..][N..] (or N, M): each the shortest run of its elements before the next */
   int64_t in = cm ? s->M : s->N, out = cm ? s->N : s->M;
@@ -160,6 +160,7 @@ bool cuda_gemm_at_run_time(const cuda_rctx *c, int r, const int slot[3], const i
     any = any || t.rt_sb[i / 2][i % 2].n;
   }
   if (!epi_formulas(c, r, epi_slot, s, &t, &any) || !any) return false;
+  if (c->mod->arch == CUDA_SM90 && !cuda_sm90_rt_aligned(&t)) return false; /* the wgmma template's TMA strides */
   t.nsyms = c->gen.n;
   *s = t;
   return true;
