@@ -117,7 +117,7 @@ def nvcc_compiles(s, units, sm90_only=False):
 def one_box(s, rng, name, model, sym, hi, at, fixed, extra, variant, ntemplate, target="sm80"):
     """The box unit of `model` at its corner hi for target, the same text at
     every binding of `at`, run on the simulator there against the
-    interpreter; returns the corner's gpu.json (None when it did not dump)."""
+    interpreter; returns the corner's dump directory (None: no dump)."""
     p, dhi = cuda_sim.dump(model, target, syms_of(sym, hi, fixed), extra=extra)
     s.check(f"{name} ({variant}): dump at {sym}={hi}", p.returncode == 0, p.stderr)
     if p.returncode:
@@ -158,7 +158,7 @@ def one_box(s, rng, name, model, sym, hi, at, fixed, extra, variant, ntemplate, 
                 close(a, np.load(os.path.join(e, f"{o}.npy")).astype(np.float64))[0] for o, a in bad.items()))
     (NVCC_UNITS_90 if target == "sm90" else NVCC_UNITS).append((f"{name} ({variant})", os.path.join(dhi, "model.cu")))
     print(f"{name} ({variant}): {ghi['launch_kinds']}", flush=True)
-    return ghi
+    return dhi
 
 
 # the SM90 wgmma GEMM with run-time sizes (sm90 modules): M, the batches
@@ -171,6 +171,8 @@ SM90_CASES = [
     ("wg_mm_m.harp", "M", (65, 128), (128, 77, 65), 1),
     ("wg_res_m.harp", "M", (257, 512), (512, 300), 1),
     ("wg_bmm_b.harp", "B", (3, 4), (4, 3), 1),
+    # two batches of M rows: A's and C's batch strides M x 64 at run time
+    ("wg_bmm_m.harp", "M", (33, 64), (64, 40, 33), 1),
 ]
 SM90_INLINE = {
     "wg_mm_m.harp": "graph<M=4> main(x: f16[M, 64], w: f16[64, 128]) -> (y: f16[M, 128]) {\n"
@@ -178,6 +180,8 @@ SM90_INLINE = {
     "wg_res_m.harp": "graph<M=4> main(x: f16[M, 64], w: f16[64, 64], r: f16[M, 64]) -> (y: f16[M, 64]) {\n"
                      "    y = relu(x @ w + r)\n    return y\n}\n",
     "wg_bmm_b.harp": "graph<B=4> main(x: f16[B, 40, 64], w: f16[B, 64, 64]) -> (y: f16[B, 40, 64]) {\n"
+                     "    y = x @ w\n    return y\n}\n",
+    "wg_bmm_m.harp": "graph<M=4> main(x: f16[2, M, 64], w: f16[2, 64, 64]) -> (y: f16[2, M, 64]) {\n"
                      "    y = x @ w\n    return y\n}\n",
     # B's row stride N (2 bytes x N: not 16-byte aligned at every binding):
     # the wgmma GEMM prints its sizes, the corners differ
@@ -187,9 +191,15 @@ SM90_INLINE = {
 
 
 def tmaps_of(d):
-    """The tensor maps of the wgmma kernels of the unit dumped in d."""
+    """The tensor maps of the wgmma kernels of the unit dumped in d, a value
+    read at run time masked by its formula (as gpu_box.c compares them)."""
     g = json.load(open(os.path.join(d, "gpu.json")))["gpu"]
-    return [p["tensor_map"] for k in g["kernels"] if k["kind"] == "wgmma_gemm" for p in k["params"] if p["kind"] == "tensor_map"]
+    maps = [dict(p["tensor_map"]) for k in g["kernels"] if k["kind"] == "wgmma_gemm" for p in k["params"]
+            if p["kind"] == "tensor_map"]
+    for m in maps:
+        for key, rt in (("dims", "dims_at_run_time"), ("strides_bytes", "strides_bytes_at_run_time")):
+            m[key] = [z if z is not None else v for v, z in zip(m[key], m.get(rt) or [None] * len(m[key]))]
+    return maps
 
 
 def sm90_boxes(s, rng):
@@ -202,13 +212,14 @@ def sm90_boxes(s, rng):
         open(os.path.join(work, name), "w").write(text)
     for name, sym, (lo, hi), at, nwg in SM90_CASES:
         what = f"{name}:{sym} (sm90)"
-        g = one_box(s, rng, what, os.path.join(work, name), sym, hi, at, {}, ("--shapeset", f"{sym}={lo}..{hi}"),
+        dhi = one_box(s, rng, what, os.path.join(work, name), sym, hi, at, {}, ("--shapeset", f"{sym}={lo}..{hi}"),
                     "templates", nwg, target="sm90")
-        if not g:
+        if not dhi:
             continue
+        g = json.load(open(os.path.join(dhi, "gpu.json")))["gpu"]
         wg = [k for k in g["kernels"] if k["kind"] == "wgmma_gemm"]
         s.check(f"{what}: {nwg} wgmma GEMM kernel(s)", len(wg) == nwg, str([k["kind"] for k in g["kernels"]]))
-        maps = [p["tensor_map"] for k in wg for p in k["params"] if p["kind"] == "tensor_map"]
+        maps = tmaps_of(dhi)
         rt = [m["tensor"] for m in maps if any(z for z in m.get("dims_at_run_time", []))]
         s.check(f"{what}: A's and C's maps have run-time dims", "A" in rt and "C" in rt, str(maps)[:1500])
         # the maps are launch parameters, not text: one build needs them alike at the corners (gpu_box.c same_maps)
