@@ -166,7 +166,8 @@ def one_box(s, rng, name, model, sym, hi, at, fixed, extra, variant, ntemplate, 
 # formulas the runtime encodes per binding (the simulator's harness too,
 # cuda_sim.tmap_at); model, box symbol (lo, hi), bindings, wgmma launches.
 # 257..512: 4 M tiles of 128 at 512, 3 at 300 (the tile loop's bound at
-# run time); the batch rows: 4 and 3 tiles
+# run time), K = 40 (the k tile's tail zero-filled by TMA); the batch
+# rows: 4 and 3 tiles
 SM90_CASES = [
     ("wg_mm_m.harp", "M", (65, 128), (128, 77, 65), 1),
     ("wg_res_m.harp", "M", (257, 512), (512, 300), 1),
@@ -177,7 +178,7 @@ SM90_CASES = [
 SM90_INLINE = {
     "wg_mm_m.harp": "graph<M=4> main(x: f16[M, 64], w: f16[64, 128]) -> (y: f16[M, 128]) {\n"
                     "    y = x @ w\n    return y\n}\n",
-    "wg_res_m.harp": "graph<M=4> main(x: f16[M, 64], w: f16[64, 64], r: f16[M, 64]) -> (y: f16[M, 64]) {\n"
+    "wg_res_m.harp": "graph<M=4> main(x: f16[M, 40], w: f16[40, 64], r: f16[M, 64]) -> (y: f16[M, 64]) {\n"
                      "    y = relu(x @ w + r)\n    return y\n}\n",
     "wg_bmm_b.harp": "graph<B=4> main(x: f16[B, 40, 64], w: f16[B, 64, 64]) -> (y: f16[B, 40, 64]) {\n"
                      "    y = x @ w\n    return y\n}\n",
