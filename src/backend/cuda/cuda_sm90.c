@@ -55,6 +55,14 @@
  * partial at C + ks * c_ss (cuda_gen_gemm_finish sums them and applies the
  * epilogue).  splitk_serial is the SM80 template's.
  *
+ * A ShapeSet build (spec nsyms > 0, issue 25; no split-K): M, N, K and the
+ * batches are formulas of the size parameters hp_sv<i> (sm90_rt_plan): the
+ * tile loops run the binding's tiles (sm90_rt_counts: a CTA past them
+ * leaves at once; the grid keeps the box's), the raster and the k loop
+ * decode them at run time, the Epilogue's bounds and a residual's strides
+ * are formulas, and the TMA maps' dims and strides too
+ * (cuda_wgmma_rt.c), which the runtime encodes per binding.
+ *
  * Status: runs right on an H100 (test_cuda_gpu, every test model, split-K;
  * compute-sanitizer clean) and at 0.97-1.01x cuBLAS with 128x256 tiles and
  * 3 stages (bench/cuda_gemm.c, docs/cuda.md "On a GPU"). */

@@ -6,6 +6,8 @@
  * the box's two corners then differ and the session builds per binding,
  * naming the kernel (gpu_box.c).  A residual epilogue's strides are
  * formulas of its own tensor's shape (a GEMM's) or the output's (a conv's).
+ * In an sm90 module a GEMM's run-time TMA strides must stay 16-byte
+ * aligned at every binding (cuda_sm90_rt_aligned), else it prints.
  * Needs: region_cuda.h (cuda_rctx: the box's symbols, their values now).
  * Gives: cuda_gen_sym, cuda_sizes_printed, cuda_rows_at_run_time,
  * cuda_gemm_at_run_time, cuda_conv_at_run_time, cuda_attn_at_run_time,
