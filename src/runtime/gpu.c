@@ -247,12 +247,13 @@ static harp_status launch_at(harp_error *e, rt_gpu_model *m, int i, int sms) {
   for (int p = 0; p < l->nargs; p++)
     if (l->args[p].kind == CUDA_ARG_SYM) args[p] = (cuda_devptr)sv[l->args[p].buffer];
   int64_t grid = l->grid_div > 0 ? cuda_launch_grid(l, sv) : rt_gpu_persistent_grid(l->k, sms);
-  return cuda_rt_launch_kernel(e, m->rt, m->fn[i], l->k, args, grid);
+  return cuda_rt_launch_kernel_at(e, m->rt, m->fn[i], l->k, args, grid, sv);
 }
 
 harp_status gpu_launch_args(harp_error *e, rt_gpu_model *m, int i, const cuda_devptr *args) {
   const cuda_kernel *k = m->tu->launch[i].k;
-  return cuda_rt_launch_kernel(e, m->rt, m->fn[i], k, args, rt_gpu_persistent_grid(k, cuda_rt_status_of(m->rt)->sm_count));
+  return cuda_rt_launch_kernel_at(e, m->rt, m->fn[i], k, args, rt_gpu_persistent_grid(k, cuda_rt_status_of(m->rt)->sm_count),
+                                  m->sv ? m->sv : m->tu->gen.hi); /* a ShapeSet build's maps at the binding */
 }
 
 /* Every launch of a run, in order, but the `once` ones (packs of weights;

@@ -11,8 +11,11 @@
  * their grids computed from the binding at launch); when the two
  * translation units are the same text, with the same launch list and
  * Function, the upper corner's build serves the box (its arena, the largest).
- * Where a kernel still prints a size (attention, the SM90 or a split-K or
- * Winograd template, a residual whose strides vary), the corners differ
+ * An SM90 GEMM's tensor maps are compared by their run-time formulas
+ * (cuda_tmap_same): the runtime encodes them at each binding.
+ * Where a kernel still prints a size (a split-K or Winograd template, a
+ * row kernel whose row length varies, a TMA stride not 16-byte aligned at
+ * every binding), the corners differ
  * and the cluster falls back to one build per binding, the kernel that
  * differs named in `why` (as the CPU's sgen.c does).
  * Needs: gpu.c (gpu_build_gen), plan (plan_shapeset_class), tiny.
@@ -42,9 +45,7 @@ static bool same_maps(const cuda_kernel *x, const cuda_kernel *y) {
   if (x->nparams != y->nparams) return false;
   for (int p = 0; p < x->nparams; p++) {
     const cuda_tmap_desc *a = x->params[p].tmap, *b = y->params[p].tmap;
-    if (!a != !b || (a && (a->rank != b->rank || memcmp(a->dims, b->dims, sizeof a->dims) ||
-                           memcmp(a->strides, b->strides, sizeof a->strides) || memcmp(a->box, b->box, sizeof a->box))))
-      return false;
+    if (!a != !b || (a && !cuda_tmap_same(a, b))) return false; /* run-time dims and strides: their formulas */
   }
   return true;
 }

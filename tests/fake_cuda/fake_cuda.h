@@ -72,6 +72,9 @@ void harp_fake_cuda_reset(void);
 void harp_fake_cuda_record(int on);
 int harp_fake_cuda_nlaunches(void);
 int harp_fake_cuda_launch(int i, const void **where, unsigned long long *args, int max);
+/* A tensor map (cuTensorMapEncodeTiled) logged as an argument: its first 8
+ * bytes hold dims[1] (dims[0] for rank 1) in the low 32 bits and, rank > 2,
+ * strides[1] / 16 in the high 32 (the rest of the map is zeros). */
 /* Entry i's grid (-1 past the end). */
 int harp_fake_cuda_launch_grid(int i, unsigned grid[3]);
 

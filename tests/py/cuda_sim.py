@@ -146,12 +146,27 @@ def build(src_path):
     return exe, None
 
 
-def tmap_blob(tm, buf_id, offset):
-    """The simulator's encoding of a CUtensorMap (tests/cuda_sim/hk_sim.h)."""
+def tmap_at(tm, sv):
+    """The dims and strides of map tm at the symbols' values sv: a ShapeSet
+    build's run-time ones (dims_at_run_time, strides_bytes_at_run_time:
+    lit x sv[i] x ..) evaluated, as the runtime does (cuda_tmap_at)."""
+    def at(vals, rt):
+        out = list(vals)
+        for i, z in enumerate(rt or []):
+            if z is not None:
+                out[i] = z["lit"] * int(np.prod([sv[j] for j in z["syms"]]))
+        return out
+    return at(tm["dims"], tm.get("dims_at_run_time")), at(tm["strides_bytes"], tm.get("strides_bytes_at_run_time"))
+
+
+def tmap_blob(tm, buf_id, offset, sv=None):
+    """The simulator's encoding of a CUtensorMap (tests/cuda_sim/hk_sim.h),
+    at the symbols' values sv (a ShapeSet build; None: the map as dumped)."""
     v = [0] * 32
     v[0], v[1] = TMAP_MAGIC, buf_id
     v[2] = 2 if tm["dtype"] in ("fp16", "bf16") else 4
-    dims, strides, box = tm["dims"], tm["strides_bytes"], tm["box"]
+    dims, strides = tmap_at(tm, sv) if sv is not None else (tm["dims"], tm["strides_bytes"])
+    box = tm["box"]
     # cuTensorMapEncodeTiled documents strides as multiples of 16 laid out
     # from the extents; a zero stride (a broadcast) is not promised to work
     bad = [x for x in strides if x <= 0 or x % 16]
@@ -236,7 +251,7 @@ def run(gpu_dir, inputs, seed=1, timeout=600, edit=None, reverse=False, sv=None,
             if prm["kind"] == "tensor_map":
                 path = os.path.join(work, f"m{nextid}.bin")
                 try:
-                    blob = tmap_blob(prm["tensor_map"], bid, off)
+                    blob = tmap_blob(prm["tensor_map"], bid, off, sv)
                 except ValueError as ex:
                     return None, str(ex)
                 open(path, "wb").write(blob)

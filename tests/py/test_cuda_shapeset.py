@@ -82,15 +82,17 @@ EXTRA = {"conv_pad_hw.harp": ("--precision", "fp32"), "pw_batch.harp": ("--preci
 # rows run with HARP_TEST_SLOW=1 only (a simulator build and run each)
 SLOW = {("conv_pad_hw.harp", "W"), ("conv_pad_hw.harp", "N"), ("conv_res_hw.harp", "W")}
 NVCC_UNITS = []  # (what, model.cu): compiled together at the end, one nvcc call
+NVCC_UNITS_90 = []  # the sm90 units (wgmma, TMA): for sm_90a only
 
 
 def syms_of(sym, v, fixed):
     return [f"{sym}={v}"] + [f"{k}={x}" for k, x in fixed.items()]
 
 
-def nvcc_compiles(s, units):
-    """Every unit (what, path) compiled for sm_80 and sm_90a in one nvcc call
-    (a fatbin each); when that fails, one call per unit names the culprit."""
+def nvcc_compiles(s, units, sm90_only=False):
+    """Every unit (what, path) compiled for sm_80 and sm_90a (sm90_only: an
+    sm90 module's, for sm_90a) in one nvcc call (a fatbin each); when that
+    fails, one call per unit names the culprit."""
     nvcc = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
     if not nvcc or not units:
         print("nvcc not found, compiles not checked" if units else "no unit to compile")
@@ -100,24 +102,26 @@ def nvcc_compiles(s, units):
     for i, (what, path) in enumerate(units):
         names.append(f"u{i}.cu")
         shutil.copy(path, os.path.join(work, names[-1]))
-    archs = ["-gencode=arch=compute_80,code=sm_80", "-gencode=arch=compute_90a,code=sm_90a"]
+    archs = ["-gencode=arch=compute_80,code=sm_80", "-gencode=arch=compute_90a,code=sm_90a"][1 if sm90_only else 0:]
+    tag = "nvcc sm_90a" if sm90_only else "nvcc sm_80 + sm_90a"
     p = subprocess.run([nvcc, "-fatbin", *archs, *names], cwd=work, capture_output=True, text=True, timeout=1200)
     if p.returncode == 0:
         for what, _ in units:
-            s.check(f"{what}: nvcc sm_80 + sm_90a", True)
+            s.check(f"{what}: {tag}", True)
         return
     for (what, _), n in zip(units, names):
         q = subprocess.run([nvcc, "-fatbin", *archs, n], cwd=work, capture_output=True, text=True, timeout=600)
-        s.check(f"{what}: nvcc sm_80 + sm_90a", q.returncode == 0, q.stderr[-2000:])
+        s.check(f"{what}: {tag}", q.returncode == 0, q.stderr[-2000:])
 
 
-def one_box(s, rng, name, model, sym, hi, at, fixed, extra, variant, ntemplate):
-    """The box unit of `model` at its corner hi, the same text at every
-    binding of `at`, run on the simulator there against the interpreter."""
-    p, dhi = cuda_sim.dump(model, "sm80", syms_of(sym, hi, fixed), extra=extra)
+def one_box(s, rng, name, model, sym, hi, at, fixed, extra, variant, ntemplate, target="sm80"):
+    """The box unit of `model` at its corner hi for target, the same text at
+    every binding of `at`, run on the simulator there against the
+    interpreter; returns the corner's dump directory (None: no dump)."""
+    p, dhi = cuda_sim.dump(model, target, syms_of(sym, hi, fixed), extra=extra)
     s.check(f"{name} ({variant}): dump at {sym}={hi}", p.returncode == 0, p.stderr)
     if p.returncode:
-        return
+        return None
     ghi = json.load(open(os.path.join(dhi, "gpu.json")))["gpu"]
     src_hi = open(os.path.join(dhi, "model.cu")).read()
     s.check(f"{name} ({variant}): the box's symbol is the unit's", [x["name"] for x in ghi["syms"]] == [sym], str(ghi["syms"]))
@@ -129,7 +133,7 @@ def one_box(s, rng, name, model, sym, hi, at, fixed, extra, variant, ntemplate):
                 str(ghi["launch_kinds"]))
     for v in at:
         what = f"{name} ({variant}) [{sym}={v}]"
-        p, dv = cuda_sim.dump(model, "sm80", syms_of(sym, v, fixed), extra=extra)
+        p, dv = cuda_sim.dump(model, target, syms_of(sym, v, fixed), extra=extra)
         s.check(f"{what}: dump", p.returncode == 0, p.stderr)
         if p.returncode:
             continue
@@ -152,8 +156,109 @@ def one_box(s, rng, name, model, sym, hi, at, fixed, extra, variant, ntemplate):
             bad, err = cuda_sim.run(dhi, feeds, sv=[v - 1], out_shapes=outs)
             s.check(f"{what}: a size one short gives another result", err is not None or not all(
                 close(a, np.load(os.path.join(e, f"{o}.npy")).astype(np.float64))[0] for o, a in bad.items()))
-    NVCC_UNITS.append((f"{name} ({variant})", os.path.join(dhi, "model.cu")))
+    (NVCC_UNITS_90 if target == "sm90" else NVCC_UNITS).append((f"{name} ({variant})", os.path.join(dhi, "model.cu")))
     print(f"{name} ({variant}): {ghi['launch_kinds']}", flush=True)
+    return dhi
+
+
+# the SM90 wgmma GEMM with run-time sizes (sm90 modules): M, the batches
+# and a residual epilogue read at run time, the TMA maps' dims and strides
+# formulas the runtime encodes per binding (the simulator's harness too,
+# cuda_sim.tmap_at); model, box symbol (lo, hi), bindings, wgmma launches.
+# 257..512: 4 M tiles of 128 at 512, 3 at 300 (the tile loop's bound at
+# run time), K = 40 (the k tile's tail zero-filled by TMA); the batch
+# rows: 4 and 3 tiles
+SM90_CASES = [
+    ("wg_mm_m.harp", "M", (65, 128), (128, 77, 65), 1),
+    ("wg_res_m.harp", "M", (257, 512), (512, 300), 1),
+    ("wg_bmm_b.harp", "B", (3, 4), (4, 3), 1),
+    # two batches of M rows: A's and C's batch strides M x 64 at run time
+    ("wg_bmm_m.harp", "M", (33, 64), (64, 40, 33), 1),
+]
+SM90_INLINE = {
+    "wg_mm_m.harp": "graph<M=4> main(x: f16[M, 64], w: f16[64, 128]) -> (y: f16[M, 128]) {\n"
+                    "    y = x @ w\n    return y\n}\n",
+    "wg_res_m.harp": "graph<M=4> main(x: f16[M, 40], w: f16[40, 64], r: f16[M, 64]) -> (y: f16[M, 64]) {\n"
+                     "    y = relu(x @ w + r)\n    return y\n}\n",
+    "wg_bmm_b.harp": "graph<B=4> main(x: f16[B, 40, 64], w: f16[B, 64, 64]) -> (y: f16[B, 40, 64]) {\n"
+                     "    y = x @ w\n    return y\n}\n",
+    "wg_bmm_m.harp": "graph<M=4> main(x: f16[2, M, 64], w: f16[2, 64, 64]) -> (y: f16[2, M, 64]) {\n"
+                     "    y = x @ w\n    return y\n}\n",
+    # B's row stride N (2 bytes x N: not 16-byte aligned at every binding):
+    # the wgmma GEMM prints its sizes, the corners differ
+    "wg_mm_n.harp": "graph<N=4> main(x: f16[64, 64], w: f16[64, N]) -> (y: f16[64, N]) {\n"
+                    "    y = x @ w\n    return y\n}\n",
+}
+
+
+def tmaps_of(d):
+    """The tensor maps of the wgmma kernels of the unit dumped in d, a value
+    read at run time masked by its formula (as gpu_box.c compares them)."""
+    g = json.load(open(os.path.join(d, "gpu.json")))["gpu"]
+    maps = [dict(p["tensor_map"]) for k in g["kernels"] if k["kind"] == "wgmma_gemm" for p in k["params"]
+            if p["kind"] == "tensor_map"]
+    for m in maps:
+        for key, rt in (("dims", "dims_at_run_time"), ("strides_bytes", "strides_bytes_at_run_time")):
+            m[key] = [z if z is not None else v for v, z in zip(m[key], m.get(rt) or [None] * len(m[key]))]
+    return maps
+
+
+def persistent_row(s, rng, what, model, dhi, sym, v):
+    """The box unit in dhi run at sym=v with the wgmma kernel's grid cut to
+    2 CTAs: its tile loop strides by gridDim.x over the binding's tiles."""
+    p, dv = cuda_sim.dump(model, "sm90", [f"{sym}={v}"], extra=())
+    if p.returncode:
+        return s.check(f"{what}: dump at {sym}={v}", False, p.stderr)
+    gv = json.load(open(os.path.join(dv, "gpu.json")))["gpu"]
+    feeds = cuda_sim.feeds_of(gv, rng)
+    outs = {b["name"]: b["shape"] for b in gv["buffers"] if b["space"] == "output"}
+
+    def two_ctas(g):
+        for k in g["kernels"]:
+            if k["kind"] == "wgmma_gemm":
+                k["grid"][0] = 2
+    got, err = cuda_sim.run(dhi, feeds, sv=[v], out_shapes=outs, edit=two_ctas)
+    s.check(f"{what} [{sym}={v}]: 2 CTAs walk the tiles on the simulator", err is None, err)
+    q, e = run(model, feeds, [f"{sym}={v}"], backend="interp")
+    for out, a in (got or {}).items():
+        ok, detail = close(a, np.load(os.path.join(e, f"{out}.npy")).astype(np.float64))
+        s.check(f"{what} [{sym}={v}]: 2 CTAs: {out} vs interpreter", ok, detail)
+
+
+def sm90_boxes(s, rng):
+    """SM90_CASES: each box unit for sm90 on the wgmma template, one text at
+    every binding, run on the simulator against the interpreter (one_box);
+    its tensor maps' run-time dims name the box's symbol; a B row stride
+    that TMA cannot take at every binding prints (the corners differ)."""
+    work = tempfile.mkdtemp(prefix="harp_ss90_")
+    for name, text in SM90_INLINE.items():
+        open(os.path.join(work, name), "w").write(text)
+    for name, sym, (lo, hi), at, nwg in SM90_CASES:
+        what = f"{name}:{sym} (sm90)"
+        dhi = one_box(s, rng, what, os.path.join(work, name), sym, hi, at, {}, ("--shapeset", f"{sym}={lo}..{hi}"),
+                    "templates", nwg, target="sm90")
+        if not dhi:
+            continue
+        g = json.load(open(os.path.join(dhi, "gpu.json")))["gpu"]
+        wg = [k for k in g["kernels"] if k["kind"] == "wgmma_gemm"]
+        s.check(f"{what}: {nwg} wgmma GEMM kernel(s)", len(wg) == nwg, str([k["kind"] for k in g["kernels"]]))
+        maps = tmaps_of(dhi)
+        rt = [m["tensor"] for m in maps if any(z for z in m.get("dims_at_run_time", []))]
+        s.check(f"{what}: A's and C's maps have run-time dims", "A" in rt and "C" in rt, str(maps)[:1500])
+        if name == "wg_res_m.harp":  # fewer CTAs than tiles (as a persistent grid): each walks the binding's tiles
+            persistent_row(s, rng, what, os.path.join(work, name), dhi, sym, at[-1])
+        # the maps are launch parameters, not text: one build needs them alike at the corners (gpu_box.c same_maps)
+        p, dlo = cuda_sim.dump(os.path.join(work, name), "sm90", [f"{sym}={at[-1]}"], extra=("--shapeset", f"{sym}={lo}..{hi}"))
+        s.check(f"{what}: the same tensor maps at {sym}={at[-1]}", p.returncode == 0 and tmaps_of(dlo) == maps, p.stderr)
+    box = ("--shapeset", "N=33..64")
+    p, d64 = cuda_sim.dump(os.path.join(work, "wg_mm_n.harp"), "sm90", ["N=64"], extra=box)
+    q, d40 = cuda_sim.dump(os.path.join(work, "wg_mm_n.harp"), "sm90", ["N=40"], extra=box)
+    s.check("wg_mm_n.harp (sm90): dumps", p.returncode == 0 and q.returncode == 0, p.stderr + q.stderr)
+    if p.returncode == 0 and q.returncode == 0:
+        g = json.load(open(os.path.join(d64, "gpu.json")))["gpu"]
+        s.check("wg_mm_n.harp (sm90): an unaligned run-time TMA stride prints: the corners' maps differ",
+                any(k["kind"] == "wgmma_gemm" for k in g["kernels"]) and tmaps_of(d64) != tmaps_of(d40) and
+                "hp_sv0" not in open(os.path.join(d64, "model.cu")).read())
 
 
 def main():
@@ -183,7 +288,10 @@ def main():
         for variant in variants:
             knobs = NO_TEMPLATES if variant == "loop nests" else ()
             one_box(s, rng, f"{name}:{sym}", model, sym, hi, at, fixed, (*box, *knobs), variant, ntemplate)
+    if not only or any(x.startswith("wg_") for x in only.split(",")):
+        sm90_boxes(s, rng)
     nvcc_compiles(s, NVCC_UNITS)
+    nvcc_compiles(s, NVCC_UNITS_90, sm90_only=True)
     s.close()
 
 

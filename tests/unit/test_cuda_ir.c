@@ -86,6 +86,71 @@ static void test_dump_json(void **s) {
 }
 
 /* Each bad spec: the expected error code. */
+/* The SM90 GEMM of a ShapeSet build (issue 25): M = hp_sv0 and the outer
+ * batch hp_sv1 (B broadcast over it) in its TMA maps as formulas, encoded at
+ * a binding by cuda_tmap_at (the runtime's, before each launch): A and C
+ * [b0][M][..] with their packed and batch strides; B's folded batch stays a
+ * constant.  Maps are alike when their formulas are (cuda_tmap_same); a
+ * stride that is not 16 bytes at every binding, or split-K, is refused. */
+static void test_tmap_rt(void **s) {
+  (void)s;
+  harp_error e = {0};
+  cuda_module *m;
+  cu_ok(&e, cuda_module_new(&e, CUDA_SM90, &m));
+  cuda_gemm_spec g;
+  cuda_gemm_spec_init(&g, 96, 128, 64, TINY_FP16); /* A [b0][M][64], B [64][128], C [b0][M][128] */
+  cuda_tune_default(&g.tune, CUDA_SM90);
+  g.batch[0] = 3, g.a_sb[1] = g.c_sb[1] = 0, g.a_sb[0] = 96 * 64, g.c_sb[0] = 96 * 128, g.b_sb[0] = g.b_sb[1] = 0;
+  g.nsyms = 2;
+  g.rt_m = (cuda_rtsz){.lit = 1, .n = 1, .sym = {0}};
+  g.rt_b[0] = (cuda_rtsz){.lit = 1, .n = 1, .sym = {1}};
+  g.rt_sb[0][0] = (cuda_rtsz){.lit = 64, .n = 1, .sym = {0}};
+  g.rt_sb[2][0] = (cuda_rtsz){.lit = 128, .n = 1, .sym = {0}};
+  cu_ok(&e, cuda_gen_gemm(&e, m, &g, "g_rt"));
+  const cuda_kernel *k = m->k[m->n - 1];
+  assert_int_equal(k->nparams, 6); /* tmA, tmB, tmC, C, hp_sv0, hp_sv1 */
+  assert_int_equal(k->params[4].kind, CUDA_P_LONG);
+  assert_string_equal(k->params[5].name, "hp_sv1");
+  const int64_t sv[2] = {40, 2};
+  cuda_tmap_desc d;
+  cuda_tmap_at(k->params[0].tmap, sv, &d); /* A */
+  const uint64_t a_dims[4] = {64, 40, 1, 2}, a_st[3] = {128, 128 * 40, 128 * 40};
+  assert_memory_equal(d.dims, a_dims, sizeof a_dims);
+  assert_memory_equal(d.strides, a_st, sizeof a_st);
+  cuda_tmap_at(k->params[2].tmap, sv, &d); /* C */
+  const uint64_t c_dims[4] = {128, 40, 1, 2}, c_st[3] = {256, 256 * 40, 256 * 40};
+  assert_memory_equal(d.dims, c_dims, sizeof c_dims);
+  assert_memory_equal(d.strides, c_st, sizeof c_st);
+  cuda_tmap_at(k->params[1].tmap, sv, &d); /* B: N-major [64][128], its batch folded */
+  const uint64_t b_dims[4] = {128, 64, 1, 1}, b_st[3] = {256, 256 * 64, 256 * 64};
+  assert_memory_equal(d.dims, b_dims, sizeof b_dims);
+  assert_memory_equal(d.strides, b_st, sizeof b_st);
+  cuda_tmap_at(k->params[0].tmap, NULL, &d); /* no binding: the corner the spec was made at */
+  assert_int_equal(d.dims[1], 96);
+  assert_int_equal(d.dims[3], 3);
+  cuda_tmap_desc x = *k->params[0].tmap;
+  assert_true(cuda_tmap_same(&x, k->params[0].tmap));
+  x.dims[1] = 77; /* a run-time dim's value at another corner: alike */
+  assert_true(cuda_tmap_same(&x, k->params[0].tmap));
+  x.rt_dims[1].sym[0] = 1;
+  assert_false(cuda_tmap_same(&x, k->params[0].tmap));
+  x = *k->params[0].tmap, x.rt_strides[2].lit = 32;
+  assert_false(cuda_tmap_same(&x, k->params[0].tmap));
+  x = *k->params[0].tmap, x.dims[0] = 32; /* a constant dim */
+  assert_false(cuda_tmap_same(&x, k->params[0].tmap));
+  g.rt_st[0] = (cuda_rtsz){.lit = 1, .n = 1, .sym = {0}}; /* A's row stride 2 x hp_sv0 bytes */
+  assert_false(cuda_sm90_rt_aligned(&g));
+  harp_error_clear(&e);
+  assert_int_equal(cuda_gen_gemm(&e, m, &g, "g_rt_unaligned"), HARP_E_UNSUPPORTED);
+  g.rt_st[0].lit = 8; /* 16 bytes x hp_sv0 */
+  assert_true(cuda_sm90_rt_aligned(&g));
+  g.K = 256, g.tune.splitk = 2, g.tune.splitk_kind = CUDA_SPLITK_ATOMIC, g.c_dtype = TINY_FP32; /* 4 k tiles */
+  harp_error_clear(&e);
+  assert_int_equal(cuda_gen_gemm(&e, m, &g, "g_rt_splitk"), HARP_E_UNSUPPORTED);
+  assert_non_null(strstr(e.msg, "run time"));
+  cuda_module_free(m);
+}
+
 static void test_spec_errors(void **s) {
   (void)s;
   harp_error e = {0};
@@ -344,7 +409,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_dump_json),      cmocka_unit_test(test_spec_errors),    cmocka_unit_test(test_verifier),
       cmocka_unit_test(test_alloc_failures), cmocka_unit_test(test_rt_no_driver),   cmocka_unit_test(test_rt_misaligned),   cmocka_unit_test(test_rt_stub_driver),
-      cmocka_unit_test(test_rt_no_nvrtc),    cmocka_unit_test(test_cache_key),
+      cmocka_unit_test(test_rt_no_nvrtc),    cmocka_unit_test(test_cache_key),      cmocka_unit_test(test_tmap_rt),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -36,6 +36,15 @@ static const char softmax_b_src[] = "graph<B=4> main(x: f32[B, B]) -> (y: f32[B,
                                     "    return y\n"
                                     "}\n";
 
+/* an fp16 GEMM over M = B rows: on sm90 the wgmma template, whose TMA maps
+ * hold B (A's and C's rows and their packed batch strides) */
+static const char wgmma_b_src[] = "graph<B=4> main(x: f16[B, 64], w: f16[64, 64]) -> (y: f16[B, 64]) {\n"
+                                  "    y = x @ w\n"
+                                  "    return y\n"
+                                  "}\n";
+/* the module target of the sessions open_session_with opens */
+static const char *session_target = "sm80";
+
 typedef struct sess {
   hg_program *p;
   tiny_graph *g; /* unbound */
@@ -48,7 +57,7 @@ static void open_session_with(sess *t, const char *rel, const char *text, bool g
   if (rel) assert_ok(&e, hg_harp_load_file(&e, src_path(rel), &t->p));
   else assert_ok(&e, hg_harp_load_text(&e, text, strlen(text), "tiny.harp", &t->p));
   assert_ok(&e, hg_lower(&e, t->p, &t->g, NULL));
-  rt_gpu_opts o = {.knobs = k, .target = "sm80", .cache_dir = S->cache, .graphs = graphs, .per_binding = per_binding};
+  rt_gpu_opts o = {.knobs = k, .target = session_target, .cache_dir = S->cache, .graphs = graphs, .per_binding = per_binding};
   assert_ok(&e, rt_gpu_session_new(&e, t->g, &o, &t->s));
   /* the session keeps its own copy of the graph */
   tiny_graph_free(t->g);
@@ -196,6 +205,61 @@ static unsigned long long last_arg_at(sess *t, long B, unsigned *grid_x) {
   assert_int_equal(grid(0, g), 0);
   *grid_x = g[0];
   return args[n - 1];
+}
+
+/* The arguments of the first launch logged during a run at B of src
+ * (record on) into args[max]: their count. */
+static int first_launch_args(sess *t, long B, const char *src, unsigned long long *args, int max) {
+  harp_error e = {0};
+  int (*launch)(int, const void **, unsigned long long *, int);
+  *(void **)&launch = dlsym(S->lib, "harp_fake_cuda_launch");
+  assert_non_null(launch);
+  record(1);
+  assert_ok(&e, run_at(t, B, NULL, src, &e));
+  const void *where;
+  return launch(0, &where, args, max);
+}
+
+/* The SM90 wgmma GEMM of an sm90 session over a ShapeSet box reads its
+ * sizes at run time: one build, one module for B = 48, 64, 40, 33; the
+ * runtime encodes its TMA maps at each binding before the launch (the
+ * graph updated in place carries them): A's and C's rows are B, their
+ * packed batch strides B rows of 128 bytes; the size argument is B. */
+static void test_wgmma_box(void **vs) {
+  NEED_NVRTC();
+  S->reset();
+  snap s0 = snapshot();
+  sess t;
+  setenv("HARP_FAKE_CUDA_CC", "9.0", 1); /* a Hopper */
+  session_target = "sm90";
+  open_session_with(&t, NULL, wgmma_b_src, true, &S->knobs, false);
+  session_target = "sm80";
+  static const long Bs[4] = {48, 64, 40, 33};
+  for (int i = 0; i < 4; i++) {
+    unsigned long long args[16];
+    int n = first_launch_args(&t, Bs[i], wgmma_b_src, args, 16);
+    assert_int_equal(n, 5); /* tmA, tmB, tmC, C, hp_sv0 */
+    unsigned long long want = (unsigned long long)Bs[i] | (unsigned long long)(128 * Bs[i] / 16) << 32;
+    assert_int_equal(args[0], want); /* A [B][64] fp16 */
+    assert_int_equal(args[1], 64ull | 512ull << 32); /* B: constant */
+    assert_int_equal(args[2], want); /* C [B][64] fp16 */
+    assert_int_equal(args[4], Bs[i]);
+  }
+  record(0);
+  expect(&t, 1, 1, 4, 1, 3, 4);
+  assert_int_equal(stats(&t).box_builds, 1);
+  assert_int_equal(stats(&t).box_fallbacks, 0);
+  assert_int_equal(delta(&s0, FAKE_CUDA_MODULES_LOADED), 1);
+  tiny_symtab b48;
+  bind(&b48, 48);
+  const char *why = NULL;
+  assert_true(rt_gpu_session_box(t.s, &b48, &why));
+  tiny_symtab_free(&b48);
+  assert_driver_agrees(&t, &s0);
+  close_session(&t);
+  unsetenv("HARP_FAKE_CUDA_CC");
+  assert_released(&s0);
+  (void)vs;
 }
 
 /* One build for a ShapeSet box (gpu_box.c): relu (in a ShapeSet build the
@@ -505,6 +569,7 @@ int main(void) {
       cmocka_unit_test(test_update_refused),         cmocka_unit_test(test_eviction),
       cmocka_unit_test(test_errors),                 cmocka_unit_test(test_cli_bench_bind),
       cmocka_unit_test(test_cli_bench_profile),      cmocka_unit_test(test_one_build_per_box),
+      cmocka_unit_test(test_wgmma_box),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -198,7 +198,8 @@ typedef struct cuda_gemm_spec {
   cuda_epi epi[CUDA_MAX_EPI];
   cuda_math math;                       /* fp32 operands: TF32 (default), strict FP32, FP16 / BF16 */
   cuda_tune tune;
-  /* a ShapeSet build (nsyms > 0, the SM80 template without split-K): the
+  /* a ShapeSet build (nsyms > 0, the SM80 or SM90 template without split-K;
+   * the SM90 one's TMA maps then carry the formulas, cuda_tmap_desc): the
    * kernel takes the sizes hp_sv0 .. hp_sv<nsyms-1> (`const long`); a size or stride whose rt_* has n > 0 is read at run time (M, N, K are
    * then the box's most: the grid's tiles; a CTA past the binding's M or N
    * returns, the K loop runs the binding's tiles, its tail zero-filled) */
@@ -464,7 +465,20 @@ typedef struct cuda_tmap_desc {
   uint64_t strides[CUDA_TMAP_MAX_RANK - 1]; /* bytes of dims 1..rank-1 (multiples of 16) */
   uint32_t box[CUDA_TMAP_MAX_RANK];         /* elements per TMA transfer */
   int swizzle;                              /* 0: none, 3: 128-byte (CU_TENSOR_MAP_SWIZZLE_128B) */
+  /* a ShapeSet build (issue 25): a dim or stride whose formula has n > 0 is
+   * the binding's (lit x hp_sv<i> x ..; strides in bytes), encoded by the
+   * runtime before each launch (cuda_tmap_at); dims / strides then hold the
+   * box's corner hi */
+  cuda_rtsz rt_dims[CUDA_TMAP_MAX_RANK], rt_strides[CUDA_TMAP_MAX_RANK - 1];
 } cuda_tmap_desc;
+
+/* Descriptor d at the binding sv (the box's symbols' values, hp_sv<i> =
+ * sv[i]) into *out: its run-time dims and strides evaluated, the rest
+ * copied; sv NULL: d as it is.  (cuda_wgmma_rt.c) */
+void cuda_tmap_at(const cuda_tmap_desc *d, const int64_t *sv, cuda_tmap_desc *out);
+/* Whether descriptors a and b encode alike at every binding: the same
+ * rank, box, swizzle, formulas, and values where no formula. */
+bool cuda_tmap_same(const cuda_tmap_desc *a, const cuda_tmap_desc *b);
 
 typedef struct cuda_param {
   const char *name;  /* C identifier */
@@ -531,6 +545,13 @@ harp_status cuda_gen_gemm(harp_error *e, cuda_module *m, const cuda_gemm_spec *s
 /* Does the SM90 (TMA/wgmma) branch take s as its tune says (0 fields: the
  * template's defaults)?  Else false and why (nullable) says what it refuses. */
 bool cuda_sm90_gemm_ok(const cuda_gemm_spec *s, char *why, int cap);
+/* A ShapeSet build of the SM90 template (cuda_wgmma_rt.c): whether every
+ * stride of t's TMA maps read at run time stays a multiple of 16 bytes at
+ * every binding (its literal factor); and the run-time dims and strides of
+ * the maps tm[0..2] (A, B, C, as cuda_sm90_gemm fills them at the corner
+ * hi) from t's formulas, false when one takes more than 8 symbols. */
+bool cuda_sm90_rt_aligned(const cuda_gemm_spec *t);
+bool cuda_sm90_tmaps_rt(const cuda_gemm_spec *s, cuda_tmap_desc tm[3]);
 harp_status cuda_gen_conv(harp_error *e, cuda_module *m, const cuda_conv_spec *s, const char *name);
 /* The finishing pass of conv s split along K as splitk_parallel
  * (tune.splitk > 1, kind ATOMIC): reads the fp32 workspace ws

@@ -42,6 +42,12 @@ static void launch_key(ut_str *o, const cuda_kernel *k, const cg_kform *f) {
       for (int r = 0; r < d->rank && r < CUDA_TMAP_MAX_RANK; r++)
         ut_str_printf(o, " %llu/%llu/%u", (unsigned long long)d->dims[r],
                       (unsigned long long)(r ? d->strides[r - 1] : 0), d->box[r]);
+      for (int r = 0; r < d->rank && r < CUDA_TMAP_MAX_RANK; r++) /* a ShapeSet build's run-time sizes */
+        for (int q = 0; q < 2; q++) {
+          const cuda_rtsz *z = q ? (r ? &d->rt_strides[r - 1] : NULL) : &d->rt_dims[r];
+          for (int u = 0; z && u < z->n; u++)
+            ut_str_printf(o, "%s%c%d:%lld*sv%d", u ? "" : " rt", q ? 's' : 'd', r, (long long)z->lit, z->sym[u]);
+        }
     }
     ut_str_putc(o, '\n');
   }

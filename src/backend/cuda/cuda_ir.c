@@ -14,6 +14,32 @@
 #include "backend/cuda/cuda.h"
 #include "tiny/tiny_spell.h"
 
+/* Formula z as {"lit": .., "syms": [i, ..]}, or null when a constant. */
+static json_t *rtsz_json(const cuda_rtsz *z) {
+  if (!z->n) return json_null();
+  json_t *o = json_object(), *a = json_array();
+  json_object_set_new(o, "lit", json_integer((json_int_t)z->lit));
+  for (int i = 0; i < z->n; i++) json_array_append_new(a, json_integer(z->sym[i]));
+  json_object_set_new(o, "syms", a);
+  return o;
+}
+
+/* A ShapeSet build's map t (some dim or stride read at run time): its
+ * formulas as "dims_at_run_time" and "strides_bytes_at_run_time" in tm
+ * (null where a constant); nothing for a map of constants. */
+static void tmap_rt_json(json_t *tm, const cuda_tmap_desc *t) {
+  bool any = false;
+  for (int r = 0; r < t->rank && r < CUDA_TMAP_MAX_RANK; r++) any = any || t->rt_dims[r].n || (r && t->rt_strides[r - 1].n);
+  if (!any) return;
+  json_t *d = json_array(), *st = json_array();
+  for (int r = 0; r < t->rank && r < CUDA_TMAP_MAX_RANK; r++) {
+    json_array_append_new(d, rtsz_json(&t->rt_dims[r]));
+    if (r) json_array_append_new(st, rtsz_json(&t->rt_strides[r - 1]));
+  }
+  json_object_set_new(tm, "dims_at_run_time", d);
+  json_object_set_new(tm, "strides_bytes_at_run_time", st);
+}
+
 /* ---- names ------------------------------------------------------------------ */
 const char *cuda_arch_name(cuda_arch a) { return a == CUDA_SM90 ? "sm90" : "sm80"; }
 bool cuda_arch_parse(const char *s, cuda_arch *out) {
@@ -511,6 +537,7 @@ static json_t *kernel_json(const cuda_kernel *k) {
       json_object_set_new(tm, "strides_bytes", st);
       json_object_set_new(tm, "box", bx);
       json_object_set_new(tm, "swizzle", json_string(t->swizzle == 3 ? "128B" : "none"));
+      tmap_rt_json(tm, t);
       json_object_set_new(x, "tensor_map", tm);
     }
     json_array_append_new(ps, x);

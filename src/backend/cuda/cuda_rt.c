@@ -690,6 +690,11 @@ harp_status cuda_rt_encode_tmap(harp_error *e, cuda_rt *rt, const cuda_tmap_desc
 
 harp_status cuda_rt_launch_kernel(harp_error *e, cuda_rt *rt, void *fn, const cuda_kernel *k, const cuda_devptr *args,
                                 int64_t grid_x) {
+  return cuda_rt_launch_kernel_at(e, rt, fn, k, args, grid_x, NULL);
+}
+
+harp_status cuda_rt_launch_kernel_at(harp_error *e, cuda_rt *rt, void *fn, const cuda_kernel *k, const cuda_devptr *args,
+                                     int64_t grid_x, const int64_t *sv) {
   /* alignment first: a misaligned view is the caller's error, GPU or not */
   for (int i = 0; i < k->nparams; i++) {
     const cuda_param *p = &k->params[i];
@@ -715,7 +720,11 @@ harp_status cuda_rt_launch_kernel(harp_error *e, cuda_rt *rt, void *fn, const cu
   for (int i = 0; i < k->nparams && !s; i++) {
     if (k->params[i].kind == CUDA_P_TMAP) {
       if (!k->params[i].tmap) s = ut_fail(e, HARP_E_INTERNAL, k->name, "tensor map parameter without a descriptor");
-      else s = cuda_rt_encode_tmap(e, rt, k->params[i].tmap, args[i], maps[i].b);
+      else {
+        cuda_tmap_desc d; /* a ShapeSet build's map: at the binding sv */
+        cuda_tmap_at(k->params[i].tmap, sv, &d);
+        s = cuda_rt_encode_tmap(e, rt, &d, args[i], maps[i].b);
+      }
       params[i] = maps[i].b;
     } else {
       params[i] = (void *)&args[i];

@@ -96,6 +96,11 @@ harp_status cuda_rt_dtoh(harp_error *e, cuda_rt *rt, void *dst, cuda_devptr src,
  * overrides grid.x (persistent kernels: the SM count). */
 harp_status cuda_rt_launch_kernel(harp_error *e, cuda_rt *rt, void *fn, const cuda_kernel *k, const cuda_devptr *args,
                                 int64_t grid_x);
+/* cuda_rt_launch_kernel of a ShapeSet build at the binding sv (the box's
+ * symbols' values; NULL: the maps as generated): a tensor map's run-time
+ * dims and strides encoded at sv (cuda_tmap_at). */
+harp_status cuda_rt_launch_kernel_at(harp_error *e, cuda_rt *rt, void *fn, const cuda_kernel *k, const cuda_devptr *args,
+                                     int64_t grid_x, const int64_t *sv);
 /* cuTensorMapEncodeTiled for one descriptor at base: 128 bytes into out. */
 harp_status cuda_rt_encode_tmap(harp_error *e, cuda_rt *rt, const cuda_tmap_desc *d, cuda_devptr base, void *out);
 

@@ -55,6 +55,14 @@
  * partial at C + ks * c_ss (cuda_gen_gemm_finish sums them and applies the
  * epilogue).  splitk_serial is the SM80 template's.
  *
+ * A ShapeSet build (spec nsyms > 0, issue 25; no split-K): M, N, K and the
+ * batches are formulas of the size parameters hp_sv<i> (sm90_rt_plan): the
+ * tile loops run the binding's tiles (sm90_rt_counts: a CTA past them
+ * leaves at once; the grid keeps the box's), the raster and the k loop
+ * decode them at run time, the Epilogue's bounds and a residual's strides
+ * are formulas, and the TMA maps' dims and strides too
+ * (cuda_wgmma_rt.c), which the runtime encodes per binding.
+ *
  * Status: runs right on an H100 (test_cuda_gpu, every test model, split-K;
  * compute-sanitizer clean) and at 0.97-1.01x cuBLAS with 128x256 tiles and
  * 3 stages (bench/cuda_gemm.c, docs/cuda.md "On a GPU"). */
@@ -219,6 +227,9 @@ typedef struct {
   bool tf32, bkm, reduce; /* bkm: B K-major */
   int64_t KT, kt_per, TM, TN, ntiles, a_bytes, stage, c_off, bar_off, smem;
   const char *ca[2], *cb[2]; /* batch coordinates (b1, b0 or 0) of A, B */
+  /* a ShapeSet build (spec nsyms > 0): M, N, the batches as C text (the
+   * binding's, formulas of hp_sv<i>, or constants); NULL otherwise */
+  const char *Mt, *Nt, *B0t, *B1t, *Kt;
 } sm90_plan;
 
 /* Fills p from the spec s (already accepted by cuda_sm90_gemm_ok); fails
@@ -308,7 +319,10 @@ static void sm90_params_meta(cuda_b *b, cuda_kernel *k, const cuda_gemm_spec *s,
   k->params[k->nparams - 1].tmap = &tm[2];
   cuda_param_add(k, "C", cuda_ctype(s->c_dtype), CUDA_P_PTR_OUT, s->c_dtype); /* split-K atomics */
   cuda_epi_params(b, k, s->epi, s->n_epi);
+  for (int i = 0; i < s->nsyms; i++) cuda_param_add(k, cuda_fmt(b, "hp_sv%d", i), "long", CUDA_P_LONG, TINY_I32);
   cuda_meta_str(k, "template", "sm90_wgmma");
+  if (s->nsyms)
+    cuda_meta_str(k, "sizes", "M, N, K and the batches at run time (hp_sv<i>); the tensor maps encoded per binding");
   cuda_meta_int(k, "BM", p->BM);
   cuda_meta_int(k, "BN", p->BN);
   cuda_meta_int(k, "BK", p->BK);
@@ -330,6 +344,18 @@ static void sm90_params_meta(cuda_b *b, cuda_kernel *k, const cuda_gemm_spec *s,
   cuda_meta_str(k, "arch_note", "build for sm_90a (wgmma, setmaxnreg)");
 }
 
+/* A ShapeSet build's tile counts at the binding (p's size texts): the M
+ * and N tiles hk_tm, hk_tn, the k tiles hk_kt, the inner batches hk_nb1
+ * and the tiles hk_ntiles the tile loops run (the grid keeps the box's:
+ * a CTA past them leaves its loop at once). */
+static void sm90_rt_counts(cuda_b *b, const sm90_plan *p) {
+  cuda_decl(b, "const int", "hk_tm", NULL, cuda_fmt(b, "(int)((%s + %d) / %d)", p->Mt, p->BM - 1, p->BM));
+  cuda_decl(b, "const int", "hk_tn", NULL, cuda_fmt(b, "(int)((%s + %d) / %d)", p->Nt, p->BN - 1, p->BN));
+  cuda_decl(b, "const int", "hk_kt", NULL, cuda_fmt(b, "(int)((%s + %d) / %d)", p->Kt, p->BK - 1, p->BK));
+  cuda_decl(b, "const int", "hk_nb1", NULL, cuda_fmt(b, "(int)(%s)", p->B1t));
+  cuda_decl(b, "const int", "hk_ntiles", NULL, cuda_fmt(b, "hk_tm * hk_tn * (int)(%s) * hk_nb1", p->B0t));
+}
+
 /* The shared-memory base and the S full/empty mbarrier pairs at p's
  * bar_off, initialised by thread 0 and fenced for the async proxy. */
 static void sm90_prologue(cuda_b *b, const sm90_plan *p) {
@@ -348,12 +374,35 @@ static void sm90_prologue(cuda_b *b, const sm90_plan *p) {
   cuda_close(b);
   cuda_emit(b, CU_FENCE_PROXY_ASYNC);
   cuda_emit(b, CU_BARRIER);
+  if (p->Mt) sm90_rt_counts(b, p);
+}
+
+/* sm90_decode_tile in a ShapeSet build (no split-K): the grouped raster
+ * over the binding's tiles (sm90_rt_counts), the k tiles [0, hk_kt). */
+static void sm90_decode_tile_rt(cuda_b *b, const sm90_plan *p) {
+  int GM = p->GM;
+  cuda_decl(b, "const int", "bz", NULL, "tile / (hk_tm * hk_tn)");
+  cuda_decl(b, "const int", "r", NULL, "tile % (hk_tm * hk_tn)");
+  cuda_decl(b, "const int", "grp", NULL, cuda_fmt(b, "r / (%d * hk_tn)", GM));
+  cuda_decl(b, "const int", "fm", NULL, cuda_fmt(b, "grp * %d", GM));
+  cuda_decl(b, "const int", "gsz", NULL, cuda_fmt(b, "hk_tm - fm < %d ? hk_tm - fm : %d", GM, GM));
+  cuda_decl(b, "const int", "tm", NULL, cuda_fmt(b, "fm + (r %% (%d * hk_tn)) %% gsz", GM));
+  cuda_decl(b, "const int", "tn", NULL, cuda_fmt(b, "(r %% (%d * hk_tn)) / gsz", GM));
+  cuda_decl(b, "const int", "b0", NULL, "bz / hk_nb1");
+  cuda_decl(b, "const int", "b1", NULL, "bz % hk_nb1");
+  cuda_decl(b, "const int", "kt0", NULL, "0");
+  cuda_decl(b, "const int", "kt1", NULL, "hk_kt");
+  cuda_call(b, "(void)b0; (void)b1; (void)tn");
 }
 
 /* Decodes the loop variable tile into the split-K slice ks, the grouped
  * raster's tile row tm and column tn, the batch indices b0, b1 (of s's
  * batch) and the k-tile range [kt0, kt1) of p's slices. */
 static void sm90_decode_tile(cuda_b *b, const cuda_gemm_spec *s, const sm90_plan *p) {
+  if (p->Mt) {
+    sm90_decode_tile_rt(b, p);
+    return;
+  }
   long long TM = p->TM, TN = p->TN, GM = p->GM, KT = p->KT, kt_per = p->kt_per;
   cuda_decl(b, "const int", "ks", NULL, cuda_fmt(b, "tile %% %d", p->splitk));
   cuda_decl(b, "const int", "t1", NULL, cuda_fmt(b, "tile / %d", p->splitk));
@@ -380,7 +429,7 @@ static void sm90_producer(cuda_b *b, const cuda_gemm_spec *s, const sm90_plan *p
   sr->i[0] = 40, sr->i[1] = 0;
   cuda_if(b, "tid == 0");
   cuda_decl(b, "int", "it", NULL, "0");
-  cuda_for_step(b, "tile", "blockIdx.x", cuda_fmt(b, "%lld", (long long)p->ntiles), "gridDim.x", 1);
+  cuda_for_step(b, "tile", "blockIdx.x", p->Mt ? "hk_ntiles" : cuda_fmt(b, "%lld", (long long)p->ntiles), "gridDim.x", 1);
   sm90_decode_tile(b, s, p);
   cuda_for(b, "kt", "kt0", "kt1", 1);
   cuda_decl(b, "const int", "st", NULL, cuda_fmt(b, "it %% %d", p->S));
@@ -449,22 +498,32 @@ static void sm90_consumer_kloop(cuda_b *b, const cuda_gemm_spec *s, const sm90_p
   cuda_close(b);
 }
 
+/* Size z as C text, or the constant v (a ShapeSet build's sizes). */
+static const char *rt_or(cuda_b *b, const cuda_rtsz *z, int64_t v) {
+  return z->n ? cuda_rtsz_text(b, z) : cuda_fmt(b, "%lldL", (long long)v);
+}
+
 /* The Epilogue statement of s's fused ops on the accumulator registers
  * (in split-K only slice 0 adds them); its op list lives in m's arena. */
 static void sm90_epilogue(cuda_b *b, cuda_module *m, const cuda_gemm_spec *s, const sm90_plan *p) {
   if (p->splitk > 1) cuda_if(b, "ks == 0"); /* one slice adds the bias / residual */
-  cuda_stmt *ep = cuda_emit_s(b, CU_EPILOGUE, "acc", "row0", "col0", cuda_fmt(b, "%lld", (long long)s->M));
-  ep->s[4] = cuda_fmt(b, "%lld", (long long)s->N);
+  cuda_stmt *ep = cuda_emit_s(b, CU_EPILOGUE, "acc", "row0", "col0", p->Mt ? p->Mt : cuda_fmt(b, "%lld", (long long)s->M));
+  ep->s[4] = p->Nt ? p->Nt : cuda_fmt(b, "%lld", (long long)s->N);
   ep->i[0] = 1, ep->i[1] = p->BN / 8;
   ep->dtype = s->c_dtype;
   const char *ptr[CUDA_MAX_EPI] = {0};
   for (int i = 0; i < s->n_epi && i < CUDA_MAX_EPI; i++) {
     const cuda_epi *x = &s->epi[i];
     if (x->kind == CUDA_EPI_BIAS_M || x->kind == CUDA_EPI_BIAS_N) ptr[i] = cuda_fmt(b, "ep%d", i);
+    else if (x->kind == CUDA_EPI_RESIDUAL && p->Mt) /* a ShapeSet build: its batch strides may be formulas */
+      ptr[i] = cuda_fmt(b, "(ep%d + (hk_i64)b0 * %s + (hk_i64)b1 * %s)", i, rt_or(b, &s->rt_epi[i][0], x->s_b0),
+                        rt_or(b, &s->rt_epi[i][1], x->s_b1));
     else if (x->kind == CUDA_EPI_RESIDUAL)
       ptr[i] = cuda_fmt(b, "(ep%d + (hk_i64)b0 * %lld + (hk_i64)b1 * %lld)", i, (long long)x->s_b0, (long long)x->s_b1);
   }
   cuda_epi_attach(b, ep, s->epi, ptr, s->n_epi);
+  for (int i = 0; p->Mt && i < ep->nepi; i++) /* a residual's row and column strides at run time */
+    ep->epi[i].s_m_t = cuda_rtsz_text(b, &s->rt_epi[i][2]), ep->epi[i].s_n_t = cuda_rtsz_text(b, &s->rt_epi[i][3]);
   if (p->splitk > 1) cuda_close(b);
 }
 
@@ -527,7 +586,7 @@ static void sm90_consumers(cuda_b *b, cuda_module *m, const cuda_gemm_spec *s, c
   cuda_decl(b, "const int", "lane", NULL, "tid & 31");
   cuda_decl(b, "float", "acc", cuda_fmt(b, "[1][%d][4]", p->BN / 8), NULL);
   cuda_decl(b, "int", "it", NULL, "0");
-  cuda_for_step(b, "tile", "blockIdx.x", cuda_fmt(b, "%lld", (long long)p->ntiles), "gridDim.x", 1);
+  cuda_for_step(b, "tile", "blockIdx.x", p->Mt ? "hk_ntiles" : cuda_fmt(b, "%lld", (long long)p->ntiles), "gridDim.x", 1);
   sm90_decode_tile(b, s, p);
   cuda_for(b, "j", "0", cuda_fmt(b, "%d", p->BN / 8), -1);
   cuda_assign(b, "acc[0][j][0]", "0.0f");
@@ -548,6 +607,15 @@ static void sm90_consumers(cuda_b *b, cuda_module *m, const cuda_gemm_spec *s, c
   cuda_close(b);
 }
 
+/* A ShapeSet build (s->nsyms > 0): p's size texts from s's formulas (or
+ * its constants) and the run-time dims and strides of the maps tm; false
+ * when a map's size takes more than 8 symbols. */
+static bool sm90_rt_plan(cuda_b *b, const cuda_gemm_spec *s, sm90_plan *p, cuda_tmap_desc *tm) {
+  p->Mt = rt_or(b, &s->rt_m, s->M), p->Nt = rt_or(b, &s->rt_n, s->N), p->Kt = rt_or(b, &s->rt_k, s->K);
+  p->B0t = rt_or(b, &s->rt_b[0], s->batch[0]), p->B1t = rt_or(b, &s->rt_b[1], s->batch[1]);
+  return cuda_sm90_tmaps_rt(s, tm);
+}
+
 harp_status cuda_sm90_gemm(harp_error *e, cuda_module *m, const cuda_gemm_spec *s, const char *name) {
   char why[160];
   if (!cuda_sm90_gemm_ok(s, why, sizeof why)) return unsupported(e, name, why);
@@ -555,6 +623,9 @@ harp_status cuda_sm90_gemm(harp_error *e, cuda_module *m, const cuda_gemm_spec *
   sm90_plan p = {0};
   harp_status st = sm90_plan_sizes(e, s, name, &p);
   if (st != HARP_OK) return st;
+  if (s->nsyms && (p.splitk > 1 || !cuda_sm90_rt_aligned(s)))
+    return unsupported(e, name, p.splitk > 1 ? "split-K with sizes read at run time"
+                                             : "a TMA stride read at run time is not 16-byte aligned at every binding");
   cuda_b bb, *b = &bb;
   cuda_kernel *k = cuda_kernel_new(b, m, e, name, "wgmma_gemm");
   if (!k) return e->code;
@@ -569,6 +640,7 @@ harp_status cuda_sm90_gemm(harp_error *e, cuda_module *m, const cuda_gemm_spec *
   cuda_tmap_desc *tm = ut_arena_alloc(m->arena, sizeof(cuda_tmap_desc) * 3);
   if (!tm) return ut_fail(e, HARP_E_NO_MEMORY, name, "out of memory");
   sm90_tmaps(s, &p, tm);
+  if (s->nsyms && !sm90_rt_plan(b, s, &p, tm)) return unsupported(e, name, "a tensor map's size takes more than 8 symbols");
   sm90_params_meta(b, k, s, &p, tm);
   sm90_prologue(b, &p);
   cuda_if(b, "wg == 0");

@@ -6,6 +6,8 @@
  * the box's two corners then differ and the session builds per binding,
  * naming the kernel (gpu_box.c).  A residual epilogue's strides are
  * formulas of its own tensor's shape (a GEMM's) or the output's (a conv's).
+ * In an sm90 module a GEMM's run-time TMA strides must stay 16-byte
+ * aligned at every binding (cuda_sm90_rt_aligned), else it prints.
  * Needs: region_cuda.h (cuda_rctx: the box's symbols, their values now).
  * Gives: cuda_gen_sym, cuda_sizes_printed, cuda_rows_at_run_time,
  * cuda_gemm_at_run_time, cuda_conv_at_run_time, cuda_attn_at_run_time,
@@ -136,7 +138,7 @@ bool cuda_gemm_at_run_time(const cuda_rctx *c, int r, const int slot[3], const i
   const tiny_shape *sa = c->gen.n ? slot_shape(c, r, slot[0]) : NULL, *sb = sa ? slot_shape(c, r, slot[1]) : NULL;
   const tiny_shape *sc = sb ? slot_shape(c, r, slot[2]) : NULL;
   bool cm = s->c_sn != 1 && s->c_sm == 1; /* C's rows contiguous: [..][N..][M..] */
-  if (!sc || c->mod->arch != CUDA_SM80 || s->tune.splitk > 1 || (s->c_sn != 1 && !cm)) return false;
+  if (!sc || s->tune.splitk > 1 || (s->c_sn != 1 && !cm)) return false;
   cuda_gemm_spec t = *s;
   /* C [batch[0]..][batch[1]..][M..][N..] (or N, M): each the shortest run of its elements before the next */
   int64_t in = cm ? s->M : s->N, out = cm ? s->N : s->M;
@@ -160,6 +162,7 @@ bool cuda_gemm_at_run_time(const cuda_rctx *c, int r, const int slot[3], const i
     any = any || t.rt_sb[i / 2][i % 2].n;
   }
   if (!epi_formulas(c, r, epi_slot, s, &t, &any) || !any) return false;
+  if (c->mod->arch == CUDA_SM90 && !cuda_sm90_rt_aligned(&t)) return false; /* the wgmma template's TMA strides */
   t.nsyms = c->gen.n;
   *s = t;
   return true;
