@@ -156,6 +156,42 @@ def one_box(s, rng, name, model, sym, hi, at, fixed, extra, variant, ntemplate):
     print(f"{name} ({variant}): {ghi['launch_kinds']}", flush=True)
 
 
+# softmax row kernels whose row length (the last dim) is read at run time:
+# over L (19 rows fixed: 3 CTAs of 8 warps), over keys S whose rows vary too
+# ([2, S, S]: rows and row length one symbol); the row kernel, not the loop
+# nest (a layernorm's row length: test_cuda_sim_simple, the DSL's layernorm
+# over a symbol divides by a count that the row kernel's reader declines)
+ROWLEN_CASES = [
+    ("softmax_rows.json", "L", (5, 48), (48, 33, 5), {"R": 19}, "softmax"),
+    ("softmax_keys_s.harp", "S", (3, 40), (40, 29, 3), {}, "softmax"),
+]
+ROWLEN_INLINE = {
+    "softmax_keys_s.harp": "graph<S=16> main(x: f32[2, S, S]) -> (y: f32[2, S, S]) {\n"
+                           "    y = softmax(x)\n    return y\n}\n",
+}
+
+
+def rowlen_rows(s, rng):
+    """ROWLEN_CASES: each box one unit at every binding, on the simulator
+    against the interpreter (one_box), its row kernel taking the size."""
+    only = os.environ.get("HARP_CUDA_SS_MODELS")
+    for name, sym, (lo, hi), at, fixed, kind in ROWLEN_CASES:
+        if only and name not in only.split(",") and f"{name}:{sym}" not in only.split(","):
+            continue
+        model = os.path.join(MODELS, name)
+        if name in ROWLEN_INLINE:
+            model = os.path.join(tempfile.mkdtemp(prefix="harp_ss_"), name)
+            open(model, "w").write(ROWLEN_INLINE[name])
+        box = ("--shapeset", f"{sym}={lo}..{hi}")
+        for variant in BOTH:
+            knobs = NO_TEMPLATES if variant == "loop nests" else ()
+            one_box(s, rng, f"{name}:{sym}", model, sym, hi, at, fixed, (*box, *knobs), variant, 0)
+        p, d = cuda_sim.dump(model, "sm80", syms_of(sym, hi, fixed), extra=box)
+        g = json.load(open(os.path.join(d, "gpu.json")))["gpu"] if p.returncode == 0 else {"kernels": []}
+        s.check(f"{name}:{sym}: the {kind} row kernel reads its row length at run time",
+                any(k.get("kind") == kind for k in g["kernels"]), str([k.get("kind") for k in g["kernels"]]))
+
+
 def main():
     warnings.simplefilter("ignore", RuntimeWarning)
     s = Suite("cuda_shapeset")
@@ -183,6 +219,7 @@ def main():
         for variant in variants:
             knobs = NO_TEMPLATES if variant == "loop nests" else ()
             one_box(s, rng, f"{name}:{sym}", model, sym, hi, at, fixed, (*box, *knobs), variant, ntemplate)
+    rowlen_rows(s, rng)
     nvcc_compiles(s, NVCC_UNITS)
     s.close()
 
