@@ -192,6 +192,61 @@ def rowlen_rows(s, rng):
                 any(k.get("kind") == kind for k in g["kernels"]), str([k.get("kind") for k in g["kernels"]]))
 
 
+# self-attention over a run-time S whose heads follow each other in out:
+# rows past the binding's S of one head are the next head's first rows
+ATTN_GUARD = "graph<S=16> main(q: f16[1, 3, S, 64], k: f16[1, 3, S, 64], v: f16[1, 3, S, 64]) -> (y: f16[1, 3, S, 64]) {\n" \
+             "    y = attention(q, k, v)\n    return y\n}\n"
+
+
+def attn_store_guard(s, rng):
+    """The attention's store guard at run time: the S=40 build at S=23 and
+    17, its CTAs first to last and last to first (a CTA storing rows past
+    its head's S would overwrite the next head's, already written, or write
+    past the binding's elements, poisoned: an error), against the
+    interpreter; the poison check itself sees one row too many (S+1).
+    (A value computed from the poison is a NaN with its bits, which the
+    check cannot tell from poison: rows past the binding that only read
+    poison would pass unseen; the Q tile's rows past S read zeros.)"""
+    only = os.environ.get("HARP_CUDA_SS_MODELS")
+    if only and "attn_guard" not in only.split(","):
+        return
+    model = os.path.join(tempfile.mkdtemp(prefix="harp_ss_"), "attn_guard_s.harp")
+    open(model, "w").write(ATTN_GUARD)
+    box = ("--shapeset", "S=17..40")
+    p, dhi = cuda_sim.dump(model, "sm80", ["S=40"], extra=box)
+    s.check("attn_guard: dump at S=40", p.returncode == 0, p.stderr)
+    if p.returncode:
+        return
+    ghi = json.load(open(os.path.join(dhi, "gpu.json")))["gpu"]
+    s.check("attn_guard: one attention template launch reading S", ghi["launch_kinds"]["template"] == 1 and
+            all(any(a["space"] == "sym" for a in l["args"]) for l in ghi["launches"]), str(ghi["launches"])[:2000])
+    NVCC_UNITS.append(("attn_guard_s.harp (templates)", os.path.join(dhi, "model.cu")))
+    for v in (23, 17):
+        p, dv = cuda_sim.dump(model, "sm80", [f"S={v}"], extra=box)
+        s.check(f"attn_guard [S={v}]: dump", p.returncode == 0, p.stderr)
+        if p.returncode:
+            continue
+        gv = json.load(open(os.path.join(dv, "gpu.json")))["gpu"]
+        feeds = cuda_sim.feeds_of(gv, rng)
+        outs = {b["name"]: b["shape"] for b in gv["buffers"] if b["space"] == "output"}
+        q, e = run(model, feeds, [f"S={v}"], backend="interp")
+        s.check(f"attn_guard [S={v}]: interpreter", q.returncode == 0, q.stderr)
+        if q.returncode:
+            continue
+        for rev in (False, True):
+            got, err = cuda_sim.run(dhi, feeds, sv=[v], out_shapes=outs, reverse=rev)
+            what = f"attn_guard [S={v}] (CTAs {'last to first' if rev else 'first to last'})"
+            s.check(f"{what}: nothing stored past the binding's rows", err is None, err)
+            for out, a in (got or {}).items():
+                ok, detail = close(a, np.load(os.path.join(e, f"{out}.npy")).astype(np.float64))
+                s.check(f"{what}: {out} vs interpreter", ok, detail)
+        # inputs of S+1 (finite: values from the poison are NaN of its bits, unseen), out checked at S
+        p, d1 = cuda_sim.dump(model, "sm80", [f"S={v + 1}"], extra=box)
+        feeds1 = cuda_sim.feeds_of(json.load(open(os.path.join(d1, "gpu.json")))["gpu"], rng)
+        _, err = cuda_sim.run(dhi, feeds1, sv=[v + 1], out_shapes=outs)
+        s.check(f"attn_guard [S={v}]: a row too many is seen past the binding", err is not None and "written past" in err, err)
+
+
 def main():
     warnings.simplefilter("ignore", RuntimeWarning)
     s = Suite("cuda_shapeset")
@@ -220,6 +275,7 @@ def main():
             knobs = NO_TEMPLATES if variant == "loop nests" else ()
             one_box(s, rng, f"{name}:{sym}", model, sym, hi, at, fixed, (*box, *knobs), variant, ntemplate)
     rowlen_rows(s, rng)
+    attn_store_guard(s, rng)
     nvcc_compiles(s, NVCC_UNITS)
     s.close()
 
