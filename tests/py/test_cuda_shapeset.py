@@ -111,9 +111,11 @@ def nvcc_compiles(s, units):
         s.check(f"{what}: nvcc sm_80 + sm_90a", q.returncode == 0, q.stderr[-2000:])
 
 
-def one_box(s, rng, name, model, sym, hi, at, fixed, extra, variant, ntemplate):
+def one_box(s, rng, name, model, sym, hi, at, fixed, extra, variant, ntemplate, fixed_kinds=()):
     """The box unit of `model` at its corner hi, the same text at every
-    binding of `at`, run on the simulator there against the interpreter."""
+    binding of `at`, run on the simulator there against the interpreter
+    (launches of kernels of fixed_kinds may take no size: split-K's zeroing
+    of its workspace laid out at hi)."""
     p, dhi = cuda_sim.dump(model, "sm80", syms_of(sym, hi, fixed), extra=extra)
     s.check(f"{name} ({variant}): dump at {sym}={hi}", p.returncode == 0, p.stderr)
     if p.returncode:
@@ -122,7 +124,8 @@ def one_box(s, rng, name, model, sym, hi, at, fixed, extra, variant, ntemplate):
     src_hi = open(os.path.join(dhi, "model.cu")).read()
     s.check(f"{name} ({variant}): the box's symbol is the unit's", [x["name"] for x in ghi["syms"]] == [sym], str(ghi["syms"]))
     s.check(f"{name} ({variant}): every launch reads the size at run time",
-            all(any(a["space"] == "sym" for a in l["args"]) for l in ghi["launches"]), str(ghi["launches"])[:2000])
+            all(any(a["space"] == "sym" for a in l["args"]) for l in ghi["launches"]
+                if {k["name"]: k["kind"] for k in ghi["kernels"]}[l["kernel"]] not in fixed_kinds), str(ghi["launches"])[:2000])
     s.check(f"{name} ({variant}): a size passed by value", "const long hp_sv0" in src_hi)
     if variant == "templates":
         s.check(f"{name} ({variant}): {ntemplate}+ template launches", ghi["launch_kinds"]["template"] >= ntemplate,
@@ -247,6 +250,44 @@ def attn_store_guard(s, rng):
         s.check(f"attn_guard [S={v}]: a row too many is seen past the binding", err is not None and "written past" in err, err)
 
 
+# split-K over a run-time M (a skinny GEMM: K = 1024 in slices, a bias and
+# GELU epilogue): each form from a Plan, and the default plan's choice; and
+# over a run-time N (C's row stride) through the workspace forms.  The
+# workspace and the flags are laid out at the box's corner hi
+SPLITK_MODEL = "graph<M=64, N=64> main(a: f16[M, 1024], b: f16[1024, N], bias: f16[N]) -> (c: f16[M, N]) {\n" \
+               "    c = gelu(a @ b + bias)\n    return c\n}\n"
+SPLITK_FORMS = [("M", "splitk_serial", 4), ("M", "splitk_parallel", 4), ("M", "splitk_reduce", 8), ("M", None, 0),
+                ("N", "splitk_parallel", 4), ("N", "splitk_reduce", 4)]
+SPLITK_BOX = {"M": ((5, 64), (64, 37, 5), {"N": 64}), "N": ((24, 72), (72, 40, 24), {"M": 24})}
+
+
+def splitk_rows(s, rng):
+    """SPLITK_FORMS: the build at the box's corner hi at the bindings of
+    SPLITK_BOX (one_box), its launches the form's (zero, GEMM, finishing
+    pass)."""
+    only = os.environ.get("HARP_CUDA_SS_MODELS")
+    if only and "splitk_m" not in only.split(","):
+        return
+    d = tempfile.mkdtemp(prefix="harp_ss_")
+    model = os.path.join(d, "splitk_m.harp")
+    open(model, "w").write(SPLITK_MODEL)
+    for sym, algo, slices in SPLITK_FORMS:
+        (lo, hi), at, fixed = SPLITK_BOX[sym]
+        extra = ("--shapeset", f"{sym}={lo}..{hi}")
+        if algo:
+            plan = os.path.join(d, f"{algo}.plan")
+            open(plan, "w").write(f"split m 64; split n 64; split k 64; warp_tile 32x32; predicate_tail m.i.i n.i.i;\n"
+                                  f"algo_choice matmul {algo};\nsplitk {slices};\n")
+            extra += ("--plan", f"c={plan}")
+        name = f"splitk_m.harp:{sym} ({algo or 'the default plan'})"
+        one_box(s, rng, name, model, sym, hi, at, fixed, extra, "templates", 1, fixed_kinds=("zero",))
+        p, dd = cuda_sim.dump(model, "sm80", syms_of(sym, hi, fixed), extra=extra)
+        g = json.load(open(os.path.join(dd, "gpu.json")))["gpu"] if p.returncode == 0 else {"kernels": []}
+        kinds = [k["kind"] for k in g["kernels"]]
+        s.check(f"{name}: split K (the GEMM, its finishing pass or flags)", "mma_gemm" in kinds and
+                ("splitk_finish" in kinds) != (algo == "splitk_serial") and ("zero" in kinds) != (algo == "splitk_reduce"), str(kinds))
+
+
 def main():
     warnings.simplefilter("ignore", RuntimeWarning)
     s = Suite("cuda_shapeset")
@@ -276,6 +317,7 @@ def main():
             one_box(s, rng, f"{name}:{sym}", model, sym, hi, at, fixed, (*box, *knobs), variant, ntemplate)
     rowlen_rows(s, rng)
     attn_store_guard(s, rng)
+    splitk_rows(s, rng)
     nvcc_compiles(s, NVCC_UNITS)
     s.close()
 

@@ -135,6 +135,11 @@ void cuda_launch_sym_args(cuda_rctx *c);
 /* The last launch (a row kernel of s, true above): its grid from the
  * binding's rows (when they vary), its size parameters bound to the symbols. */
 void cuda_launch_rows(cuda_rctx *c, const cuda_rownorm_spec *s);
+/* Split-K's GEMM spec g whose C is the fp32 workspace laid out at the box's
+ * corner hi: C's strides made constants again. */
+void cuda_splitk_ws_const(cuda_gemm_spec *g);
+/* The launches from l0 on: their size parameters bound to the symbols. */
+void cuda_launches_sym_args(cuda_rctx *c, int l0);
 /* Argument of the buffer at the kernel's slot (reads, then writes), + elements of dtype. */
 cuda_arg cuda_arg_slot(const cuda_rctx *c, int r, int slot, int64_t elem_offset, tiny_dtype dt);
 

@@ -10,7 +10,7 @@
  * Gives: cuda_gen_sym, cuda_sizes_printed, cuda_rows_at_run_time,
  * cuda_gemm_at_run_time, cuda_conv_at_run_time, cuda_attn_at_run_time,
  * cuda_launch_sym_args,
- * cuda_launch_rows. */
+ * cuda_launch_rows, cuda_splitk_ws_const, cuda_launches_sym_args. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -218,11 +218,13 @@ bool cuda_attn_at_run_time(const cuda_rctx *c, int r, const int slot[5], cuda_at
   return true;
 }
 
-void cuda_launch_sym_args(cuda_rctx *c) {
-  cuda_launch *l = &c->launch[c->nlaunch - 1];
+/* Launch l's size parameters (hp_sv<i>) bound to the symbols. */
+static void bind_sym_args(cuda_launch *l) {
   for (int p = 0; p < l->k->nparams; p++) /* the sizes hp_sv<i> */
     if (l->k->params[p].kind == CUDA_P_LONG) l->args[p] = (cuda_arg){CUDA_ARG_SYM, atoi(l->k->params[p].name + 5), 0};
 }
+
+void cuda_launch_sym_args(cuda_rctx *c) { bind_sym_args(&c->launch[c->nlaunch - 1]); }
 
 void cuda_launch_rows(cuda_rctx *c, const cuda_rownorm_spec *s) {
   cuda_launch *l = &c->launch[c->nlaunch - 1];
@@ -230,4 +232,14 @@ void cuda_launch_rows(cuda_rctx *c, const cuda_rownorm_spec *s) {
     l->grid_div = (s->tune.threads ? s->tune.threads : 256) / 32, l->grid_lit = s->rows_lit, l->ngrid_sym = s->nrows_sym;
   memcpy(l->grid_sym, s->rows_sym, sizeof s->rows_sym[0] * (size_t)s->nrows_sym);
   cuda_launch_sym_args(c);
+}
+
+/* ---- split-K ---- */
+void cuda_splitk_ws_const(cuda_gemm_spec *g) {
+  g->rt_st[4].n = g->rt_st[5].n = 0; /* C's strides c_sm, c_sn */
+  g->rt_sb[2][0].n = g->rt_sb[2][1].n = 0; /* and its batch strides */
+}
+
+void cuda_launches_sym_args(cuda_rctx *c, int l0) {
+  for (int i = l0; i < c->nlaunch; i++) bind_sym_args(&c->launch[i]);
 }
