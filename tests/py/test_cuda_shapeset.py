@@ -288,6 +288,81 @@ def splitk_rows(s, rng):
                 ("splitk_finish" in kinds) != (algo == "splitk_serial") and ("zero" in kinds) != (algo == "splitk_reduce"), str(kinds))
 
 
+# Winograd F(2x2, 3x3) (from a Plan) over a run-time height, width or
+# images: the transforms read them, the transformed GEMM and the workspace
+# stay the box's corner hi's (launches of constant sizes).  F(4x4)'s fp16
+# error leaves one_box's 1e-3 at any size (docs/cuda.md, "Winograd"): its
+# box build is compared with the binding's own build, bit for bit
+# (WINO4_AT)
+WINO_MODELS = {
+    "wino_bias.harp": "graph<N=2, H=8, W=8> main(x: f16[N, 8, H, W], w: f16[16, 8, 3, 3], b: f16[16]) -> (y: f16[N, 16, H, W]) {\n"
+                      "    y = conv2d(x, w, bias=b, pad=[1, 1])\n    return y\n}\n",
+    "wino_res.harp": "graph<H=8, W=8> main(x: f16[1, 8, H, W], w: f16[8, 8, 3, 3]) -> (y: f16[1, 8, H, W]) {\n"
+                     "    y = x + conv2d(x, w, pad=1)\n    return y\n}\n",
+}
+WINO_CASES = [
+    ("wino_bias.harp", "H", (5, 12), (12, 9, 5), {"N": 2, "W": 9}, 2),
+    ("wino_bias.harp", "W", (5, 12), (12, 7, 5), {"N": 2, "H": 6}, 2),
+    ("wino_bias.harp", "N", (1, 3), (3, 2), {"H": 7, "W": 6}, 2),
+    ("wino_res.harp", "H", (5, 12), (12, 10, 5), {"W": 7}, 2),
+]
+
+
+WINO4_AT = ("wino_bias.harp", "H", (5, 12), (12, 9, 6), {"N": 2, "W": 7})
+
+
+def wino4_rows(s, rng, d):
+    """F(4x4): the box build (hi) at each binding of WINO4_AT on the
+    simulator equals the binding's own build (no ShapeSet) bit for bit."""
+    name, sym, (lo, hi), at, fixed = WINO4_AT
+    model, plan = os.path.join(d, "wino4_" + name), os.path.join(d, "wino4.plan")
+    open(model, "w").write(WINO_MODELS[name])
+    open(plan, "w").write("split m 64; split n 64; split k 64; predicate_tail m.i.i n.i.i k.i.i; algo_choice conv winograd_4x4_3x3;\n")
+    box = ("--shapeset", f"{sym}={lo}..{hi}", "--plan", f"y={plan}")
+    p, dhi = cuda_sim.dump(model, "sm80", syms_of(sym, hi, fixed), extra=box)
+    s.check(f"{name}:{sym} F(4x4): dump at {sym}={hi}", p.returncode == 0, p.stderr)
+    if p.returncode:
+        return
+    NVCC_UNITS.append((f"{name}:{sym} F(4x4)", os.path.join(dhi, "model.cu")))
+    for v in at:
+        p, dv = cuda_sim.dump(model, "sm80", syms_of(sym, v, fixed), extra=("--plan", f"y={plan}"))
+        s.check(f"{name}:{sym} F(4x4) [{sym}={v}]: its own build", p.returncode == 0, p.stderr)
+        if p.returncode:
+            continue
+        gv = json.load(open(os.path.join(dv, "gpu.json")))["gpu"]
+        feeds = cuda_sim.feeds_of(gv, rng)
+        outs = {b["name"]: b["shape"] for b in gv["buffers"] if b["space"] == "output"}
+        got, err = cuda_sim.run(dhi, feeds, sv=[v], out_shapes=outs)
+        own, err2 = cuda_sim.run(dv, feeds)
+        s.check(f"{name}:{sym} F(4x4) [{sym}={v}]: the box build runs", err is None and err2 is None, f"{err} {err2}")
+        for o, a in (got or {}).items():
+            s.check(f"{name}:{sym} F(4x4) [{sym}={v}]: {o} as the binding's own build, bit for bit",
+                    own is not None and np.array_equal(a, own[o]), "")
+
+
+def wino_rows(s, rng):
+    """WINO_CASES: one build at the box's corner hi, at its bindings
+    (one_box), on the Winograd kernels the Plan names."""
+    only = os.environ.get("HARP_CUDA_SS_MODELS")
+    d = tempfile.mkdtemp(prefix="harp_ss_")
+    for name, sym, (lo, hi), at, fixed, tile in WINO_CASES:
+        if only and name not in only.split(",") and f"{name}:{sym}" not in only.split(","):
+            continue
+        model, plan = os.path.join(d, name), os.path.join(d, f"wino{tile}.plan")
+        open(model, "w").write(WINO_MODELS[name])
+        open(plan, "w").write(f"split m 64; split n 64; split k 64; predicate_tail m.i.i n.i.i k.i.i; "
+                              f"algo_choice conv winograd_{tile}x{tile}_3x3;\n")
+        extra = ("--shapeset", f"{sym}={lo}..{hi}", "--plan", f"y={plan}")
+        what = f"{name}:{sym} F({tile}x{tile})"
+        one_box(s, rng, what, model, sym, hi, at, fixed, extra, "templates", 1, fixed_kinds=("wino_filter", "mma_gemm", "ewise"))
+        p, dd = cuda_sim.dump(model, "sm80", syms_of(sym, hi, fixed), extra=extra)
+        g = json.load(open(os.path.join(dd, "gpu.json")))["gpu"] if p.returncode == 0 else {"kernels": []}
+        kinds = [k["kind"] for k in g["kernels"]]
+        s.check(f"{what}: the Winograd transforms", "wino_input" in kinds and "wino_output" in kinds, str(kinds))
+    if not only or "wino4" in only.split(","):
+        wino4_rows(s, rng, d)
+
+
 def main():
     warnings.simplefilter("ignore", RuntimeWarning)
     s = Suite("cuda_shapeset")
@@ -318,6 +393,7 @@ def main():
     rowlen_rows(s, rng)
     attn_store_guard(s, rng)
     splitk_rows(s, rng)
+    wino_rows(s, rng)
     nvcc_compiles(s, NVCC_UNITS)
     s.close()
 

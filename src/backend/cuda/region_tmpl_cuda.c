@@ -587,11 +587,15 @@ static harp_status conv_splitk(cuda_rctx *c, int r, const cuda_conv_spec *s, con
 /* Winograd of conv s (s->tune.winograd, cuda_wino.c): the filter
  * transform (a `once` launch into the packed area when w is a weight, else
  * into scratch before every run), the input transform, the batched GEMM and
- * the output transform with the epilogue; scratch [wv | wm | wu].  *ok
- * false (module and launches as before, *why) when a kernel refuses or an
- * argument breaks an alignment. */
-static harp_status conv_wino(cuda_rctx *c, int r, const cuda_conv_spec *s, const named_arg *io, int nio, bool *ok,
+ * the output transform with the epilogue; scratch [wv | wm | wu].  A
+ * ShapeSet build's images, height and width (the input at x_slot) are read
+ * at run time by the transforms, the workspace laid out at the box's corner
+ * hi (cuda_wino.c).  *ok false (module and launches as before, *why) when
+ * a kernel refuses or an argument breaks an alignment. */
+static harp_status conv_wino(cuda_rctx *c, int r, const cuda_conv_spec *s0, int x_slot, const named_arg *io, int nio, bool *ok,
                              const char **why) {
+  cuda_conv_spec g = *s0, *s = &g;
+  bool rt = cuda_conv_at_run_time(c, r, x_slot, &g);
   int n0 = c->mod->n, l0 = c->nlaunch, tile = cuda_wino_tile(s, s->tune.winograd);
   cuda_wino_dims d;
   harp_error e2 = {0};
@@ -625,6 +629,7 @@ static harp_status conv_wino(cuda_rctx *c, int r, const cuda_conv_spec *s, const
     if (!*ok) *why = "an operand's element offset breaks the template's alignment";
     return st;
   }
+  if (rt) cuda_launches_sym_args(c, l0);
   int64_t end = once ? u_off : u_off + up256(d.u_bytes);
   if (end > c->scratch_bytes) c->scratch_bytes = end;
   if (once) c->packed_bytes += up256(d.u_bytes);
@@ -642,7 +647,7 @@ static harp_status conv_launch(cuda_rctx *c, int r, const cuda_conv_spec *s, int
                                const char **why) {
   int n0 = c->mod->n;
   *ok = false;
-  if (s->tune.winograd) return conv_wino(c, r, s, io, nio, ok, why);
+  if (s->tune.winograd) return conv_wino(c, r, s, x_slot, io, nio, ok, why);
   if (s->tune.splitk > 1) return conv_splitk(c, r, s, io, nio, ok, why);
   cuda_conv_spec g = *s;
   bool rt = cuda_conv_at_run_time(c, r, x_slot, &g);

@@ -171,7 +171,7 @@ bool cuda_gemm_at_run_time(const cuda_rctx *c, int r, const int slot[3], const i
 
 bool cuda_conv_at_run_time(const cuda_rctx *c, int r, int x_slot, cuda_conv_spec *s) {
   const tiny_shape *sx = c->gen.n ? slot_shape(c, r, x_slot) : NULL;
-  if (!sx || sx->rank != 4 || s->tune.splitk > 1 || s->tune.winograd || sx->d[0].n != s->n || sx->d[1].n != s->c ||
+  if (!sx || sx->rank != 4 || s->tune.splitk > 1 || sx->d[0].n != s->n || sx->d[1].n != s->c ||
       sx->d[2].n != s->h || sx->d[3].n != s->w || cuda_gen_sym(c, &sx->d[1]) >= 0)
     return false; /* not a dense NCHW input of these sizes, or its channels vary */
   cuda_conv_spec t = *s;
