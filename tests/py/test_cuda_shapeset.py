@@ -14,8 +14,11 @@ binding's elements is an error) against the reference interpreter there;
 one row short must give another result.  A model whose template prints
 its size would have corners that differ (the session then builds per
 binding).  Each HI unit compiles with nvcc for sm_80 and sm_90a when nvcc
-is there.  HARP_CUDA_SS_MODELS=name[:SYM],... runs some only.  Skips (77)
-without g++."""
+is there.  Further rows in their own functions: the row kernels' run-time
+row length (rowlen_rows), the attention's store guard (attn_store_guard),
+split-K (splitk_rows) and Winograd (wino_rows) over run-time sizes.
+HARP_CUDA_SS_MODELS=name[:SYM],... runs some only (attn_guard, splitk_m,
+wino4 name those functions' rows).  Skips (77) without g++."""
 import json
 import os
 import shutil
@@ -201,6 +204,12 @@ ATTN_GUARD = "graph<S=16> main(q: f16[1, 3, S, 64], k: f16[1, 3, S, 64], v: f16[
              "    y = attention(q, k, v)\n    return y\n}\n"
 
 
+def feeds_outs(d, rng):
+    """Random inputs at the shapes of the dump in d, and its outputs' shapes."""
+    g = json.load(open(os.path.join(d, "gpu.json")))["gpu"]
+    return cuda_sim.feeds_of(g, rng), {b["name"]: b["shape"] for b in g["buffers"] if b["space"] == "output"}
+
+
 def attn_store_guard(s, rng):
     """The attention's store guard at run time: the S=40 build at S=23 and
     17, its CTAs first to last and last to first (a CTA storing rows past
@@ -229,9 +238,7 @@ def attn_store_guard(s, rng):
         s.check(f"attn_guard [S={v}]: dump", p.returncode == 0, p.stderr)
         if p.returncode:
             continue
-        gv = json.load(open(os.path.join(dv, "gpu.json")))["gpu"]
-        feeds = cuda_sim.feeds_of(gv, rng)
-        outs = {b["name"]: b["shape"] for b in gv["buffers"] if b["space"] == "output"}
+        feeds, outs = feeds_outs(dv, rng)
         q, e = run(model, feeds, [f"S={v}"], backend="interp")
         s.check(f"attn_guard [S={v}]: interpreter", q.returncode == 0, q.stderr)
         if q.returncode:
@@ -245,7 +252,7 @@ def attn_store_guard(s, rng):
                 s.check(f"{what}: {out} vs interpreter", ok, detail)
         # inputs of S+1 (finite: values from the poison are NaN of its bits, unseen), out checked at S
         p, d1 = cuda_sim.dump(model, "sm80", [f"S={v + 1}"], extra=box)
-        feeds1 = cuda_sim.feeds_of(json.load(open(os.path.join(d1, "gpu.json")))["gpu"], rng)
+        feeds1, _ = feeds_outs(d1, rng)
         _, err = cuda_sim.run(dhi, feeds1, sv=[v + 1], out_shapes=outs)
         s.check(f"attn_guard [S={v}]: a row too many is seen past the binding", err is not None and "written past" in err, err)
 
@@ -329,9 +336,7 @@ def wino4_rows(s, rng, d):
         s.check(f"{name}:{sym} F(4x4) [{sym}={v}]: its own build", p.returncode == 0, p.stderr)
         if p.returncode:
             continue
-        gv = json.load(open(os.path.join(dv, "gpu.json")))["gpu"]
-        feeds = cuda_sim.feeds_of(gv, rng)
-        outs = {b["name"]: b["shape"] for b in gv["buffers"] if b["space"] == "output"}
+        feeds, outs = feeds_outs(dv, rng)
         got, err = cuda_sim.run(dhi, feeds, sv=[v], out_shapes=outs)
         own, err2 = cuda_sim.run(dv, feeds)
         s.check(f"{name}:{sym} F(4x4) [{sym}={v}]: the box build runs", err is None and err2 is None, f"{err} {err2}")
