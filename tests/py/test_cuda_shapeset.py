@@ -14,8 +14,11 @@ binding's elements is an error) against the reference interpreter there;
 one row short must give another result.  A model whose template prints
 its size would have corners that differ (the session then builds per
 binding).  Each HI unit compiles with nvcc for sm_80 and sm_90a when nvcc
-is there.  HARP_CUDA_SS_MODELS=name[:SYM],... runs some only.  Skips (77)
-without g++."""
+is there.  Further rows in their own functions: the row kernels' run-time
+row length (rowlen_rows), the attention's store guard (attn_store_guard),
+split-K (splitk_rows) and Winograd (wino_rows) over run-time sizes.
+HARP_CUDA_SS_MODELS=name[:SYM],... runs some only (attn_guard, splitk_m,
+wino4 name those functions' rows).  Skips (77) without g++."""
 import json
 import os
 import shutil
@@ -114,10 +117,12 @@ def nvcc_compiles(s, units, sm90_only=False):
         s.check(f"{what}: {tag}", q.returncode == 0, q.stderr[-2000:])
 
 
-def one_box(s, rng, name, model, sym, hi, at, fixed, extra, variant, ntemplate, target="sm80"):
+def one_box(s, rng, name, model, sym, hi, at, fixed, extra, variant, ntemplate, target="sm80", fixed_kinds=()):
     """The box unit of `model` at its corner hi for target, the same text at
     every binding of `at`, run on the simulator there against the
-    interpreter; returns the corner's dump directory (None: no dump)."""
+    interpreter (launches of kernels of fixed_kinds may take no size:
+    split-K's zeroing of its workspace laid out at hi); returns the corner's
+    dump directory (None: no dump)."""
     p, dhi = cuda_sim.dump(model, target, syms_of(sym, hi, fixed), extra=extra)
     s.check(f"{name} ({variant}): dump at {sym}={hi}", p.returncode == 0, p.stderr)
     if p.returncode:
@@ -126,7 +131,8 @@ def one_box(s, rng, name, model, sym, hi, at, fixed, extra, variant, ntemplate, 
     src_hi = open(os.path.join(dhi, "model.cu")).read()
     s.check(f"{name} ({variant}): the box's symbol is the unit's", [x["name"] for x in ghi["syms"]] == [sym], str(ghi["syms"]))
     s.check(f"{name} ({variant}): every launch reads the size at run time",
-            all(any(a["space"] == "sym" for a in l["args"]) for l in ghi["launches"]), str(ghi["launches"])[:2000])
+            all(any(a["space"] == "sym" for a in l["args"]) for l in ghi["launches"]
+                if {k["name"]: k["kind"] for k in ghi["kernels"]}[l["kernel"]] not in fixed_kinds), str(ghi["launches"])[:2000])
     s.check(f"{name} ({variant}): a size passed by value", "const long hp_sv0" in src_hi)
     if variant == "templates":
         s.check(f"{name} ({variant}): {ntemplate}+ template launches", ghi["launch_kinds"]["template"] >= ntemplate,
@@ -261,6 +267,212 @@ def sm90_boxes(s, rng):
                 "hp_sv0" not in open(os.path.join(d64, "model.cu")).read())
 
 
+# softmax row kernels whose row length (the last dim) is read at run time:
+# over L (19 rows fixed: 3 CTAs of 8 warps), over keys S whose rows vary too
+# ([2, S, S]: rows and row length one symbol); the row kernel, not the loop
+# nest (a layernorm's row length: test_cuda_sim_simple, the DSL's layernorm
+# over a symbol divides by a count that the row kernel's reader declines)
+ROWLEN_CASES = [
+    ("softmax_rows.json", "L", (5, 48), (48, 33, 5), {"R": 19}, "softmax"),
+    ("softmax_keys_s.harp", "S", (3, 40), (40, 29, 3), {}, "softmax"),
+]
+ROWLEN_INLINE = {
+    "softmax_keys_s.harp": "graph<S=16> main(x: f32[2, S, S]) -> (y: f32[2, S, S]) {\n"
+                           "    y = softmax(x)\n    return y\n}\n",
+}
+
+
+def rowlen_rows(s, rng):
+    """ROWLEN_CASES: each box one unit at every binding, on the simulator
+    against the interpreter (one_box), its row kernel taking the size."""
+    only = os.environ.get("HARP_CUDA_SS_MODELS")
+    for name, sym, (lo, hi), at, fixed, kind in ROWLEN_CASES:
+        if only and name not in only.split(",") and f"{name}:{sym}" not in only.split(","):
+            continue
+        model = os.path.join(MODELS, name)
+        if name in ROWLEN_INLINE:
+            model = os.path.join(tempfile.mkdtemp(prefix="harp_ss_"), name)
+            open(model, "w").write(ROWLEN_INLINE[name])
+        box = ("--shapeset", f"{sym}={lo}..{hi}")
+        for variant in BOTH:
+            knobs = NO_TEMPLATES if variant == "loop nests" else ()
+            one_box(s, rng, f"{name}:{sym}", model, sym, hi, at, fixed, (*box, *knobs), variant, 0)
+        p, d = cuda_sim.dump(model, "sm80", syms_of(sym, hi, fixed), extra=box)
+        g = json.load(open(os.path.join(d, "gpu.json")))["gpu"] if p.returncode == 0 else {"kernels": []}
+        s.check(f"{name}:{sym}: the {kind} row kernel reads its row length at run time",
+                any(k.get("kind") == kind for k in g["kernels"]), str([k.get("kind") for k in g["kernels"]]))
+
+
+# self-attention over a run-time S whose heads follow each other in out:
+# rows past the binding's S of one head are the next head's first rows
+ATTN_GUARD = "graph<S=16> main(q: f16[1, 3, S, 64], k: f16[1, 3, S, 64], v: f16[1, 3, S, 64]) -> (y: f16[1, 3, S, 64]) {\n" \
+             "    y = attention(q, k, v)\n    return y\n}\n"
+
+
+def feeds_outs(d, rng):
+    """Random inputs at the shapes of the dump in d, and its outputs' shapes."""
+    g = json.load(open(os.path.join(d, "gpu.json")))["gpu"]
+    return cuda_sim.feeds_of(g, rng), {b["name"]: b["shape"] for b in g["buffers"] if b["space"] == "output"}
+
+
+def attn_store_guard(s, rng):
+    """The attention's store guard at run time: the S=40 build at S=23 and
+    17, its CTAs first to last and last to first (a CTA storing rows past
+    its head's S would overwrite the next head's, already written, or write
+    past the binding's elements, poisoned: an error), against the
+    interpreter; the poison check itself sees one row too many (S+1).
+    (A value computed from the poison is a NaN with its bits, which the
+    check cannot tell from poison: rows past the binding that only read
+    poison would pass unseen; the Q tile's rows past S read zeros.)"""
+    only = os.environ.get("HARP_CUDA_SS_MODELS")
+    if only and "attn_guard" not in only.split(","):
+        return
+    model = os.path.join(tempfile.mkdtemp(prefix="harp_ss_"), "attn_guard_s.harp")
+    open(model, "w").write(ATTN_GUARD)
+    box = ("--shapeset", "S=17..40")
+    p, dhi = cuda_sim.dump(model, "sm80", ["S=40"], extra=box)
+    s.check("attn_guard: dump at S=40", p.returncode == 0, p.stderr)
+    if p.returncode:
+        return
+    ghi = json.load(open(os.path.join(dhi, "gpu.json")))["gpu"]
+    s.check("attn_guard: one attention template launch reading S", ghi["launch_kinds"]["template"] == 1 and
+            all(any(a["space"] == "sym" for a in l["args"]) for l in ghi["launches"]), str(ghi["launches"])[:2000])
+    NVCC_UNITS.append(("attn_guard_s.harp (templates)", os.path.join(dhi, "model.cu")))
+    for v in (23, 17):
+        p, dv = cuda_sim.dump(model, "sm80", [f"S={v}"], extra=box)
+        s.check(f"attn_guard [S={v}]: dump", p.returncode == 0, p.stderr)
+        if p.returncode:
+            continue
+        feeds, outs = feeds_outs(dv, rng)
+        q, e = run(model, feeds, [f"S={v}"], backend="interp")
+        s.check(f"attn_guard [S={v}]: interpreter", q.returncode == 0, q.stderr)
+        if q.returncode:
+            continue
+        for rev in (False, True):
+            got, err = cuda_sim.run(dhi, feeds, sv=[v], out_shapes=outs, reverse=rev)
+            what = f"attn_guard [S={v}] (CTAs {'last to first' if rev else 'first to last'})"
+            s.check(f"{what}: nothing stored past the binding's rows", err is None, err)
+            for out, a in (got or {}).items():
+                ok, detail = close(a, np.load(os.path.join(e, f"{out}.npy")).astype(np.float64))
+                s.check(f"{what}: {out} vs interpreter", ok, detail)
+        # inputs of S+1 (finite: values from the poison are NaN of its bits, unseen), out checked at S
+        p, d1 = cuda_sim.dump(model, "sm80", [f"S={v + 1}"], extra=box)
+        feeds1, _ = feeds_outs(d1, rng)
+        _, err = cuda_sim.run(dhi, feeds1, sv=[v + 1], out_shapes=outs)
+        s.check(f"attn_guard [S={v}]: a row too many is seen past the binding", err is not None and "written past" in err, err)
+
+
+# split-K over a run-time M (a skinny GEMM: K = 1024 in slices, a bias and
+# GELU epilogue): each form from a Plan, and the default plan's choice; and
+# over a run-time N (C's row stride) through the workspace forms.  The
+# workspace and the flags are laid out at the box's corner hi
+SPLITK_MODEL = "graph<M=64, N=64> main(a: f16[M, 1024], b: f16[1024, N], bias: f16[N]) -> (c: f16[M, N]) {\n" \
+               "    c = gelu(a @ b + bias)\n    return c\n}\n"
+SPLITK_FORMS = [("M", "splitk_serial", 4), ("M", "splitk_parallel", 4), ("M", "splitk_reduce", 8), ("M", None, 0),
+                ("N", "splitk_parallel", 4), ("N", "splitk_reduce", 4)]
+SPLITK_BOX = {"M": ((5, 64), (64, 37, 5), {"N": 64}), "N": ((24, 72), (72, 40, 24), {"M": 24})}
+
+
+def splitk_rows(s, rng):
+    """SPLITK_FORMS: the build at the box's corner hi at the bindings of
+    SPLITK_BOX (one_box), its launches the form's (zero, GEMM, finishing
+    pass)."""
+    only = os.environ.get("HARP_CUDA_SS_MODELS")
+    if only and "splitk_m" not in only.split(","):
+        return
+    d = tempfile.mkdtemp(prefix="harp_ss_")
+    model = os.path.join(d, "splitk_m.harp")
+    open(model, "w").write(SPLITK_MODEL)
+    for sym, algo, slices in SPLITK_FORMS:
+        (lo, hi), at, fixed = SPLITK_BOX[sym]
+        extra = ("--shapeset", f"{sym}={lo}..{hi}")
+        if algo:
+            plan = os.path.join(d, f"{algo}.plan")
+            open(plan, "w").write(f"split m 64; split n 64; split k 64; warp_tile 32x32; predicate_tail m.i.i n.i.i;\n"
+                                  f"algo_choice matmul {algo};\nsplitk {slices};\n")
+            extra += ("--plan", f"c={plan}")
+        name = f"splitk_m.harp:{sym} ({algo or 'the default plan'})"
+        one_box(s, rng, name, model, sym, hi, at, fixed, extra, "templates", 1, fixed_kinds=("zero",))
+        p, dd = cuda_sim.dump(model, "sm80", syms_of(sym, hi, fixed), extra=extra)
+        g = json.load(open(os.path.join(dd, "gpu.json")))["gpu"] if p.returncode == 0 else {"kernels": []}
+        kinds = [k["kind"] for k in g["kernels"]]
+        s.check(f"{name}: split K (the GEMM, its finishing pass or flags)", "mma_gemm" in kinds and
+                ("splitk_finish" in kinds) != (algo == "splitk_serial") and ("zero" in kinds) != (algo == "splitk_reduce"), str(kinds))
+
+
+# Winograd F(2x2, 3x3) (from a Plan) over a run-time height, width or
+# images: the transforms read them, the transformed GEMM and the workspace
+# stay the box's corner hi's (launches of constant sizes).  F(4x4)'s fp16
+# error leaves one_box's 1e-3 at any size (docs/cuda.md, "Winograd"): its
+# box build is compared with the binding's own build, bit for bit
+# (WINO4_AT)
+WINO_MODELS = {
+    "wino_bias.harp": "graph<N=2, H=8, W=8> main(x: f16[N, 8, H, W], w: f16[16, 8, 3, 3], b: f16[16]) -> (y: f16[N, 16, H, W]) {\n"
+                      "    y = conv2d(x, w, bias=b, pad=[1, 1])\n    return y\n}\n",
+    "wino_res.harp": "graph<H=8, W=8> main(x: f16[1, 8, H, W], w: f16[8, 8, 3, 3]) -> (y: f16[1, 8, H, W]) {\n"
+                     "    y = x + conv2d(x, w, pad=1)\n    return y\n}\n",
+}
+WINO_CASES = [
+    ("wino_bias.harp", "H", (5, 12), (12, 9, 5), {"N": 2, "W": 9}, 2),
+    ("wino_bias.harp", "W", (5, 12), (12, 7, 5), {"N": 2, "H": 6}, 2),
+    ("wino_bias.harp", "N", (1, 3), (3, 2), {"H": 7, "W": 6}, 2),
+    ("wino_res.harp", "H", (5, 12), (12, 10, 5), {"W": 7}, 2),
+]
+
+
+WINO4_AT = ("wino_bias.harp", "H", (5, 12), (12, 9, 6), {"N": 2, "W": 7})
+
+
+def wino4_rows(s, rng, d):
+    """F(4x4): the box build (hi) at each binding of WINO4_AT on the
+    simulator equals the binding's own build (no ShapeSet) bit for bit."""
+    name, sym, (lo, hi), at, fixed = WINO4_AT
+    model, plan = os.path.join(d, "wino4_" + name), os.path.join(d, "wino4.plan")
+    open(model, "w").write(WINO_MODELS[name])
+    open(plan, "w").write("split m 64; split n 64; split k 64; predicate_tail m.i.i n.i.i k.i.i; algo_choice conv winograd_4x4_3x3;\n")
+    box = ("--shapeset", f"{sym}={lo}..{hi}", "--plan", f"y={plan}")
+    p, dhi = cuda_sim.dump(model, "sm80", syms_of(sym, hi, fixed), extra=box)
+    s.check(f"{name}:{sym} F(4x4): dump at {sym}={hi}", p.returncode == 0, p.stderr)
+    if p.returncode:
+        return
+    NVCC_UNITS.append((f"{name}:{sym} F(4x4)", os.path.join(dhi, "model.cu")))
+    for v in at:
+        p, dv = cuda_sim.dump(model, "sm80", syms_of(sym, v, fixed), extra=("--plan", f"y={plan}"))
+        s.check(f"{name}:{sym} F(4x4) [{sym}={v}]: its own build", p.returncode == 0, p.stderr)
+        if p.returncode:
+            continue
+        feeds, outs = feeds_outs(dv, rng)
+        got, err = cuda_sim.run(dhi, feeds, sv=[v], out_shapes=outs)
+        own, err2 = cuda_sim.run(dv, feeds)
+        s.check(f"{name}:{sym} F(4x4) [{sym}={v}]: the box build runs", err is None and err2 is None, f"{err} {err2}")
+        for o, a in (got or {}).items():
+            s.check(f"{name}:{sym} F(4x4) [{sym}={v}]: {o} as the binding's own build, bit for bit",
+                    own is not None and np.array_equal(a, own[o]), "")
+
+
+def wino_rows(s, rng):
+    """WINO_CASES: one build at the box's corner hi, at its bindings
+    (one_box), on the Winograd kernels the Plan names."""
+    only = os.environ.get("HARP_CUDA_SS_MODELS")
+    d = tempfile.mkdtemp(prefix="harp_ss_")
+    for name, sym, (lo, hi), at, fixed, tile in WINO_CASES:
+        if only and name not in only.split(",") and f"{name}:{sym}" not in only.split(","):
+            continue
+        model, plan = os.path.join(d, name), os.path.join(d, f"wino{tile}.plan")
+        open(model, "w").write(WINO_MODELS[name])
+        open(plan, "w").write(f"split m 64; split n 64; split k 64; predicate_tail m.i.i n.i.i k.i.i; "
+                              f"algo_choice conv winograd_{tile}x{tile}_3x3;\n")
+        extra = ("--shapeset", f"{sym}={lo}..{hi}", "--plan", f"y={plan}")
+        what = f"{name}:{sym} F({tile}x{tile})"
+        one_box(s, rng, what, model, sym, hi, at, fixed, extra, "templates", 1, fixed_kinds=("wino_filter", "mma_gemm", "ewise"))
+        p, dd = cuda_sim.dump(model, "sm80", syms_of(sym, hi, fixed), extra=extra)
+        g = json.load(open(os.path.join(dd, "gpu.json")))["gpu"] if p.returncode == 0 else {"kernels": []}
+        kinds = [k["kind"] for k in g["kernels"]]
+        s.check(f"{what}: the Winograd transforms", "wino_input" in kinds and "wino_output" in kinds, str(kinds))
+    if not only or "wino4" in only.split(","):
+        wino4_rows(s, rng, d)
+
+
 def main():
     warnings.simplefilter("ignore", RuntimeWarning)
     s = Suite("cuda_shapeset")
@@ -290,6 +502,10 @@ def main():
             one_box(s, rng, f"{name}:{sym}", model, sym, hi, at, fixed, (*box, *knobs), variant, ntemplate)
     if not only or any(x.startswith("wg_") for x in only.split(",")):
         sm90_boxes(s, rng)
+    rowlen_rows(s, rng)
+    attn_store_guard(s, rng)
+    splitk_rows(s, rng)
+    wino_rows(s, rng)
     nvcc_compiles(s, NVCC_UNITS)
     nvcc_compiles(s, NVCC_UNITS_90, sm90_only=True)
     s.close()

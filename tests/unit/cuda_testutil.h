@@ -111,6 +111,7 @@ typedef struct cu_sim {
   char dir[256];
   char bin[320];
   bool ready;
+  const int64_t *sv; /* the size parameters' values (hp_sv<i>: sv[i]) of the next runs; NULL: none */
 } cu_sim;
 
 static inline int cu_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -212,7 +213,8 @@ static inline int cu_sim_run_x(cu_sim *s, const cuda_kernel *k, cu_buf *const *a
   fprintf(jf, "launch %s %lld %lld %lld %d %d %d %lld %d", k->name, (long long)k->grid[0], (long long)k->grid[1],
           (long long)k->grid[2], k->block[0], k->block[1], k->block[2], (long long)k->smem_bytes, k->nparams);
   for (int i = 0; i < k->nparams; i++)
-    fprintf(jf, !args[i] ? " 0" : k->params[i].kind == CUDA_P_TMAP ? " m%d" : " b%d", i);
+    if (k->params[i].kind == CUDA_P_LONG && s->sv) fprintf(jf, " v%lld", (long long)s->sv[atoi(k->params[i].name + 5)]);
+    else fprintf(jf, !args[i] ? " 0" : k->params[i].kind == CUDA_P_TMAP ? " m%d" : " b%d", i);
   fprintf(jf, "\n");
   for (int i = 0; i < k->nparams; i++)
     if (args[i]) fprintf(jf, "out %d %s/out%d.bin\n", i, s->dir, i);

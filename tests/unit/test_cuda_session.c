@@ -29,12 +29,18 @@ static const char gemm_res_src[] = "graph<B=4> main(x: f32[B, 16], w: f32[16, B]
                                    "    y = x @ w + r\n"
                                    "    return y\n"
                                    "}\n";
-/* a row softmax whose row length is B: the row kernel prints it (the warp's
- * loop over the row), so the box's corners differ */
+/* a row softmax whose rows and row length are B: the row kernel reads both
+ * at run time */
 static const char softmax_b_src[] = "graph<B=4> main(x: f32[B, B]) -> (y: f32[B, B]) {\n"
                                     "    y = softmax(x)\n"
                                     "    return y\n"
                                     "}\n";
+/* a GATHER over B rows: its kernel prints its sizes, so the box's corners
+ * differ */
+static const char gather_b_src[] = "graph<B=4> main(x: f32[B, 8], i: i32[B, 8]) -> (y: f32[B, 8]) {\n"
+                                   "    y = gather(x, i, 0)\n"
+                                   "    return y\n"
+                                   "}\n";
 
 /* an fp16 GEMM over M = B rows: on sm90 the wgmma template, whose TMA maps
  * hold B (A's and C's rows and their packed batch strides) */
@@ -268,9 +274,9 @@ static void test_wgmma_box(void **vs) {
  * launches pass its own B (the kernel's last parameter, hp_sv0), and the
  * cluster's graph is updated in place per binding.  A batched GEMM's
  * template reads the batch B at run time: one build too, and so does a GEMM
- * whose residual's row stride is B.  A row softmax whose row length is B
- * prints it: the box's corners differ, one build per binding, and the
- * session says which kernel. */
+ * whose residual's row stride is B, and a row softmax whose rows and row
+ * length are B.  A GATHER prints its sizes: the box's corners differ, one
+ * build per binding, and the session says which kernel. */
 static void test_one_build_per_box(void **vs) {
   NEED_NVRTC();
   S->reset();
@@ -321,6 +327,13 @@ static void test_one_build_per_box(void **vs) {
   open_session_with(&t, NULL, softmax_b_src, true, &S->knobs, false);
   assert_ok(&e, run_at(&t, 48, NULL, softmax_b_src, &e));
   assert_ok(&e, run_at(&t, 64, NULL, softmax_b_src, &e));
+  expect(&t, 1, 1, 2, 1, 1, 2);
+  assert_int_equal(stats(&t).box_fallbacks, 0);
+  assert_true(rt_gpu_session_box(t.s, &b48, &why));
+  close_session(&t);
+  open_session_with(&t, NULL, gather_b_src, true, &S->knobs, false);
+  assert_ok(&e, run_at(&t, 48, NULL, gather_b_src, &e));
+  assert_ok(&e, run_at(&t, 64, NULL, gather_b_src, &e));
   expect(&t, 1, 2, 2, 1, 1, 2);
   assert_int_equal(stats(&t).box_fallbacks, 1);
   assert_false(rt_gpu_session_box(t.s, &b48, &why));

@@ -13,6 +13,7 @@ typedef struct state {
   cuda_ew_spec ew[3];
   cuda_reduce_spec red[3];
   cuda_rownorm_spec sm[3], ln[2];
+  cuda_rownorm_spec rt[3]; /* row lengths (and rows) read at run time: rt_specs */
 } state;
 
 static void ew_in(cuda_ew_instr *in, tiny_op op, int a, int b, int c) {
@@ -99,6 +100,24 @@ static void make_specs(state *st) {
                              .eps = 1e-3f};
 }
 
+/* Row kernels of a ShapeSet build (one size parameter hp_sv0 = D, the
+ * box's corner D = hi in rows / cols): rt0 a softmax of 9 fp16 rows of
+ * 8 x D (16-byte vectors at every D), rt1 a layernorm of 33 fp32 rows of D
+ * (fp16 gamma, fp32 beta, fp16 out), rt2 a softmax of 2 x D rows of D
+ * (the rows vary too: the grid and the row guard). */
+static void rt_specs(state *st) {
+  cuda_rownorm_spec *s = st->rt;
+  memset(s, 0, sizeof st->rt);
+  s[0] = (cuda_rownorm_spec){.rows = 9, .cols = 96, .row_stride = 96, .in_dtype = TINY_FP16, .out_dtype = TINY_FP16,
+                             .nsyms = 1, .rt_cols = {8, 1, {0}}};
+  s[1] = (cuda_rownorm_spec){.rows = 33, .cols = 70, .row_stride = 70, .in_dtype = TINY_FP32, .out_dtype = TINY_FP16,
+                             .eps = 1e-5f, .has_gamma = true, .has_beta = true, .gamma_dtype = TINY_FP16,
+                             .beta_dtype = TINY_FP32, .nsyms = 1, .rt_cols = {1, 1, {0}}};
+  s[2] = (cuda_rownorm_spec){.rows = 80, .cols = 40, .row_stride = 40, .in_dtype = TINY_FP32, .out_dtype = TINY_FP32,
+                             .scale = 0.5f, .nsyms = 1, .nrows_sym = 1, .rows_sym = {0}, .rows_lit = 2,
+                             .rt_cols = {1, 1, {0}}};
+}
+
 static int setup(void **vs) {
   state *st = calloc(1, sizeof *st);
   *vs = st;
@@ -118,6 +137,10 @@ static int setup(void **vs) {
     snprintf(nm, sizeof nm, "ln%d", i);
     cu_ok(&e, cuda_gen_layernorm(&e, st->m, &st->ln[i], nm));
   }
+  rt_specs(st);
+  cu_ok(&e, cuda_gen_softmax(&e, st->m, &st->rt[0], "rt0"));
+  cu_ok(&e, cuda_gen_layernorm(&e, st->m, &st->rt[1], "rt1"));
+  cu_ok(&e, cuda_gen_softmax(&e, st->m, &st->rt[2], "rt2"));
   char *src = NULL;
   cu_ok(&e, cuda_print(&e, st->m, &src));
   st->skip = !cu_sim_build(&st->sim, src);
@@ -219,11 +242,62 @@ static void test_softmax_layernorm(void **vs) {
   }
 }
 
+/* Run rt kernel i (spec s, the box's corner) at D = v as the size
+ * parameter says sv (v, or one short): y is the hi corner's size, poisoned;
+ * returns the mismatches against the reference at D = v, *past whether
+ * something was written past the binding's elements. */
+static int64_t rt_run(state *st, int i, int64_t v, int64_t sv, bool *past) {
+  const cuda_rownorm_spec *s = &st->rt[i];
+  bool ln = i == 1;
+  cuda_rownorm_spec b = *s; /* the binding's sizes */
+  b.cols = b.row_stride = s->rt_cols.lit * v;
+  if (s->nrows_sym) b.rows = s->rows_lit * v;
+  cu_rng r = {(uint64_t)i + 700};
+  int64_t nout = b.rows * b.cols, nhi = s->rows * s->cols;
+  cu_buf x = cu_random(s->in_dtype, nout, &r, 3), y = cu_buf_new(s->out_dtype, nhi), g = {0}, bt = {0};
+  memset(y.p, 0xEE, y.bytes);
+  if (ln) g = cu_random(s->gamma_dtype, b.cols, &r, 1), bt = cu_random(s->beta_dtype, b.cols, &r, 1);
+  cu_buf *args_sm[3] = {&x, &y, NULL}, *args_ln[5] = {&x, &g, &bt, &y, NULL};
+  char nm[16];
+  snprintf(nm, sizeof nm, "rt%d", i);
+  st->sim.sv = &sv;
+  assert_int_equal(cu_sim_run(&st->sim, cuda_module_find(st->m, nm), ln ? args_ln : args_sm, NULL, 7), 0);
+  st->sim.sv = NULL;
+  float *want = malloc(sizeof(float) * (size_t)nout);
+  ref_rownorm(&b, ln, &x, &g, &bt, want);
+  int64_t bad = cu_compare(nm, &y, want, nout, 1e-3);
+  size_t isz = (size_t)tiny_dtype_size(s->out_dtype);
+  *past = false;
+  for (size_t k = (size_t)nout * isz; k < y.bytes; k++) *past = *past || ((unsigned char *)y.p)[k] != 0xEE;
+  free(want);
+  cu_buf_free(&x);
+  cu_buf_free(&y);
+  cu_buf_free(&g);
+  cu_buf_free(&bt);
+  return bad;
+}
+
+/* The rt kernels at D = hi and below, from the one build: right, nothing
+ * written past the binding's rows; the size one short gives another result. */
+static void test_rowlen_at_run_time(void **vs) {
+  state *st = *vs;
+  SKIP_IF_NO_SIM(st);
+  const int64_t at[3][2] = {{12, 5}, {70, 37}, {40, 23}};
+  for (int i = 0; i < 3; i++)
+    for (int j = 0; j < 2; j++) {
+      bool past;
+      assert_int_equal(rt_run(st, i, at[i][j], at[i][j], &past), 0);
+      assert_false(past);
+      if (j) assert_true(rt_run(st, i, at[i][j], at[i][j] - 1, &past) > 0);
+    }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_ewise),
       cmocka_unit_test(test_reduce),
       cmocka_unit_test(test_softmax_layernorm),
+      cmocka_unit_test(test_rowlen_at_run_time),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

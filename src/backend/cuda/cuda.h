@@ -370,6 +370,10 @@ typedef struct cuda_rownorm_spec {
    * the symbols rows_sym[0..nrows_sym); rows is then the box's most (the grid) */
   int nsyms, nrows_sym, rows_sym[8];
   int64_t rows_lit;
+  /* the row length at run time (rt_cols.n > 0: rt_cols.lit times its
+   * symbols; cols and row_stride are then the box's most, the row stride
+   * the run-time length too) */
+  cuda_rtsz rt_cols;
 } cuda_rownorm_spec;
 
 /* ---- the GPU dialect IR ----------------------------------------------------- */

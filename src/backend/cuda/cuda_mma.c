@@ -346,6 +346,11 @@ static void add_c_params(mma_gen *g) {
   cuda_epi_params(&g->b, k, p->epi, p->n_epi);
 }
 
+/* A ShapeSet build's size parameters hp_sv0 .. (p->nsyms of them). */
+static void add_sym_params(mma_gen *g) {
+  for (int i = 0; i < g->p->nsyms; i++) cuda_param_add(g->k, cuda_fmt(&g->b, "hp_sv%d", i), "long", CUDA_P_LONG, TINY_I32);
+}
+
 /* The Epilogue statement over the warp's fragments (every op of the spec). */
 static void emit_epilogue(mma_gen *g) {
   cuda_b *b = &g->b;
@@ -508,7 +513,7 @@ static void mma_params_meta(mma_gen *g, cuda_kernel *k) {
     cuda_param_add(k, "ws", "float", CUDA_P_PTR_OUT, TINY_FP32);
     cuda_param_add(k, "flags", "int", CUDA_P_PTR_OUT, TINY_I32);
   }
-  for (int i = 0; i < p->nsyms; i++) cuda_param_add(k, cuda_fmt(b, "hp_sv%d", i), "long", CUDA_P_LONG, TINY_I32);
+  add_sym_params(g);
   cuda_meta_str(k, "template", "sm80_mma");
   cuda_meta_int(k, "BM", g->BM);
   cuda_meta_int(k, "BN", g->BN);
@@ -682,6 +687,7 @@ harp_status cuda_mma_emit_finish(harp_error *e, cuda_module *m, const cuda_mma_p
   k->smem_bytes = q.tune.vec * osz >= 16 ? (int64_t)g.BM * (g.BN * osz + 16) : 0;
   cuda_param_add(k, "ws", "float", CUDA_P_PTR_IN, TINY_FP32);
   add_c_params(&g);
+  add_sym_params(&g);
   cuda_meta_int(k, "partials", parts);
   cuda_meta_str(k, "order", "slice 0, 1, ... (fixed: deterministic)");
   emit_cta_indices(&g);

@@ -283,12 +283,16 @@ static bool row_vec(tiny_dtype t, int64_t cols, int64_t row_stride) {
 /* ---- warp-per-row helpers -------------------------------------------------------- */
 /* Opens a loop over this lane's elements of row `rowp` (C text pointer of
  * dtype t): inside, `hk_x` is the element (float) and `hk_j` its column.
- * 16-byte vector loads when the row layout allows.  Close with row_loop_end. */
-static void row_loop_begin(cuda_b *b, tiny_dtype t, const char *rowp, int64_t cols, int64_t row_stride, bool *vec) {
+ * 16-byte vector loads when the row layout allows.  cols_t: the row length
+ * as C text read at run time (cols and row_stride then what divides it at
+ * every binding), or NULL: the constant cols.  Close with row_loop_end. */
+static void row_loop_begin(cuda_b *b, tiny_dtype t, const char *rowp, int64_t cols, int64_t row_stride, const char *cols_t,
+                           bool *vec) {
   int VE = 16 / tiny_dtype_size(t);
   *vec = row_vec(t, cols, row_stride);
   if (*vec) {
-    cuda_for_step(b, "hk_cc", "lane", cuda_fmt(b, "%lld", (long long)(cols / VE)), "32", 1);
+    const char *n = cols_t ? cuda_fmt(b, "%s / %d", cols_t, VE) : cuda_fmt(b, "%lld", (long long)(cols / VE));
+    cuda_for_step(b, "hk_cc", "lane", n, "32", 1);
     cuda_decl(b, "hk_v4", "hk_t", NULL, NULL);
     cuda_stmt *ld = cuda_emit_s(b, CU_LD_GLOBAL, "hk_t", cuda_fmt(b, "%s + (hk_i64)hk_cc * %d", rowp, VE), NULL, NULL);
     ld->i[0] = 16;
@@ -297,7 +301,7 @@ static void row_loop_begin(cuda_b *b, tiny_dtype t, const char *rowp, int64_t co
     cuda_decl(b, "const int", "hk_j", NULL, cuda_fmt(b, "hk_cc * %d + hk_e", VE));
     cuda_decl(b, "const float", "hk_x", NULL, unpack(b, t, "hk_w", "hk_e"));
   } else {
-    cuda_for_step(b, "hk_j", "lane", cuda_fmt(b, "%lld", (long long)cols), "32", 1);
+    cuda_for_step(b, "hk_j", "lane", cols_t ? cols_t : cuda_fmt(b, "%lld", (long long)cols), "32", 1);
     cuda_decl(b, "const float", "hk_x", NULL, cuda_fmt(b, "%s(%s + hk_j)", cuda_ld_fn(t), rowp));
   }
   cuda_call(b, "(void)hk_j");
@@ -316,6 +320,37 @@ static const char *rows_text(cuda_b *b, cuda_kernel *k, const cuda_rownorm_spec 
   const char *t = "";
   for (int i = 0; i < s->nrows_sym; i++) t = cuda_fmt(b, "%shp_sv%d * ", t, s->rows_sym[i]);
   return cuda_fmt(b, "(%s%lldL)", t, (long long)s->rows_lit);
+}
+
+/* The row length of s as C text read at run time (its symbols' size
+ * parameters, added by rows_text), or NULL when it is the constant cols. */
+static const char *cols_text(cuda_b *b, const cuda_rownorm_spec *s) {
+  if (!s->rt_cols.n) return NULL;
+  const char *t = "";
+  for (int i = 0; i < s->rt_cols.n; i++) t = cuda_fmt(b, "%shp_sv%d * ", t, s->rt_cols.sym[i]);
+  return cuda_fmt(b, "(%s%lldL)", t, (long long)s->rt_cols.lit);
+}
+
+/* Whether s's rows are read as 16-byte vectors: at every binding when the
+ * row length is read at run time (its literal factor). */
+static bool rn_vec(const cuda_rownorm_spec *s) {
+  int64_t w = s->rt_cols.n ? s->rt_cols.lit : s->cols;
+  return row_vec(s->in_dtype, w, s->rt_cols.n ? w : s->row_stride);
+}
+
+/* Opens the row loop of s over row `rowp` (row_loop_begin). */
+static void rn_loop_begin(cuda_b *b, const cuda_rownorm_spec *s, const char *cols_t, bool *vec) {
+  int64_t w = s->rt_cols.n ? s->rt_cols.lit : s->cols;
+  row_loop_begin(b, s->in_dtype, "xp", w, s->rt_cols.n ? w : s->row_stride, cols_t, vec);
+}
+
+/* The row pointers xp, yp of s's kernel at row `row` (cols_t: the run-time
+ * row length, or NULL: the constants). */
+static void rn_row_ptrs(cuda_b *b, const cuda_rownorm_spec *s, const char *cols_t) {
+  const char *rs = cols_t ? cols_t : cuda_fmt(b, "%lld", (long long)s->row_stride);
+  const char *cs = cols_t ? cols_t : cuda_fmt(b, "%lld", (long long)s->cols);
+  cuda_decl(b, cuda_fmt(b, "const %s *", cuda_ctype(s->in_dtype)), "xp", NULL, cuda_fmt(b, "x + row * %s", rs));
+  cuda_decl(b, cuda_fmt(b, "%s *", cuda_ctype(s->out_dtype)), "yp", NULL, cuda_fmt(b, "y + row * %s", cs));
 }
 
 static void warp_row_kernel_head(cuda_b *b, cuda_kernel *k, int T, int64_t rows) {
@@ -366,7 +401,7 @@ harp_status cuda_gen_reduce(harp_error *e, cuda_module *m, const cuda_reduce_spe
               cuda_fmt(b, "in + row * %lld", (long long)s->s_outer));
     cuda_decl(b, "float", "hk_acc", NULL, init);
     bool vec = false;
-    if (s->s_red == 1) row_loop_begin(b, s->in_dtype, "rp", s->red, s->s_outer, &vec);
+    if (s->s_red == 1) row_loop_begin(b, s->in_dtype, "rp", s->red, s->s_outer, NULL, &vec);
     else {
       cuda_for_step(b, "hk_j", "lane", cuda_fmt(b, "%lld", (long long)s->red), "32", 1);
       cuda_decl(b, "const float", "hk_x", NULL,
@@ -433,21 +468,19 @@ harp_status cuda_gen_softmax(harp_error *e, cuda_module *m, const cuda_rownorm_s
   cuda_kernel *k = cuda_kernel_new(b, m, e, name, "softmax");
   if (!k) return e->code;
   cuda_param_add(k, "x", cuda_ctype(s->in_dtype), CUDA_P_PTR_IN, s->in_dtype);
-  if (row_vec(s->in_dtype, s->cols, s->row_stride)) cuda_param_align(k, 16);
+  if (rn_vec(s)) cuda_param_align(k, 16);
   cuda_param_add(k, "y", cuda_ctype(s->out_dtype), CUDA_P_PTR_OUT, s->out_dtype);
-  const char *rows = rows_text(b, k, s);
+  const char *rows = rows_text(b, k, s), *cols = cols_text(b, s);
   warp_row_kernel_head(b, k, T, s->rows);
   char sc[64];
   flit(sc, sizeof sc, (s->scale != 0 ? s->scale : 1.0f) * 1.44269504088896341);
   cuda_meta_str(k, "algorithm", "online max/sum per lane, merged over the warp; second pass writes");
   cuda_if(b, cuda_fmt(b, "row < %s", rows));
-  cuda_decl(b, cuda_fmt(b, "const %s *", cuda_ctype(s->in_dtype)), "xp", NULL,
-            cuda_fmt(b, "x + row * %lld", (long long)s->row_stride));
-  cuda_decl(b, cuda_fmt(b, "%s *", cuda_ctype(s->out_dtype)), "yp", NULL, cuda_fmt(b, "y + row * %lld", (long long)s->cols));
+  rn_row_ptrs(b, s, cols);
   cuda_decl(b, "float", "hk_m", NULL, "-HK_INF");
   cuda_decl(b, "float", "hk_l", NULL, "0.0f");
   bool vec;
-  row_loop_begin(b, s->in_dtype, "xp", s->cols, s->row_stride, &vec);
+  rn_loop_begin(b, s, cols, &vec);
   cuda_decl(b, "const float", "hk_s", NULL, cuda_fmt(b, "hk_x * %s", sc));
   cuda_decl(b, "const float", "hk_mn", NULL, "hk_fmax(hk_m, hk_s)");
   cuda_assign(b, "hk_l", "(hk_mn == -HK_INF ? 0.0f : hk_l * hk_exp2(hk_m - hk_mn) + hk_exp2(hk_s - hk_mn))");
@@ -465,7 +498,7 @@ harp_status cuda_gen_softmax(harp_error *e, cuda_module *m, const cuda_rownorm_s
   }
   cuda_decl(b, "const float", "hk_inv", NULL, "hk_l > 0.0f ? 1.0f / hk_l : 0.0f");
   cuda_decl(b, "const float", "hk_mu", NULL, "hk_m == -HK_INF ? 0.0f : hk_m");
-  row_loop_begin(b, s->in_dtype, "xp", s->cols, s->row_stride, &vec);
+  rn_loop_begin(b, s, cols, &vec);
   store_row_elem(b, s->out_dtype, cuda_fmt(b, "hk_exp2(hk_x * %s - hk_mu) * hk_inv", sc));
   row_loop_end(b, vec);
   cuda_close(b);
@@ -483,26 +516,24 @@ harp_status cuda_gen_layernorm(harp_error *e, cuda_module *m, const cuda_rownorm
   cuda_kernel *k = cuda_kernel_new(b, m, e, name, "layernorm");
   if (!k) return e->code;
   cuda_param_add(k, "x", cuda_ctype(s->in_dtype), CUDA_P_PTR_IN, s->in_dtype);
-  if (row_vec(s->in_dtype, s->cols, s->row_stride)) cuda_param_align(k, 16);
+  if (rn_vec(s)) cuda_param_align(k, 16);
   cuda_param_add(k, "gamma", cuda_ctype(s->has_gamma ? s->gamma_dtype : TINY_FP32), CUDA_P_PTR_IN,
                  s->has_gamma ? s->gamma_dtype : TINY_FP32);
   cuda_param_add(k, "beta", cuda_ctype(s->has_beta ? s->beta_dtype : TINY_FP32), CUDA_P_PTR_IN,
                  s->has_beta ? s->beta_dtype : TINY_FP32);
   cuda_param_add(k, "y", cuda_ctype(s->out_dtype), CUDA_P_PTR_OUT, s->out_dtype);
-  const char *rows = rows_text(b, k, s);
+  const char *rows = rows_text(b, k, s), *cols = cols_text(b, s);
   warp_row_kernel_head(b, k, T, s->rows);
   cuda_meta_str(k, "algorithm", "Welford per lane, Chan merge over the warp, biased variance");
   char eps[64];
   flit(eps, sizeof eps, s->eps);
   cuda_if(b, cuda_fmt(b, "row < %s", rows));
-  cuda_decl(b, cuda_fmt(b, "const %s *", cuda_ctype(s->in_dtype)), "xp", NULL,
-            cuda_fmt(b, "x + row * %lld", (long long)s->row_stride));
-  cuda_decl(b, cuda_fmt(b, "%s *", cuda_ctype(s->out_dtype)), "yp", NULL, cuda_fmt(b, "y + row * %lld", (long long)s->cols));
+  rn_row_ptrs(b, s, cols);
   cuda_decl(b, "float", "hk_n", NULL, "0.0f");
   cuda_decl(b, "float", "hk_mean", NULL, "0.0f");
   cuda_decl(b, "float", "hk_m2", NULL, "0.0f");
   bool vec;
-  row_loop_begin(b, s->in_dtype, "xp", s->cols, s->row_stride, &vec);
+  rn_loop_begin(b, s, cols, &vec);
   cuda_assign(b, "hk_n", "hk_n + 1.0f");
   cuda_decl(b, "const float", "hk_d", NULL, "hk_x - hk_mean");
   cuda_assign(b, "hk_mean", "hk_mean + hk_d / hk_n");
@@ -522,8 +553,9 @@ harp_status cuda_gen_layernorm(harp_error *e, cuda_module *m, const cuda_rownorm
     cuda_assign(b, "hk_n", cuda_fmt(b, "hk_nn%d", o));
   }
   cuda_decl(b, "const float", "hk_rstd", NULL,
-            cuda_fmt(b, "1.0f / hk_sqrt(hk_m2 / %lld.0f + %s)", (long long)s->cols, eps));
-  row_loop_begin(b, s->in_dtype, "xp", s->cols, s->row_stride, &vec);
+            cols ? cuda_fmt(b, "1.0f / hk_sqrt(hk_m2 / (float)%s + %s)", cols, eps)
+                 : cuda_fmt(b, "1.0f / hk_sqrt(hk_m2 / %lld.0f + %s)", (long long)s->cols, eps));
+  rn_loop_begin(b, s, cols, &vec);
   const char *val = "(hk_x - hk_mean) * hk_rstd";
   if (s->has_gamma) val = cuda_fmt(b, "%s * %s(gamma + hk_j)", val, cuda_ld_fn(s->gamma_dtype));
   if (s->has_beta) val = cuda_fmt(b, "%s + %s(beta + hk_j)", val, cuda_ld_fn(s->beta_dtype));

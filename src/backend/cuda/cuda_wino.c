@@ -25,7 +25,12 @@
  *                             outputs (the Epilogue statement), the stores
  * Cp and Pp round C and the tile count up to 8 (16-byte cp.async rows; the
  * padding holds zeros).  Transforms compute in fp32 with the coefficients
- * folded in at generation time. */
+ * folded in at generation time.
+ * A ShapeSet build (s->nsyms: the images, height, width read at run time,
+ * cuda_conv_at_run_time) keeps the workspace and the GEMM at the box's
+ * corner hi (Pp columns, the input transform zeroing those past the
+ * binding's tiles); the transforms take the sizes (hp_sv<i>) and find the
+ * binding's tiles, bounds and strides from them (wino_txt). */
 #include <stdio.h>
 #include <string.h>
 
@@ -152,19 +157,57 @@ static harp_status gen_filter(harp_error *e, cuda_module *m, const cuda_conv_spe
   return cuda_b_finish(b, k);
 }
 
+/* The sizes the transforms print, as C text: the constants of d, or a
+ * ShapeSet build's formulas of its run-time images, height and width. */
+typedef struct wino_txt {
+  const char *h, *w, *oh, *ow, *tw, *per, *P, *ohow, *img; /* per: tiles per image; ohow: oh*ow; img: oc*oh*ow */
+} wino_txt;
+
+/* The run-time size z as C text, or the constant v. */
+static const char *sz_or(cuda_b *b, const cuda_rtsz *z, int64_t v) {
+  return z->n ? cuda_rtsz_text(b, z) : cuda_fmt(b, "%lld", (long long)v);
+}
+
+/* The output side o = in + pads - 2 of a 3x3, stride-1 window (in: C text). */
+static const char *out_side(cuda_b *b, const char *in, int64_t pads) {
+  return pads >= 2 ? cuda_fmt(b, "(%s + %lld)", in, (long long)(pads - 2)) : cuda_fmt(b, "(%s - %lld)", in, (long long)(2 - pads));
+}
+
+static void wino_texts(cuda_b *b, const cuda_conv_spec *s, const cuda_wino_dims *d, wino_txt *t) {
+  if (!s->nsyms) {
+    t->h = cuda_fmt(b, "%lld", (long long)s->h), t->w = cuda_fmt(b, "%lld", (long long)s->w);
+    t->oh = cuda_fmt(b, "%lld", (long long)d->oh), t->ow = cuda_fmt(b, "%lld", (long long)d->ow);
+    t->tw = cuda_fmt(b, "%lld", (long long)d->tw), t->per = cuda_fmt(b, "%lld", (long long)(d->th * d->tw));
+    t->P = cuda_fmt(b, "%lld", (long long)d->P), t->ohow = cuda_fmt(b, "%lld", (long long)(d->oh * d->ow));
+    t->img = cuda_fmt(b, "%lld", (long long)(s->oc * d->oh * d->ow));
+    return;
+  }
+  t->h = sz_or(b, &s->rt_h, s->h), t->w = sz_or(b, &s->rt_w, s->w);
+  t->oh = out_side(b, t->h, s->pad[0] + s->pad[2]), t->ow = out_side(b, t->w, s->pad[1] + s->pad[3]);
+  t->tw = cuda_fmt(b, "((%s + %d) / %d)", t->ow, d->m - 1, d->m);
+  t->per = cuda_fmt(b, "(((%s + %d) / %d) * %s)", t->oh, d->m - 1, d->m, t->tw);
+  t->P = cuda_fmt(b, "(%s * %s)", sz_or(b, &s->rt_n, s->n), t->per);
+  t->ohow = cuda_fmt(b, "(%s * %s)", t->oh, t->ow);
+  t->img = cuda_fmt(b, "(%lldL * %s)", (long long)s->oc, t->ohow);
+}
+
+/* A ShapeSet build's size parameters of kernel k. */
+static void add_syms(cuda_b *b, cuda_kernel *k, const cuda_conv_spec *s) {
+  for (int i = 0; i < s->nsyms; i++) cuda_param_add(k, cuda_fmt(b, "hp_sv%d", i), "long", CUDA_P_LONG, TINY_I32);
+}
+
 /* Tile p's image `img`, its index `tq` in the image, and the top-left
  * corner (y0, x0) of its m x m outputs, moved up and left by pad[0], pad[1]
  * where pad is given (the input patch), not where it is NULL (the output). */
-static void tile_origin(cuda_b *b, const cuda_wino_dims *d, const char *y0, const char *x0, const int64_t *pad) {
-  int64_t per = d->th * d->tw;
-  cuda_decl(b, "const hk_i64", "img", NULL, cuda_fmt(b, "p / %lld", (long long)per));
-  cuda_decl(b, "const hk_i64", "tq", NULL, cuda_fmt(b, "p %% %lld", (long long)per));
+static void tile_origin(cuda_b *b, const cuda_wino_dims *d, const wino_txt *t, const char *y0, const char *x0, const int64_t *pad) {
+  cuda_decl(b, "const hk_i64", "img", NULL, cuda_fmt(b, "p / %s", t->per));
+  cuda_decl(b, "const hk_i64", "tq", NULL, cuda_fmt(b, "p %% %s", t->per));
   if (pad) {
-    cuda_decl(b, "const hk_i64", y0, NULL, cuda_fmt(b, "tq / %lld * %d - %lld", (long long)d->tw, d->m, (long long)pad[0]));
-    cuda_decl(b, "const hk_i64", x0, NULL, cuda_fmt(b, "tq %% %lld * %d - %lld", (long long)d->tw, d->m, (long long)pad[1]));
+    cuda_decl(b, "const hk_i64", y0, NULL, cuda_fmt(b, "tq / %s * %d - %lld", t->tw, d->m, (long long)pad[0]));
+    cuda_decl(b, "const hk_i64", x0, NULL, cuda_fmt(b, "tq %% %s * %d - %lld", t->tw, d->m, (long long)pad[1]));
   } else {
-    cuda_decl(b, "const hk_i64", y0, NULL, cuda_fmt(b, "tq / %lld * %d", (long long)d->tw, d->m));
-    cuda_decl(b, "const hk_i64", x0, NULL, cuda_fmt(b, "tq %% %lld * %d", (long long)d->tw, d->m));
+    cuda_decl(b, "const hk_i64", y0, NULL, cuda_fmt(b, "tq / %s * %d", t->tw, d->m));
+    cuda_decl(b, "const hk_i64", x0, NULL, cuda_fmt(b, "tq %% %s * %d", t->tw, d->m));
   }
 }
 
@@ -179,21 +222,23 @@ static harp_status gen_input(harp_error *e, cuda_module *m, const cuda_conv_spec
   k->grid[0] = (d->Pp + 255) / 256, k->grid[1] = d->Cp, k->block[0] = 256;
   cuda_param_add(k, "x", cuda_ctype(s->x_dtype), CUDA_P_PTR_IN, s->x_dtype);
   cuda_param_add(k, "wv", cuda_ctype(s->x_dtype), CUDA_P_PTR_OUT, s->x_dtype);
+  add_syms(b, k, s);
+  wino_txt tx;
+  wino_texts(b, s, d, &tx);
   cuda_meta_str(k, "layout", "NCHW -> V[point][Cp][tiles of every image] = B^T d B");
   cuda_meta_int(k, "winograd_tile", d->m);
   cuda_decl(b, "const hk_i64", "p", NULL, "(hk_i64)blockIdx.x * 256 + threadIdx.x");
   cuda_decl(b, "const hk_i64", "c", NULL, "blockIdx.y");
   cuda_if(b, cuda_fmt(b, "p < %lld", (long long)d->Pp));
-  tile_origin(b, d, "iy0", "ix0", s->pad);
-  cuda_decl(b, "const bool", "live", NULL, cuda_fmt(b, "p < %lld && c < %lld", (long long)d->P, (long long)s->c));
+  tile_origin(b, d, &tx, "iy0", "ix0", s->pad);
+  cuda_decl(b, "const bool", "live", NULL, cuda_fmt(b, "p < %s && c < %lld", tx.P, (long long)s->c));
   cuda_decl(b, "float", "dd", cuda_fmt(b, "[%d][%d]", d->a, d->a), NULL);
   cuda_for(b, "i", "0", cuda_fmt(b, "%d", d->a * d->a), -1);
   cuda_decl(b, "const hk_i64", "iy", NULL, cuda_fmt(b, "iy0 + i / %d", d->a));
   cuda_decl(b, "const hk_i64", "ix", NULL, cuda_fmt(b, "ix0 + i %% %d", d->a));
   cuda_assign(b, cuda_fmt(b, "dd[i / %d][i %% %d]", d->a, d->a),
-              cuda_fmt(b, "live && iy >= 0 && iy < %lld && ix >= 0 && ix < %lld ? %s(x + ((img * %lld + c) * %lld + iy) * %lld + ix) : 0.0f",
-                       (long long)s->h, (long long)s->w, cuda_ld_fn(s->x_dtype), (long long)s->c, (long long)s->h,
-                       (long long)s->w));
+              cuda_fmt(b, "live && iy >= 0 && iy < %s && ix >= 0 && ix < %s ? %s(x + ((img * %lld + c) * %s + iy) * %s + ix) : 0.0f",
+                       tx.h, tx.w, cuda_ld_fn(s->x_dtype), (long long)s->c, tx.h, tx.w));
   cuda_close(b);
   sandwich(b, bt_of(d->m), d->a, d->a, "dd", "bt", "v");
   for (int t = 0; t < d->T; t++)
@@ -206,12 +251,12 @@ static harp_status gen_input(harp_error *e, cuda_module *m, const cuda_conv_spec
 /* The Epilogue statement on acc[1][m*m/4][4] (output q = a*m + b of the
  * tile at acc[0][q / 4][q % 4]; pairs (q, q + 1) are neighbours in a row):
  * row oc, column the pixel index in the image. */
-static void out_epilogue(cuda_b *b, const cuda_conv_spec *s, const cuda_wino_dims *d) {
-  cuda_stmt *ep = cuda_emit_s(b, CU_EPILOGUE, "acc", "(int)oc", cuda_fmt(b, "(int)(oy0 * %lld + ox0)", (long long)d->ow),
+static void out_epilogue(cuda_b *b, const cuda_conv_spec *s, const cuda_wino_dims *d, const wino_txt *t) {
+  cuda_stmt *ep = cuda_emit_s(b, CU_EPILOGUE, "acc", "(int)oc", cuda_fmt(b, "(int)(oy0 * %s + ox0)", t->ow),
                               cuda_fmt(b, "%lld", (long long)s->oc));
-  ep->s[4] = cuda_fmt(b, "%lld", (long long)(d->oh * d->ow));
+  ep->s[4] = t->ohow;
   ep->s[5] = "0";
-  ep->s[6] = cuda_fmt(b, "(hk_j * 4 + hk_h * 2) / %d * %lld + (hk_j * 4 + hk_h * 2) %% %d", d->m, (long long)d->ow, d->m);
+  ep->s[6] = cuda_fmt(b, "(hk_j * 4 + hk_h * 2) / %d * %s + (hk_j * 4 + hk_h * 2) %% %d", d->m, t->ow, d->m);
   ep->i[0] = 1, ep->i[1] = d->m * d->m / 4;
   ep->dtype = s->y_dtype;
   cuda_epi epi[CUDA_MAX_EPI];
@@ -221,10 +266,12 @@ static void out_epilogue(cuda_b *b, const cuda_conv_spec *s, const cuda_wino_dim
     if (epi[i].kind == CUDA_EPI_BIAS_M || epi[i].kind == CUDA_EPI_BIAS_N) ptr[i] = cuda_fmt(b, "ep%d", i);
     if (epi[i].kind == CUDA_EPI_RESIDUAL) { /* y's layout, image img */
       epi[i].s_m = d->oh * d->ow, epi[i].s_n = 1;
-      ptr[i] = cuda_fmt(b, "(ep%d + img * %lld)", i, (long long)(s->oc * d->oh * d->ow));
+      ptr[i] = cuda_fmt(b, "(ep%d + img * %s)", i, t->img);
     }
   }
   cuda_epi_attach(b, ep, epi, ptr, s->n_epi);
+  for (int i = 0; s->nsyms && i < ep->nepi; i++) /* a residual's row stride (its pixels) at run time */
+    if (ep->epi[i].e.kind == CUDA_EPI_RESIDUAL) ep->epi[i].s_m_t = t->ohow;
 }
 
 /* y = A^T M A per (oc, tile p < P), the epilogue, the stores inside the image. */
@@ -238,13 +285,15 @@ static harp_status gen_output(harp_error *e, cuda_module *m, const cuda_conv_spe
   cuda_param_add(k, "wm", "float", CUDA_P_PTR_IN, TINY_FP32);
   cuda_param_add(k, "y", cuda_ctype(s->y_dtype), CUDA_P_PTR_OUT, s->y_dtype);
   cuda_epi_params(b, k, s->epi, s->n_epi);
+  add_syms(b, k, s);
+  wino_txt tx;
+  wino_texts(b, s, d, &tx);
   cuda_meta_str(k, "layout", "M[point][OC][tiles] -> NCHW y = A^T M A, epilogue fused");
   cuda_meta_int(k, "winograd_tile", d->m);
   cuda_decl(b, "const hk_i64", "p", NULL, "(hk_i64)blockIdx.x * 128 + threadIdx.x");
   cuda_decl(b, "const hk_i64", "oc", NULL, "blockIdx.y");
-  cuda_if(b, cuda_fmt(b, "p < %lld", (long long)d->P));
-  int64_t img_elems = s->oc * d->oh * d->ow;
-  tile_origin(b, d, "oy0", "ox0", NULL);
+  cuda_if(b, cuda_fmt(b, "p < %s", tx.P));
+  tile_origin(b, d, &tx, "oy0", "ox0", NULL);
   cuda_decl(b, "float", "mv", cuda_fmt(b, "[%d][%d]", d->a, d->a), NULL);
   cuda_for(b, "t", "0", cuda_fmt(b, "%d", d->T), -1);
   cuda_assign(b, cuda_fmt(b, "mv[t / %d][t %% %d]", d->a, d->a),
@@ -253,11 +302,10 @@ static harp_status gen_output(harp_error *e, cuda_module *m, const cuda_conv_spe
   sandwich(b, at_of(d->m), d->m, d->a, "mv", "at", "o");
   cuda_decl(b, "float", "acc", cuda_fmt(b, "[1][%d][4]", d->m * d->m / 4), NULL);
   for (int q = 0; q < d->m * d->m; q++) cuda_assign(b, cuda_fmt(b, "acc[0][%d][%d]", q / 4, q % 4), cuda_fmt(b, "o[%d][%d]", q / d->m, q % d->m));
-  out_epilogue(b, s, d);
+  out_epilogue(b, s, d, &tx);
   for (int q = 0; q < d->m * d->m; q++) {
-    cuda_if(b, cuda_fmt(b, "oy0 + %d < %lld && ox0 + %d < %lld", q / d->m, (long long)d->oh, q % d->m, (long long)d->ow));
-    cuda_assign(b, cuda_fmt(b, "y[img * %lld + oc * %lld + (oy0 + %d) * %lld + ox0 + %d]", (long long)img_elems,
-                            (long long)(d->oh * d->ow), q / d->m, (long long)d->ow, q % d->m),
+    cuda_if(b, cuda_fmt(b, "oy0 + %d < %s && ox0 + %d < %s", q / d->m, tx.oh, q % d->m, tx.ow));
+    cuda_assign(b, cuda_fmt(b, "y[img * %s + oc * %s + (oy0 + %d) * %s + ox0 + %d]", tx.img, tx.ohow, q / d->m, tx.ow, q % d->m),
                 cuda_fmt(b, "%s(acc[0][%d][%d])", cuda_cvt_fn(s->y_dtype), q / 4, q % 4));
     cuda_close(b);
   }

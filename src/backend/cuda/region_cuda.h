@@ -100,9 +100,10 @@ cuda_launch *cuda_launch_add(cuda_rctx *c, const cuda_kernel *k, int r);
 /* The index of the ShapeSet symbol of c whose value dim d is, or -1. */
 int cuda_gen_sym(const cuda_rctx *c, const tiny_dim *d);
 /* A row kernel of Function kernel r whose rows (the dims but the last of
- * the buffer at slot) are s->rows: in a ShapeSet build, when a symbol is
- * among them, s counts them at run time (nsyms, rows_sym, rows_lit; rows
- * the box's most) and true; else s as it was, false. */
+ * the buffer at slot) are s->rows and row length (the last dim) s->cols:
+ * in a ShapeSet build, when a symbol is among them, s counts them at run
+ * time (nsyms, rows_sym, rows_lit, rt_cols; rows and cols the box's most)
+ * and true; else s as it was, false. */
 bool cuda_rows_at_run_time(const cuda_rctx *c, int r, int slot, cuda_rownorm_spec *s);
 /* In a ShapeSet build, why a kernel that prints its sizes (elementwise,
  * reduction) leaves Function kernel r, whose buffer at slot has a symbol's
@@ -132,8 +133,13 @@ bool cuda_attn_at_run_time(const cuda_rctx *c, int r, const int slot[5], cuda_at
 /* The last launch's size parameters (hp_sv<i>) bound to the symbols. */
 void cuda_launch_sym_args(cuda_rctx *c);
 /* The last launch (a row kernel of s, true above): its grid from the
- * binding's rows, its size parameters bound to the symbols. */
+ * binding's rows (when they vary), its size parameters bound to the symbols. */
 void cuda_launch_rows(cuda_rctx *c, const cuda_rownorm_spec *s);
+/* Split-K's GEMM spec g whose C is the fp32 workspace laid out at the box's
+ * corner hi: C's strides made constants again. */
+void cuda_splitk_ws_const(cuda_gemm_spec *g);
+/* The launches from l0 on: their size parameters bound to the symbols. */
+void cuda_launches_sym_args(cuda_rctx *c, int l0);
 /* Argument of the buffer at the kernel's slot (reads, then writes), + elements of dtype. */
 cuda_arg cuda_arg_slot(const cuda_rctx *c, int r, int slot, int64_t elem_offset, tiny_dtype dt);
 

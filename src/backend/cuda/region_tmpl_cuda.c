@@ -176,18 +176,25 @@ static harp_status splitk_launches(cuda_rctx *c, int r, int n0, int l0, bool ser
  *   splitk_serial    zero the flags; GEMM slices add up in order through
  *                    [batch][M][N], the last applies the epilogue
  * The finishing pass applies the whole epilogue, so any epilogue fuses.
+ * A ShapeSet build's sizes (s0->nsyms: M, N read at run time; K and the
+ * batches constant, else refused) leave the workspace and the flags laid
+ * out at the box's corner hi (constant strides, zeroed whole), each kernel
+ * guarding the binding's rows and columns.
  * *done false (module and launches as before) when a kernel refuses. */
 static harp_status gemm_splitk(cuda_rctx *c, int r, const cuda_gemm_spec *s0, const named_arg *io, int nio, int64_t ws_off,
                              bool *done, const char **why) {
   int n0 = c->mod->n, l0 = c->nlaunch;
   *done = false;
   cuda_splitk kind = s0->tune.splitk_kind;
+  if (s0->nsyms && (s0->rt_k.n || s0->rt_b[0].n || s0->rt_b[1].n))
+    return *why = "split-K with sizes read at run time: over a constant K and batches only", HARP_OK;
   int64_t nz = s0->batch[0] * s0->batch[1], MN = s0->M * s0->N;
   cuda_gemm_spec g = *s0; /* the GEMM kernel's spec */
   if (kind != CUDA_SPLITK_SERIAL) { /* C = the workspace, fp32, contiguous; no epilogue */
     g.c_dtype = TINY_FP32;
     g.c_sm = s0->N, g.c_sn = 1, g.c_sb[1] = MN, g.c_sb[0] = s0->batch[1] * MN, g.c_ss = nz * MN;
     g.n_epi = 0;
+    cuda_splitk_ws_const(&g); /* the workspace at the corner hi */
   }
   int S = cuda_gemm_slices(&g);
   int64_t ws_bytes = (kind == CUDA_SPLITK_REDUCE ? S : 1) * nz * MN * 4;
@@ -217,6 +224,7 @@ static harp_status gemm_splitk(cuda_rctx *c, int r, const cuda_gemm_spec *s0, co
   harp_status st = splitk_launches(c, r, n0, l0, kind == CUDA_SPLITK_SERIAL, ws, flags, (const cuda_kernel *[]){zk, gk, fk},
                                    io, nio, &ok, why);
   if (st || !ok) return st;
+  if (s0->nsyms) cuda_launches_sym_args(c, l0);
   if (end > c->scratch_bytes) c->scratch_bytes = end;
   cuda_kernel *k = c->mod->k[n0];
   cuda_meta_int(k, "splitk_workspace_bytes", end - ws_off);
@@ -454,16 +462,16 @@ harp_status cr_print_gemm(cuda_rctx *c, int r, const ct_gemm *read, bool *done, 
   na[2] = (named_arg){"C", targ(c, r, &gm.C)};
   char epn[CT_MAX_EPI][16];
   epi_args(c, r, gm.epi, gm.nepi, na + 3, epn);
-  if (has_plan && pt.splitk > 1) { /* the Plan's split-K: SM90 template first, then SM80 */
-    st = gemm_plan_splitk(c, r, &gm, &s, &pt, na, a_bytes, &mk, npre, pnote, &refused, done);
-    if (st || *done) return st;
-  }
-  bool split_refused = has_plan && refused; /* the split-K above: marked already */
   /* a ShapeSet build's M, N, K and strides (A: its slot unless repacked) */
   const int slots[3] = {gm.nrep ? -1 : gm.A.slot, b_arg.kind == CUDA_ARG_BUF ? gm.B.slot : -1, gm.C.slot};
   int eslots[CT_MAX_EPI];
   for (int i = 0; i < gm.nepi; i++) eslots[i] = gm.epi[i].slot;
   bool rt = cuda_gemm_at_run_time(c, r, slots, eslots, &s);
+  if (has_plan && pt.splitk > 1) { /* the Plan's split-K: SM90 template first, then SM80 */
+    st = gemm_plan_splitk(c, r, &gm, &s, &pt, na, a_bytes, &mk, npre, pnote, &refused, done);
+    if (st || *done) return st;
+  }
+  bool split_refused = has_plan && refused; /* the split-K above: marked already */
   harp_status gst;
   if ((st = gemm_generate(c, r, &s, &pt, has_plan, split_refused, pnote, &refused, why, &gst)) || gst) {
     gemm_undo(c, &mk);
@@ -579,11 +587,15 @@ static harp_status conv_splitk(cuda_rctx *c, int r, const cuda_conv_spec *s, con
 /* Winograd of conv s (s->tune.winograd, cuda_wino.c): the filter
  * transform (a `once` launch into the packed area when w is a weight, else
  * into scratch before every run), the input transform, the batched GEMM and
- * the output transform with the epilogue; scratch [wv | wm | wu].  *ok
- * false (module and launches as before, *why) when a kernel refuses or an
- * argument breaks an alignment. */
-static harp_status conv_wino(cuda_rctx *c, int r, const cuda_conv_spec *s, const named_arg *io, int nio, bool *ok,
+ * the output transform with the epilogue; scratch [wv | wm | wu].  A
+ * ShapeSet build's images, height and width (the input at x_slot) are read
+ * at run time by the transforms, the workspace laid out at the box's corner
+ * hi (cuda_wino.c).  *ok false (module and launches as before, *why) when
+ * a kernel refuses or an argument breaks an alignment. */
+static harp_status conv_wino(cuda_rctx *c, int r, const cuda_conv_spec *s0, int x_slot, const named_arg *io, int nio, bool *ok,
                              const char **why) {
+  cuda_conv_spec g = *s0, *s = &g;
+  bool rt = cuda_conv_at_run_time(c, r, x_slot, &g);
   int n0 = c->mod->n, l0 = c->nlaunch, tile = cuda_wino_tile(s, s->tune.winograd);
   cuda_wino_dims d;
   harp_error e2 = {0};
@@ -617,6 +629,7 @@ static harp_status conv_wino(cuda_rctx *c, int r, const cuda_conv_spec *s, const
     if (!*ok) *why = "an operand's element offset breaks the template's alignment";
     return st;
   }
+  if (rt) cuda_launches_sym_args(c, l0);
   int64_t end = once ? u_off : u_off + up256(d.u_bytes);
   if (end > c->scratch_bytes) c->scratch_bytes = end;
   if (once) c->packed_bytes += up256(d.u_bytes);
@@ -634,7 +647,7 @@ static harp_status conv_launch(cuda_rctx *c, int r, const cuda_conv_spec *s, int
                                const char **why) {
   int n0 = c->mod->n;
   *ok = false;
-  if (s->tune.winograd) return conv_wino(c, r, s, io, nio, ok, why);
+  if (s->tune.winograd) return conv_wino(c, r, s, x_slot, io, nio, ok, why);
   if (s->tune.splitk > 1) return conv_splitk(c, r, s, io, nio, ok, why);
   cuda_conv_spec g = *s;
   bool rt = cuda_conv_at_run_time(c, r, x_slot, &g);

@@ -12,7 +12,7 @@
  * Gives: cuda_gen_sym, cuda_sizes_printed, cuda_rows_at_run_time,
  * cuda_gemm_at_run_time, cuda_conv_at_run_time, cuda_attn_at_run_time,
  * cuda_launch_sym_args,
- * cuda_launch_rows. */
+ * cuda_launch_rows, cuda_splitk_ws_const, cuda_launches_sym_args. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -75,22 +75,26 @@ static int suffix_in(const tiny_shape *sh, int end, int64_t want) {
 /* The first dim of sh's shortest suffix of `want` elements, or -1. */
 static int suffix_of(const tiny_shape *sh, int64_t want) { return suffix_in(sh, sh->rank, want); }
 
-/* The rows of the buffer at Function kernel r's slot (its dims but the
- * last, which must not be a symbol) when they are `want` and some is a
- * ShapeSet symbol of c: *z, *hi at the box's corner hi.  False otherwise. */
-static bool rows_formula(const cuda_rctx *c, int r, int slot, int64_t want, cuda_rtsz *z, int64_t *hi) {
-  const tiny_shape *sh = c->gen.n ? slot_shape(c, r, slot) : NULL;
-  if (!sh || sh->rank < 1 || cuda_gen_sym(c, &sh->d[sh->rank - 1]) >= 0) return false;
-  if (!span_formula(c, sh, 0, sh->rank - 1, z, hi)) return false;
-  return z->n && span_now(sh, 0, sh->rank - 1) == want; /* else not these rows: the constant stays */
-}
-
+/* The rows (the dims but the last) and the row length (the last dim) of
+ * the buffer at Function kernel r's slot as s's formulas when they are
+ * s->rows and s->cols and one is a ShapeSet symbol of c: rows and cols
+ * become the box's corner hi's (the grid, the checks); a constant part
+ * stays.  False otherwise (s unchanged). */
 bool cuda_rows_at_run_time(const cuda_rctx *c, int r, int slot, cuda_rownorm_spec *s) {
-  cuda_rtsz z;
-  int64_t hi;
-  if (!rows_formula(c, r, slot, s->rows, &z, &hi)) return false;
-  s->nsyms = c->gen.n, s->nrows_sym = z.n, s->rows_lit = z.lit, s->rows = hi;
-  memcpy(s->rows_sym, z.sym, sizeof z.sym[0] * (size_t)z.n);
+  const tiny_shape *sh = c->gen.n ? slot_shape(c, r, slot) : NULL;
+  cuda_rtsz z, w;
+  int64_t hi, whi;
+  if (!sh || sh->rank < 1 || span_now(sh, 0, sh->rank - 1) != s->rows || sh->d[sh->rank - 1].n != s->cols ||
+      s->row_stride != s->cols)
+    return false; /* not these rows, or not dense */
+  if (!span_formula(c, sh, 0, sh->rank - 1, &z, &hi) || !span_formula(c, sh, sh->rank - 1, sh->rank, &w, &whi) || !(z.n || w.n))
+    return false;
+  s->nsyms = c->gen.n;
+  if (z.n) {
+    s->nrows_sym = z.n, s->rows_lit = z.lit, s->rows = hi;
+    memcpy(s->rows_sym, z.sym, sizeof z.sym[0] * (size_t)z.n);
+  }
+  if (w.n) s->rt_cols = w, s->cols = s->row_stride = whi;
   return true;
 }
 
@@ -170,7 +174,7 @@ bool cuda_gemm_at_run_time(const cuda_rctx *c, int r, const int slot[3], const i
 
 bool cuda_conv_at_run_time(const cuda_rctx *c, int r, int x_slot, cuda_conv_spec *s) {
   const tiny_shape *sx = c->gen.n ? slot_shape(c, r, x_slot) : NULL;
-  if (!sx || sx->rank != 4 || s->tune.splitk > 1 || s->tune.winograd || sx->d[0].n != s->n || sx->d[1].n != s->c ||
+  if (!sx || sx->rank != 4 || s->tune.splitk > 1 || sx->d[0].n != s->n || sx->d[1].n != s->c ||
       sx->d[2].n != s->h || sx->d[3].n != s->w || cuda_gen_sym(c, &sx->d[1]) >= 0)
     return false; /* not a dense NCHW input of these sizes, or its channels vary */
   cuda_conv_spec t = *s;
@@ -217,15 +221,28 @@ bool cuda_attn_at_run_time(const cuda_rctx *c, int r, const int slot[5], cuda_at
   return true;
 }
 
-void cuda_launch_sym_args(cuda_rctx *c) {
-  cuda_launch *l = &c->launch[c->nlaunch - 1];
+/* Launch l's size parameters (hp_sv<i>) bound to the symbols. */
+static void bind_sym_args(cuda_launch *l) {
   for (int p = 0; p < l->k->nparams; p++) /* the sizes hp_sv<i> */
     if (l->k->params[p].kind == CUDA_P_LONG) l->args[p] = (cuda_arg){CUDA_ARG_SYM, atoi(l->k->params[p].name + 5), 0};
 }
 
+void cuda_launch_sym_args(cuda_rctx *c) { bind_sym_args(&c->launch[c->nlaunch - 1]); }
+
 void cuda_launch_rows(cuda_rctx *c, const cuda_rownorm_spec *s) {
   cuda_launch *l = &c->launch[c->nlaunch - 1];
-  l->grid_div = (s->tune.threads ? s->tune.threads : 256) / 32, l->grid_lit = s->rows_lit, l->ngrid_sym = s->nrows_sym;
+  if (s->nrows_sym) /* else the rows are constant: the grid too */
+    l->grid_div = (s->tune.threads ? s->tune.threads : 256) / 32, l->grid_lit = s->rows_lit, l->ngrid_sym = s->nrows_sym;
   memcpy(l->grid_sym, s->rows_sym, sizeof s->rows_sym[0] * (size_t)s->nrows_sym);
   cuda_launch_sym_args(c);
+}
+
+/* ---- split-K ---- */
+void cuda_splitk_ws_const(cuda_gemm_spec *g) {
+  g->rt_st[4].n = g->rt_st[5].n = 0; /* C's strides c_sm, c_sn */
+  g->rt_sb[2][0].n = g->rt_sb[2][1].n = 0; /* and its batch strides */
+}
+
+void cuda_launches_sym_args(cuda_rctx *c, int l0) {
+  for (int i = l0; i < c->nlaunch; i++) bind_sym_args(&c->launch[i]);
 }
