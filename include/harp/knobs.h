@@ -26,7 +26,7 @@
 typedef enum rt_knob_conv { RT_CONV_AUTO, RT_CONV_GEMM, RT_CONV_DIRECT } rt_knob_conv;
 typedef enum rt_knob_int8 { RT_INT8_AUTO, RT_INT8_OFF, RT_INT8_FORCE } rt_knob_int8;
 typedef enum rt_knob_qdq_add { RT_QDQ_ADD_EXACT, RT_QDQ_ADD_FUSED } rt_knob_qdq_add;
-typedef enum rt_knob_amx { RT_AMX_AUTO, RT_AMX_OFF } rt_knob_amx;
+typedef enum rt_knob_amx { RT_AMX_AUTO, RT_AMX_OFF, RT_AMX_IM2COL } rt_knob_amx;
 /* HARP_INT8_ISA: the variant the int8 kernels run (tests, benchmarks: the AVX2 one on an AVX-512 host). */
 typedef enum rt_knob_int8_isa { RT_INT8_ISA_AUTO, RT_INT8_ISA_AVX2, RT_INT8_ISA_SCALAR } rt_knob_int8_isa;
 

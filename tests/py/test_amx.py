@@ -22,8 +22,11 @@ conv (1x1 and 3x3, stems of 3 or 5 input channels) on the implicit GEMM's
 AMX variant, checked the same.  The tile configuration is loaded once a
 compute task, not per micro-kernel call (checked in the C).  Then: a bf16
 activation as A ($P_amxpk), bf16 rows paired as they are (a 1x1 conv's B,
-a 3x3 conv's interleaved input; exact against numpy, AMX on and off), and
-a standalone package."""
+a 3x3 conv's interleaved input; exact against numpy, AMX on and off),
+stride-1 convs whose B tiles are read in place from padded channel-pair
+planes (cgen_amx_conv.c: against onnxruntime fp32, and with exact integer
+sums bit for bit against HARP_AMX=im2col's path), and a standalone
+package."""
 import os
 import re
 import subprocess
@@ -204,7 +207,8 @@ for tag, env in RUNS:
         # every case on the AMX variant but those below the line; with conv auto, convs go to the GEMM's AMX
         for c in cases:
             # the AMX micro-kernel, defined or shared with an earlier kernel's (#define, kernels deduplicated)
-            amx_k = re.search(r"_amx_k32_\d", ks.get(c[0], "")) is not None
+            # (or, a stride-1 conv, the kernel whose B tiles are read in place, $P_kip: below)
+            amx_k = re.search(r"_amx_k(32_\d|ip\()", ks.get(c[0], "")) is not None
             s.check(f"{tag}: {c[0]} {'not ' if c[0] in BELOW else ''}on the AMX variant", amx_k == (c[0] not in BELOW),
                     f"{sorted(ks)[:20]}")
     for c in cases:
@@ -302,6 +306,141 @@ for tag, amx in (("amx", "auto"), ("no-amx", "off")):
     for n in ("y1", "y3"):
         e = np.abs(np.load(os.path.join(d, n + ".npy"))[0].astype(np.float64) - want[n])
         s.check(f"bf16 rows {tag}: {n} = numpy's product of bf16(r) exactly", float(e.max()) == 0.0, f"max err {e.max():.3g}")
+
+# ---- stride-1 convs reading their B tiles in place (cgen_amx_conv.c) ----------------------------------
+# The AMX variant of a bf16 stride-1 conv loads its B tiles straight from the padded channel-pair planes
+# (no im2col): odd H and W, channels not a multiple of 32 (77: an odd channel paired with 0 and pairs
+# rounded up to 16 with zero planes), padding 1, 0 and 2 (dilation 2), two groups, batch 2, bias + Relu and a residual Add + Relu epilogue, a weight given as an input
+# (packed per run), a 2x3 window with padding 0 1 1 1; 48 channels (24 pairs in 32); a 5-channel stem (3
+# pairs in 16: more than half the products on zero pairs) stays on the im2col path.
+# Integer weights in [-3, 3] (and bias): with normal x (bf16-rounded, sums not exact) the outputs are
+# checked against onnxruntime's fp32 within bf16's bound and against numpy's product of bf16(x) within
+# fp32 accumulation's; with integer x in [-15, 15] every sum is exact in fp32, so the in-place path
+# equals numpy exactly and the im2col path (HARP_AMX=im2col) bit for bit.  (Their sums' order differs:
+# the in-place K runs pair block x tap x pair, the im2col one (pair, tap) pair-major, so only exact sums
+# are bit-identical.)  The generated C shows which path each conv took.
+def conv_gen(x, w, pads, dil, groups):
+    """conv(x, w) (NCHW, OIHW, ONNX pads [top, left, bottom, right], dilation, groups) in float64,
+    and sum |x w| per output."""
+    n, c, h, wd = x.shape
+    oc, icg, kh, kw = w.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])))
+    oh, ow = xp.shape[2] - dil * (kh - 1), xp.shape[3] - dil * (kw - 1)
+    ocg, y, ya = oc // groups, np.zeros((n, oc, oh, ow)), np.zeros((n, oc, oh, ow))
+    for g in range(groups):
+        xs, ws, o = xp[:, g * icg:(g + 1) * icg], w[g * ocg:(g + 1) * ocg], slice(g * ocg, (g + 1) * ocg)
+        for i in range(kh):
+            for j in range(kw):
+                sl = xs[:, :, i * dil:i * dil + oh, j * dil:j * dil + ow]
+                y[:, o] += np.einsum("oc,nchw->nohw", ws[:, :, i, j], sl)
+                ya[:, o] += np.einsum("oc,nchw->nohw", np.abs(ws[:, :, i, j]), np.abs(sl))
+    return y, ya
+
+
+# name, x shape, output channels, window, pads, dilation, groups, weight an input, residual
+IP = (("ip_c64_13x11_b2_relu", (2, 64, 13, 11), 48, (3, 3), (1, 1, 1, 1), 1, 1, False, False),
+      ("ip_c77_pad0_residual", (1, 77, 9, 15), 40, (3, 3), (0, 0, 0, 0), 1, 1, False, True),
+      ("ip_groups2_dil2", (1, 128, 12, 12), 64, (3, 3), (2, 2, 2, 2), 2, 2, False, False),
+      ("ip_2x3_weight_input", (1, 96, 10, 17), 32, (2, 3), (0, 1, 1, 1), 1, 1, True, False),
+      ("ip_c48_24_pairs", (1, 48, 10, 10), 32, (3, 3), (1, 1, 1, 1), 1, 1, False, False),
+      ("ip_stem5_stays_im2col", (1, 5, 20, 22), 40, (3, 3), (1, 1, 1, 1), 1, 1, False, False))
+ip_nodes, ip_vi, ip_inits, ip_w, ip_x = [], [], [], {}, {}
+for name, xs, oc, (kh, kw), pads, dil, groups, w_in, res in IP:
+    w = rng.integers(-3, 4, size=(oc, xs[1] // groups, kh, kw)).astype(np.float32)
+    b = rng.integers(-3, 4, size=oc).astype(np.float32)
+    ip_w[name] = (w, b)
+    ins = [name + "_x", name + "_w", name + "_b"]
+    ip_vi.append(helper.make_tensor_value_info(name + "_x", TensorProto.FLOAT, list(xs)))
+    if w_in:
+        ip_vi.append(helper.make_tensor_value_info(name + "_w", TensorProto.FLOAT, list(w.shape)))
+    else:
+        ip_inits.append(numpy_helper.from_array(w, name + "_w"))
+    ip_inits.append(numpy_helper.from_array(b, name + "_b"))
+    ip_nodes.append(helper.make_node("Conv", ins, [name + "_c"], kernel_shape=[kh, kw], pads=list(pads),
+                                     dilations=[dil, dil], group=groups))
+    if res:
+        oh, ow = xs[2] + pads[0] + pads[2] - dil * (kh - 1), xs[3] + pads[1] + pads[3] - dil * (kw - 1)
+        ip_vi.append(helper.make_tensor_value_info(name + "_r", TensorProto.FLOAT, [xs[0], oc, oh, ow]))
+        ip_nodes.append(helper.make_node("Add", [name + "_c", name + "_r"], [name + "_a"]))
+    ip_nodes.append(helper.make_node("Relu", [name + ("_a" if res else "_c")], [name]))
+ipg = helper.make_graph(ip_nodes, "inplace", ip_vi,
+                        [helper.make_tensor_value_info(c[0], TensorProto.FLOAT, None) for c in IP], ip_inits)
+ipm = helper.make_model(ipg, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+ippath = os.path.join(tempfile.mkdtemp(), "inplace.onnx")
+onnx.save(ipm, ippath)
+
+
+def ip_inputs(kind):
+    """The model's inputs: normal x (and residual), or integers in [-15, 15]; the weights given as inputs."""
+    feeds = {}
+    for name, xs, oc, (kh, kw), pads, dil, groups, w_in, res in IP:
+        feeds[name + "_x"] = arr(*xs) if kind == "normal" else ints(-15, 15, *xs)
+        if w_in:
+            feeds[name + "_w"] = ip_w[name][0]
+        if res:
+            oh, ow = xs[2] + pads[0] + pads[2] - dil * (kh - 1), xs[3] + pads[1] + pads[3] - dil * (kw - 1)
+            feeds[name + "_r"] = arr(1, oc, oh, ow) if kind == "normal" else ints(-15, 15, 1, oc, oh, ow)
+    return feeds
+
+
+def ip_want(feeds, xf):
+    """{name: (y, sum |x w|, y with relu)} in float64, x through xf (identity or bf16)."""
+    want = {}
+    for name, xs, oc, kk, pads, dil, groups, w_in, res in IP:
+        w, b = ip_w[name]
+        y, ya = conv_gen(xf(feeds[name + "_x"]).astype(np.float64), w.astype(np.float64), pads, dil, groups)
+        y = y + b[None, :, None, None]
+        if res:
+            y = y + feeds[name + "_r"]
+        want[name] = (np.maximum(y, 0), ya)
+    return want
+
+
+ip_got, ip_feeds = {}, {k: ip_inputs(k) for k in ("normal", "ints")}
+for tag, amx, kind in (("in place", "auto", "normal"), ("in place", "auto", "ints"), ("im2col", "im2col", "ints")):
+    feeds = ip_feeds[kind]
+    dump = tempfile.mkdtemp()
+    os.environ["HARP_AMX"] = amx
+    p, d = run(ippath, feeds, backend="cpu", extra=["--precision", "bf16", "--dump", "c", "--dump-dir", dump])
+    os.environ.pop("HARP_AMX")
+    s.check(f"{tag} {kind}: runs", p.returncode == 0, p.stderr[-600:])
+    if p.returncode != 0:
+        continue
+    ks = kernel_chunks(open(os.path.join(dump, "model.c")).read())
+    for c in IP:  # the path in the C: tiles loaded in place ($P_kip), or the im2col packer ($P_packB)
+        inplace = amx == "auto" and not c[0].endswith("stays_im2col")
+        body = ks.get(c[0], "")
+        s.check(f"{tag} {kind}: {c[0]} {'reads B tiles in place' if inplace else 'packs B by im2col'}",
+                ("_amx_kip(" in body and "_amx_packB(" not in body) == inplace and "_amx_task(" in body,
+                f"{sorted(ks)}")
+    for c in IP:
+        ip_got[(amx, kind, c[0])] = np.load(os.path.join(d, c[0] + ".npy"))
+    if kind == "normal":  # onnxruntime's fp32 within bf16's bound; numpy's bf16(x) product within fp32 accumulation's
+        import onnxruntime as ort
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = 2
+        ref = dict(zip([c[0] for c in IP], ort.InferenceSession(ippath, so, providers=["CPUExecutionProvider"]).run(
+            [c[0] for c in IP], feeds)))
+        wb = ip_want(feeds, bf16)
+        for name, xs, oc, (kh, kw), *_ in IP:
+            k, got = xs[1] // _[2] * kh * kw, ip_got[(amx, kind, name)].astype(np.float64)
+            b16 = (2.0 ** -7 + 2.0 ** -16 + k * 2.0 ** -24) * wb[name][1] + 1e-30
+            e = np.abs(got - ref[name])
+            s.check(f"{tag}: {name} = onnxruntime fp32 within bf16's bound", bool(np.all(e <= b16)),
+                    f"max err {e.max():.3g}, worst ratio {np.max(e / b16):.3g}")
+            acc = k * 2.0 ** -24 * wb[name][1] + 1e-30
+            e = np.abs(got - wb[name][0])
+            s.check(f"{tag}: {name} = numpy's product of bf16(x) within fp32 accumulation's bound",
+                    bool(np.all(e <= acc)), f"max err {e.max():.3g}, worst ratio {np.max(e / acc):.3g}")
+    else:
+        wi = ip_want(feeds, lambda v: v)
+        for c in IP:
+            e = np.abs(ip_got[(amx, kind, c[0])].astype(np.float64) - wi[c[0]][0])
+            s.check(f"{tag} ints: {c[0]} = numpy's exactly", float(e.max()) == 0.0, f"max err {e.max():.3g}")
+for c in IP:
+    if ("auto", "ints", c[0]) in ip_got and ("im2col", "ints", c[0]) in ip_got:
+        s.check(f"ints: {c[0]} in place = im2col bit for bit",
+                ip_got[("auto", "ints", c[0])].tobytes() == ip_got[("im2col", "ints", c[0])].tobytes(), "")
 
 # ---- a standalone package with the AMX variant (harp compile --precision bf16, built without -march) --
 # its task loads and releases the tile configuration: it carries the AMX target itself

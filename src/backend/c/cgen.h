@@ -130,6 +130,8 @@ typedef struct cgen_tuning {
   bool amx;          /* with bf16: a GEMM / implicit-GEMM conv also gets an AMX variant (cgen_amx.c:
                         tdpbf16ps on 32x32 tiles of C), run where the CPU has AMX-BF16 and the
                         kernel grants the tile state (arch_prctl, once), else the AVX-512 one */
+  bool amx_im2col;   /* with amx: a stride-1 conv's AMX variant gathers B panels (im2col) as strided ones do,
+                        not tiles read in place from padded channel-pair planes (cgen_amx_conv.c; tests, A/B) */
   bool bf16_native;  /* GEMM / conv whose two operands are stored in bf16: the same kernels
                         (exact products, fp32 accumulation; AVX512_BF16 as above) */
   struct {          /* conv, the direct kernel (cgen_dconv.c, fp32) under a Schedule Plan; 0: its own choice */

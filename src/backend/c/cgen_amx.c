@@ -25,7 +25,9 @@
  * stored fp32 tile, whose rows then go through the template's epilogue
  * ($P_row<nv>): rows past mr and columns past nr are computed (on zero or
  * padding lanes) but never stored.  The tile configuration is loaded once a
- * compute task ($P_tcfg), not per micro-kernel call. */
+ * compute task ($P_tcfg), not per micro-kernel call.
+ * A stride-1 conv's AMX variant is cgen_amx_conv.c's where it applies
+ * (cg_amx_conv_inplace): its B tiles read in place, no B panels. */
 #include <stdio.h>
 
 #include "backend/c/cgen_gemm_int.h"

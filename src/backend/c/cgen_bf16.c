@@ -3,7 +3,7 @@
  * variant multiplies bf16 operands with vdpbf16ps and accumulates in fp32.
  * Needs: cgen_int.h.  Gives: cg_emit_bf16_cvt, cg_emit_bf16_kernel,
  * cg_emit_pack_a_pass, cg_emit_bf16_pack_a, cg_emit_bf16_pack_a_words, cg_emit_bf16_pack_b_rows,
- * cg_emit_bf16_ilv, cg_emit_bf16_wpairs, cg_emit_bf16_ilv_cols, cg_emit_bf16_wpairs_cols
+ * cg_emit_bf16_ilv, cg_emit_bf16_ilv_pad, cg_emit_bf16_wpairs, cg_emit_bf16_ilv_cols, cg_emit_bf16_wpairs_cols
  * (declared in cgen_int.h with CG_BF16_ATTR, CG_BF16_IX).
  *
  * Layout.  The packers write their panels in fp32 as usual, [k][W] (W = MR
@@ -136,12 +136,30 @@ static void emit_bf16_pairs16(cg_out *o, const char *ind, const char *dst, const
   cg_emit(o, "%s  %s, _mm512_or_si512(w0, _mm512_slli_epi32(w1, 16))); }\n", ind, dst);
 }
 
+/* The statements of one step of an interleave (indent ind): 16 pair words
+ * {x0[j], x1[j]} from s0 and s1 (xdt; j < n, the rest 0; s1 read as zeros
+ * where `odd`) stored at dst with a mask of n lanes.  Other than bf16
+ * sources round through fp32 and need `ix` (CG_BF16_IX) in scope. */
+static void emit_ilv_step(cg_out *o, const char *ind, tiny_dtype xdt, const char *dst, const char *s0, const char *s1) {
+  const char *sx = cg_vsuffix(xdt);
+  char st[96];
+  if (xdt == TINY_BF16) { /* the halves as they are (emit_bf16_pairs16) */
+    snprintf(st, sizeof st, "_mm512_mask_storeu_epi32(%s, mk", dst);
+    emit_bf16_pairs16(o, ind, st, s0, s1, "n", "odd");
+    return;
+  }
+  cg_emit(o, "%s__m512 x0 = n == 16 ? $P_ld%s(%s) : $P_ldn%s(%s, n);\n", ind, sx, s0, sx, s0);
+  cg_emit(o, "%s__m512 x1 = odd ? _mm512_setzero_ps() : n == 16 ? $P_ld%s(%s) : $P_ldn%s(%s, n);\n", ind, sx, s1, sx, s1);
+  cg_emit(o, "%s__m512i p = _mm512_permutexvar_epi16(ix, (__m512i)_mm512_cvtne2ps_pbh(x1, x0));\n", ind);
+  cg_emit(o, "%s_mm512_mask_storeu_epi32(%s, (__mmask16)((1u << n) - 1u), p);\n", ind, dst);
+}
+
 /* $P_ilv(vc, task, tid): a pool task (vc a `ctx` with fields X and B),
  * plane `task` of nplanes of the interleaved input (cx->B, words): plane t pairs channels 2c and 2c + 1
  * (c = t % ceil(icg / 2)) of the group's icg channels (source planes of hw
  * elements of xdt at cx->X; the odd last channel with 0). */
 void cg_emit_bf16_ilv(cg_out *o, const char *ctx, tiny_dtype xdt, int64_t nplanes, int64_t icg, int64_t hw) {
-  const char *sx = cg_vsuffix(xdt), *ct = cg_ctype(xdt);
+  const char *ct = cg_ctype(xdt);
   long icg2 = (long)((icg + 1) / 2);
   (void)nplanes;
   cg_emit(o, "static " CG_BF16_ATTR " void $P_ilv(void *vc, int task, int tid) {\n");
@@ -151,20 +169,43 @@ void cg_emit_bf16_ilv(cg_out *o, const char *ctx, tiny_dtype xdt, int64_t nplane
           (long)hw, (long)hw);
   cg_emit(o, "  int odd = 2 * c + 1 >= %ldL;\n", (long)icg);
   cg_emit(o, "  int *d = (int *)cx->B + (long)task * %ldL;\n", (long)hw);
-  if (xdt == TINY_BF16) { /* the halves as they are (emit_bf16_pairs16) */
-    cg_emit(o, "  for (long i = 0; i < %ldL; i += 16) {\n", (long)hw);
-    cg_emit(o, "    int n = %ldL - i < 16 ? (int)(%ldL - i) : 16;\n", (long)hw, (long)hw);
-    emit_bf16_pairs16(o, "    ", "_mm512_mask_storeu_epi32(d + i, mk", "s0 + i", "s1 + i", "n", "odd");
-    cg_emit(o, "  }\n}\n");
-    return;
-  }
-  cg_emit(o, "  const __m512i ix = " CG_BF16_IX ";\n");
+  if (xdt != TINY_BF16) cg_emit(o, "  const __m512i ix = " CG_BF16_IX ";\n");
   cg_emit(o, "  for (long i = 0; i < %ldL; i += 16) {\n", (long)hw);
   cg_emit(o, "    int n = %ldL - i < 16 ? (int)(%ldL - i) : 16;\n", (long)hw, (long)hw);
-  cg_emit(o, "    __m512 x0 = n == 16 ? $P_ld%s(s0 + i) : $P_ldn%s(s0 + i, n);\n", sx, sx);
-  cg_emit(o, "    __m512 x1 = odd ? _mm512_setzero_ps() : n == 16 ? $P_ld%s(s1 + i) : $P_ldn%s(s1 + i, n);\n", sx, sx);
-  cg_emit(o, "    __m512i p = _mm512_permutexvar_epi16(ix, (__m512i)_mm512_cvtne2ps_pbh(x1, x0));\n");
-  cg_emit(o, "    _mm512_mask_storeu_epi32(d + i, (__mmask16)((1u << n) - 1u), p);\n  }\n}\n");
+  emit_ilv_step(o, "    ", xdt, "d + i", "s0 + i", "s1 + i");
+  cg_emit(o, "  }\n}\n");
+}
+
+/* $P_ilv(vc, task, tid) padded (cgen_amx_conv.c's in-place conv): plane
+ * `task` of the interleaved input at cx->B as g->hp x g->wp words (g->ps
+ * apart, the words between zero), the
+ * group's pair c = task % g->p16 (its channels 2c, 2c + 1 of g->icg at
+ * cx->X, planes of g->h x g->w elements of xdt) placed at row g->pt,
+ * column g->pl, zeros around it; pairs from ceil(icg / 2) on all zeros. */
+void cg_emit_bf16_ilv_pad(cg_out *o, const char *ctx, tiny_dtype xdt, const cg_ilv_pad *g) {
+  const char *ct = cg_ctype(xdt);
+  long icg2 = (long)((g->icg + 1) / 2), pl = (long)(g->hp * g->wp), hw = (long)(g->h * g->w), w = (long)g->w;
+  cg_emit(o, "static " CG_BF16_ATTR " void $P_ilv(void *vc, int task, int tid) {\n");
+  cg_emit(o, "  const %s *cx = (const %s *)vc;\n  (void)tid;\n", ctx, ctx);
+  cg_emit(o, "  long ng = task / %ldL, c = task %% %ldL;\n", (long)g->p16, (long)g->p16);
+  cg_emit(o, "  int *d = (int *)cx->B + (long)task * %ldL;\n", (long)g->ps);
+  if (g->ps > pl) cg_emit(o, "  memset(d + %ldL, 0, %ldUL);\n", pl, ((long)g->ps - pl) * 4);
+  cg_emit(o, "  if (c >= %ldL) { memset(d, 0, %ldUL); return; }\n", icg2, pl * 4);
+  cg_emit(o, "  const %s *s0 = (const %s *)cx->X + (ng * %ldL + 2 * c) * %ldL, *s1 = s0 + %ldL;\n", ct, ct, (long)g->icg,
+          hw, hw);
+  cg_emit(o, "  int odd = 2 * c + 1 >= %ldL;\n", (long)g->icg);
+  if (xdt != TINY_BF16) cg_emit(o, "  const __m512i ix = " CG_BF16_IX ";\n");
+  cg_emit(o, "  memset(d, 0, %ldUL);\n", (long)(g->pt * g->wp) * 4);
+  cg_emit(o, "  for (long y = 0; y < %ldL; y++, s0 += %ldL, s1 += %ldL) {\n", (long)g->h, w, w);
+  cg_emit(o, "    int *r = d + (y + %ldL) * %ldL + %ldL;\n", (long)g->pt, (long)g->wp, (long)g->pl);
+  if (g->pl) cg_emit(o, "    memset(r - %ldL, 0, %ldUL);\n", (long)g->pl, (long)g->pl * 4);
+  if (g->wp - g->pl - g->w)
+    cg_emit(o, "    memset(r + %ldL, 0, %ldUL);\n", w, (long)(g->wp - g->pl - g->w) * 4);
+  cg_emit(o, "    for (long i = 0; i < %ldL; i += 16) {\n", w);
+  cg_emit(o, "      int n = %ldL - i < 16 ? (int)(%ldL - i) : 16;\n", w, w);
+  emit_ilv_step(o, "      ", xdt, "r + i", "s0 + i", "s1 + i");
+  cg_emit(o, "    }\n  }\n");
+  cg_emit(o, "  memset(d + %ldL, 0, %ldUL);\n}\n", (long)((g->pt + g->h) * g->wp), (long)((g->hp - g->pt - g->h) * g->wp) * 4);
 }
 
 /* $P_wpairs(W, d): the weight W ([rows][icg][khw] of wdt) as channel-pair

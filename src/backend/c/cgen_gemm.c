@@ -659,10 +659,14 @@ static harp_status emit_amx(harp_error *e, cg_out *o, const cg_mm *p) {
   cg_set_amx(o);
   cg_mm q = p->conv ? bf16_pairs(p) : *p;
   q.amx = true;
+  bool inplace = cg_amx_conv_inplace(&q); /* a stride-1 conv: B tiles from the padded planes (cgen_amx_conv.c) */
+  cg_mm qg = q;
+  if (inplace) qg.N = cg_amx_conv_grid(&q), qg.prepack_b = true; /* split its padded-width grid; B not packed */
   cg_tile tq;
-  if (resolve_tile(e, &q, o->isa, true, &tq)) return e->code;
+  if (resolve_tile(e, &qg, o->isa, true, &tq)) return e->code;
   cg_emit(o, "#ifdef HPRT_AMX /* a compiler without AMX: the selector never picks it */\n");
-  emit_variant(o, &q, &tq);
+  if (inplace) cg_emit_amx_conv_variant(o, &q, &tq);
+  else emit_variant(o, &q, &tq);
   cg_emit(o, "#endif /* HPRT_AMX */\n");
   return HARP_OK;
 }

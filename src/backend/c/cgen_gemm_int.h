@@ -99,6 +99,14 @@ bool cg_amx_a_direct(const cg_mm *p);
 void cg_emit_amx_pack_a_direct(cg_out *o, const cg_mm *p, const cg_tile *t);
 static inline bool cg_mm_a_pairs(const cg_mm *p, const cg_out *o) { return cg_mm_use_bfcv(p, o) && p->adt == TINY_BF16 && p->a_sk == 1; }
 
+/* A bf16 stride-1 conv on AMX with its B tiles read in place from padded
+ * channel-pair planes (cgen_amx_conv.c): whether the AMX view q gets it,
+ * the columns of its padded-width grid (the N its tasks split), and the
+ * variant, t resolved on q with that N. */
+bool cg_amx_conv_inplace(const cg_mm *q);
+int64_t cg_amx_conv_grid(const cg_mm *q);
+void cg_emit_amx_conv_variant(cg_out *o, const cg_mm *q, const cg_tile *t);
+
 /* The packers (cgen_gemm_pack.c): A's MR-row panels; a GEMM's B; a conv's B
  * gathered by rows / by points; whether B^T is read by 16x16 transposes. */
 void cg_emit_pack_a(cg_out *o, const cg_mm *p, const cg_tile *t);

@@ -126,6 +126,14 @@ void cg_emit_bf16_pack_a_words(cg_out *o, int w);
  * $P_wpairs(W, d), the weight's (cgen_bf16.c says how). */
 void cg_emit_bf16_ilv(cg_out *o, const char *ctx, tiny_dtype xdt, int64_t nplanes, int64_t icg, int64_t hw);
 void cg_emit_bf16_wpairs(cg_out *o, tiny_dtype wdt, int64_t rows, int64_t icg, int64_t khw);
+/* The same interleave padded for the in-place AMX conv (cgen_amx_conv.c):
+ * each plane hp x wp words with the h x w image at row pt, column pl and
+ * zeros around it, p16 planes a group (pairs past ceil(icg / 2) zero),
+ * ps >= hp wp words apart (the words between them zero too). */
+typedef struct cg_ilv_pad {
+  int64_t icg, h, w, hp, wp, pt, pl, p16, ps;
+} cg_ilv_pad;
+void cg_emit_bf16_ilv_pad(cg_out *o, const char *ctx, tiny_dtype xdt, const cg_ilv_pad *g);
 /* The direct conv's column-pair view (cg_dconv_cols, fewer than
  * CG_BF16_MIN_ICG input channels per group): $P_ilv over planes of h rows
  * of w elements (words shifted right by sh, 0 or 1; returns its tasks per

@@ -75,6 +75,7 @@ void cc_jit_variant(const rc_ctx *c, cgen_tuning *t, unsigned mask) {
   t->bf16_cvt = c->bf16;
   /* the AMX variant where this host runs it (a package built elsewhere: none) */
   t->amx = c->bf16 && rt_knobs_or_default(c->knobs)->amx != RT_AMX_OFF && ut_cpu_amx_bf16();
+  t->amx_im2col = rt_knobs_or_default(c->knobs)->amx == RT_AMX_IM2COL;
   if (c->host_only) t->isa_mask = mask, t->no_fallback = true;
 }
 

@@ -1,0 +1,211 @@
+/* cgen_amx_conv.c — the AMX variant of a bf16 stride-1 convolution whose B
+ * tiles are loaded in place from the interleaved input: no im2col, no B
+ * packing (the GEMM template's AMX variant, cgen_amx.c, gathers B panels
+ * [kp][32] per task instead; it keeps strided and 1x1 convs).
+ * Needs: cgen_gemm_int.h (cg_mm, cg_tile, the row store and its epilogue,
+ * the store context), cgen_int.h (the padded interleave and the weight
+ * pairs of cgen_bf16.c, the tile configuration of cgen_amx.c).
+ * Gives: cg_amx_conv_inplace, cg_amx_conv_grid, cg_emit_amx_conv_variant
+ * (declared in cgen_gemm_int.h).
+ *
+ * Layout.  $P_ilv writes each group's input as p16 planes (its channel
+ * pairs, ceil(icg / 2) rounded up to 16, the pairs past them zero) of
+ * hp x wp words, the image at row pt, column pl and zeros around it: the
+ * conv's padding is in the planes.  The output is computed over the
+ * padded-width grid, column q = oy wp + ox (ox < wp; the int8 kernels'
+ * grid, cgen_qgemm.c's emit_pad), so that tap (ky, kx) of column q reads
+ * word q + ky dh wp + kx dw of every plane: for 16 pairs (planes p .. p +
+ * 15) and 16 consecutive columns that is a tile of 16 rows of 64 bytes, one
+ * plane apart, loaded straight from the planes.  K is ordered pair block x
+ * tap x pair (16 pairs a chunk), the weight packed so at model_init
+ * ($P_amxcw: panels of 32 rows [32][kp], kp = p16 x taps words, zero rows
+ * past M and zero pairs past the channels).  A 32x32 tile of C is four
+ * accumulator tiles over all of K at once (no KC blocks, no partial sums);
+ * stored, the columns of the tile that are outputs (ox < ow, inside the
+ * task) are compressed into a contiguous run of outputs (consecutive grid
+ * columns that are outputs are consecutive outputs) and go through the
+ * template's epilogue ($P_row2).  Words read past a group's last plane
+ * (at most 31 + (kw - 1) dw) are the next group's or a zeroed slack:
+ * finite, and only in columns that are never stored.
+ * The sums' order differs from the im2col variant's (its chunks are 16
+ * consecutive (pair, tap) of the pair-major K): the same values only where
+ * every sum is exact. */
+#include <stdio.h>
+
+#include "backend/c/cgen_gemm_int.h"
+
+/* The sizes of conv view q's in-place variant. */
+typedef struct ipg {
+  long icg2, p16, taps, kp, oh, ow, hp, wp, pl, ps, ng, G, nb0, M, mp, npan, slack, nc;
+} ipg;
+
+/* The sizes of q's variant: planes, grid, panels, the slack past the
+ * last plane, the grid columns of a task's block. */
+static ipg geom(const cg_mm *q) {
+  ipg g;
+  g.icg2 = (long)q->cv_icg, g.p16 = (g.icg2 + 15) / 16 * 16, g.taps = (long)(q->cv_kh * q->cv_kw);
+  g.kp = g.p16 * g.taps;
+  g.ow = (long)q->cv_ow, g.oh = (long)q->N / g.ow;
+  g.wp = g.ow + (long)(q->cv_kw - 1) * (long)q->cv_dw, g.hp = g.oh + (long)(q->cv_kh - 1) * (long)q->cv_dh;
+  g.pl = g.hp * g.wp, g.ng = g.oh * g.wp;
+  /* planes a multiple of 256 bytes apart put a tile's 16 rows in a few L1 sets: 64 bytes more */
+  g.ps = g.pl % 64 ? g.pl : g.pl + 16;
+  g.G = (long)q->nb[1], g.nb0 = (long)q->nb[0], g.M = (long)q->M;
+  g.mp = (g.M + CG_AMX_MR - 1) / CG_AMX_MR * CG_AMX_MR, g.npan = g.mp / CG_AMX_MR;
+  g.slack = CG_AMX_MR + (long)(q->cv_kw - 1) * (long)q->cv_dw;
+  /* grid columns a block: the block's B (p16 planes' words) about 256 KiB, in L2 across a task's panels */
+  g.nc = 262144L / (g.p16 * 4) / CG_AMX_MR * CG_AMX_MR;
+  if (g.nc < CG_AMX_MR) g.nc = CG_AMX_MR;
+  return g;
+}
+
+/* Does the AMX variant of conv view q (cgen_gemm.c's bf16_pairs, q->amx)
+ * read its B tiles in place: stride 1, a window of 2 taps or more, sizes
+ * constant, no split-K, not asked for the im2col path (tune.amx_im2col),
+ * and at most half of the products on the zero pairs that round the channel
+ * pairs up to 16.  Measured (2 threads, 3x3 pad 1 + bias + relu, min ms
+ * im2col -> in place, load 9-11): 16->64 at 112 (8 pairs in 16) 0.44 ->
+ * 0.24, 24->64 at 56 0.16 -> 0.06, 34->64 at 56 (17 in 32) 0.16 -> 0.15,
+ * 48->48 at 56 0.17 -> 0.13; a 3- or 5-channel stem (2 or 3 pairs in 16)
+ * level or noise: it keeps the im2col path. */
+bool cg_amx_conv_inplace(const cg_mm *q) {
+  if (!q->amx || !q->pairs || !q->conv || q->tune.amx_im2col || q->full || q->m_expr || q->b0_expr) return false;
+  if (q->cv_sh != 1 || q->cv_sw != 1 || q->cv_kh * q->cv_kw < 2 || q->cv_ow < 1) return false;
+  int64_t p16 = (q->cv_icg + 15) / 16 * 16;
+  return p16 <= 2 * q->cv_icg;
+}
+
+/* Columns of q's padded-width grid (oh x wp): the N its tasks split. */
+int64_t cg_amx_conv_grid(const cg_mm *q) { return geom(q).ng; }
+
+/* $P_amxcw(w2, Ap, task): panel task % npan of group task / npan of the
+ * paired weight w2 ([G M][icg2 taps] words, cg_emit_bf16_wpairs) as
+ * [32][kp] words at Ap's panel `task`, K ordered pair block x tap x pair;
+ * $P_packA_task, a pool task per panel. */
+static void emit_pack_w(cg_out *o, const ipg *g) {
+  cg_emit(o, "static void $P_amxcw(const uint32_t *w2, uint32_t *Ap, long task) {\n");
+  cg_emit(o, "  long gr = task / %ldL, ir = task %% %ldL * %d;\n  uint32_t *q = Ap + task * %ldL;\n", g->npan, g->npan, CG_AMX_MR,
+          (long)CG_AMX_MR * g->kp);
+  cg_emit(o, "  for (int i = 0; i < %d; i++) {\n", CG_AMX_MR);
+  cg_emit(o, "    if (ir + i >= %ldL) { memset(q, 0, %ldUL); q += %ldL; continue; }\n", g->M, g->kp * 4, g->kp);
+  cg_emit(o, "    const uint32_t *s = w2 + (gr * %ldL + ir + i) * %ldL;\n", g->M, g->icg2 * g->taps);
+  cg_emit(o, "    for (long b = 0; b < %ldL; b += 16)\n      for (long t = 0; t < %ldL; t++)\n", g->p16, g->taps);
+  cg_emit(o, "        for (long c = b; c < b + 16; c++) *q++ = c < %ldL ? s[c * %ldL + t] : 0u;\n  }\n}\n", g->icg2, g->taps);
+  cg_emit(o, "static void $P_packA_task(void *vc, int task, int tid) {\n  const $F_ctx *cx = (const $F_ctx *)vc;\n  (void)tid;\n");
+  cg_emit(o, "  $P_amxcw((const uint32_t *)cx->A, (uint32_t *)cx->Ap, task);\n}\n");
+}
+
+/* $P_kip(ab, xb, tt, m, mr, q0, qe): the 32x32 tile of C at rows m.. (mr
+ * of them stored) and grid columns q0..: A's panel at ab, the planes at xb
+ * (column q0), all of K; the tile's columns below qe that are outputs
+ * stored through $P_row2, compressed into a run. */
+static void emit_kernel(cg_out *o, const cg_mm *q, const ipg *g) {
+  cg_emit(o, "static " CG_AMX_ATTR " void $P_kip(const char *ab, const char *xb, const $F_tt *tt, long m, int mr, long q0,"
+             " long qe) {\n");
+  cg_emit(o, "  static const long off[%ld] = {", g->taps);
+  for (long t = 0; t < g->taps; t++)
+    cg_emit(o, "%s%ldL", t ? ", " : "", (t / (long)q->cv_kw * (long)q->cv_dh * g->wp + t % (long)q->cv_kw * (long)q->cv_dw) * 4);
+  cg_emit(o, "};\n  float cb[%d] __attribute__((aligned(64)));\n", CG_AMX_MR * CG_AMX_MR);
+  cg_emit(o, "  _tile_zero(4); _tile_zero(5); _tile_zero(6); _tile_zero(7);\n");
+  cg_emit(o, "  for (long b = 0; b < %ldL; b++, ab += %ldL, xb += %ldL) {\n", g->p16 / 16, g->taps * 64, 16 * g->ps * 4);
+  cg_emit(o, "#pragma GCC unroll 9\n    for (int t = 0; t < %ld; t++) {\n", g->taps);
+  cg_emit(o, "      _tile_loadd(0, ab + t * 64, %ldL);\n      _tile_loadd(1, ab + %ldL + t * 64, %ldL);\n", g->kp * 4,
+          16 * g->kp * 4, g->kp * 4);
+  cg_emit(o, "      _tile_loadd(2, xb + off[t], %ldL);\n      _tile_loadd(3, xb + off[t] + 64, %ldL);\n", g->ps * 4, g->ps * 4);
+  cg_emit(o, "      _tile_dpbf16ps(4, 0, 2); _tile_dpbf16ps(5, 0, 3); _tile_dpbf16ps(6, 1, 2); _tile_dpbf16ps(7, 1, 3);\n"
+             "    }\n  }\n");
+  cg_emit(o, "  _tile_stored(4, cb, 128); _tile_stored(5, cb + 16, 128);\n");
+  cg_emit(o, "  _tile_stored(6, cb + 512, 128); _tile_stored(7, cb + 528, 128);\n");
+  /* the outputs among the columns: ox = q % wp below ow, q below qe; the first one's output index */
+  cg_emit(o, "  unsigned msk = 0;\n  long n = -1;\n");
+  cg_emit(o, "  for (int j = 0; j < 32; j++) {\n    long c = q0 + j, ox = c %% %ldL;\n", g->wp);
+  cg_emit(o, "    if (c < qe && ox < %ldL) { msk |= 1u << j; if (n < 0) n = c / %ldL * %ldL + ox; }\n  }\n", g->ow, g->wp, g->ow);
+  cg_emit(o, "  if (!msk) return;\n");
+  cg_emit(o, "  __mmask16 k0 = (__mmask16)(msk & 0xffffu), k1 = (__mmask16)(msk >> 16);\n");
+  cg_emit(o, "  int c0 = __builtin_popcount(msk & 0xffffu), nr = __builtin_popcount(msk);\n");
+  /* lane l of the run: lanes l < c0 of the first half's compress, then the second's from its lane 0 */
+  cg_emit(o, "  const __m512i io = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);\n");
+  cg_emit(o, "  __m512i i0 = _mm512_mask_add_epi32(io, _mm512_cmpge_epi32_mask(io, _mm512_set1_epi32(c0)), io, "
+             "_mm512_set1_epi32(16 - c0));\n");
+  cg_emit(o, "  __m512i i1 = _mm512_add_epi32(io, _mm512_set1_epi32(32 - c0));\n");
+  cg_emit(o, "  for (int i = 0; i < mr; i++) {\n");
+  cg_emit(o, "    __m512 v0 = _mm512_maskz_compress_ps(k0, _mm512_load_ps(cb + i * 32));\n");
+  cg_emit(o, "    __m512 v1 = _mm512_maskz_compress_ps(k1, _mm512_load_ps(cb + i * 32 + 16));\n");
+  cg_emit(o, "    $P_row2(tt, m + i, n, nr, 1, 1, _mm512_permutex2var_ps(v0, i0, v1), _mm512_permutex2var_ps(v0, i1, v1));\n");
+  cg_emit(o, "  }\n}\n");
+}
+
+/* $P_task(vc, task, tid): batch x group x M split x grid split (t's), the
+ * tile configuration loaded once; blocks of g->nc grid columns, in each
+ * the task's 32-row panels, in each the block's 32-column tiles. */
+static void emit_task(cg_out *o, const cg_mm *q, const cg_tile *t, const ipg *g) {
+  cg_emit(o, "static $T void $P_task(void *vc, int task, int tid) {\n  const $F_ctx *cx = (const $F_ctx *)vc;\n  (void)tid;\n");
+  cg_emit(o, "  $P_tcfg(); /* released at the end */\n");
+  cg_emit(o, "  long tn = task %% %ldL, r = task / %ldL, tm = r %% %ldL; r /= %ldL;\n", (long)t->sn, (long)t->sn, (long)t->sm,
+          (long)t->sm);
+  cg_emit(o, "  long b1 = r %% %ldL, b0 = r / %ldL;\n", g->G, g->G);
+  cg_emit(o, "  long m0 = tm * %ldL, m1 = m0 + %ldL < %ldL ? m0 + %ldL : %ldL;\n", (long)t->tm, (long)t->tm, g->M, (long)t->tm, g->M);
+  cg_emit(o, "  long n0 = tn * %ldL, n1 = n0 + %ldL < %ldL ? n0 + %ldL : %ldL;\n", (long)t->tn, (long)t->tn, g->ng, (long)t->tn,
+          g->ng);
+  cg_emit(o, "  const char *X = (const char *)((const uint32_t *)cx->B + (b0 * %ldL + b1) * %ldL);\n", g->G, g->p16 * g->ps);
+  cg_emit(o, "  const char *Ab = (const char *)((const uint32_t *)cx->Ap + b1 * %ldL);\n", g->mp * g->kp);
+  cg_mm_tt_setup(o, q);
+  cg_emit(o, "  for (long jc = n0; jc < n1; jc += %ldL) {\n", g->nc);
+  cg_emit(o, "    long je = jc + %ldL < n1 ? jc + %ldL : n1;\n", g->nc, g->nc);
+  cg_emit(o, "    for (long ir = m0; ir < m1; ir += %d) {\n", CG_AMX_MR);
+  cg_emit(o, "      int mr = m1 - ir < %d ? (int)(m1 - ir) : %d;\n", CG_AMX_MR, CG_AMX_MR);
+  cg_emit(o, "      for (long c = jc; c < je; c += %d) $P_kip(Ab + ir * %ldL, X + c * 4, &tt, ir, mr, c, n1);\n", CG_AMX_MR,
+          g->kp * 4);
+  cg_emit(o, "    }\n  }\n  _tile_release();\n}\n");
+}
+
+/* $P_pack_a_run / $P_pack_a_bytes_run (a constant weight, at model_init),
+ * and $P_run: the padded interleave, the weight where it is an input, the
+ * tasks. */
+static void emit_run(cg_out *o, const cg_mm *q, const cg_tile *t, const ipg *g) {
+  long abytes = g->G * g->mp * g->kp * 4, wbytes = g->G * g->M * g->icg2 * g->taps * 4, npk = g->G * g->npan;
+  long xwords = g->nb0 * g->G * g->p16 * g->ps, xbytes = (xwords + g->slack) * 4;
+  long aoff = (xbytes + 63) / 64 * 64, woff = aoff + (abytes + 63) / 64 * 64;
+  long used = q->prepack_a ? xbytes : woff + wbytes;
+  if (q->prepack_a) {
+    cg_emit(o, "static $T long $P_pack_a_bytes_run(void) { return %ldL; }\n", abytes);
+    cg_emit(o, "static $T int $P_pack_a_run(hprt_pool *pool, const void *A, void *Ap) {\n");
+    cg_emit(o, "  $F_ctx cx;\n  memset(&cx, 0, sizeof cx);\n  cx.Ap = (float *)Ap;\n");
+    cg_emit(o, "  uint32_t *w2 = (uint32_t *)malloc(%ldUL);\n  if (!w2) return -1;\n  $P_wpairs(A, w2);\n  cx.A = w2;\n", wbytes);
+    cg_emit(o, "  hprt_pool_run(pool, %ld, $P_packA_task, &cx);\n  free(w2);\n  return 0;\n}\n", npk);
+  }
+  cg_emit(o, "static $T int $P_run(hprt_pool *pool, const void *A, const void *B, void *C, const void *const *ep) {\n");
+  cg_emit(o, "  $F_ctx cx;\n  memset(&cx, 0, sizeof cx);\n  cx.A = A; cx.C = C; cx.ep = ep; cx.X = B;\n");
+  cg_emit(o, "  cx.K = %ldL; cx.kc = %ldL; cx.lda = %ldL; cx.nkb = 1;\n", g->kp, g->kp, g->kp);
+  cg_emit(o, "  if (hprt_scratch_get(pool, %ldUL, 0UL, &cx.sc)) return -1;\n", used);
+  cg_emit(o, "  cx.B = cx.sc.shared;\n  hprt_pool_run(pool, %ld, $P_ilv, &cx);\n", g->nb0 * g->G * g->p16);
+  cg_emit(o, "  memset((uint32_t *)cx.sc.shared + %ldL, 0, %ldUL); /* the slack past the last plane */\n", xwords, g->slack * 4);
+  if (q->prepack_a) {
+    cg_emit(o, "  cx.Ap = (float *)A;\n");
+  } else {
+    cg_emit(o, "  uint32_t *w2 = (uint32_t *)(cx.sc.shared + %ldL);\n  $P_wpairs(A, w2);\n  cx.A = w2;\n", woff);
+    cg_emit(o, "  cx.Ap = (float *)(cx.sc.shared + %ldL);\n  hprt_pool_run(pool, %ld, $P_packA_task, &cx);\n", aoff, npk);
+  }
+  cg_emit(o, "  hprt_pool_run(pool, %ld, $P_task, &cx);\n", (long)(g->nb0 * g->G * t->sm * t->sn));
+  cg_emit(o, "  hprt_scratch_put(&cx.sc);\n  return 0;\n}\n");
+}
+
+/* The variant (cg_amx_conv_inplace(q)) into o, the AMX variant being
+ * emitted (cg_set_amx); t resolved on q with N the grid's columns. */
+void cg_emit_amx_conv_variant(cg_out *o, const cg_mm *q, const cg_tile *t) {
+  ipg g = geom(q);
+  cg_tile t1 = *t; /* all of K in one pass: plain stores of the epilogue */
+  t1.multi = t1.ws = false, t1.nkb = 1, t1.nv = 2;
+  cg_ilv_pad ip = {q->bf_icg, q->cv_h, q->cv_w, g.hp, g.wp, q->cv_pt, q->cv_pl, g.p16, g.ps};
+  cg_emit_isa_helpers(o);
+  cg_emit(o, "/* bf16 conv on AMX, B tiles read in place from the padded channel-pair planes (cgen_amx_conv.c) */\n");
+  cg_mm_emit_row(o, q, &t1, 2);
+  emit_kernel(o, q, &g);
+  cg_emit_amx_tilecfg(o);
+  emit_pack_w(o, &g);
+  cg_emit_bf16_ilv_pad(o, "$F_ctx", q->bf_bdt, &ip);
+  cg_emit_bf16_wpairs(o, q->bf_adt, q->nb[1] * q->M, q->bf_icg, q->cv_kh * q->cv_kw);
+  emit_task(o, q, &t1, &g);
+  emit_run(o, q, &t1, &g);
+  cg_emit(o, "#endif /* HPRT_X86 */\n");
+}
