@@ -91,6 +91,11 @@ typedef struct rg_epi {
  * silu(silu(x)) is two steps. */
 bool rg_silu_last(const tiny_graph *g, int node);
 
+/* rg_epi.role of the ops of a gate x * clamp(x * a + b, lo, hi) (a hardswish
+ * spelled out; rg_options.gate_epilogues): one step, up to the MUL of x by
+ * the clamp (its last op).  No plan_epi: the plan's epilogue is unknown. */
+#define RG_ROLE_GATE (PLAN_EPI_COUNT + 1)
+
 typedef struct rg_local_edge {
   const char *from, *to; /* block names (a tensor name when from_block < 0), as in the plan */
   int from_block, to_block;
@@ -194,6 +199,9 @@ typedef struct rg_options {
   bool no_cells;               /* no recurrent cell regions (shape D; never on a GPU machine) */
   unsigned algo_mask;          /* the algorithms the backend has (plan_search_opts.algo_mask): a
                                   fusion is costed with those only; 0: every one */
+  bool gate_epilogues;         /* CPU templates: x * clamp(x * a + b, lo, hi) (a hardswish) and x / c
+                                  by a constant are epilogue steps (RG_ROLE_GATE, CT_EPI_GATE /
+                                  CT_EPI_DIV); off: they stay maps of their own.  --precision bf16 */
   /* The graph's IndexBook and Poly-View when the caller built them (the
    * compile pipeline's stages; ib_build and poly_build without options):
    * borrowed, never freed by the partition.  NULL: rg_form builds its own. */

@@ -126,6 +126,43 @@ static bool reads_pad_of(const ct_src *c, int bi, int t) {
   return false;
 }
 
+/* Epilogue op ep's one extra operand as a float constant, not NaN, one
+ * value at every point: *v; false otherwise. */
+static bool epi_const(const ct_src *c, const rg_epi *ep, float *v) {
+  if (ep->nextra != 1 || ep->extra[0].cast >= 0) return false;
+  const tiny_node *t = &c->g->nodes[ep->extra[0].node];
+  if (t->op != TINY_CONST || !tiny_dtype_is_float(t->dtype) || isnan(t->a.cnst.value)) return false;
+  if (reads_pad_of(c, ep->block, ep->extra[0].node)) return false;
+  *v = (float)t->a.cnst.value;
+  return true;
+}
+
+/* The gate that starts at info->epi[*i] (RG_ROLE_GATE: MUL, ADD, MAX, MIN by
+ * constants, in that order, each optional, then the MUL of x by them) as one
+ * CT_EPI_GATE step in *out; *i moves to its MUL. */
+static bool map_gate(const ct_src *c, const rg_info *info, int *i, ct_epi *out) {
+  *out = (ct_epi){.kind = CT_EPI_GATE, .scale = 1.0f, .lo = -INFINITY, .hi = INFINITY, .slot = -1};
+  static const tiny_op order[4] = {TINY_MUL, TINY_ADD, TINY_MAX, TINY_MIN};
+  int o = 0;
+  for (int j = *i; j < info->nepi && info->epi[j].role == RG_ROLE_GATE; j++) {
+    const rg_epi *ep = &info->epi[j];
+    tiny_op op = c->g->nodes[ep->node].op;
+    if (op == TINY_MUL && ep->nextra == 0) { /* x times the gate: its end */
+      *i = j;
+      return o > 0;
+    }
+    float v;
+    while (o < 4 && order[o] != op) o++;
+    if (o == 4 || !epi_const(c, ep, &v)) return false;
+    if (op == TINY_MUL) out->scale = v;
+    else if (op == TINY_ADD) out->shift = v;
+    else if (op == TINY_MAX) out->lo = v;
+    else out->hi = v;
+    o++;
+  }
+  return false;
+}
+
 /* The region's epilogue as template steps; additions of a tensor are left
  * as CT_EPI_RESIDUAL with x[] set, for the caller to place.  reshape_ok: a
  * RESHAPE is no step (the grouped conv's [n, g, oc/g, oh, ow] -> [n, oc, oh, ow]:
@@ -151,6 +188,19 @@ static bool map_epilogue(const ct_src *c, const fn_kernel *K, const rg_info *inf
       i = j;
       continue;
     }
+    if (ep->role == RG_ROLE_GATE) {
+      if (!map_gate(c, info, &i, out)) return false;
+      em->n++;
+      continue;
+    }
+    if (n->op == TINY_FDIV) { /* x / c (rg_options.gate_epilogues) */
+      float v;
+      if (!epi_const(c, ep, &v)) return false;
+      out->kind = CT_EPI_DIV;
+      out->scale = v;
+      em->n++;
+      continue;
+    }
     if (n->op == TINY_RESHAPE && reshape_ok) continue;
     if (n->op == TINY_CAST) {
       if (last) continue; /* the store converts to C's dtype */
@@ -171,11 +221,8 @@ static bool map_epilogue(const ct_src *c, const fn_kernel *K, const rg_info *inf
     case TE_UPPER: {
       /* with a constant: a clamp (ReLU6 = min(max(x, 0), 6)); a max then a
        * min are one step, min(max(x, lo), hi) in that order */
-      if (ep->nextra != 1 || ep->extra[0].cast >= 0) return false;
-      const tiny_node *t = &g->nodes[ep->extra[0].node];
-      if (t->op != TINY_CONST || !tiny_dtype_is_float(t->dtype) || isnan(t->a.cnst.value)) return false;
-      if (reads_pad_of(c, ep->block, ep->extra[0].node)) return false; /* not one value at every point */
-      float v = (float)t->a.cnst.value;
+      float v;
+      if (!epi_const(c, ep, &v)) return false;
       ct_epi *prev = em->n ? &em->epi[em->n - 1] : NULL;
       if (ek == TE_UPPER && prev && prev->kind == CT_EPI_CLAMP && prev->hi == INFINITY) {
         prev->hi = v;

@@ -66,15 +66,18 @@ typedef enum ct_epi_kind {
   CT_EPI_ROUND,    /* round to dtype (fp16 / bf16) and back: a cast in the middle of the chain */
   CT_EPI_CLAMP,    /* min(max(x, lo), hi), NaN kept: max / min with a constant (ReLU6); lo / hi may be -inf / inf */
   CT_EPI_RINT,     /* to the nearest integer, halves to even */
-  CT_EPI_DIV       /* / scale, a constant: a QuantizeLinear's x / s, which x * (1/s) is not bit for bit
-                      (ct_epi_chain only: the pool and reduce templates' chains) */
+  CT_EPI_DIV,      /* / scale, a constant: a QuantizeLinear's x / s, which x * (1/s) is not bit for bit
+                      (ct_epi_chain: the pool and reduce templates' chains; a GEMM / conv's chain
+                      with rg_options.gate_epilogues: hardswish's / 6) */
+  CT_EPI_GATE      /* x * min(max(x * scale + shift, lo), hi) (a hardswish before its / 6;
+                      rg_options.gate_epilogues, RG_ROLE_GATE; the C templates only) */
 } ct_epi_kind;
 
 typedef struct ct_epi {
   ct_epi_kind kind;
   tiny_dtype dtype;            /* bias / residual storage; ROUND: the dtype rounded to */
   float scale, shift;
-  float lo, hi;                /* CT_EPI_CLAMP's bounds */
+  float lo, hi;                /* CT_EPI_CLAMP's and CT_EPI_GATE's bounds */
   int64_t s_b0, s_b1, s_m, s_n;
   int slot;                    /* the tensor of a bias / residual, else -1 */
   int64_t off;                 /* its element offset */

@@ -574,6 +574,7 @@ harp_status rg_form(harp_error *e, const tiny_graph *g, const tiny_symtab *syms,
   c.occ_sat = gpu ? OCC_SAT_GPU : 1.0;
   c.no_rollback = o.no_rollback;
   c.no_operand_casts = o.no_operand_casts;
+  c.gate_epilogues = o.gate_epilogues && !gpu; /* the CUDA templates have no such steps */
   c.algo_mask = o.algo_mask;
   p->g = g;
   for (int i = 0; i < g->n; i++) p->region_of[i] = -1;

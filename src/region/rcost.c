@@ -104,6 +104,55 @@ static bool silu_at(const rg_ctx *c, const int *set, int n, int mul, int *parts,
   return false;
 }
 
+/* Block b's side that reads the chain (a value of the set) when the other
+ * is a float constant, not NaN; -1 otherwise. */
+static int const_step(const rg_ctx *c, const int *set, int n, int b) {
+  double v;
+  for (int k = 0; k < 2; k++)
+    if (inner_src(c, set, n, b, 1 - k) >= 0 && inner_src(c, set, n, b, k) < 0 && is_const(c, b, k, &v) && !isnan(v) &&
+        tiny_dtype_is_float(c->g->nodes[PB(c, b)->access[k].tensor].dtype))
+      return 1 - k;
+  return -1;
+}
+
+/* Position of block b in the set, -1 when absent. */
+static int set_pos(const int *set, int n, int b) {
+  for (int i = 0; i < n; i++)
+    if (set[i] == b) return i;
+  return -1;
+}
+
+/* MUL(x, g) with g = [MIN]([MAX]([ADD]([MUL](x, a), b), lo), hi) by
+ * constants, at least one of them: a gate, x * clamp(x * a + b, lo, hi)
+ * (hardswish's x * relu6(x + 3) before its / 6).  The ops of g and the MUL
+ * must follow one another in the set right after x's producer, so that the
+ * gate applies to the epilogue's value at that point (contract.c reads them
+ * as one step).  parts: g's blocks in program order, then the MUL. */
+static bool gate_at(const rg_ctx *c, const int *set, int n, int mul, int *parts, int *np) {
+  static const tiny_op order[4] = {TINY_MIN, TINY_MAX, TINY_ADD, TINY_MUL}; /* g's ops from its end back */
+  if (OP(c, mul) != TINY_MUL) return false;
+  for (int side = 0; side < 2; side++) {
+    int xt = PB(c, mul)->access[side].tensor, g = inner_src(c, set, n, mul, 1 - side);
+    int xp = inner_src(c, set, n, mul, side), chain[4], k = 0;
+    if (g < 0 || xp < 0 || g == xp) continue;
+    for (int o = 0; o < 4 && g >= 0; o++) {
+      int a = OP(c, g) == order[o] ? const_step(c, set, n, g) : -1;
+      if (a < 0) continue;
+      chain[k++] = g;
+      g = PB(c, g)->access[a].tensor == xt ? -2 : inner_src(c, set, n, g, a); /* -2: reached x */
+    }
+    if (g != -2 || k == 0) continue;
+    int at = set_pos(set, n, xp), ok = at >= 0;
+    for (int j = 0; ok && j < k; j++) ok = set_pos(set, n, chain[k - 1 - j]) == at + 1 + j;
+    if (!ok || set_pos(set, n, mul) != at + 1 + k) continue;
+    for (int j = 0; j < k; j++) parts[j] = chain[k - 1 - j];
+    parts[k] = mul;
+    *np = k + 1;
+    return true;
+  }
+  return false;
+}
+
 bool rg_silu_last(const tiny_graph *g, int node) {
   const tiny_node *m = &g->nodes[node];
   return m->op == TINY_MUL && (g->nodes[m->src[0].node].op == TINY_RECIP || g->nodes[m->src[1].node].op == TINY_RECIP);
@@ -117,6 +166,8 @@ void rg_epilogue_roles(rg_ctx *c, const int *set, int n, int K, int *roles) {
       for (int j = 0; j < np; j++)
         for (int q = 0; q < n; q++)
           if (set[q] == parts[j]) roles[q] = PLAN_EPI_SILU;
+    if (c->gate_epilogues && set[i] != K && roles[i] < 0 && gate_at(c, set, n, set[i], parts, &np))
+      for (int j = 0; j < np; j++) roles[set_pos(set, n, parts[j])] = RG_ROLE_GATE;
   }
   for (int i = 0; i < n; i++) {
     int b = set[i];
@@ -172,7 +223,13 @@ static bool epilogue_step_ok(rg_ctx *c, const int *set, int n, int K, int b) {
     return inner_src(c, set, n, b, 1 - k) >= 0 && is_const(c, b, k, &v) && !isnan(v) &&
            tiny_dtype_is_float(c->g->nodes[PB(c, b)->access[k].tensor].dtype);
   }
-  default: return false;
+  default:
+    /* x / c by a float constant (not NaN) with rg_options.gate_epilogues:
+     * a division step (hardswish's / 6), as exact as the map's */
+    if (!c->gate_epilogues || x->op != TINY_FDIV || inner_src(c, set, n, b, 0) < 0 || inner_src(c, set, n, b, 1) >= 0)
+      return false;
+    double v;
+    return is_const(c, b, 1, &v) && !isnan(v) && tiny_dtype_is_float(c->g->nodes[PB(c, b)->access[1].tensor].dtype);
   }
 }
 
@@ -199,7 +256,11 @@ bool rg_epilogue_template(rg_ctx *c, const int *set, int n, int K, int *bad) {
       *bad = b;
       return false;
     }
-    if (b == K || roles[i] == PLAN_EPI_SILU || rg_operand_cast(c, set, n, K, b)) continue;
+    if (roles[i] == RG_ROLE_GATE && ++steps > RG_MAX_EPI) { /* one step in all: each op counted, to be safe */
+      *bad = b;
+      return false;
+    }
+    if (b == K || roles[i] == PLAN_EPI_SILU || roles[i] == RG_ROLE_GATE || rg_operand_cast(c, set, n, K, b)) continue;
     if (!epilogue_step_ok(c, set, n, K, b)) {
       *bad = b;
       return false;
@@ -224,7 +285,7 @@ static void plan_epilogue(rg_ctx *c, const int *set, int n, int K, plan_region_i
   bool in_silu = false; /* inside a spelled-out silu: its ops are one step */
   for (int i = 0; i < n; i++) {
     if (set[i] == K || OP(c, set[i]) == TINY_CAST) continue;
-    if (roles[i] < 0) {
+    if (roles[i] < 0 || roles[i] >= PLAN_EPI_COUNT) { /* no plan op (a gate, RG_ROLE_GATE) */
       r->epilogue_known = false;
       r->nepi = 0;
       return;

@@ -74,6 +74,7 @@ typedef struct rg_ctx {
   double occ_sat;
   bool no_rollback;
   bool no_operand_casts;
+  bool gate_epilogues; /* rg_options.gate_epilogues */
   unsigned algo_mask; /* rg_options.algo_mask */
   ut_arena *arena;  /* lives as long as the context */
   int nunits;

@@ -26,6 +26,8 @@ unsigned rt_cpu_algo_mask(void) {
          1u << PLAN_ALGO_WINOGRAD_2X2_3X3 | 1u << PLAN_ALGO_WINOGRAD_4X4_3X3 | 1u << PLAN_ALGO_SPLITK_REDUCE;
 }
 
+static harp_status cpu_precision(rt_compile *c, bool *bf16);
+
 /* Region formation on this CPU's description (the knobs cpu_ghz and
  * cpu_bw_gbs when given).  CASTs of outside tensors inside row and epilogue
  * regions get regions of their own: the C generator converts only
@@ -35,10 +37,11 @@ static harp_status cpu_regions(rt_compile *c) {
   rt_calib_apply(&c->machine, &c->knobs); /* the measured figures, when this machine has them */
   rg_options ro = {.no_operand_casts = true, .replay = c->opts.replay_regions ? c->opts.replay_regions->formed : NULL,
                    .window = c->opts.greedy_regions ? -1 : 0};
-  return rt_form_regions(c, &ro);
+  /* --precision bf16: hardswish-like gates and / c fuse into the producing
+   * contraction (the fp32 default's regions stay as they were) */
+  harp_status st = cpu_precision(c, &ro.gate_epilogues);
+  return st ? st : rt_form_regions(c, &ro);
 }
-
-static harp_status cpu_precision(rt_compile *c, bool *bf16);
 
 /* fp16/bf16 intermediates that are not CAST results keep fp32 storage: the
  * reference semantics round only where the program casts.  With precision

@@ -73,7 +73,8 @@ typedef enum cgen_epi_kind {
   CGEN_EPI_ROUND,    /* round to dtype (fp16 or bf16) and back: a cast in the middle of the chain */
   CGEN_EPI_CLAMP,    /* min(max(x, lo), hi), NaN kept (ReLU6: lo 0, hi 6; -inf / inf: that side open) */
   CGEN_EPI_RINT,     /* to the nearest integer, halves to even (requantization) */
-  CGEN_EPI_DIV,      /* / scale (a QuantizeLinear's x / s: the pool template's chain) */
+  CGEN_EPI_DIV,      /* / scale (a QuantizeLinear's x / s: the pool template's chain; hardswish's / 6) */
+  CGEN_EPI_GATE,     /* x * min(max(x * scale + shift, lo), hi) (hardswish before its / 6), NaN kept */
   CGEN_EPI_COUNT
 } cgen_epi_kind;
 
@@ -85,7 +86,7 @@ typedef struct cgen_epi {
   int64_t s_b0, s_b1, s_m, s_n;  /* residual element strides (0 = broadcast); conv: ignored,
                                     the residual has the output's NCHW layout */
   bool mul;                      /* BIAS_M / BIAS_N / RESIDUAL: multiply by the tensor instead */
-  float lo, hi;                  /* CGEN_EPI_CLAMP's bounds (not NaN) */
+  float lo, hi;                  /* CGEN_EPI_CLAMP's and CGEN_EPI_GATE's bounds (not NaN) */
 } cgen_epi;
 
 /* What a Schedule Plan decides (design.md §2.8).  0 means "choose".

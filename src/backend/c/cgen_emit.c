@@ -760,6 +760,15 @@ bool cg_emit_epi_common(cg_out *o, const cgen_epi *ep, int i, const char *bias_i
       if (ep->lo != -INFINITY) cg_emit(o, "      %s = $P_max($P_set1(%#.9gf), %s);\n", x, (double)ep->lo, x);
       if (ep->hi != INFINITY) cg_emit(o, "      %s = $P_min($P_set1(%#.9gf), %s);\n", x, (double)ep->hi, x);
       return true;
+    case CGEN_EPI_GATE: { /* the same ops as the map it replaces: g = x * a + b, clamped, then x * g */
+      cg_emit(o, "      { $P_v g_ = %s;", x);
+      if (ep->scale != 1.0f) cg_emit(o, " g_ = g_ * $P_set1(%#.9gf);", (double)ep->scale);
+      if (ep->shift != 0.0f) cg_emit(o, " g_ = g_ + $P_set1(%#.9gf);", (double)ep->shift);
+      if (ep->lo != -INFINITY) cg_emit(o, " g_ = $P_max($P_set1(%#.9gf), g_);", (double)ep->lo);
+      if (ep->hi != INFINITY) cg_emit(o, " g_ = $P_min($P_set1(%#.9gf), g_);", (double)ep->hi);
+      cg_emit(o, " %s = %s * g_; }\n", x, x);
+      return true;
+    }
     default: cg_emit_activation(o, ep->kind, ep->scale, ep->shift, x); return true;
   }
 }

@@ -630,9 +630,9 @@ static harp_status check_epi(harp_error *e, const cg_mm *p) {
     if (ep->kind == CGEN_EPI_ROUND && ep->dtype != TINY_FP16 && ep->dtype != TINY_BF16)
       return ut_fail(e, HARP_E_UNSUPPORTED, NULL, "cgen: epilogue %d rounds to %s (fp16 or bf16 only)", i,
                      tiny_dtype_name(ep->dtype));
-    if (ep->kind == CGEN_EPI_CLAMP && (isnan(ep->lo) || isnan(ep->hi)))
+    if ((ep->kind == CGEN_EPI_CLAMP || ep->kind == CGEN_EPI_GATE) && (isnan(ep->lo) || isnan(ep->hi)))
       return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen: a clamp bound is NaN");
-    if (ep->kind == CGEN_EPI_SCALE && (!isfinite(ep->scale) || !isfinite(ep->shift)))
+    if ((ep->kind == CGEN_EPI_SCALE || ep->kind == CGEN_EPI_GATE) && (!isfinite(ep->scale) || !isfinite(ep->shift)))
       return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen: epilogue scale is not finite");
     if (ep->kind == CGEN_EPI_RESIDUAL && (ep->s_b0 < 0 || ep->s_b1 < 0 || ep->s_m < 0 || ep->s_n < 0))
       return ut_fail(e, HARP_E_NEGATIVE_STRIDE, NULL, "cgen: residual stride < 0");

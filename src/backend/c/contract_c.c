@@ -38,7 +38,7 @@ void cc_epi_to_cgen(const ct_epi *in, int n, cgen_epi *out) {
       [CT_EPI_GELU] = CGEN_EPI_GELU,     [CT_EPI_SILU] = CGEN_EPI_SILU,         [CT_EPI_SIGMOID] = CGEN_EPI_SIGMOID,
       [CT_EPI_SCALE] = CGEN_EPI_SCALE,   [CT_EPI_RESIDUAL] = CGEN_EPI_RESIDUAL, [CT_EPI_ROUND] = CGEN_EPI_ROUND,
       [CT_EPI_CLAMP] = CGEN_EPI_CLAMP,   [CT_EPI_RINT] = CGEN_EPI_RINT,
-      [CT_EPI_DIV] = CGEN_EPI_DIV};
+      [CT_EPI_DIV] = CGEN_EPI_DIV,       [CT_EPI_GATE] = CGEN_EPI_GATE};
   memset(out, 0, sizeof(cgen_epi) * CGEN_MAX_EPI);
   for (int i = 0; i < n; i++)
     out[i] = (cgen_epi){kinds[in[i].kind], in[i].dtype, in[i].scale, in[i].shift, in[i].s_b0, in[i].s_b1, in[i].s_m,

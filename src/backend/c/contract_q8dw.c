@@ -315,7 +315,9 @@ static bool dw_task(ut_str *o, const char *fn, const ct_conv *cv, const dw_shape
 static bool dw_epi_ok(const ct_conv *cv) {
   for (int i = 0; i < cv->nepi; i++) {
     ct_epi_kind k = cv->epi[i].kind;
-    if (k == CT_EPI_BIAS_N || k == CT_EPI_RESIDUAL || k == CT_EPI_GELU || k == CT_EPI_SILU || k == CT_EPI_SIGMOID) return false;
+    if (k == CT_EPI_BIAS_N || k == CT_EPI_RESIDUAL || k == CT_EPI_GELU || k == CT_EPI_SILU || k == CT_EPI_SIGMOID ||
+        k == CT_EPI_GATE)
+      return false;
   }
   return true;
 }
