@@ -73,14 +73,17 @@ def stem_model(shape, sc, pool_s, pool_z, pow2=True, zx=128, zc=0, to_output=Fal
     nodes = [h.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"]), h.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"]),
              *stem, h.make_node("MaxPool", ["stem_d"], ["p"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
              h.make_node("QuantizeLinear", ["p", "ps", "pz"], ["pq"]), h.make_node("DequantizeLinear", ["pq", "ps", "pz"], ["pd"])]
-    outs = ["pd"]
-    if not to_output:
-        outs = []
-        for name, cout, zy in (("a", 32, 131), ("b", 16, 7)):
-            ws2 = (2.0 ** -RNG.integers(6, 9, cout) if pow2 else RNG.random(cout) * 0.01 + 0.002).astype(np.float32)
-            n2, i2 = conv_q(name, "pd", 24, cout, 1, 1, 0, pool_s, ws2, 2.0 ** -2 if pow2 else 0.37, zy)
-            nodes += n2
-            inits += i2
+    # the 1x1 convs a and b read the pool; with to_output, the pool's DQ is an output too and a feeds a2 (a
+    # buffer held between two int8 convs, which a hold refused at the pool must leave held)
+    outs = ["pd"] if to_output else []
+    convs = (("a", "pd", 24, 32, 131, pool_s), ("a2", "a_d", 32, 16, 7, 2.0 ** -2 if pow2 else 0.37)) if to_output else \
+        (("a", "pd", 24, 32, 131, pool_s), ("b", "pd", 24, 16, 7, pool_s))
+    for name, src, cin, cout, zy, s_in in convs:
+        ws2 = (2.0 ** -RNG.integers(6, 9, cout) if pow2 else RNG.random(cout) * 0.01 + 0.002).astype(np.float32)
+        n2, i2 = conv_q(name, src, cin, cout, 1, 1, 0, s_in, ws2, 2.0 ** -2 if pow2 else 0.37, zy)
+        nodes += n2
+        inits += i2
+        if not (to_output and name == "a"):
             outs.append(f"{name}_d")
     g = h.make_graph(nodes, "stem", [h.make_tensor_value_info("x", T.FLOAT, list(shape))],
                      [h.make_tensor_value_info(o, T.FLOAT, None) for o in outs], inits)
@@ -140,6 +143,8 @@ def case(name, shape, sc, pool_s, pool_z, held, pow2=True, **kw):
     S.check(f"{name}: the pool {'on' if held else 'not on'} held bytes", (HELD_POOL in c) == held, f"{c.count(HELD_POOL)} held pools")
     S.check(f"{name}: the stem {'holds' if held else 'does not hold'} its output", (HELD_STEM in c.split("/* kernel 2:")[0]) == held,
             "stem held" if held else "stem not held")
+    if kw.get("to_output"):
+        S.check(f"{name}: the buffer between the 1x1 convs still held", "the input held as u8" in c, "no int8 kernel reads held bytes")
 
 
 def test_held():
