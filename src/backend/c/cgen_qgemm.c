@@ -27,7 +27,9 @@
  * Convolution: B is the im2col of one NCHW image.  Stride 1: read in place
  * from the padded image over a padded-width grid of columns (emit_pad);
  * other strides: built per call ($F_col, the padding za) into scratch and
- * packed from there as a [K][N] matrix.
+ * packed from there as a [K][N] matrix; or, with few input channels (a
+ * stem: qg_dims.pg), each B block's rows gathered from the padded image
+ * (emit_gather), no im2col.
  *
  * Epilogue (MLAS's requantization): v = float(acc + c0) * mult; fp32 out: v;
  * else v clamped to [lo - zy, hi - zy], rounded to nearest even, + zy, stored
