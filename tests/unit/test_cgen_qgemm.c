@@ -71,6 +71,9 @@ static const ccase CCASES[] = {
     {16, 7, 9, 70, 3, 3, 1, 1, 1, 1, 2, 2, I8, I8, 5, 0, -128, 127},        /* dilation 2 read in place, 2 full blocks */
     {5, 3, 11, 9, 3, 3, 1, 1, 1, 1, 1, 1, U8, F32, 255, 0, 0, 0},        /* in place, Wp 11: the last row's 8 columns from
                                                                              q = 112 end at OW (AVX2: a store past them ends past y) */
+    {16, 3, 23, 21, 7, 7, 2, 2, 3, 3, 1, 1, U8, U8, 125, 0, 0, 255},      /* a stem: C_in 3, 7x7/2, B gathered from the
+                                                                             padded image (qg_dims.pg), rows of 11 */
+    {9, 4, 30, 67, 3, 3, 2, 2, 1, 1, 1, 1, I8, I8, -7, 3, -128, 127},     /* the same, s8, rows of 34 (a block spans 3) */
 };
 #define NCCASE ((int)(sizeof CCASES / sizeof CCASES[0]))
 

@@ -27,7 +27,9 @@
  * Convolution: B is the im2col of one NCHW image.  Stride 1: read in place
  * from the padded image over a padded-width grid of columns (emit_pad);
  * other strides: built per call ($F_col, the padding za) into scratch and
- * packed from there as a [K][N] matrix.
+ * packed from there as a [K][N] matrix; or, with few input channels (a
+ * stem: qg_dims.pg), each B block's rows gathered from the padded image
+ * (emit_gather), no im2col.
  *
  * Epilogue (MLAS's requantization): v = float(acc + c0) * mult; fp32 out: v;
  * else v clamped to [lo - zy, hi - zy], rounded to nearest even, + zy, stored
@@ -42,6 +44,16 @@
  * (32 KiB) stays in L1 across a task's A blocks; partial sums kept in the
  * thread's scratch between blocks.  A K4 of at most QG_KC4 * 5 / 4 is one block. */
 #define QG_KC4 128L
+
+/* A strided conv of at most this many input channels gathers B's blocks
+ * from the zero-point-padded image (qg_dims.pg) instead of building the
+ * im2col: with few channels the im2col is kh kw / (sh sw) times the image
+ * (12x for a 7x7/2 stem: 1.8 MB against 159 KB for ResNet's), written and
+ * read again, while the padded image stays in L2. */
+#define QG_PG_C 4
+/* The bytes a gather reads past the padded image (a row's 64 columns at
+ * stride sw <= 4, not stored) */
+#define QG_PG_SLACK 320L
 
 /* The attribute of o's variant's functions: VNNI, AVX2 or none. */
 static const char *qg_attr(const cg_out *o) {
@@ -66,6 +78,9 @@ qg_dims cg_qg_dims(const cgen_qgemm_spec *s) {
   d.Hp = (long)(s->conv.h + 2 * s->conv.ph), d.Wp = (long)(s->conv.w + 2 * s->conv.pw);
   d.OW = d.Wp - (long)(s->conv.dw * (s->conv.kw - 1));
   d.NT = d.cd ? d.N / (d.OW > 0 ? d.OW : 1) * d.Wp : d.N;
+  /* the padded image (and its slack) fits where the AMX variant keeps an im2col (cgen_qamx.c: K N bytes) */
+  d.pg = s->conv.kh > 0 && !d.cd && s->conv.c <= QG_PG_C && s->conv.sw <= 4 && s->weight_a &&
+         (long)s->conv.c * d.Hp * d.Wp + QG_PG_SLACK <= d.K * d.N;
   d.MB = (d.M + QG_MR - 1) / QG_MR, d.NB = (d.NT + QG_NR - 1) / QG_NR;
   d.wrows = s->weight_a ? d.M : d.N;
   d.wblk = s->weight_a ? QG_MR : QG_NR;
@@ -172,6 +187,42 @@ static void emit_il4(cg_out *o, bool vec) {
   cg_emit(o, "}\n");
 }
 
+/* d->pg's $P_pkb(cx, jb, B): block jb of B, each row k = (c, ky, kx) of
+ * the im2col gathered from the padded image in cx->col ($F_pad): its
+ * columns n0 .. n0 + 63 run along output rows, each row's stretch 64
+ * bytes at stride sw (AVX-512, sw <= 2: one or two 64-byte loads, the even
+ * bytes packed; else a loop of constant count; the next stretch
+ * overwrites the excess, the slack past the image and past rw's 64 bytes
+ * absorbs the last), za past N; four rows interleaved by $P_il4.  (c, ky,
+ * kx) advance as counters. */
+static void emit_gather(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, bool vec) {
+  unsigned x = s->x_dtype == TINY_I8 ? 0x80u : 0u;
+  long sh = (long)s->conv.sh, sw = (long)s->conv.sw;
+  long OW = (long)((s->conv.w + 2 * s->conv.pw - s->conv.dw * (s->conv.kw - 1) - 1) / s->conv.sw + 1), OH = d->N / OW;
+  cg_emit(o, "static %s void $P_pkb(const $F_ctx *cx, long jb, int32_t *B) {\n  uint8_t *q = (uint8_t *)B;\n", vec ? QG_ATTR : "");
+  cg_emit(o, "  uint8_t rw[4][128] __attribute__((aligned(64)));\n  long c = 0, ky = 0, kx = 0, oy0 = jb * %dL / %ldL, ox0 = jb * %dL %% %ldL;\n",
+          QG_NR, OW, QG_NR, OW);
+  cg_emit(o, "  for (long k4 = 0; k4 < %ldL; k4++) {\n    uint8_t *t = q + k4 * %d;\n    int nj = 0;\n", d->K4, QG_NR * 4);
+  cg_emit(o, "    for (int j = 0; j < 4 && 4 * k4 + j < %ldL; j++, nj++) {\n", d->K);
+  cg_emit(o, "      const uint8_t *b = cx->col + c * %ldL + ky * %ldL + kx * %ldL;\n", d->Hp * d->Wp, (long)s->conv.dh * d->Wp,
+          (long)s->conv.dw);
+  cg_emit(o, "      uint8_t *restrict dj = rw[j];\n      long oy = oy0, ox = ox0;\n");
+  cg_emit(o, "      for (int i = 0; i < %d; oy++, ox = 0) {\n", QG_NR);
+  cg_emit(o, "        if (oy >= %ldL) { memset(dj + i, %d, (size_t)(%d - i)); break; }\n", OH, (int)s->za, QG_NR);
+  cg_emit(o, "        const uint8_t *restrict r = b + oy * %ldL + ox * %ldL;\n", sh * d->Wp, sw);
+  if (vec && sw == 1) cg_emit(o, "        _mm512_storeu_si512((void *)(dj + i), _mm512_loadu_si512((const void *)r));\n");
+  else if (vec && sw == 2) /* the even bytes of 128: the low byte of each word, packed, the lanes' qwords put in order */
+    cg_emit(o, "        _mm512_storeu_si512((void *)(dj + i), _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7),\n"
+               "            _mm512_packus_epi16(_mm512_and_si512(_mm512_loadu_si512((const void *)r), _mm512_set1_epi16(255)),\n"
+               "                                _mm512_and_si512(_mm512_loadu_si512((const void *)(r + 64)), _mm512_set1_epi16(255)))));\n");
+  else cg_emit(o, "        for (int u = 0; u < %d; u++) dj[i + u] = r[u * %ldL];\n", QG_NR, sw);
+  cg_emit(o, "        i += (int)(%ldL - ox < %d - i ? %ldL - ox : %d - i);\n      }\n", OW, QG_NR, OW, QG_NR);
+  cg_emit(o, "      if (++kx == %ldL) { kx = 0; if (++ky == %ldL) ky = 0, c++; }\n    }\n", (long)s->conv.kw, (long)s->conv.kh);
+  cg_emit(o, "    if (nj == 4) { $P_il4(rw[0], rw[1], rw[2], rw[3], %uu, t); continue; }\n", x);
+  cg_emit(o, "    for (int r = 0; r < %d; r++)\n      for (int j = 0; j < 4; j++) t[r * 4 + j] = j < nj ? (uint8_t)(rw[j][r] ^ %uu) : 0;\n  }\n}\n",
+          QG_NR, x);
+}
+
 /* $P_pkb(cx, jb, B): block jb of the activation B when the weight is A (64
  * columns of the [K][N] matrix: x, the im2col, or the padded image's planes
  * (d->cd)) as K4 x 64 words at B, four rows of k at a time ($P_il4), 0 past
@@ -182,6 +233,10 @@ static void emit_bpack(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, bo
   long plane = d->Hp * d->Wp;
   const char *src = s->conv.kh > 0 ? "cx->col" : "(const uint8_t *)cx->x";
   emit_il4(o, vec);
+  if (d->pg) {
+    emit_gather(o, s, d, vec);
+    return;
+  }
   cg_emit(o, "static %s void $P_pkb(const $F_ctx *cx, long jb, int32_t *B) {\n  uint8_t *q = (uint8_t *)B;\n", vec ? QG_ATTR : "");
   if (!d->cd && d->N % QG_NR)
     cg_emit(o, "  if (jb == %ldL) { $F_pk(%s, 1L, %ldL, %ldL, %d, %uu, jb, B); return; }\n", d->NB - 1, src, d->N, d->N, QG_NR, x);
@@ -427,7 +482,9 @@ typedef struct qg_scr {
 
 static qg_scr scr_of(const cgen_qgemm_spec *s, const qg_dims *d, bool vec) {
   qg_scr r; /* vec: the VNNI or the AVX2 tile (the same contract) */
-  r.col = d->cd ? ((long)s->conv.c * d->Hp * d->Wp + d->Wp + 64 + 63) / 64 * 64 : s->conv.kh > 0 ? (d->K * d->N + 63) / 64 * 64 : 0;
+  r.col = d->cd   ? ((long)s->conv.c * d->Hp * d->Wp + d->Wp + 64 + 63) / 64 * 64
+          : d->pg ? ((long)s->conv.c * d->Hp * d->Wp + QG_PG_SLACK + 63) / 64 * 64
+          : s->conv.kh > 0 ? (d->K * d->N + 63) / 64 * 64 : 0;
   r.ain = vec && !s->weight_a && s->x_dtype == TINY_U8;
   r.xp = s->weight_a || r.ain ? 0 : d->MB * d->K4 * QG_MR * 4;
   r.at = r.ain ? (QG_MR * d->K + 4 + 63) / 64 * 64 : 0;
@@ -442,7 +499,7 @@ static qg_scr scr_of(const cgen_qgemm_spec *s, const qg_dims *d, bool vec) {
 static void emit_ctask(cg_out *o, const qg_dims *d, long nrow) {
   cg_emit(o, "static void $P_ctask(void *vc, int task, int tid) {\n  const $F_ctx *cx = (const $F_ctx *)vc;\n  (void)tid;\n");
   cg_emit(o, "  for (long r = %ldL * task / cx->nct; r < %ldL * (task + 1) / cx->nct; r++) $F_%s((const uint8_t *)cx->x, cx->col, r);\n}\n",
-          nrow, nrow, d->cd ? "pad" : "col");
+          nrow, nrow, d->cd || d->pg ? "pad" : "col");
 }
 
 /* $P_task(task): B block jb = task % NB times A blocks [mb0, mb1) of chunk
@@ -490,7 +547,7 @@ static void emit_run(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d) {
   qg_scr r = scr_of(s, d, o->isa->id != CGEN_ISA_SCALAR);
   unsigned x = s->x_dtype == TINY_I8 ? 0x80u : 0u;
   bool conv = s->conv.kh > 0;
-  long nrow = d->cd ? (long)s->conv.c : d->K; /* rows of the im2col, or channels of the padded image */
+  long nrow = d->cd || d->pg ? (long)s->conv.c : d->K; /* rows of the im2col, or channels of the padded image */
   if (r.xp)
     cg_emit(o, "static void $P_xtask(void *vc, int task, int tid) {\n  const $F_ctx *cx = (const $F_ctx *)vc;\n  (void)tid;\n"
                "  $F_pk((const uint8_t *)cx->x, %ldL, 1L, %ldL, %d, %uu, task, cx->xp + task * %ldL);\n}\n",
@@ -585,7 +642,7 @@ harp_status cgen_qgemm(harp_error *e, const cgen_qgemm_spec *s, const char *fn, 
   cg_emit(&o, "#include <math.h>\n#include <string.h>\n");
   cg_emit(&o, "typedef struct { const int32_t *wp; const void *x; void *y; int32_t *xp; uint8_t *col, *at; long mc, nct, pjb[HPRT_MAXT]; hprt_scratch sc; } $F_ctx;\n");
   emit_pack(&o, d.K, d.K4);
-  if (d.cd) emit_pad(&o, s, &d);
+  if (d.cd || d.pg) emit_pad(&o, s, &d);
   else if (s->conv.kh > 0) emit_im2col(&o, s, d.N);
   emit_wpack(&o, s, &d);
   emit_requant(&o, &d);

@@ -82,6 +82,20 @@ bool cc_q8_act(const rc_ctx *c, const ct_tensor *x, int *za);
 int cc_q8_whole(const rc_ctx *c, int r, const ct_tensor *t, int64_t n, const ct_epi *epi, int nepi);
 int cc_q8_out_zo(const ct_epi *ep, int n, tiny_dtype yt);
 void cc_q8_scratch(ut_str *out);
+/* The epilogue steps ep[from..n) after a RINT while they keep integers of a
+ * range: shifts by integers (summed in *off), clamps to integers and relu
+ * (the range before the shifts in *lo, *hi), roundings to bf16 / fp16
+ * exact on the range; the index of the first other step (n: none), -1
+ * where a rounding is not exact or the range is empty. */
+int cc_q8_int_steps(const ct_epi *ep, int from, int n, double *lo, double *hi, double *off);
+/* contract_q8pool.c: max pool pl (kernel r, wrapper fn) of a QDQ model, as
+ * a byte kernel where q8_hold.c holds its input (an int8 conv's
+ * requantized bytes, dequantized by the scale the pool's QuantizeLinear
+ * divides by) and its output as bytes: max commutes with that monotone
+ * requantization, so the output bytes are the window's largest input
+ * byte.  True when emitted; else it records what it would take
+ * (cc_q8_fact) and emits nothing. */
+bool cc_emit_q8pool(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_pool *pl);
 /* contract_q8dw.c: depthwise conv cv (kernel r, wrapper fn) of an input
  * proven 8-bit as <fn>_q8(pool, bufs), 0 / 2 as a kernel: integer sums
  * exact in fp32, reading and writing bytes where q8_hold.c holds its
@@ -112,6 +126,11 @@ typedef struct cc_q8_fact {
   bool has_r;             /* its output pass adds a tensor read whole from buffer rbuf (contract_q8.c's q8_res_buf) */
   int rbuf;
   bool held_res;          /* emitted holding that buffer as bytes */
+  float ys;               /* > 0: its output is those bytes dequantized, ys * (byte - zo) (a QDQ op's DQ after
+                             the requantization, which its readers take on: cc_emit_q8pool); 0: byte - zo */
+  float xs;               /* the ys it needs of its input's writer (0 for the int8 convs) */
+  int xz;                 /* pair: the zero point it needs its input's bytes at */
+  bool pair;              /* it holds its input and its output as bytes, or neither (cc_emit_q8pool) */
 } cc_q8_fact;
 typedef struct cc_q8_plan {
   cc_q8_fact *k; /* per kernel */

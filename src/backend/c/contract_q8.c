@@ -164,7 +164,8 @@ typedef struct q8_job {
   bool res_ok;            /* a residual step's tensor is laid out like the output (CT_EPI_RESIDUAL) */
   int xbuf, ybuf;         /* cc_q8_fact's */
   bool held_in, held_out; /* the input / output held as bytes (q8_hold.c) */
-  int zo;                 /* the zero point of the output's bytes (q8_zo, q8_post_zo), else -1 */
+  int zo;                 /* the zero point of the output's bytes (q8_zo, q8_post_zo, q8_dq_zo), else -1 */
+  float ys;               /* q8_dq_zo's scale: the output is ys * (byte - zo) (cc_q8_fact.ys); else 0 */
   int ri, rbuf;           /* the residual step the output pass adds (else -1) and its tensor's buffer, read whole (else -1) */
   bool held_res;          /* that buffer held as bytes of zero point rz */
   int rz;
@@ -241,6 +242,24 @@ static int q8_post_zo(const ct_epi *ep, int n, const q8_rq *rq) {
   if (last < 0 || q8_int_steps(ep, last + 1, n, &lo, &hi, &off) != n) return -1;
   if (!(isfinite(lo) && isfinite(hi) && hi - lo <= 255 && lo + off <= 0 && lo + off >= -255)) return -1;
   return (int)-(lo + off);
+}
+
+/* Where requantization rq is followed by one step alone, a multiplication
+ * by a positive constant (the DQ of a QDQ op the kernel ends before: a
+ * max pool's), the zero point of the bytes the kernel writes, that
+ * scale in *ys; else -1. */
+static int q8_dq_zo(const ct_epi *ep, int n, const q8_rq *rq, float *ys) {
+  if (!rq->ok || rq->post != n - 1 || ep[n - 1].kind != CT_EPI_SCALE || ep[n - 1].shift != 0.0f) return -1;
+  if (!(ep[n - 1].scale > 0.0f && isfinite(ep[n - 1].scale))) return -1;
+  q8_rq r = *rq;
+  r.post = -1;
+  int zo = q8_zo(&r);
+  if (zo >= 0) *ys = ep[n - 1].scale;
+  return zo;
+}
+
+int cc_q8_int_steps(const ct_epi *ep, int from, int n, double *lo, double *hi, double *off) {
+  return q8_int_steps(ep, from, n, lo, hi, off);
 }
 
 int cc_q8_out_zo(const ct_epi *ep, int n, tiny_dtype yt) {
@@ -444,13 +463,21 @@ static void q8_rq_setup(ut_str *out, const char *fn, const char *kfn, const q8_j
 
 /* A conversion loop over the n elements of tensor `to` (dtype dt) from
  * bytes `from` (x = byte - z) or, back, to bytes (a NaN becomes byte 0, as
- * onnxruntime's QuantizeLinear makes q = 0 of it). */
-static void q8_convert(ut_str *out, tiny_dtype dt, const char *to, const char *from, int64_t n, int z, bool back) {
+ * onnxruntime's QuantizeLinear makes q = 0 of it); s > 0: x = s (byte - z),
+ * back rint(x / s) + z. */
+static void q8_convert(ut_str *out, tiny_dtype dt, const char *to, const char *from, int64_t n, int z, float s, bool back) {
   const char *t = dt == TINY_FP32 ? "float" : "uint16_t";
   const char *ld = dt == TINY_FP32 ? "" : dt == TINY_BF16 ? "hp_b2f" : "hp_h2f", *st = dt == TINY_FP32 ? "" : dt == TINY_BF16 ? "hp_f2b" : "hp_f2h";
   if (!back) {
     ut_str_printf(out, "    for (long i = 0; i < %" PRId64 "L; i++) ((%s *)%s)[i] = %s((float)((const uint8_t *)%s)[i] - %d.0f);\n", n, t, to, st,
                   from, z);
+    return;
+  }
+  if (s > 0.0f) { /* the bytes of a requantization dequantized by s (q8_dq_zo): integers again */
+    ut_str_printf(out,
+                  "    for (long i = 0; i < %" PRId64 "L; i++) {\n      float v = hp_rint(%s(((const %s *)%s)[i]) / %#.9gf) + %d.0f;\n"
+                  "      ((uint8_t *)%s)[i] = v == v ? (uint8_t)(v < 0.0f ? 0.0f : v > 255.0f ? 255.0f : v) : 0;\n    }\n",
+                  n, ld, t, from, s, z, to);
     return;
   }
   ut_str_printf(out,
@@ -481,19 +508,19 @@ static void q8_fallback(ut_str *out, const rc_ctx *c, int r, const char *fn, con
   ut_str_printf(out, "  if (%s && %s && %s) {\n", j->held_in ? "xs" : "1", j->held_out ? "ys" : "1", j->held_res ? "rs" : "1");
   if (j->held_in) {
     ut_str_printf(out, "    b2[%d] = xs;\n", j->X.slot);
-    q8_convert(out, j->X.dtype, "xs", xsrc, nx, (int)j->q.za, false);
+    q8_convert(out, j->X.dtype, "xs", xsrc, nx, (int)j->q.za, 0.0f, false);
   }
   if (j->held_res) { /* the residual's tensor (laid out like y, q8_res_buf) */
     char rsrc[64];
     snprintf(rsrc, sizeof rsrc, "bufs[%d]", j->epi[j->ri].slot);
     ut_str_printf(out, "    b2[%d] = rs;\n", j->epi[j->ri].slot);
-    q8_convert(out, j->epi[j->ri].dtype, "rs", rsrc, ny, j->rz, false);
+    q8_convert(out, j->epi[j->ri].dtype, "rs", rsrc, ny, j->rz, 0.0f, false);
   }
   if (j->held_out) ut_str_printf(out, "    b2[%d] = ys;\n", j->Y.slot);
   ut_str_printf(out, "    b2[%d] = (void *)%s_q8off;\n    rc = %s(pool, b2);\n", K->nreads + K->nwrites + 1, fn, fn);
   if (j->held_out) {
     ut_str_puts(out, "    if (!rc) {\n");
-    q8_convert(out, j->Y.dtype, ydst, "ys", ny, j->zo, true);
+    q8_convert(out, j->Y.dtype, ydst, "ys", ny, j->zo, j->ys, true);
     ut_str_puts(out, "    }\n");
   }
   ut_str_puts(out, "  }\n  free(xs);\n  free(ys);\n  free(rs);\n  return rc;\n}\n");
@@ -593,6 +620,7 @@ static bool q8_emit(rc_ctx *c, int r, const char *fn, ut_str *out, const q8_job 
   if (q8_requant(j->epi, j->nepi, j->bias_col, j->Y.dtype, &jr.rq))
     jr.q.y_dtype = TINY_U8, jr.q.zy = -jr.rq.lo, jr.q.lo = 0, jr.q.hi = jr.rq.hi - jr.rq.lo;
   int zo = jr.zo = jr.rq.post >= 0 ? q8_post_zo(j->epi, j->nepi, &jr.rq) : q8_zo(&jr.rq);
+  if (zo < 0) zo = jr.zo = q8_dq_zo(j->epi, j->nepi, &jr.rq, &jr.ys);
   jr.xbuf = cc_q8_whole(c, r, &j->X, j->nb * j->x_bs, j->epi, j->nepi);
   jr.ybuf = cc_q8_whole(c, r, &j->Y, j->nb * j->y_bs, j->epi, j->nepi);
   q8_res_buf(c, r, &jr);
@@ -600,6 +628,7 @@ static bool q8_emit(rc_ctx *c, int r, const char *fn, ut_str *out, const q8_job 
   if (hp && jr.xbuf >= 0 && hp->hold[jr.xbuf] >= 0) jr.held_in = true, jr.q.za = hp->hold[jr.xbuf];
   if (hp && jr.rbuf >= 0 && hp->hold[jr.rbuf] >= 0) jr.held_res = true, jr.rz = hp->hold[jr.rbuf];
   if (hp && jr.ybuf >= 0 && hp->hold[jr.ybuf] >= 0 && hp->hold[jr.ybuf] == zo) jr.held_out = true;
+  if (jr.held_out && jr.ys > 0) jr.rq.post = -1; /* the DQ is the readers' (q8_hold.c checked they take it) */
   j = &jr;
   char kfn[160];
   snprintf(kfn, sizeof kfn, "%s_q", fn);
@@ -614,7 +643,7 @@ static bool q8_emit(rc_ctx *c, int r, const char *fn, ut_str *out, const q8_job 
     ok = false; /* a candidate should buffers it touches be held */
     if (c->q8)
       c->q8->k[r] = (cc_q8_fact){.cand = true, .mnk = mnk, .xel = xel, .yel = yel, .xbuf = j->xbuf, .ybuf = j->ybuf, .zo = zo,
-                                 .has_r = j->rbuf >= 0, .rbuf = j->rbuf};
+                                 .has_r = j->rbuf >= 0, .rbuf = j->rbuf, .ys = j->ys};
   }
   if (ok) {
     cc_q8_scratch(out);
@@ -626,7 +655,7 @@ static bool q8_emit(rc_ctx *c, int r, const char *fn, ut_str *out, const q8_job 
     pk->n = 2, pk->slot[1] = j->W.slot, pk->key[1][0] = 0;
     if (c->q8)
       c->q8->k[r] = (cc_q8_fact){.q8 = true, .xbuf = j->xbuf, .ybuf = j->ybuf, .zo = zo, .held_in = j->held_in, .held_out = j->held_out,
-                                 .has_r = j->rbuf >= 0, .rbuf = j->rbuf, .held_res = j->held_res};
+                                 .has_r = j->rbuf >= 0, .rbuf = j->rbuf, .held_res = j->held_res, .ys = j->ys};
   }
   ut_str_free(&body);
   ut_str_free(&tasks);

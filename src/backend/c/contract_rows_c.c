@@ -219,13 +219,17 @@ harp_status cc_emit_pool(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
   if (s.n_expr || s.h_expr || s.w_expr) cgen_pool_out_hw(&s, &oh, &ow);
   char kfn[128];
   snprintf(kfn, sizeof kfn, "%s_pool", fn);
-  bool refused;
-  harp_status st = row_kernel(c, r, gen_pool, &s, &s.tune, "pool",
-                            "pool: the window kernel reads the vector width; planes split over the pool, the rest not used",
-                            kfn, out, &refused);
-  if (st) return st;
-  if (refused) DECLINE("the pool kernel refused the shape");
-  double bytes = (double)s.n * pl.c * ((double)s.h * s.w * tiny_dtype_size(pl.X.dtype) + (double)oh * ow * tiny_dtype_size(pl.Y.dtype));
+  bool q8 = cc_emit_q8pool(c, r, fn, out, &pl); /* on bytes held between int8 kernels: <fn>_pool too */
+  if (!q8) {
+    bool refused;
+    harp_status st = row_kernel(c, r, gen_pool, &s, &s.tune, "pool",
+                                "pool: the window kernel reads the vector width; planes split over the pool, the rest not used",
+                                kfn, out, &refused);
+    if (st) return st;
+    if (refused) DECLINE("the pool kernel refused the shape");
+  }
+  int xsz = q8 ? 1 : tiny_dtype_size(pl.X.dtype), ysz = q8 ? 1 : tiny_dtype_size(pl.Y.dtype);
+  double bytes = (double)s.n * pl.c * ((double)s.h * s.w * xsz + (double)oh * ow * ysz);
   ut_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
   if (s.n_expr || s.h_expr || s.w_expr) pool_small_rt(out, &s, pl.X.dtype, pl.Y.dtype);
   else if (bytes < POOL_SMALL_BYTES) ut_str_puts(out, "  pool = NULL; /* small: the calling thread alone */\n");

@@ -62,7 +62,13 @@ static int holdable(const cc_q8_plan *p, const fn_function *f, int b) {
       readers++;
     }
   }
-  return writer >= 0 && readers > 0 ? p->k[writer].zo : -1;
+  if (writer < 0 || !readers) return -1;
+  const cc_q8_fact *w = &p->k[writer]; /* each reader takes the bytes as written: scaled, at the zero point it needs */
+  for (int k = 0; k < f->nkernels; k++)
+    if (k != writer && touches(f, k, b, false) &&
+        (p->k[k].xbuf == b ? p->k[k].xs != w->ys || (p->k[k].pair && p->k[k].xz != w->zo) : w->ys != 0))
+      return -1;
+  return w->zo;
 }
 
 /* The buffers held, the candidates (cc_q8_fact.cand) counted as int8
@@ -77,6 +83,7 @@ bool cc_q8_plan_decide(cc_q8_plan *p, const fn_function *f) {
       cc_q8_fact *q = &p->k[k];
       bool hin = q->xbuf >= 0 && p->hold[q->xbuf] >= 0, hout = q->ybuf >= 0 && p->hold[q->ybuf] >= 0;
       if (q->cand && !cc_q8_pays(q->mnk, hin ? 0 : q->xel, hout ? 0 : q->yel)) q->cand = false, changed = true;
+      if (q->pair && q->q8 && !(hin && hout)) q->q8 = false, changed = true; /* both sides held, or neither */
     }
   }
   for (int k = 0; k < p->nk; k++) p->k[k] = (cc_q8_fact){.xbuf = -1, .ybuf = -1, .zo = -1};
