@@ -33,7 +33,7 @@ unsigned rt_cpu_algo_mask(void) {
 static harp_status cpu_regions(rt_compile *c) {
   plan_machine_detect_cpu_at(&c->machine, c->knobs.cpu_ghz, c->knobs.cpu_bw_gbs);
   rt_calib_apply(&c->machine, &c->knobs); /* the measured figures, when this machine has them */
-  rg_options ro = {.no_operand_casts = true, .replay = c->opts.replay_regions ? c->opts.replay_regions->formed : NULL,
+  rg_options ro = {.no_operand_casts = true, .exact_add_steps = c->knobs.int8 != RT_INT8_OFF, .replay = c->opts.replay_regions ? c->opts.replay_regions->formed : NULL,
                    .window = c->opts.greedy_regions ? -1 : 0};
   return rt_form_regions(c, &ro);
 }
