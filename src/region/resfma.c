@@ -134,7 +134,8 @@ bool rg_resfma_at(rg_ctx *c, const int *set, int n, int K, int b, rg_resfma *p) 
   for (int s = 0; s < p->nside; s++) { /* each on the way reads the one before point for point */
     int sb = block_in(&v, p->side[s]);
     const poly_block_info *x = sb >= 0 ? poly_block(c->pv, sb) : NULL;
-    if (!x || x->kind != POLY_EWISE) return false;
+    /* not the contraction's own operand cast (the residual its input): the loop nest converts that one on load alone */
+    if (!x || x->kind != POLY_EWISE || rg_operand_cast(c, set, n, K, sb)) return false;
     bool ok = false;
     for (int a = 0; a < x->naccess; a++) {
       double z;
