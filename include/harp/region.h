@@ -86,6 +86,24 @@ typedef struct rg_epi {
   rg_operand extra[2]; /* strides in the contraction's variables (its output ones) */
 } rg_epi;
 
+/* The exact QDQ Add at MULADD node `outer` as one epilogue step (CT_EPI_RESFMA,
+ * src/region/resfma.c): chain_outer: v = fma(v, sc, fma(R + z, sr, k)),
+ * else v = fma(R + z, sr, fma(v, sc, k)); v the chain's value, R the
+ * residual tensor read from outside (node r, as the side reads it).  side:
+ * the nodes on R's way that the chain does not reach (the ADD of z, a
+ * widening CAST, chain_outer's inner MULADD). */
+typedef struct rg_resfma {
+  int outer, inner;
+  bool chain_outer;
+  float sc, sr, k, z;
+  int side[3], nside;
+  int r;
+} rg_resfma;
+/* Whether node `outer` is one: chain(env, node) says a node is the chain's
+ * (the contraction reaches it), inside(env, node) that the region computes it. */
+bool rg_resfma_parse(const tiny_graph *g, int outer, bool (*chain)(const void *env, int node),
+                     bool (*inside)(const void *env, int node), const void *env, rg_resfma *p);
+
 /* Node is the op that ends a spelled-out silu (its MUL of x by RECIP(1 +
  * exp(-x))): a silu's several epilogue ops are one step up to it, and
  * silu(silu(x)) is two steps. */
@@ -192,6 +210,8 @@ typedef struct rg_options {
   double halo_max;             /* STOP when a halo exceeds this fraction of the tile's own footprint; 0: 0.5 */
   bool no_fusion;              /* every block alone (still described) */
   bool no_rollback;            /* greedy without its one-step rollback (tests) */
+  bool exact_add_steps;        /* an exact QDQ Add (rg_resfma) may be an epilogue step: where the int8
+                                  kernels apply it (the CPU, the knob int8 not off); else its own kernel */
   bool no_operand_casts;       /* only contraction operands convert on load: an epilogue's or a row
                                   region's CAST of an outside tensor stays a region of its own */
   bool half_attention_only;    /* attention regions only over fp16/bf16 q, k, v (the GPU's fused

@@ -215,16 +215,37 @@ static bool want_fused(ox_ctx *c) {
   return c->opts && c->opts->knobs && c->opts->knobs->qdq_add == RT_QDQ_ADD_FUSED; /* NULL knobs: the default, exact */
 }
 
+/* Which operand of a QDQ Add of x (input 0) and y (input 1) is the residual
+ * (1: y, 0: x, -1: neither): where one comes from a contraction, the other
+ * (of two, the one whose operand form ox_qdq_skip_first made) — the
+ * contraction that made the first is the one whose epilogue takes the sum. */
+static int residual_side(ox_ctx *c, const ox_qinfo *x, const ox_qinfo *y) {
+  bool f0 = from_contraction(c, c->node->input[0]), f1 = from_contraction(c, c->node->input[1]);
+  bool made0 = x->q && x->q->opnd > 0, made1 = y->q && y->q->opnd > 0; /* ox_qdq_skip_first's choice */
+  if (!f0 && !f1) return -1;
+  return f0 && f1 ? (made0 && !made1 ? 0 : 1) : f1 ? 0 : 1;
+}
+
 /* qa sa / sc + qb sb / sc + zc (a = x, input 0; b = y, input 1) as
  * onnxruntime's QLinearAdd computes it (MLAS, float with fused
  * multiply-adds): ra = sa / sc, rb = sb / sc, fixed = zc - fma(ra, za, rb zb),
  * v = fma(qa, ra, fma(qb, rb, fixed)) — the order matters
- * (tests/py/test_onnx_qdq_fma.py) — each fma one MULADD (rounded once). */
+ * (tests/py/test_onnx_qdq_fma.py) — each fma one MULADD (rounded once).
+ * The residual operand (residual_side) is read in its operand form plus its
+ * zero point, (q - z) + z = q exactly, the tensor the next contraction reads
+ * too: the two MULADDs then are one epilogue step of the contraction that
+ * made the other operand (CT_EPI_RESFMA), its tensor held as bytes there. */
 static hg_val exact_add(ox_ctx *c, const ox_qinfo *x, const ox_qinfo *y, double sy, double zy) {
   hg_graph *g = c->g;
   float ra = (float)x->s1 / (float)sy, rb = (float)y->s1 / (float)sy;
   float fixed = (float)zy - fmaf(ra, (float)x->z, rb * (float)y->z);
-  return hg_muladd(g, x->qv, hg_const(g, ra), hg_muladd(g, y->qv, hg_const(g, rb), hg_const(g, fixed)));
+  int side = residual_side(c, x, y);
+  const ox_qinfo *qr = side == 0 ? x : y;
+  hg_val r = side < 0 || fabs(qr->z) > 255 ? qr->qv : operand(c, qr);
+  if (r < 0) return -1;
+  if (side >= 0 && r != qr->qv && qr->z != 0) r = hg_add(g, r, hg_const(g, qr->z));
+  hg_val qa = side == 0 ? r : x->qv, qb = side == 1 ? r : y->qv;
+  return hg_muladd(g, qa, hg_const(g, ra), hg_muladd(g, qb, hg_const(g, rb), hg_const(g, fixed)));
 }
 
 /* The same sum written to fuse into the epilogue of the contraction that
@@ -239,9 +260,7 @@ static hg_val fused_add(ox_ctx *c, const ox_qinfo *x, const ox_qinfo *y, double 
   hg_graph *g = c->g;
   float ra = (float)x->s1 / (float)sy, rb = (float)y->s1 / (float)sy;
   float bias = (float)zy - ra * (float)x->z - rb * (float)y->z;
-  bool f0 = from_contraction(c, c->node->input[0]), f1 = from_contraction(c, c->node->input[1]);
-  bool made0 = x->q && x->q->opnd > 0, made1 = y->q && y->q->opnd > 0; /* ox_qdq_skip_first's choice */
-  bool swap = f0 && f1 ? made0 && !made1 : f1 && !f0;
+  bool swap = residual_side(c, x, y) == 0;
   const ox_qinfo *qs = swap ? y : x, *qr = swap ? x : y;
   float rs = swap ? rb : ra, rr = swap ? ra : rb;
   hg_val r = operand(c, qr);

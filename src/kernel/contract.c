@@ -163,6 +163,55 @@ static bool map_gate(const ct_src *c, const rg_info *info, int *i, ct_epi *out) 
   return false;
 }
 
+/* Where map_epilogue stands: the chain's nodes are the anchor's and the
+ * epilogue's before step `upto`; the region's, those it computes. */
+typedef struct rf_env {
+  const ct_src *c;
+  const rg_region *R;
+  const rg_info *info;
+  int upto;
+} rf_env;
+
+static bool rf_chain(const void *env, int node) {
+  const rf_env *v = env;
+  if (node == poly_block(v->c->pv, v->info->anchor)->node) return true;
+  for (int j = 0; j < v->upto; j++)
+    if (v->info->epi[j].node == node) return true;
+  return false;
+}
+
+static bool rf_inside(const void *env, int node) {
+  const rf_env *v = env;
+  return ct_region_block(v->c, v->R, node) >= 0;
+}
+
+/* Epilogue op i (a MULADD) as the exact QDQ Add step (rg_resfma) into *out,
+ * its tensor's operand in *x: 1; 2 when it is the inner MULADD on the chain
+ * of the next op's step (left to it); 0 when neither or its tensor is no
+ * fp32 / fp16 / bf16 buffer read affinely. */
+static int map_resfma(const ct_src *c, const fn_kernel *K, const rg_info *info, int i, ct_epi *out, const rg_operand **x) {
+  rf_env v = {c, &c->f->part->regions[K->region], info, i};
+  rg_resfma p;
+  if (!rg_resfma_parse(c->g, info->epi[i].node, rf_chain, rf_inside, &v, &p)) {
+    v.upto = i + 1;
+    return i + 1 < info->nepi && rg_resfma_parse(c->g, info->epi[i + 1].node, rf_chain, rf_inside, &v, &p) && !p.chain_outer &&
+                   p.inner == info->epi[i].node
+               ? 2
+               : 0;
+  }
+  const rg_epi *ep = &info->epi[i];
+  *x = NULL;
+  for (int k = 0; k < ep->nextra; k++)
+    if (c->g->nodes[ep->extra[k].node].op != TINY_CONST) *x = *x ? NULL : &ep->extra[k];
+  if (!*x || !(*x)->affine || (*x)->cast >= 0) return 0;
+  int s = ct_slot_of(K, c->f, (*x)->node);
+  tiny_dtype dt = s < 0 ? TINY_FP32 : c->f->buffers[c->f->buffer_of[(*x)->node]].dtype;
+  if (s < 0 || (dt != TINY_FP32 && dt != TINY_FP16 && dt != TINY_BF16)) return 0;
+  *out = (ct_epi){.kind = CT_EPI_RESFMA, .dtype = dt, .scale = p.sc, .shift = p.k, .rscale = p.sr, .rz = p.z,
+                  .chain_outer = p.chain_outer, .slot = s, .off = (*x)->offset};
+  return 1;
+}
+
 /* The region's epilogue as template steps; additions of a tensor are left
  * as CT_EPI_RESIDUAL with x[] set, for the caller to place.  reshape_ok: a
  * RESHAPE is no step (the grouped conv's [n, g, oc/g, oh, ow] -> [n, oc, oh, ow]:
@@ -210,6 +259,12 @@ static bool map_epilogue(const ct_src *c, const fn_kernel *K, const rg_info *inf
       out->kind = CT_EPI_ROUND; /* a rounding in the middle of the chain */
       out->dtype = to;
       em->n++;
+      continue;
+    }
+    if (n->op == TINY_MULADD) { /* the exact QDQ Add: one step of its two MULADDs */
+      int st = map_resfma(c, K, info, i, out, &em->x[em->n]);
+      if (!st) return false;
+      em->n += st == 1;
       continue;
     }
     tiny_epi ek = tiny_op_epi(n->op); /* the op table's epilogue column */
@@ -271,8 +326,9 @@ static bool map_epilogue(const ct_src *c, const fn_kernel *K, const rg_info *inf
 /* Place a tensor-adding step from its strides over the final (folded)
  * dimensions: a contiguous vector along M or N is a bias, else a residual. */
 static void place_addend(ct_epi *ep, int64_t sm, int64_t sn, int64_t sb0, int64_t sb1) {
-  if (sb0 == 0 && sb1 == 0 && sn == 0 && sm == 1) ep->kind = CT_EPI_BIAS_M;
-  else if (sb0 == 0 && sb1 == 0 && sm == 0 && sn == 1) ep->kind = CT_EPI_BIAS_N;
+  bool vec = ep->kind != CT_EPI_RESFMA; /* an exact QDQ Add's tensor: always a residual's strides */
+  if (vec && sb0 == 0 && sb1 == 0 && sn == 0 && sm == 1) ep->kind = CT_EPI_BIAS_M;
+  else if (vec && sb0 == 0 && sb1 == 0 && sm == 0 && sn == 1) ep->kind = CT_EPI_BIAS_N;
   else ep->s_b0 = sb0, ep->s_b1 = sb1, ep->s_m = sm, ep->s_n = sn;
 }
 
@@ -582,7 +638,7 @@ static bool conv_epilogue(const poly_block_info *b, const int64_t *size, bool gr
       bias = bias && st == bst[v];
       resid = resid && st == yst[v];
     }
-    if (bias) em->epi[q].kind = CT_EPI_BIAS_M;
+    if (bias && em->epi[q].kind != CT_EPI_RESFMA) em->epi[q].kind = CT_EPI_BIAS_M;
     else if (!resid) DECLINE("an epilogue tensor is neither a per-channel bias nor laid out like the output");
   }
   return true;

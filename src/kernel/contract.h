@@ -69,8 +69,12 @@ typedef enum ct_epi_kind {
   CT_EPI_DIV,      /* / scale, a constant: a QuantizeLinear's x / s, which x * (1/s) is not bit for bit
                       (ct_epi_chain: the pool and reduce templates' chains; a GEMM / conv's chain
                       with rg_options.gate_epilogues: hardswish's / 6) */
-  CT_EPI_GATE      /* x * min(max(x * scale + shift, lo), hi) (a hardswish before its / 6;
+  CT_EPI_GATE,     /* x * min(max(x * scale + shift, lo), hi) (a hardswish before its / 6;
                       rg_options.gate_epilogues, RG_ROLE_GATE; the C templates only) */
+  CT_EPI_RESFMA    /* the exact QDQ Add (rg_resfma): chain_outer ? fma(x, scale, fma(R + rz, rscale, shift))
+                      : fma(R + rz, rscale, fma(x, scale, shift)), each fma rounded once; R placed as
+                      RESIDUAL's (laid out like the output).  The int8 kernels' output pass applies it
+                      (contract_q8.c); a template without it declines (cc_epi_to_cgen, epi_gpu_has, tier0) */
 } ct_epi_kind;
 
 typedef struct ct_epi {
@@ -83,6 +87,8 @@ typedef struct ct_epi {
   int64_t off;                 /* its element offset */
   bool mul;                    /* BIAS_M / BIAS_N / RESIDUAL: times the tensor, not plus
                                   (a per-channel scale: batch norm as x * s + t) */
+  float rscale, rz;            /* CT_EPI_RESFMA: the residual's multiplier and the integer added to it */
+  bool chain_outer;            /* CT_EPI_RESFMA: the chain's fma is the outer one (the chain is the Add's input 0) */
 } ct_epi;
 
 /* Batched GEMM C[b0][b1] = A[b0][b1] x B[b0][b1] over folded dimensions. */

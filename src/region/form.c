@@ -96,6 +96,21 @@ static void add_edge(rg_ctx *c, rg_info *I, ut_arena *A, int from_block, int ten
   e->barrier = poly_barrier_hint(e->buffer, e->depth, c->m.arch);
 }
 
+/* Block b of the set as the outer MULADD of an exact QDQ Add step (*rf):
+ * the tensor its residual's way reads (the base tensor of the deepest side
+ * block's read; the way reads it point for point), else -1. */
+static int resfma_tensor(rg_ctx *c, const int *blocks, int n, int K, int b, rg_resfma *rf) {
+  if (!rg_resfma_at(c, blocks, n, K, b, rf)) return -1;
+  int ns = rf->nside - (rf->chain_outer ? 1 : 0);
+  int deep = ns > 0 ? rf->side[ns - 1] : rf->chain_outer ? rf->inner : -1;
+  int db = deep >= 0 ? rg_producer_block(c, deep) : -1;
+  if (db < 0) return -1; /* no side block: the outer reads the tensor itself */
+  const poly_block_info *x = poly_block(c->pv, db);
+  for (int a = 0; a < x->naccess; a++)
+    if (!x->access[a].write && c->g->nodes[x->access[a].tensor].op != TINY_CONST) return x->access[a].tensor;
+  return -1;
+}
+
 static harp_status describe_contraction(rg_ctx *c, rg_info *I, ut_arena *A, const int *blocks, int n) {
   int K = I->anchor;
   const poly_block_info *kb = poly_block(c->pv, K);
@@ -106,8 +121,12 @@ static harp_status describe_contraction(rg_ctx *c, rg_info *I, ut_arena *A, cons
   I->halos = ut_arena_alloc(A, sizeof(rg_halo) * 2);
   if (!I->epi || !I->edges || !I->halos) return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
   for (int i = 0; i < n; i++) {
-    if (blocks[i] == K || rg_operand_cast(c, blocks, n, K, blocks[i])) continue;
+    bool side = false; /* on an exact QDQ Add's residual way: the outer MULADD reads its tensor (resfma.c) */
+    if (blocks[i] == K || rg_operand_cast(c, blocks, n, K, blocks[i]) || (rg_resfma_part(c, blocks, n, K, blocks[i], &side) && side))
+      continue;
     const poly_block_info *b = poly_block(c->pv, blocks[i]);
+    rg_resfma rf;
+    int rtensor = resfma_tensor(c, blocks, n, K, blocks[i], &rf);
     rg_epi *ep = &I->epi[I->nepi++];
     ep->block = blocks[i];
     ep->node = b->node;
@@ -118,10 +137,12 @@ static harp_status describe_contraction(rg_ctx *c, rg_info *I, ut_arena *A, cons
       if (b->access[a].write) continue;
       int p = rg_producer_block(c, b->access[a].tensor);
       bool conv_op = p >= 0 && rg_in(blocks, n, p) && rg_operand_cast(c, blocks, n, K, p);
-      if (p >= 0 && rg_in(blocks, n, p) && !conv_op) continue;
+      bool side_in = rtensor >= 0 && p >= 0 && rg_in(blocks, n, p) && rg_resfma_part(c, blocks, n, K, p, &side) && side;
+      if (p >= 0 && rg_in(blocks, n, p) && !conv_op && !side_in) continue;
       rg_operand *o = &ep->extra[ep->nextra++];
-      /* through an operand cast: the tensor it converts, same shape */
-      o->node = conv_op ? poly_block(c->pv, p)->access[0].tensor : b->access[a].tensor;
+      /* through an operand cast: the tensor it converts, same shape; through
+       * the residual's way (read point for point): its tensor */
+      o->node = conv_op ? poly_block(c->pv, p)->access[0].tensor : side_in ? rtensor : b->access[a].tensor;
       o->cast = conv_op ? poly_block(c->pv, p)->node : -1;
       o->block = K;
       o->nvars = kb->nout;
@@ -575,6 +596,7 @@ harp_status rg_form(harp_error *e, const tiny_graph *g, const tiny_symtab *syms,
   c.no_rollback = o.no_rollback;
   c.no_operand_casts = o.no_operand_casts;
   c.gate_epilogues = o.gate_epilogues && !gpu; /* the CUDA templates have no such steps */
+  c.exact_add_steps = o.exact_add_steps;
   c.algo_mask = o.algo_mask;
   p->g = g;
   for (int i = 0; i < g->n; i++) p->region_of[i] = -1;

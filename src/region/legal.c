@@ -218,7 +218,8 @@ static bool check_contraction(rg_ctx *c, const int *blocks, int n, int K, const 
     if (k != POLY_EWISE && k != POLY_MOVEMENT_AFFINE)
       return illegal(ev, "unsupported_shape", "%s (%s) cannot be an epilogue of %s", rg_block_name(c, b), poly_kind_name(k),
                      rg_block_name(c, K));
-    if (!reaches(ed, ne, K, b))
+    bool side = false; /* on an exact QDQ Add's residual way (resfma.c): reached through the step */
+    if (!reaches(ed, ne, K, b) && !(rg_resfma_part(c, blocks, n, K, b, &side) && side))
       return illegal(ev, "unsupported_shape", "%s %s", rg_block_name(c, b),
                      reaches(ed, ne, b, K) ? "computes an operand of the contraction (a prologue)" : "is not fed by the contraction");
   }

@@ -261,7 +261,10 @@ bool rg_epilogue_template(rg_ctx *c, const int *set, int n, int K, int *bad) {
       return false;
     }
     if (b == K || roles[i] == PLAN_EPI_SILU || roles[i] == RG_ROLE_GATE || rg_operand_cast(c, set, n, K, b)) continue;
-    if (!epilogue_step_ok(c, set, n, K, b)) {
+    rg_resfma rf;
+    bool side = false, resfma = rg_resfma_at(c, set, n, K, b, &rf);
+    if (!resfma && rg_resfma_part(c, set, n, K, b, &side)) continue; /* a side node or the inner MULADD: the outer's step */
+    if (!resfma && !epilogue_step_ok(c, set, n, K, b)) {
       *bad = b;
       return false;
     }

@@ -75,6 +75,7 @@ typedef struct rg_ctx {
   bool no_rollback;
   bool no_operand_casts;
   bool gate_epilogues; /* rg_options.gate_epilogues */
+  bool exact_add_steps; /* rg_options' */
   unsigned algo_mask; /* rg_options.algo_mask */
   ut_arena *arena;  /* lives as long as the context */
   int nunits;
@@ -151,6 +152,13 @@ void rg_epilogue_roles(rg_ctx *c, const int *set, int n, int K, int *roles);
 /* Is every epilogue op of contraction K in the set a step of the contraction
  * templates (src/kernel/contract.c's reading)?  Else *bad: the first that is not. */
 bool rg_epilogue_template(rg_ctx *c, const int *set, int n, int K, int *bad);
+
+/* resfma.c: block b of the set (K its contraction) is the outer MULADD of an
+ * exact QDQ Add step (*p; the CPU only); b is part of one of the set's: a
+ * side node (*side: on the residual's way, not reached from K) or its inner
+ * MULADD on the chain. */
+bool rg_resfma_at(rg_ctx *c, const int *set, int n, int K, int b, rg_resfma *p);
+bool rg_resfma_part(rg_ctx *c, const int *set, int n, int K, int b, bool *side);
 
 /* select.c: evaluation with cache, greedy, exact windows */
 harp_status rg_eval_set(rg_ctx *c, const int *blocks, int n, int gather, const rg_eval **out);

@@ -40,7 +40,8 @@ static const rt_knob table[] = {
         "saved outweigh its conversions; off: the bf16 template only; force: wherever it fits)"),
     ROW(qdq_add, "HARP_QDQ_ADD", CHOICE, "exact", "exact|fused", 0, 0,
         "an ONNX QDQ Add of two quantized activations (exact: as onnxruntime's QLinearAdd, bit for bit, fused "
-        "multiply-adds in an elementwise kernel; fused: a residual add in the epilogue of the int8 conv that made an "
+        "multiply-adds in the output pass of the int8 conv that made an operand (an elementwise kernel where none did, "
+        "or int8=off); fused: a residual add in the epilogue of the int8 conv that made an "
         "operand, its roundings apart: within one step)"),
     ROW(conv, "HARP_CONV", CHOICE, "auto", "auto|gemm|direct", 0, 0,
         "a CPU convolution as implicit GEMM or the direct kernel (auto: the template decides)"),

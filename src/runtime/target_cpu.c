@@ -35,7 +35,7 @@ static harp_status cpu_precision(rt_compile *c, bool *bf16);
 static harp_status cpu_regions(rt_compile *c) {
   plan_machine_detect_cpu_at(&c->machine, c->knobs.cpu_ghz, c->knobs.cpu_bw_gbs);
   rt_calib_apply(&c->machine, &c->knobs); /* the measured figures, when this machine has them */
-  rg_options ro = {.no_operand_casts = true, .replay = c->opts.replay_regions ? c->opts.replay_regions->formed : NULL,
+  rg_options ro = {.no_operand_casts = true, .exact_add_steps = c->knobs.int8 != RT_INT8_OFF, .replay = c->opts.replay_regions ? c->opts.replay_regions->formed : NULL,
                    .window = c->opts.greedy_regions ? -1 : 0};
   /* --precision bf16: hardswish-like gates and / c fuse into the producing
    * contraction (the fp32 default's regions stay as they were) */

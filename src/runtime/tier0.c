@@ -90,7 +90,7 @@ static float *slot_ptr(harp_error *e, const t0_ctx *x, const fn_kernel *K, ut_te
 /* Every tensor of the kernel fp32, no rounding step: the fast kernels' domain. */
 static bool fp32_epi(const ct_epi *ep, int n) {
   for (int i = 0; i < n; i++)
-    if (ep[i].kind == CT_EPI_ROUND || (ep[i].slot >= 0 && ep[i].dtype != TINY_FP32)) return false;
+    if (ep[i].kind == CT_EPI_ROUND || ep[i].kind == CT_EPI_RESFMA || (ep[i].slot >= 0 && ep[i].dtype != TINY_FP32)) return false;
   return true;
 }
 

@@ -138,6 +138,7 @@ static void epi_step(const ct_epi *s, const float *v, int64_t vs, float *x, int6
     case CT_EPI_GATE:
       for (int64_t q = 0; q < n; q++) x[q] = x[q] * keep_min(s->hi, keep_max(s->lo, x[q] * s->scale + s->shift));
       break;
+    case CT_EPI_RESFMA: break; /* tier0.c declines it (fp32_epi): the int8 kernels' step */
   }
 }
 

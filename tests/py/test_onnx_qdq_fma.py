@@ -9,6 +9,7 @@ the interpreter and the cpu backend (HARP_TEST_BACKENDS) must equal
 onnxruntime on all of them.  The QDQ Mul (QLinearMul) the same way.
 """
 import os
+import subprocess
 import sys
 import tempfile
 
@@ -103,6 +104,94 @@ def test_mul():
     check_all_pairs("QDQ Mul int8 set 0", "Mul", T.INT8, I8[0])
 
 
+def conv_add_model(sa, za, sb, zb, sc, zc, conv_first, relu):
+    """y = DQ(Q(Add(DQ(Q(conv1x1(DQ(Q(x))))), DQ(Q(b))) [Relu])) on [1, 8, 64, 128]:
+    the conv an identity of 8 channels whose requantization keeps x's integers
+    (weights 1 and 0 of scale 1, x quantized as the conv's output: multiplier sa * 1 / sa = 1, zero
+    point za both), so that the residual add in the int8 conv's epilogue sees
+    all (a, b) pairs; the conv's output the Add's input 0 (conv_first) or 1;
+    b's integers also the input of a second conv (output z), as a real
+    model's skip is the next block's input too."""
+    u8 = lambda v: np.array(v, np.uint8)  # noqa: E731
+    f32 = lambda v: np.array(v, np.float32)  # noqa: E731
+    inits = [nh.from_array(v, k) for k, v in (("sa", f32(sa)), ("za", u8(za)), ("sb", f32(sb)), ("zb", u8(zb)), ("sc", f32(sc)),
+                                               ("zc", u8(zc)), ("w", np.eye(8, dtype=np.int8).reshape(8, 8, 1, 1)), ("ws", f32(1.0)),
+                                               ("wz", np.array(0, np.int8)))]
+    ops = ["cd", "bd"] if conv_first else ["bd", "cd"]
+    nodes = [h.make_node("QuantizeLinear", ["x", "sa", "za"], ["xq"]), h.make_node("DequantizeLinear", ["xq", "sa", "za"], ["xd"]),
+             h.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"]), h.make_node("Conv", ["xd", "wd"], ["c"]),
+             h.make_node("QuantizeLinear", ["c", "sa", "za"], ["cq"]), h.make_node("DequantizeLinear", ["cq", "sa", "za"], ["cd"]),
+             h.make_node("QuantizeLinear", ["b", "sb", "zb"], ["bq"]), h.make_node("DequantizeLinear", ["bq", "sb", "zb"], ["bd"]),
+             h.make_node("Add", ops, ["s"]), h.make_node("Conv", ["bd", "wd"], ["c2"]),
+             h.make_node("QuantizeLinear", ["c2", "sc", "zc"], ["c2q"]), h.make_node("DequantizeLinear", ["c2q", "sc", "zc"], ["z"])]
+    nodes += [h.make_node("Relu", ["s"], ["r"])] if relu else []
+    nodes += [h.make_node("QuantizeLinear", ["r" if relu else "s", "sc", "zc"], ["yq"]),
+              h.make_node("DequantizeLinear", ["yq", "sc", "zc"], ["y"])]
+    shape = [1, 8, 64, 128]
+    g = h.make_graph(nodes, "fma_conv", [h.make_tensor_value_info(k, T.FLOAT, shape) for k in "xb"],
+                     [h.make_tensor_value_info(k, T.FLOAT, shape) for k in "yz"], initializer=inits)
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 13)])
+    m.ir_version = 8
+    path = os.path.join(tempfile.mkdtemp(), "m.onnx")
+    onnx.save(m, path)
+    return path
+
+
+def test_add_in_conv_epilogue():
+    """The QDQ Add as the int8 conv's epilogue step (CT_EPI_RESFMA, the
+    default qdq_add=exact; int8=force: this conv is too small to pay):
+    onnxruntime's two fused multiply-adds in its order, on all 65,536 (a, b)
+    pairs, the conv's output either operand, with and without the Relu —
+    equal to onnxruntime's int8 run, and the sum in the conv's kernel (its
+    output pass adds the tensor and requantizes again; no other kernel reads
+    the conv's output)."""
+    for k, prm in enumerate(U8):
+        for conv_first, relu in ((True, k == 0), (False, k == 1)):
+            name = f"QDQ Add in the int8 conv's epilogue, set {k}, conv {'first' if conv_first else 'second'}{', Relu' if relu else ''}"
+            path = conv_add_model(*prm, conv_first, relu)
+            _, _, xf, bf = all_pairs(np.uint8, *prm[:4])
+            feeds = {"x": xf.reshape(1, 8, 64, 128), "b": bf.reshape(1, 8, 64, 128)}
+            want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+            p, d = ht.run(path, feeds, backend="cpu", extra=["--knob", "int8=force"])
+            S.check(f"{name}: runs", p.returncode == 0, p.stderr[-600:])
+            if p.returncode == 0:
+                got = np.load(os.path.join(d, "y.npy"))
+                S.check(f"{name}: all 65,536 pairs equal to onnxruntime", got.shape == want.shape and np.array_equal(got, want),
+                        f"{int(np.sum(got != want)) if got.shape == want.shape else got.shape} differ")
+            out = tempfile.mkdtemp()
+            p = subprocess.run([ht.HARP, "compile", path, "--target", "cpu", "--sources-only", "-o", out, "--knob", "int8=force"],
+                               capture_output=True, text=True, timeout=300)
+            src = "".join(open(os.path.join(r, f)).read() for r, _, fs in os.walk(out) for f in fs if f.endswith(".c"))
+            S.check(f"{name}: the sum in the int8 conv's output pass",
+                    src.count("a tensor added, requantized again") == 1 and src.count("v = fmaf(") == 1, p.stderr[-300:])
+
+
+def test_conv_epilogue_fallback():
+    """Where the int8 kernel of a conv with the QDQ Add step declines at run
+    time (a NaN in its input: it cannot hold it as a byte), the region's loop
+    nest runs instead (contract_resfma_c.c; no fp32 template has the step):
+    its result equal to int8=off's (the conv's template, the sum an
+    elementwise kernel of the same fmaf), NaN where that has NaN."""
+    prm = U8[0]
+    path = conv_add_model(*prm, True, True)
+    _, _, xf, bf = all_pairs(np.uint8, *prm[:4])
+    x = xf.reshape(1, 8, 64, 128).copy()
+    x[0, 3, 5, 7] = np.nan
+    feeds = {"x": x, "b": bf.reshape(1, 8, 64, 128)}
+    outs = []
+    for knob in ("int8=force", "int8=off"):
+        p, d = ht.run(path, feeds, backend="cpu", extra=["--knob", knob])
+        S.check(f"conv epilogue fallback ({knob}): runs", p.returncode == 0, p.stderr[-600:])
+        outs.append(np.load(os.path.join(d, "y.npy")) if p.returncode == 0 else None)
+    if outs[0] is not None and outs[1] is not None:
+        got, off = outs
+        S.check("conv epilogue fallback: equal to int8=off, the NaN where it is", np.isnan(off).any() and
+                np.array_equal(np.isnan(got), np.isnan(off)) and np.array_equal(got[~np.isnan(off)], off[~np.isnan(off)]),
+                f"{int(np.isnan(got).sum())} vs {int(np.isnan(off).sum())} NaN, {int(np.sum(got != off))} differ")
+
+
 test_add()
 test_mul()
+test_add_in_conv_epilogue()
+test_conv_epilogue_fallback()
 S.close()

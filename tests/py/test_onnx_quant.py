@@ -37,8 +37,9 @@ S = ht.Suite("onnx_quant")
 os.environ.setdefault("HARP_CC_OPT", "1")
 # these models are too small for the int8 kernel to pay (contract_q8.c): taken anyway, to test it
 Q8_FORCE = ["--knob", "int8=force"]
-# the QDQ residual add written to fuse into the int8 conv's epilogue (the default, qdq_add=exact, computes it
-# as onnxruntime's QLinearAdd does, in an elementwise kernel: MULADD is no epilogue step yet)
+# the QDQ residual add written as a residual step of the int8 conv's epilogue, its roundings apart (the
+# default, qdq_add=exact, computes it as onnxruntime's QLinearAdd does, bit for bit, as the conv's
+# epilogue step CT_EPI_RESFMA: src/region/resfma.c)
 Q8_FUSED = Q8_FORCE + ["--knob", "qdq_add=fused"]
 RNG = np.random.default_rng(7)
 
@@ -556,7 +557,7 @@ def test_requant_epilogue():
             S.check(f"requant epilogue, input {i}: equal to onnxruntime's int8 run", exact >= 0.999 and err.max() <= 1 and inside > 0.3,
                     f"{exact:.4%} equal, max {err.max():.2f} steps, {inside:.1%} above 0")
     out = tempfile.mkdtemp(prefix="harp_py_rq_")
-    p = subprocess.run([ht.HARP, "compile", qdq, "--target", "cpu", "--sources-only", "-o", out, *Q8_FUSED], capture_output=True, text=True,
+    p = subprocess.run([ht.HARP, "compile", qdq, "--target", "cpu", "--sources-only", "-o", out, *Q8_FORCE], capture_output=True, text=True,
                        timeout=300)
     src = "".join(open(os.path.join(r, f)).read() for r, _, fs in os.walk(out) for f in fs if f.endswith(".c"))
     rq = src.count("its epilogue requantizing to bytes")
@@ -580,8 +581,8 @@ def test_requant_epilogue():
     x = xs[0].copy()
     x[0, 3, 5, 5] = np.nan
     outs = []
-    # the held bytes of the fused form (qdq_add=exact adds in an elementwise kernel, where the NaN stays a NaN)
-    for knob in (Q8_FUSED, ["--knob", "int8=off", "--knob", "qdq_add=fused"]):
+    # the held bytes (int8=off adds in an elementwise kernel, where the NaN stays a NaN)
+    for knob in (Q8_FORCE, ["--knob", "int8=off"]):
         p, d = ht.run(qdq, {"x": x}, backend="cpu", extra=knob)
         S.check(f"requant epilogue, NaN input {knob[1]}: runs", p.returncode == 0, p.stderr[-600:])
         outs.append(np.load(os.path.join(d, "y.npy")) if p.returncode == 0 else None)
@@ -817,14 +818,16 @@ def test_q8_pays_by_template():
         check_within_step(tag, qdq, {"x": x}, ["y1", "y2"], knobs)
 
 
-def check_fused_residual(name, path, feeds, sy, zs):
+def check_fused_residual(name, path, feeds, sy, zs, knobs=Q8_FORCE):
     """Runs QDQ model path (output y of scale sy, zero points zs) on feeds with
-    the int8 kernels forced: equal to onnxruntime's int8 run within one step
-    on >= 99.9% (and not mostly saturated), and the residual sum in one int8
-    conv's epilogue: no kernel writes the conv's sums for another to add the
-    tensor to."""
+    the int8 kernels forced: equal to onnxruntime's int8 run, bit for bit in
+    the default exact mode (qdq_add=exact), within one step on >= 99.9% with
+    qdq_add=fused (and not mostly saturated), and the residual sum in one
+    int8 conv's epilogue: no kernel writes the conv's sums for another to add
+    the tensor to, none adds apart."""
+    exact_mode = "qdq_add=fused" not in knobs
     want = ort_run(path, feeds)["y"]
-    p, d = ht.run(path, feeds, backend="cpu", extra=Q8_FUSED)
+    p, d = ht.run(path, feeds, backend="cpu", extra=knobs)
     S.check(f"{name}: runs", p.returncode == 0, p.stderr[-600:])
     if p.returncode == 0:
         got = np.load(os.path.join(d, "y.npy"))
@@ -833,12 +836,18 @@ def check_fused_residual(name, path, feeds, sy, zs):
         yq = np.rint(want / sy) + zs[3]
         inside = float(np.mean((yq > 0) & (yq < 255)))
         print(f"{name}: {exact:.4%} equal, max {err.max():.2f} steps, {inside:.1%} unsaturated")
-        S.check(f"{name}: equal to onnxruntime's int8 run", got.shape == want.shape and exact >= 0.999 and err.max() <= 1 and
-                inside > 0.3, f"{exact:.4%} equal, max {err.max():.2f} steps, {inside:.1%} unsaturated")
-    src, err = compiled_c(path, Q8_FUSED)
+        ok = got.shape == want.shape and (np.array_equal(got, want) if exact_mode else exact >= 0.999 and err.max() <= 1) and inside > 0.3
+        S.check(f"{name}: equal to onnxruntime's int8 run{' bit for bit' if exact_mode else ''}", ok,
+                f"{exact:.4%} equal, max {err.max():.2f} steps, {inside:.1%} unsaturated")
+    src, err = compiled_c(path, knobs)
     kernels = re.findall(r"/\* kernel \d+: region ([\w.]+) \*/", src)
+    # exact: onnxruntime's two fused multiply-adds in the output pass, in its order (contract_q8.c's q8_resfma)
+    fma = all(len(re.findall(r"v = fmaf\(", f)) == 1 for f in re.findall(r"static void \w+_q8out\(.*?\n}\n", src, re.S)
+              if "fmaf(" in f)
     S.check(f"{name}: the sum in the int8 conv's epilogue", not any(n.endswith(".reduce") for n in kernels) and
-            src.count("its epilogue requantizing to bytes, a tensor added, requantized again") == 1, f"{kernels} {err[-300:]}")
+            src.count("its epilogue requantizing to bytes, a tensor added, requantized again") == 1 and
+            (src.count("v = fmaf(") == 1 and fma if exact_mode else "v = fmaf(" not in src),
+            f"{kernels} {src.count('v = fmaf(')} fmaf steps {err[-300:]}")
 
 
 def residual_model(k, zs, relu, sum_op, skip_first):
@@ -896,6 +905,8 @@ def test_q8_residual():
         x = (RNG.standard_normal((2, 13, 9, 7)) * 3).astype(np.float32)
         s = (RNG.standard_normal((2, 13, 9, 7)) * 4).astype(np.float32)
         check_fused_residual(name, path, {"x": x, "s": s}, sy, zs)
+        if k == 1 and relu:  # the fused form (qdq_add=fused) too: a residual step, within one step
+            check_fused_residual(name + " (qdq_add=fused)", path, {"x": x, "s": s}, sy, zs, Q8_FUSED)
 
 
 def two_blocks():
@@ -930,7 +941,7 @@ def test_q8_residual_held():
     saturated at 0 and 255).  Within one step of onnxruntime's int8
     run on >= 99.9%, at most 2 steps."""
     qdq = two_blocks()
-    src, err = compiled_c(qdq, Q8_FUSED)
+    src, err = compiled_c(qdq, Q8_FORCE)
     held = src.count("the tensor added held as bytes")
     both = src.count("held as the output, a tensor added, requantized again")
     print(f"q8 residual held: {held} kernels add a held tensor, {both} residual kernels hold their output")
@@ -940,7 +951,7 @@ def test_q8_residual_held():
     S.check("q8 residual held: no bf16 rounding of the held bytes", len(rb) == both and all("hp_rint(v)" in f and "hp_rb(" not in f
             for f in rb), "\n".join(f for f in rb if "hp_rb(" in f)[-400:])
     x = (RNG.standard_normal((1, 32, 14, 14)) * 3).astype(np.float32)  # past the calibration's range: h1 saturates at both ends
-    check_within_step("q8 residual held", qdq, {"x": x}, ["y"], Q8_FUSED)
+    check_within_step("q8 residual held", qdq, {"x": x}, ["y"], Q8_FORCE)
 
 
 def downsample_model(zs, relu, sum_op, proj_second):

@@ -187,8 +187,7 @@ def test_shared_move():
         path, shape = shared_model(tr)
         if not tr:
             d = tempfile.mkdtemp()
-            # the fused QDQ Add (qdq_add=exact sums in a region of its own: MULADD is no epilogue step yet)
-            p = subprocess.run([ht.HARP, "dump", path, "--dump", "region", "--dump-dir", d, "--knob", "qdq_add=fused"],
+            p = subprocess.run([ht.HARP, "dump", path, "--dump", "region", "--dump-dir", d],
                                capture_output=True, text=True, timeout=300)
             n = len(json.load(open(os.path.join(d, "region.json")))["regions"]) if p.returncode == 0 else -1
             S.check(f"{name}: one operand form of x's integers", 0 < n <= 4, f"{n} regions {p.stderr[-300:]}")

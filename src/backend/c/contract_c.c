@@ -32,7 +32,7 @@
 #include "tiny/tiny_spell.h"
 
 /* The template steps of the shared reading as the C templates' epilogue. */
-void cc_epi_to_cgen(const ct_epi *in, int n, cgen_epi *out) {
+bool cc_epi_to_cgen(const ct_epi *in, int n, cgen_epi *out) {
   static const cgen_epi_kind kinds[] = {
       [CT_EPI_BIAS_M] = CGEN_EPI_BIAS_M, [CT_EPI_BIAS_N] = CGEN_EPI_BIAS_N,     [CT_EPI_RELU] = CGEN_EPI_RELU,
       [CT_EPI_GELU] = CGEN_EPI_GELU,     [CT_EPI_SILU] = CGEN_EPI_SILU,         [CT_EPI_SIGMOID] = CGEN_EPI_SIGMOID,
@@ -40,9 +40,12 @@ void cc_epi_to_cgen(const ct_epi *in, int n, cgen_epi *out) {
       [CT_EPI_CLAMP] = CGEN_EPI_CLAMP,   [CT_EPI_RINT] = CGEN_EPI_RINT,
       [CT_EPI_DIV] = CGEN_EPI_DIV,       [CT_EPI_GATE] = CGEN_EPI_GATE};
   memset(out, 0, sizeof(cgen_epi) * CGEN_MAX_EPI);
-  for (int i = 0; i < n; i++)
+  for (int i = 0; i < n; i++) {
+    if ((unsigned)in[i].kind >= sizeof kinds / sizeof kinds[0]) return false; /* CT_EPI_RESFMA: no template step */
     out[i] = (cgen_epi){kinds[in[i].kind], in[i].dtype, in[i].scale, in[i].shift, in[i].s_b0, in[i].s_b1, in[i].s_m,
                         in[i].s_n, in[i].mul, in[i].lo, in[i].hi};
+  }
+  return true;
 }
 
 /* F16C by CPUID (leaf 1, ecx bit 29): clang's __builtin_cpu_supports does
@@ -85,6 +88,8 @@ static bool packs_once(const rc_ctx *c, int r, int slot) {
   if (slot < 0 || slot >= K->nreads || c->f->buffers[K->reads[slot]].kind != FN_PARAM) return false;
   return !rt_knobs_or_default(c->knobs)->no_prepack;
 }
+
+bool cc_packs_once(const rc_ctx *c, int r, int slot) { return packs_once(c, r, slot); }
 
 /* Kernel r reads its packed slot only packed: no epilogue operand and no
  * other operand (`other`) is that slot (see rc_ctx.packed_only). */
@@ -248,7 +253,7 @@ static bool gemm_transpose(ct_gemm *g) {
     ct_epi *ep = &g->epi[i];
     if (ep->kind == CT_EPI_BIAS_M) ep->kind = CT_EPI_BIAS_N;
     else if (ep->kind == CT_EPI_BIAS_N) ep->kind = CT_EPI_BIAS_M;
-    else if (ep->kind == CT_EPI_RESIDUAL) SWAP(ep->s_m, ep->s_n);
+    else if (ep->kind == CT_EPI_RESIDUAL || ep->kind == CT_EPI_RESFMA) SWAP(ep->s_m, ep->s_n);
   }
 #undef SWAP
   ct_tensor a = g->A;
@@ -295,8 +300,7 @@ static bool gemm_as_conv1x1(const ct_gemm *g, cgen_conv_spec *s) {
   s->w_dtype = g->A.dtype;
   s->y_dtype = g->C.dtype;
   s->n_epi = g->nepi;
-  cc_epi_to_cgen(g->epi, g->nepi, s->epi);
-  return true;
+  return cc_epi_to_cgen(g->epi, g->nepi, s->epi);
 }
 
 /* A ShapeSet object: 1x1 conv s (GEMM gm of region r), the pixel count (as
@@ -475,6 +479,7 @@ harp_status cc_emit_gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
                        const char **why, rc_packed *pk) {
   ct_gemm gm = *read;
   bool swapped = gemm_transpose(&gm);
+  if (cc_has_resfma(gm.epi, gm.nepi)) return cc_emit_resfma(c, r, fn, out, NULL, &gm, handled, why, pk);
   if (try_gemm_conv1x1(c, r, fn, out, &gm, swapped, pk)) {
     *handled = true;
     return HARP_OK;
@@ -510,7 +515,7 @@ harp_status cc_emit_gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
     s.c_sb[i] = gm.c_sb[i];
   }
   s.n_epi = gm.nepi;
-  cc_epi_to_cgen(gm.epi, gm.nepi, s.epi);
+  if (!cc_epi_to_cgen(gm.epi, gm.nepi, s.epi)) DECLINE("an epilogue step the template has no form of");
   /* A a weight read as it is (a repacked or rounded A is a fresh copy each run) */
   s.prepack_a = gm.nrep == 0 && gm.a_round == TINY_FP32 && packs_once(c, r, gm.A.slot);
   /* else B a weight (x @ W, x W^T) shared by the batches; not where the
@@ -678,6 +683,7 @@ static bool rt_wino_pays(const rc_ctx *c, cgen_conv_spec *s) {
 harp_status cc_emit_conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_conv *read, bool *handled,
                        const char **why, rc_packed *pk) {
   const ct_conv cv = *read;
+  if (cc_has_resfma(cv.epi, cv.nepi)) return cc_emit_resfma(c, r, fn, out, &cv, NULL, handled, why, pk);
   cgen_conv_spec s;
   cgen_conv_spec_init(&s, cv.n, cv.c, cv.h, cv.w, cv.oc, cv.kh, cv.kw, TINY_FP32);
   s.x_dtype = cv.X.dtype;
@@ -688,7 +694,7 @@ harp_status cc_emit_conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
   memcpy(s.dil, cv.dil, sizeof s.dil);
   memcpy(s.pad, cv.pad, sizeof s.pad);
   s.n_epi = cv.nepi;
-  cc_epi_to_cgen(cv.epi, cv.nepi, s.epi);
+  if (!cc_epi_to_cgen(cv.epi, cv.nepi, s.epi)) DECLINE("an epilogue step the template has no form of");
   s.prepack_w = packs_once(c, r, cv.W.slot); /* ct_read_conv: W is read straight, never through a cast */
   plan_use pu;
   /* a ShapeSet object: sizes read at run time with the built-in tuning (as

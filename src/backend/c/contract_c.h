@@ -64,6 +64,9 @@ bool cc_emit_q8conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_conv
 bool cc_emit_q8gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_gemm *g, bool prepack_a, bool prepack_b,
                     rc_packed *pk);
 void cc_q8_call(ut_str *out, const char *fn);
+/* Whether epilogue epi[0..n) has the exact QDQ Add step (CT_EPI_RESFMA),
+ * which only the int8 kernels' output pass applies. */
+bool cc_has_resfma(const ct_epi *epi, int n);
 /* Whether GEMM g of at most a few rows (its A the activation, B a bf16
  * weight, one batch) takes the int8 kernel as x W once B is packed once (a
  * QDQ classifier's GEMV: the packed int8 weight is half the bytes the

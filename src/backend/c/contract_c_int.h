@@ -27,8 +27,16 @@ typedef struct plan_use {
 /* A template generator behind one signature (cc_template_body). */
 typedef harp_status (*gen_fn)(harp_error *e, const void *spec, const char *fn, ut_str *out);
 
-/* The template steps of the shared reading as the C templates' epilogue. */
-void cc_epi_to_cgen(const ct_epi *in, int n, cgen_epi *out);
+/* The template steps of the shared reading as the C templates' epilogue;
+ * false for a step they have no form of (CT_EPI_RESFMA: cc_emit_resfma). */
+bool cc_epi_to_cgen(const ct_epi *in, int n, cgen_epi *out);
+/* Whether kernel r may take the operand in `slot` packed once (a param read as stored). */
+bool cc_packs_once(const rc_ctx *c, int r, int slot);
+/* Kernel r (conv cv, else GEMM g) with an exact QDQ Add step: the int8
+ * kernel, the loop nest its fallback (contract_resfma_c.c); *handled false
+ * (*why) when the int8 kernel does not take it. */
+harp_status cc_emit_resfma(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_conv *cv, const ct_gemm *g, bool *handled,
+                           const char **why, rc_packed *pk);
 /* The one variant this machine runs best (the JIT compiles where it runs). */
 unsigned cc_host_isa_mask(void);
 /* The single ISA variant the JIT emits for a SIMD width. */

@@ -214,7 +214,7 @@ static bool q8_requant(const ct_epi *ep, int n, bool bias_col, tiny_dtype yt, q8
   if (s < 0) return false;
   if (s < n) {
     ct_epi_kind k = ep[s].kind;
-    if (!(k == CT_EPI_SCALE || k == CT_EPI_RESIDUAL || k == CT_EPI_RELU || k == CT_EPI_CLAMP)) return false;
+    if (!(k == CT_EPI_SCALE || k == CT_EPI_RESIDUAL || k == CT_EPI_RESFMA || k == CT_EPI_RELU || k == CT_EPI_CLAMP)) return false;
     rq->post = s; /* the output pass applies the rest to the integers */
   }
   double lim = rq->post >= 0 ? 16777216 : yt == TINY_BF16 ? 256 : yt == TINY_FP16 ? 2048 : 16777216;
@@ -300,6 +300,25 @@ static bool q8_span_step(q8_span *sp, const ct_epi *ep) {
   return false;
 }
 
+/* The exact QDQ Add step ep (CT_EPI_RESFMA, step i: its row r<i>) on `v` at
+ * column `col`, onnxruntime's fused multiply-adds in its order, each fmaf
+ * rounded once: R + rz is the residual's integer, exact; from bytes held
+ * at zero point hz (>= 0), R + rz = byte + (rz - hz): the byte itself where
+ * the zero points agree (a QDQ residual stream held as its u8 bytes). */
+static void q8_resfma(ut_str *o, const ct_epi *ep, int i, int hz) {
+  char pe[32], ld[160], r[200];
+  snprintf(pe, sizeof pe, "r%d", i);
+  if (hz >= 0) snprintf(ld, sizeof ld, "(float)r%d[col]", i);
+  else q8_load(ld, sizeof ld, ep->dtype, pe, "col");
+  float add = hz >= 0 ? ep->rz - (float)hz : ep->rz;
+  if (add != 0.0f) snprintf(r, sizeof r, "(%s + %#.9gf)", ld, (double)add);
+  else snprintf(r, sizeof r, "%s", ld);
+  if (ep->chain_outer)
+    ut_str_printf(o, "    v = fmaf(v, %#.9gf, fmaf(%s, %#.9gf, %#.9gf));\n", (double)ep->scale, r, (double)ep->rscale, (double)ep->shift);
+  else
+    ut_str_printf(o, "    v = fmaf(%s, %#.9gf, fmaf(v, %#.9gf, %#.9gf));\n", r, (double)ep->rscale, (double)ep->scale, (double)ep->shift);
+}
+
 /* The epilogue steps from `from` on of j on the fp32 `v` of output row `t`,
  * column `col` of batch element x->bn (pre: the per-row biases loaded
  * before the loop, as b<i>, and the rows of the tensors added, laid out
@@ -316,13 +335,15 @@ static bool q8_epilogue(ut_str *o, const q8_job *j, int from, bool pre) {
     snprintf(pe, sizeof pe, "x->ep[%d]", i);
     bool bias = ep->kind == CT_EPI_BIAS_M || ep->kind == CT_EPI_BIAS_N;
     if (bias && (ep->kind == CT_EPI_BIAS_N) != j->bias_col) return false;
-    if (ep->kind == CT_EPI_RESIDUAL) {
+    if (ep->kind == CT_EPI_RESIDUAL || ep->kind == CT_EPI_RESFMA) {
       if (!j->res_ok) return false;
       bool hb = j->held_res && i == j->ri; /* its bytes, less their zero point */
       const char *t = hb ? "uint8_t" : ep->dtype == TINY_FP32 ? "float" : "uint16_t";
       if (pre)
         ut_str_printf(o, "  const %s *restrict r%d = (const %s *)x->ep[%d] + x->bn * %" PRId64 "L + (long)t * %" PRId64 "L;\n", t, i, t,
                       i, j->y_bs, j->ylen);
+      else if (ep->kind == CT_EPI_RESFMA)
+        q8_resfma(o, ep, i, hb ? j->rz : -1);
       else {
         snprintf(pe, sizeof pe, "r%d", i);
         if (hb) snprintf(ld, sizeof ld, "((float)r%d[col] - %d.0f)", i, j->rz);
@@ -374,10 +395,17 @@ static void q8_wpack(ut_str *o, const char *fn, const char *kfn, int64_t M, int6
                 fn, off, M * K, M, M * K, M, kfn);
 }
 
-/* Whether j's epilogue adds (or multiplies by) a tensor laid out like the output. */
+/* Whether j's epilogue adds (or multiplies by) a tensor laid out like the
+ * output (a residual step, or the exact QDQ Add's: cc_has_resfma). */
 static bool q8_has_res(const q8_job *j) {
   for (int i = 0; i < j->nepi; i++)
-    if (j->epi[i].kind == CT_EPI_RESIDUAL) return true;
+    if (j->epi[i].kind == CT_EPI_RESIDUAL || j->epi[i].kind == CT_EPI_RESFMA) return true;
+  return false;
+}
+
+bool cc_has_resfma(const ct_epi *epi, int n) {
+  for (int i = 0; i < n; i++)
+    if (epi[i].kind == CT_EPI_RESFMA) return true;
   return false;
 }
 
@@ -594,8 +622,8 @@ static void q8_res_buf(const rc_ctx *c, int r, q8_job *j) {
   j->ri = j->rbuf = -1;
   if (!j->rq.ok || j->rq.post < 0 || !j->res_ok) return;
   for (int i = j->rq.post; i < j->nepi; i++) {
-    if (j->epi[i].kind != CT_EPI_RESIDUAL) continue;
-    if (j->ri >= 0 || j->epi[i].mul) return (void)(j->ri = -1);
+    if (j->epi[i].kind != CT_EPI_RESIDUAL && j->epi[i].kind != CT_EPI_RESFMA) continue;
+    if (j->ri >= 0 || (j->epi[i].kind == CT_EPI_RESIDUAL && j->epi[i].mul)) return (void)(j->ri = -1);
     j->ri = i;
   }
   int sl = j->ri < 0 ? -1 : j->epi[j->ri].slot;
@@ -639,7 +667,9 @@ static bool q8_emit(rc_ctx *c, int r, const char *fn, ut_str *out, const q8_job 
   bool ok = cgen_qgemm(&e2, &j->q, kfn, &body) == HARP_OK && q8_tasks(&tasks, fn, j);
   double mnk = (double)j->q.m * (double)j->q.n * (double)j->q.k * (j->direct ? Q8_DIRECT : 1.0) * (j->q.amx ? Q8_AMX : 1.0);
   double xel = (double)j->xrows * j->xlen, yel = (double)j->yrows * j->ylen;
-  if (ok && rt_knobs_or_default(c->knobs)->int8 != RT_INT8_FORCE && !cc_q8_pays(mnk, j->held_in ? 0 : xel, j->held_out ? 0 : yel)) {
+  /* an exact QDQ Add step: no template applies it (cc_emit_resfma), the int8 kernel whether it pays or not */
+  if (ok && rt_knobs_or_default(c->knobs)->int8 != RT_INT8_FORCE && !cc_has_resfma(j->epi, j->nepi) &&
+      !cc_q8_pays(mnk, j->held_in ? 0 : xel, j->held_out ? 0 : yel)) {
     ok = false; /* a candidate should buffers it touches be held */
     if (c->q8)
       c->q8->k[r] = (cc_q8_fact){.cand = true, .mnk = mnk, .xel = xel, .yel = yel, .xbuf = j->xbuf, .ybuf = j->ybuf, .zo = zo,
@@ -713,7 +743,7 @@ static const ct_gemm *q8_one_row(const ct_gemm *g, ct_gemm *d) {
   *d = *g;
   d->a_sm = d->K, d->c_sm = d->N;
   for (int i = 0; i < d->nepi; i++)
-    if (d->epi[i].kind == CT_EPI_RESIDUAL) d->epi[i].s_m = d->N;
+    if (d->epi[i].kind == CT_EPI_RESIDUAL || d->epi[i].kind == CT_EPI_RESFMA) d->epi[i].s_m = d->N;
   return d;
 }
 
@@ -730,7 +760,7 @@ bool cc_emit_q8gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_gemm
     return false;
   bool res_ok = true; /* each tensor added laid out like C */
   for (int i = 0; i < g->nepi; i++)
-    if (g->epi[i].kind == CT_EPI_RESIDUAL)
+    if (g->epi[i].kind == CT_EPI_RESIDUAL || g->epi[i].kind == CT_EPI_RESFMA)
       res_ok &= g->epi[i].s_n == 1 && g->epi[i].s_m == N && (nb <= 1 || g->epi[i].s_b0 == M * N);
   q8_job j = {.Y = g->C, .nb = nb, .y_bs = M * N, .nepi = g->nepi, .epi = g->epi, .res_ok = res_ok};
   if (prepack_a) { /* the 1x1 conv: a 1-row image of N pixels */

@@ -198,7 +198,7 @@ harp_status cc_emit_pool(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
   s.x_dtype = pl.X.dtype;
   s.y_dtype = pl.Y.dtype;
   s.n_epi = pl.nepi;
-  cc_epi_to_cgen(pl.epi, pl.nepi, s.epi);
+  if (!cc_epi_to_cgen(pl.epi, pl.nepi, s.epi)) DECLINE("an epilogue step the pool template has no form of");
   /* a ShapeSet object: the batch, height and width of X read at run time,
    * the spec's sizes then the upper corner's */
   char rtx[3][160];
