@@ -105,6 +105,13 @@ static void emit_vec(cg_out *o, const cgen_map_spec *s, int u, int off, const ch
   if (lut->j >= 0)
     cg_emit(o, "    $P_v v%d_%d = $P_lut(v%d_%d, lt, %#.9gf, %d);\n", s->nops - 1, u, lut->j, u, (double)lut->lo, lut->n);
   const char *sy = cg_vsuffix(s->y_dtype);
+  if (s->y_u8) { /* bytes v + zo, through the lanes as fp32 */
+    if (n) cg_emit(o, "    { float t_[%d]; $P_stn(t_, v%d_%d, %s);\n      for (int l = 0; l < %s; l++)", o->isa->w, s->nops - 1, u, n, n);
+    else cg_emit(o, "    { float t_[%d]; $P_st(t_, v%d_%d);\n      for (int l = 0; l < %d; l++)", o->isa->w, s->nops - 1, u, o->isa->w);
+    cg_emit(o, " { float q_ = t_[l] + %d.0f; y[i + %d + l] = (uint8_t)(q_ > 0.0f ? (q_ < 255.0f ? q_ : 255.0f) : 0.0f); }\n    }\n",
+            s->y_zo, off);
+    return;
+  }
   if (n) cg_emit(o, "    $P_stn%s(y + i + %d, v%d_%d, %s);\n", sy, off, s->nops - 1, u, n);
   else cg_emit(o, "    $P_st%s(y + i + %d, v%d_%d);\n", sy, off, s->nops - 1, u);
 }
@@ -145,7 +152,7 @@ static const char *walk_size(char *buf, size_t cap, bool rt, const char *f, int6
 
 static void emit_variant(cg_out *o, const cgen_map_spec *s, const map_lut *lut) {
   int w = o->isa->w;
-  const char *yt = cg_ctype(s->y_dtype);
+  const char *yt = s->y_u8 ? "uint8_t" : cg_ctype(s->y_dtype);
   cg_emit_isa_helpers(o);
   if (lut->j >= 0) cg_map_lut_helper(o);
   /* one row segment of n points */
@@ -295,6 +302,7 @@ static harp_status check(harp_error *e, const cgen_map_spec *s, int64_t *total) 
     if (s->in[k].offset < 0) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_map: negative offset");
   }
   if (s->y_strided && s->y_offset < 0) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_map: negative offset");
+  if (s->y_u8 && (s->y_zo < 0 || s->y_zo > 255)) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_map: byte zero point out of [0, 255]");
   for (int j = 0; j < s->nops; j++) {
     const cgen_map_op *op = &s->ops[j];
     if (!kind_ok(op->kind)) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_map: bad op %d", j);
@@ -326,7 +334,8 @@ harp_status cgen_map(harp_error *e, const cgen_map_spec *s, const char *fn, ut_s
     char nm[32];
     cg_emit(&o, " %s", kind_name(&s->ops[j], nm, sizeof nm));
   }
-  cg_emit(&o, " -> %s ---- */\n", tiny_dtype_name(s->y_dtype));
+  if (s->y_u8) cg_emit(&o, " -> u8 (+%d, held) ---- */\n", s->y_zo);
+  else cg_emit(&o, " -> %s ---- */\n", tiny_dtype_name(s->y_dtype));
   cg_emit_scalar_conv(&o);
   map_lut lut;
   lut.j = cg_map_lut_find(s, &lut.lo, &lut.n);

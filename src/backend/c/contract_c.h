@@ -112,6 +112,8 @@ typedef struct cc_q8_fact {
   bool has_r;             /* its output pass adds a tensor read whole from buffer rbuf (contract_q8.c's q8_res_buf) */
   int rbuf;
   bool held_res;          /* emitted holding that buffer as bytes */
+  bool qmap;              /* a map kernel (a QuantizeLinear's x / s + z, rint, clamp, ...) whose output, ybuf,
+                             provably holds integers x with x + zo in [0, 255]: it may write them as held bytes */
 } cc_q8_fact;
 typedef struct cc_q8_plan {
   cc_q8_fact *k; /* per kernel */
