@@ -10,7 +10,10 @@ its generated C's map kernel stores held bytes; a Q whose DQ a second,
 not int8, consumer also reads (a MaxPool): the import gives that consumer
 its own fp32 DQ (another kernel, another buffer), so the conv's bf16(q - z)
 buffer is still held, and both outputs equal onnxruntime's (the MaxPool's
-exactly: it must not read the bytes).
+exactly: it must not read the bytes); NaN and +-inf in x with the Q to u8
+and to int8 (zero points at the ends and inside): the held bytes take a NaN
+as onnxruntime's QuantizeLinear does (byte 0: q = 0 / -128), y equal to
+onnxruntime's where the interpreter (harp's Q keeps a NaN) has NaN.
 
 Needs: numpy, onnx, onnxruntime; HARP_BIN, HARP_SOURCE_DIR.  Gives: the
 checks (tests/CMakeLists.txt runs every tests/py/test_*.py).
@@ -42,14 +45,15 @@ FORCE = ["--knob", "int8=force"]  # small convs: the int8 kernel taken though it
 SX, SY = 0.02, 0.05
 
 
-def conv_model(zx, side):
+def conv_model(zx, side, signed=False):
     """x [1, 3, 17, 19] -> Q(SX, zx) -> DQ -> Conv 3x3 stride 2 pad 1 (8 out
     channels, int8 weight per channel, int32 bias) -> Q(SY, 7) -> DQ -> y;
-    side: the input DQ also feeds a MaxPool (not an int8 kernel), output s."""
+    side: the input DQ also feeds a MaxPool (not an int8 kernel), output s;
+    signed: x's Q to int8 (zx in [-128, 127])."""
     w = RNG.integers(-127, 128, (8, 3, 3, 3)).astype(np.int8)
     ws = (RNG.uniform(0.5, 1.5, 8) * 0.01).astype(np.float32)
     b = RNG.integers(-300, 300, 8).astype(np.int32)
-    inits = [nh.from_array(np.array(SX, np.float32), "sx"), nh.from_array(np.array(zx, np.uint8), "zx"),
+    inits = [nh.from_array(np.array(SX, np.float32), "sx"), nh.from_array(np.array(zx, np.int8 if signed else np.uint8), "zx"),
              nh.from_array(w, "w"), nh.from_array(ws, "ws"), nh.from_array(np.zeros(8, np.int8), "wz"),
              nh.from_array(b, "b"), nh.from_array((ws * SX).astype(np.float32), "bs"), nh.from_array(np.zeros(8, np.int32), "bz"),
              nh.from_array(np.array(SY, np.float32), "sy"), nh.from_array(np.array(7, np.uint8), "zy")]
@@ -101,7 +105,32 @@ def check(zx, side):
     S.check(f"{name}: one Q map kernel stores held bytes", n == 1, f"{n} held map kernels")
 
 
+def check_nan(zx, signed):
+    """NaN (and +-inf) in x, the Q to u8 or int8: the map holding the bytes
+    stores a NaN as byte 0, the lowest value of the proven range, which is
+    what onnxruntime's QuantizeLinear makes of a NaN (q = 0 for u8, -128 for
+    int8; then DQ): y equal to onnxruntime's, no NaN, where the interpreter
+    (whose Q propagates a NaN, docs/onnx.md) has NaN."""
+    path = conv_model(zx, False, signed)
+    x = ((RNG.uniform(-200, 200, (1, 3, 17, 19)) * SX)).astype(np.float32)
+    x.flat[[0, 40, 77, 200, 201, 500]] = [np.nan, -np.nan, np.inf, -np.inf, np.nan, np.nan]
+    name = f"NaN in x, zero point {zx}{' int8' if signed else ''}"
+    want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    d = tempfile.mkdtemp()
+    p, out = ht.run(path, {"x": x}, backend="cpu", extra=[*FORCE, "--dump", "c", "--dump-dir", d])
+    q, iout = ht.run(path, {"x": x}, backend="interp")
+    S.check(f"{name}: runs", p.returncode == 0 and q.returncode == 0, p.stderr[-600:] + q.stderr[-300:])
+    if p.returncode or q.returncode:
+        return
+    y, yi = np.load(os.path.join(out, "y.npy")), np.load(os.path.join(iout, "y.npy"))
+    n, bad = held_maps(d), int(np.sum(y != want))
+    S.check(f"{name}: held, y equal to onnxruntime's (no NaN)", n == 1 and bad == 0 and not np.isnan(want).any() and np.isnan(yi).any(),
+            f"{n} held map kernels, {bad} of {y.size} differ, {int(np.isnan(yi).sum())} NaN on the interpreter")
+
+
 for zx in (0, 128, 255):
     check(zx, False)
 check(128, True)
+for zx, signed in ((0, False), (200, False), (-128, True), (5, True), (127, True)):
+    check_nan(zx, signed)
 S.close()

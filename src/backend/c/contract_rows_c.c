@@ -321,16 +321,62 @@ static void map_walk_exprs(const rc_ctx *c, int r, const ct_map *mp, const tiny_
   }
 }
 
+/* Whether source s of graph g is a constant: an immediate, or a CONST node
+ * through views. */
+static bool const_src(const tiny_graph *g, tiny_src s) {
+  for (int d = 0; s.node >= 0 && d < 8; d++) {
+    const tiny_node *n = &g->nodes[s.node];
+    if (n->op == TINY_CONST) return true;
+    if (!(n->op == TINY_EXPAND || n->op == TINY_RESHAPE || n->op == TINY_PERMUTE) || n->nsrc != 1) return false;
+    s = n->src[0];
+  }
+  return s.node < 0;
+}
+
+/* Whether node of g takes a NaN to the lowest value of its proven 8-bit
+ * range (cc_q8_input) where onnxruntime takes it: a chain from a rounding
+ * (a QuantizeLinear's, whose saturation onnxruntime gives a NaN as the
+ * type's lowest value) or an 8-bit tensor through non-decreasing steps
+ * only (views, casts, relu, + / max / min with a constant, - a constant),
+ * so that the value onnxruntime computes from the NaN is the lowest, the
+ * byte 0 a held buffer stores for it (cgen_map's y_u8).  Not so through a
+ * negation, nor where two tensors meet (one NaN, the other not). */
+static bool nan_low(const tiny_graph *g, int node, int depth) {
+  const tiny_node *n = &g->nodes[node];
+  if (n->dtype == TINY_U8 || n->dtype == TINY_I8 || n->op == TINY_ROUND) return true;
+  if (depth > 32 || n->nsrc < 1 || n->src[0].node < 0) return false;
+  switch (n->op) {
+    case TINY_RESHAPE:
+    case TINY_EXPAND:
+    case TINY_PERMUTE:
+    case TINY_CAST:
+    case TINY_RELU: return n->nsrc == 1 && nan_low(g, n->src[0].node, depth + 1);
+    case TINY_SUB: return n->nsrc == 2 && const_src(g, n->src[1]) && nan_low(g, n->src[0].node, depth + 1);
+    case TINY_ADD:
+    case TINY_MAX:
+    case TINY_MIN: {
+      if (n->nsrc != 2) return false;
+      bool c0 = const_src(g, n->src[0]), c1 = const_src(g, n->src[1]);
+      if (c0 == c1) return false;
+      return nan_low(g, n->src[c0 ? 1 : 0].node, depth + 1);
+    }
+    default: return false;
+  }
+}
+
 /* Where c's int8 kernels may hold bytes (c->q8, contract_c.h), the zero
  * point of the bytes map ms (kernel r) writes held, else -1: one dense piece
  * whose output, written whole from offset 0, provably holds integers x with
  * x + zo in [0, 255] (cc_q8_act: a QuantizeLinear's rint, clamp, zero point
- * taken off); it is recorded as such a writer (cc_q8_fact.qmap), and holds
- * its bytes once q8_hold.c has decided its buffer held at that zero point. */
+ * taken off) and takes a NaN where onnxruntime does (nan_low); it is
+ * recorded as such a writer (cc_q8_fact.qmap), and holds its bytes once
+ * q8_hold.c has decided its buffer held at that zero point. */
 static int map_q8_out(rc_ctx *c, int r, const ct_map_set *ms) {
   const ct_map *mp = &ms->piece[0];
   int za = -1;
-  if (!c->q8 || ms->npiece != 1 || mp->ystrided || mp->y.offset != 0 || !cc_q8_act(c, &mp->y, &za)) return -1;
+  if (!c->q8 || ms->npiece != 1 || mp->ystrided || mp->y.offset != 0 || !cc_q8_act(c, &mp->y, &za) || mp->y.node < 0 ||
+      !nan_low(c->g, mp->y.node, 0))
+    return -1;
   int64_t n = mp->cols;
   for (int d = 0; d < mp->nouter; d++) n *= mp->outer[d];
   int b = cc_q8_whole(c, r, &mp->y, n, NULL, 0);
