@@ -86,6 +86,37 @@ static void emit_op(cg_out *o, const cgen_map_spec *s, int j, int u, bool divps)
   }
 }
 
+/* The store of vector u (output offset off; n: the masked lane count, NULL
+ * full) as held bytes (s->y_u8): v + zo clamped to [0, 255], a NaN to 0 (the
+ * max with 0 takes its second operand where the first is a NaN), as u8.
+ * The values are integers (the map's proven 8-bit output), so the
+ * conversion is exact.  AVX-512: a truncating vpmovdb, one 16-byte store
+ * (masked for a tail); AVX2: two saturating packs, 8 bytes; scalar: the
+ * same clamp a lane at a time. */
+static void emit_u8_store(cg_out *o, const cgen_map_spec *s, int u, int off, const char *n) {
+  int v = s->nops - 1;
+  if (o->isa->id == CGEN_ISA_AVX512) {
+    cg_emit(o, "    { __m128i b_ = _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_add_ps(v%d_%d, "
+               "_mm512_set1_ps(%d.0f)), _mm512_setzero_ps()), _mm512_set1_ps(255.0f))));\n", v, u, s->y_zo);
+    if (n) cg_emit(o, "      _mm_mask_storeu_epi8(y + i + %d, (__mmask16)((1u << (%s)) - 1u), b_); }\n", off, n);
+    else cg_emit(o, "      _mm_storeu_si128((__m128i *)(y + i + %d), b_); }\n", off);
+    return;
+  }
+  if (o->isa->id == CGEN_ISA_AVX2) {
+    cg_emit(o, "    { __m256i d_ = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(_mm256_add_ps(v%d_%d, _mm256_set1_ps(%d.0f)), "
+               "_mm256_setzero_ps()), _mm256_set1_ps(255.0f)));\n", v, u, s->y_zo);
+    cg_emit(o, "      __m128i w_ = _mm_packus_epi32(_mm256_castsi256_si128(d_), _mm256_extracti128_si256(d_, 1));\n"
+               "      __m128i b_ = _mm_packus_epi16(w_, w_);\n");
+    if (n) cg_emit(o, "      uint8_t t_[16]; _mm_storeu_si128((__m128i *)t_, b_);\n      for (int l = 0; l < %s; l++) y[i + %d + l] = t_[l]; }\n", n, off);
+    else cg_emit(o, "      _mm_storel_epi64((__m128i *)(y + i + %d), b_); }\n", off);
+    return;
+  }
+  if (n) cg_emit(o, "    { float t_[%d]; $P_stn(t_, v%d_%d, %s);\n      for (int l = 0; l < %s; l++)", o->isa->w, v, u, n, n);
+  else cg_emit(o, "    { float t_[%d]; $P_st(t_, v%d_%d);\n      for (int l = 0; l < %d; l++)", o->isa->w, v, u, o->isa->w);
+  cg_emit(o, " { float q_ = t_[l] + %d.0f; y[i + %d + l] = (uint8_t)(q_ > 0.0f ? (q_ < 255.0f ? q_ : 255.0f) : 0.0f); }\n    }\n",
+          s->y_zo, off);
+}
+
 /* One vector (slot u) of the body at y + i + off: loads, ops, store; n: the
  * masked lane count (NULL: full).  lut: the op whose later ops are the table
  * lt (cgen_map_lut.c), or -1. */
@@ -105,11 +136,8 @@ static void emit_vec(cg_out *o, const cgen_map_spec *s, int u, int off, const ch
   if (lut->j >= 0)
     cg_emit(o, "    $P_v v%d_%d = $P_lut(v%d_%d, lt, %#.9gf, %d);\n", s->nops - 1, u, lut->j, u, (double)lut->lo, lut->n);
   const char *sy = cg_vsuffix(s->y_dtype);
-  if (s->y_u8) { /* bytes v + zo, through the lanes as fp32 */
-    if (n) cg_emit(o, "    { float t_[%d]; $P_stn(t_, v%d_%d, %s);\n      for (int l = 0; l < %s; l++)", o->isa->w, s->nops - 1, u, n, n);
-    else cg_emit(o, "    { float t_[%d]; $P_st(t_, v%d_%d);\n      for (int l = 0; l < %d; l++)", o->isa->w, s->nops - 1, u, o->isa->w);
-    cg_emit(o, " { float q_ = t_[l] + %d.0f; y[i + %d + l] = (uint8_t)(q_ > 0.0f ? (q_ < 255.0f ? q_ : 255.0f) : 0.0f); }\n    }\n",
-            s->y_zo, off);
+  if (s->y_u8) {
+    emit_u8_store(o, s, u, off, n);
     return;
   }
   if (n) cg_emit(o, "    $P_stn%s(y + i + %d, v%d_%d, %s);\n", sy, off, s->nops - 1, u, n);
