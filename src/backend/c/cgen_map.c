@@ -86,15 +86,27 @@ static void emit_op(cg_out *o, const cgen_map_spec *s, int j, int u, bool divps)
   }
 }
 
-/* The store of vector u (output offset off; n: the masked lane count, NULL
- * full) as held bytes (s->y_u8): v + zo clamped to [0, 255], a NaN to 0 (the
+/* The op whose value held bytes store (s->y_u8): the last, less the
+ * roundings to bf16 / fp16 and copies that end the chain on the value
+ * before them, which are the identity there: the values are integers x with
+ * x + y_zo in [0, 255] (|x| <= 255: exact in bf16 and fp16), or a NaN,
+ * stored as 0 either way.  (Rounding to bf16 went through memory a vector.) */
+static int u8_value(const cgen_map_spec *s) {
+  int j = s->nops - 1;
+  while (j > 0 && (s->ops[j].kind == CGEN_MAP_ROUND || s->ops[j].kind == CGEN_MAP_COPY) && s->ops[j].a.kind == 'v' &&
+         s->ops[j].a.idx == j - 1)
+    j--;
+  return j;
+}
+
+/* The store of value v of vector u (output offset off; n: the masked lane
+ * count, NULL full) as held bytes (s->y_u8): v + zo clamped to [0, 255], a NaN to 0 (the
  * max with 0 takes its second operand where the first is a NaN), as u8.
  * The values are integers (the map's proven 8-bit output), so the
  * conversion is exact.  AVX-512: a truncating vpmovdb, one 16-byte store
  * (masked for a tail); AVX2: two saturating packs, 8 bytes; scalar: the
  * same clamp a lane at a time. */
-static void emit_u8_store(cg_out *o, const cgen_map_spec *s, int u, int off, const char *n) {
-  int v = s->nops - 1;
+static void emit_u8_store(cg_out *o, const cgen_map_spec *s, int v, int u, int off, const char *n) {
   if (o->isa->id == CGEN_ISA_AVX512) {
     cg_emit(o, "    { __m128i b_ = _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_add_ps(v%d_%d, "
                "_mm512_set1_ps(%d.0f)), _mm512_setzero_ps()), _mm512_set1_ps(255.0f))));\n", v, u, s->y_zo);
@@ -131,13 +143,13 @@ static void emit_vec(cg_out *o, const cgen_map_spec *s, int u, int off, const ch
     if (n) cg_emit(o, "    $P_v a%d_%d = $P_ldn%s(x%d + i + %d, %s);\n", k, u, sx, k, off, n);
     else cg_emit(o, "    $P_v a%d_%d = $P_ld%s(x%d + i + %d);\n", k, u, sx, k, off);
   }
-  int last = lut->j >= 0 ? lut->j : s->nops - 1;
+  int last = lut->j >= 0 ? lut->j : s->y_u8 ? u8_value(s) : s->nops - 1;
   for (int j = 0; j <= last; j++) emit_op(o, s, j, u, divps);
   if (lut->j >= 0)
     cg_emit(o, "    $P_v v%d_%d = $P_lut(v%d_%d, lt, %#.9gf, %d);\n", s->nops - 1, u, lut->j, u, (double)lut->lo, lut->n);
   const char *sy = cg_vsuffix(s->y_dtype);
   if (s->y_u8) {
-    emit_u8_store(o, s, u, off, n);
+    emit_u8_store(o, s, lut->j >= 0 ? s->nops - 1 : last, u, off, n);
     return;
   }
   if (n) cg_emit(o, "    $P_stn%s(y + i + %d, v%d_%d, %s);\n", sy, off, s->nops - 1, u, n);
