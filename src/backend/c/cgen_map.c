@@ -7,7 +7,8 @@
  * flattened index (multiples of 64 elements, so of whole cache lines of y)
  * and walks it as row segments: full vectors, two at a time, then one
  * masked tail.  An input with `bcast` is one scalar per row, broadcast once
- * per segment.
+ * per segment.  y_u8: y stored as held int8 bytes (q8_hold.c), v + y_zo
+ * clamped in the vector, a NaN as 0 (emit_u8_store).
  *
  * The math (2^t, e^x, 1/x, a / b, gelu, NaN-keeping max / min, sqrt) is
  * the vector layer's (cgen_emit.c; its accuracy in src/backend/c/README.md),
