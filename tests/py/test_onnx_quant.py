@@ -567,14 +567,16 @@ def test_requant_epilogue():
             rq == 3 and src.count("a tensor added, requantized again") == 1 and "_requant((char *)wp + 64" in src,
             f"{rq} kernels; {p.stderr[-300:]}")
     # conv2's output, read by conv3 alone, stays bytes between them: conv2's kernel writes them, conv3's reads them;
-    # conv1's, read by conv2 and added by conv3's output pass, too (q8_hold.c): one input pass (conv1's), one
+    # conv1's, read by conv2 and added by conv3's output pass, too (q8_hold.c); and x's, which the input's Q map
+    # writes as held bytes (contract_rows_c.c's map_q8_out) for conv1: three held inputs, no input pass, one
     # output pass (conv3's: the add)
-    S.check("requant epilogue: conv1 -> conv2, conv3's add and conv2 -> conv3 held as bytes", src.count("held as the output") == 2 and
-            src.count("the input held as u8") == 2 and src.count("the tensor added held as bytes") == 1 and
-            src.count("_q8in, &cx);") == 1 and src.count("_q8out, &cx);") == 1,
+    S.check("requant epilogue: x -> conv1, conv1 -> conv2, conv3's add and conv2 -> conv3 held as bytes",
+            src.count("held as the output") == 2 and src.count("the input held as u8") == 3 and
+            src.count("the tensor added held as bytes") == 1 and held_maps(src) == 1 and
+            src.count("_q8in, &cx);") == 0 and src.count("_q8out, &cx);") == 1,
             f"{src.count('held as the output')} held outputs, {src.count('the input held as u8')} held inputs, "
-            f"{src.count('the tensor added held as bytes')} held added, {src.count('_q8in, &cx);')} input passes, "
-            f"{src.count('_q8out, &cx);')} output passes")
+            f"{src.count('the tensor added held as bytes')} held added, {held_maps(src)} held Q maps, "
+            f"{src.count('_q8in, &cx);')} input passes, {src.count('_q8out, &cx);')} output passes")
     # a NaN in the input: conv1 runs its template (which propagates it); conv1's output is held as bytes, where
     # a NaN becomes byte 0 (onnxruntime's QuantizeLinear makes q = 0 of it): y has no NaN, as onnxruntime's int8
     # run has none; beyond the NaN's reach (int8=off's NaN), the same as with the int8 kernels off
@@ -594,6 +596,12 @@ def test_requant_epilogue():
         S.check("requant epilogue: a NaN input held as byte 0, no NaN in y (as onnxruntime), equal to int8=off beyond its reach", ok,
                 f"{int(np.isnan(got).sum())} vs {int(np.isnan(off).sum())} NaN (onnxruntime {int(np.isnan(ref).sum())}), "
                 f"{float(np.mean(got[far] == off[far])):.4%} equal beyond")
+
+def held_maps(src):
+    """How many map kernels of the generated C `src` store held bytes (a Q's,
+    contract_rows_c.c's map_q8_out)."""
+    return len(re.findall(r"map \d+ points.*-> u8 \(\+\d+, held\) ----", src))
+
 
 def compiled_c(path, extra=()):
     """The C `harp compile` makes of `path` for the cpu (all its files), and its stderr."""
@@ -638,8 +646,10 @@ def test_q8_depthwise():
             print(f"{name}: {np.mean(err <= 1e-3):.4%} equal, max {err.max():.2f} steps, {inside:.1%} unsaturated")
             S.check(f"{name}: equal to onnxruntime's int8 run", got.shape == want.shape and float(np.mean(err <= 1e-3)) >= 0.999 and
                     err.max() <= 1 and inside > 0.5, f"{np.mean(err <= 1e-3):.4%} equal, max {err.max():.2f}, {inside:.1%} unsaturated")
+    # the last case's x: its Q map writes held bytes that the depthwise kernel reads (its only reader)
     src, err = compiled_c(path)
-    S.check("int8 depthwise: on the int8 depthwise kernel", src.count("the int8 depthwise kernel (the input as stored") == 1, err[-300:])
+    S.check("int8 depthwise: on the int8 depthwise kernel, x's Q bytes held", held_maps(src) == 1 and
+            src.count("the int8 depthwise kernel (the input held as bytes") == 1, err[-300:])
 
 
 def inverted_residual(relu6=True):
@@ -685,10 +695,14 @@ def test_q8_depthwise_held():
             print(f"{name}: {exact:.4%} equal, max {err.max():.2f} steps, zero points {zps}")
             S.check(f"{name}: equal to onnxruntime's int8 run", exact >= 0.999 and err.max() <= 1 and
                     all((z == 0) == relu6 for z in zps), f"{exact:.4%} equal, max {err.max():.2f} steps, zero points {zps}")
+        # expand -> depthwise -> project held; and x's Q map writes held bytes for the expand: two 1x1 convs
+        # reading bytes (the expand x's, the project the depthwise's), one writing them (the expand)
         src, err = compiled_c(qdq, Q8_FORCE)
         S.check(f"{name}: input and output held as bytes",
                 src.count("the int8 depthwise kernel (the input held as bytes, the output held as bytes)") == 1 and
-                src.count("held as the output") == 1 and src.count("the input held as u8") == 1, err[-300:])
+                src.count("held as the output") == 1 and src.count("the input held as u8") == 2 and held_maps(src) == 1,
+                f"{src.count('held as the output')} held outputs, {src.count('the input held as u8')} held inputs, "
+                f"{held_maps(src)} held Q maps {err[-300:]}")
 
 
 def test_q8_depthwise_chain():
@@ -782,18 +796,24 @@ def test_narrow_operand_kept():
     check_within_step("narrow operand", qdq, {"x": RNG.standard_normal((1, 128, 14, 14)).astype(np.float32)}, ["y"])
 
 
-def two_convs():
+def two_convs(grouped=False):
     """fp32: y1 = relu(conv1x1 stride 2 (x)) 256 -> 512 and y2 = relu(conv1x1 (x))
     256 -> 128 on x of 14x14, both at M N K / (input + output elements) 85.3
-    (ResNet-50's conv2d_354 and cast_377), as the QDQ file under a temporary directory."""
+    (ResNet-50's conv2d_354 and cast_377), as the QDQ file under a temporary directory;
+    grouped: a third output y3 = a 1x1 conv of x in 2 groups (256 -> 8, on no int8 kernel),
+    so that x's bytes have a reader that is no int8 kernel and are not held."""
     rng = np.random.default_rng(13)
     C = 256
     nodes = [h.make_node("Conv", ["x", "ws", "bs"], ["cs"], strides=[2, 2]), h.make_node("Relu", ["cs"], ["y1"]),
              h.make_node("Conv", ["x", "wg", "bg"], ["cg"]), h.make_node("Relu", ["cg"], ["y2"])]
     shapes = {"ws": (512, C, 1, 1), "bs": (512,), "wg": (128, C, 1, 1), "bg": (128,)}
+    outs = [vi("y1", T.FLOAT, [1, 512, 7, 7]), vi("y2", T.FLOAT, [1, 128, 14, 14])]
+    if grouped:
+        nodes.append(h.make_node("Conv", ["x", "wq", "bq"], ["y3"], group=2))
+        shapes.update({"wq": (8, C // 2, 1, 1), "bq": (8,)})
+        outs.append(vi("y3", T.FLOAT, [1, 8, 14, 14]))
     inits = [init(k, (rng.standard_normal(v) * (1 / np.sqrt(C) if len(v) > 1 else 0.1)).astype(np.float32)) for k, v in shapes.items()]
-    fp32 = model(nodes, [vi("x", T.FLOAT, [1, C, 14, 14])], [vi("y1", T.FLOAT, [1, 512, 7, 7]), vi("y2", T.FLOAT, [1, 128, 14, 14])],
-                 inits, opset=13)
+    fp32 = model(nodes, [vi("x", T.FLOAT, [1, C, 14, 14])], outs, inits, opset=13)
     return quantize_random(fp32, (1, C, 14, 14), rng)
 
 
@@ -803,19 +823,26 @@ def test_q8_pays_by_template():
     HARP_AMX off the strided 1x1 conv (the direct conv template, ~1.5x the
     GEMM template's time a multiply-add) goes int8 and the stride-1 1x1 (the
     GEMM template) stays bf16; on a CPU with AMX-INT8 (the variant on,
-    Q8_AMX) both go int8.  Both outputs within one step of onnxruntime's
-    int8 run, each way."""
-    qdq = two_convs()
+    Q8_AMX) both go int8 — x's bytes not held (a grouped conv, no int8
+    kernel, reads them too).  With x's bytes held (the two convs its only
+    readers: its Q map writes them, q8_hold.c) the input costs no conversion
+    pass and the ratio is K = 256, so both go int8 either way.  The outputs
+    within one step of onnxruntime's int8 run, each way."""
     amx = "amx_int8" in open("/proc/cpuinfo").read()
     x = RNG.standard_normal((1, 256, 14, 14)).astype(np.float32)
-    for knobs, expect in ((["--knob", "amx=off"], ["y1"]), ([], ["y1", "y2"] if amx else ["y1"])):
-        tag = f"q8 pays by template ({' '.join(knobs) or 'default'})"
-        src, err = compiled_c(qdq, knobs)
-        names = dict(re.findall(r"/\* kernel (\d+): region (\w+) \*/", src))  # the kernels by the regions' names (their outputs')
-        q8 = sorted(names.get(k, "?") for k in re.findall(r"static int \w+?_k(\d+)_q8\(hprt_pool", src))
-        print(f"{tag}: int8 kernels of", q8, "of", sorted(names.values()))
-        S.check(f"{tag}: int8 kernels {expect}", q8 == expect and "y2" in names.values(), f"{q8} {err[-300:]}")
-        check_within_step(tag, qdq, {"x": x}, ["y1", "y2"], knobs)
+    for grouped in (True, False):
+        qdq = two_convs(grouped)
+        outs = ["y1", "y2", "y3"] if grouped else ["y1", "y2"]
+        for knobs, expect in ((["--knob", "amx=off"], ["y1"] if grouped else ["y1", "y2"]),
+                              ([], ["y1", "y2"] if amx or not grouped else ["y1"])):
+            tag = f"q8 pays by template ({' '.join(knobs) or 'default'}, x {'not held' if grouped else 'held'})"
+            src, err = compiled_c(qdq, knobs)
+            names = dict(re.findall(r"/\* kernel (\d+): region (\w+) \*/", src))  # the kernels by the regions' names (their outputs')
+            q8 = sorted(names.get(k, "?") for k in re.findall(r"static int \w+?_k(\d+)_q8\(hprt_pool", src))
+            print(f"{tag}: int8 kernels of", q8, "of", sorted(names.values()), f"{held_maps(src)} held Q maps")
+            S.check(f"{tag}: int8 kernels {expect}", q8 == expect and "y2" in names.values() and held_maps(src) == (0 if grouped else 1),
+                    f"{q8}, {held_maps(src)} held Q maps {err[-300:]}")
+            check_within_step(tag, qdq, {"x": x}, outs, knobs)
 
 
 def check_fused_residual(name, path, feeds, sy, zs, knobs=Q8_FORCE):

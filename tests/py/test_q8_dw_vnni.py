@@ -6,7 +6,8 @@ a vector: 5 and 2 wide), 4 taps a row, column stride 3, asymmetric pads,
 the input's zero point inside the range; and a weight past int8 (uint8
 weights up to 255, QLinearConv), whose packed int8 form is flagged invalid
 so that the fp32 variant runs; a NaN in an input not held (the fp32
-variant then runs: the interpreter's output).  Equal to onnxruntime on >= 99.9% of
+variant then runs: the interpreter's output), and in one held (x's Q map
+stores it as byte 0: onnxruntime's output).  Equal to onnxruntime on >= 99.9% of
 elements, at most one step, most outputs unsaturated; the C has the
 variant.  Needs: HARP_BIN, onnx, onnxruntime; the variant runs where the
 CPU has AVX512-VBMI and AVX512-VNNI (else the fp32 one: the numbers hold).
@@ -94,10 +95,12 @@ def test_vnni_shapes():
         S.check(f"{name}: the VNNI variant {'emitted' if vnni else 'absent'}", ("_dwt_vnni(void *ctx" in src) == vnni, err[-300:])
 
 
-def qdq_dw(shape):
+def qdq_dw(shape, shared):
     """x -> Q -> DQ -> depthwise Conv (int8 per-channel weight, int32 bias)
-    -> Q -> DQ: the conv's input is the QuantizeLinear's (q - z) as bf16, not
-    held as bytes, and a NaN in x reaches it (harp's Q propagates it)."""
+    -> Q -> DQ.  shared: the DQ also feeds a QDQ 1x1 conv (output z) too small
+    for the int8 kernel, so the conv's input is the QuantizeLinear's (q - z)
+    as bf16, not held as bytes, and a NaN in x reaches it (harp's Q
+    propagates it); else the Q map writes it as held bytes (a NaN as 0)."""
     c = shape[1]
     w = RNG.integers(-128, 128, (c, 1, 3, 3), dtype=np.int8)
     ws = (RNG.random(c) * 0.01 + 0.002).astype(np.float32)
@@ -110,8 +113,14 @@ def qdq_dw(shape):
              h.make_node("DequantizeLinear", ["b", "bs", "bz"], ["bd"], axis=0),
              h.make_node("Conv", ["xd", "wd", "bd"], ["cv"], group=c, pads=[1, 1, 1, 1]),
              h.make_node("QuantizeLinear", ["cv", "sy", "zy"], ["cq"]), h.make_node("DequantizeLinear", ["cq", "sy", "zy"], ["y"])]
-    g = h.make_graph(nodes, "qdq_dw", [h.make_tensor_value_info("x", T.FLOAT, shape)], [h.make_tensor_value_info("y", T.FLOAT, None)],
-                     initializer=inits)
+    outs = [h.make_tensor_value_info("y", T.FLOAT, None)]
+    if shared:
+        inits += [nh.from_array(RNG.integers(-128, 128, (4, c, 1, 1), dtype=np.int8), "w1"),
+                  nh.from_array(np.full(4, 0.01, np.float32), "w1s"), nh.from_array(np.zeros(4, np.int8), "w1z")]
+        nodes += [h.make_node("DequantizeLinear", ["w1", "w1s", "w1z"], ["w1d"], axis=0), h.make_node("Conv", ["xd", "w1d"], ["zc"]),
+                  h.make_node("QuantizeLinear", ["zc", "sy", "zy"], ["zq"]), h.make_node("DequantizeLinear", ["zq", "sy", "zy"], ["z"])]
+        outs.append(h.make_tensor_value_info("z", T.FLOAT, None))
+    g = h.make_graph(nodes, "qdq_dw", [h.make_tensor_value_info("x", T.FLOAT, shape)], outs, initializer=inits)
     m = h.make_model(g, opset_imports=[h.make_opsetid("", 13)])
     m.ir_version = 8
     path = os.path.join(tempfile.mkdtemp(prefix="harp_py_dwvnni_"), "qdq_dw.onnx")
@@ -119,13 +128,16 @@ def qdq_dw(shape):
     return path
 
 
-def test_vnni_nan():
-    """A NaN in the depthwise conv's (not held) input: the VNNI variant flags
-    it and the fp32 variant runs, so the output is the fp32 path's (NaN
-    propagated over the windows it reaches) as on the interpreter; without
-    NaN the same model equals onnxruntime's int8 run."""
+def test_vnni_nan(shared):
+    """A NaN in the depthwise conv's input.  Not held (shared): the VNNI
+    variant flags it and the fp32 variant runs, so the output is the fp32
+    path's (NaN propagated over the windows it reaches) as on the
+    interpreter.  Held: x's Q map stores the NaN as byte 0, as
+    onnxruntime's QuantizeLinear makes it q = 0, so the output is
+    onnxruntime's (no NaN; the interpreter's Q propagates it).  Without NaN
+    the same model equals onnxruntime's int8 run."""
     shape = [1, 9, 12, 10]
-    path = qdq_dw(shape)
+    path = qdq_dw(shape, shared)
     x = (RNG.standard_normal(shape) * 3).astype(np.float32)
     want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     p, d = ht.run(path, {"x": x}, backend="cpu")
@@ -136,6 +148,7 @@ def test_vnni_nan():
         S.check("QDQ depthwise, no NaN: equal to onnxruntime's int8 run", float(np.mean(e <= 1e-3)) >= 0.999 and e.max() <= 1,
                 f"{np.mean(e <= 1e-3):.4%} equal, max {e.max():.2f}")
     x[0, 2, 5, 4] = x[0, 7, 0, 9] = np.nan
+    want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     outs = {}
     for be in ("cpu", "interp"):
         p, d = ht.run(path, {"x": x}, backend=be)
@@ -144,13 +157,21 @@ def test_vnni_nan():
     if outs["cpu"] is not None and outs["interp"] is not None:
         a, b = outs["cpu"], outs["interp"]
         print(f"QDQ depthwise, NaN in x: {int(np.isnan(b).sum())} NaN outputs on the interpreter, {int(np.isnan(a).sum())} on the cpu")
-        S.check("QDQ depthwise, NaN in x: the cpu's output is the interpreter's (NaN where it has them)",
-                a.shape == b.shape and np.array_equal(np.isnan(a), np.isnan(b)) and np.array_equal(a[~np.isnan(a)], b[~np.isnan(b)]),
-                f"{int(np.isnan(a).sum())} vs {int(np.isnan(b).sum())} NaN")
+        if shared:
+            S.check("QDQ depthwise, NaN in x not held: the cpu's output is the interpreter's (NaN where it has them)",
+                    a.shape == b.shape and np.isnan(b).any() and np.array_equal(np.isnan(a), np.isnan(b)) and
+                    np.array_equal(a[~np.isnan(a)], b[~np.isnan(b)]), f"{int(np.isnan(a).sum())} vs {int(np.isnan(b).sum())} NaN")
+        else:
+            S.check("QDQ depthwise, NaN in x held: the cpu's output is onnxruntime's (no NaN; the interpreter has NaN)",
+                    a.shape == want.shape and np.array_equal(a, want) and np.isnan(b).any(),
+                    f"{int(np.sum(a != want))} differ from onnxruntime, {int(np.isnan(a).sum())} NaN")
     src, err = compiled(path)
-    S.check("QDQ depthwise, NaN in x: the VNNI variant emitted", "_dwt_vnni(void *ctx" in src, err[-300:])
+    held = "the int8 depthwise kernel (the input held as bytes" in src
+    S.check(f"QDQ depthwise, NaN in x: the VNNI variant emitted, the input {'not ' if shared else ''}held",
+            "_dwt_vnni(void *ctx" in src and held != shared, err[-300:])
 
 
 test_vnni_shapes()
-test_vnni_nan()
+test_vnni_nan(True)
+test_vnni_nan(False)
 S.close()

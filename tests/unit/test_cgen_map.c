@@ -7,7 +7,8 @@
  * and bf16 storage, a rounding in the chain, and inputs holding NaN, +-inf,
  * +-0 and values whose exp is subnormal; with and without a pool, -O0 and
  * -O3; argument errors; a chain through a requantized byte (a table,
- * cgen_map_lut.c) and one that must not become one. */
+ * cgen_map_lut.c) and one that must not become one; the held-byte output
+ * (y_u8) on every ISA. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -266,6 +267,77 @@ static void test_lut_find(void **st) {
   assert_int_equal(cg_map_lut_find(&s, &lo, &n), -1);
 }
 
+/* The held-byte output (y_u8, q8_hold.c's input Q): x * 21.3, rint, + z,
+ * clamp to [0, 255], - z (the map's value q - z; then a rounding to bf16,
+ * or to fp16 and a copy, which the store leaves out), stored as the byte
+ * q - z + zo with zo = z: q itself, a NaN as 0 (onnxruntime's
+ * QuantizeLinear), +-inf and the range's ends saturated; zero points 0, 77,
+ * 255; every ISA variant the CPU has, rows of 1001 (full vectors and a
+ * masked tail) and of 5 (a tail alone), with and without a pool. */
+static void test_u8_held(void **st) {
+  (void)st;
+  const int isas[] = {SC, A2, A5}, zs[] = {0, 77, 255};
+  const int64_t cols[] = {1001, 5};
+  __builtin_cpu_init();
+  bool have[3] = {true, __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"),
+                  __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+                      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl")};
+  ut_str src;
+  ut_str_init(&src);
+  harp_error e;
+  memset(&e, 0, sizeof e);
+  for (int q = 0; q < 3; q++)
+    for (int z = 0; z < 3; z++)
+      for (int c = 0; c < 2; c++) {
+        cgen_map_spec s;
+        cgen_map_spec_init(&s, cols[c]);
+        s.nin = 1, s.in[0] = (cgen_map_in){F32, false, 0, {0}};
+        s.y_dtype = F32, s.y_u8 = true, s.y_zo = zs[z];
+        cgen_map_op ops[] = {{TINY_MUL, F32, I(0), C(21.3f)}, {TINY_ROUND, F32, V(0)}, {TINY_ADD, F32, V(1), C((float)zs[z])},
+                             {TINY_MAX, F32, V(2), C(0.0f)}, {TINY_MIN, F32, V(3), C(255.0f)}, {TINY_ADD, F32, V(4), C((float)-zs[z])}};
+        s.nops = 6;
+        memcpy(s.ops, ops, sizeof ops);
+        /* ending in a rounding to bf16 (z 0), to fp16 and a copy (z 77), as the QDQ import's maps do: left out */
+        if (z == 0) s.ops[s.nops++] = (cgen_map_op){CGEN_MAP_ROUND, B16, V(5)};
+        if (z == 1) s.ops[s.nops++] = (cgen_map_op){CGEN_MAP_ROUND, F16, V(5)}, s.ops[s.nops++] = (cgen_map_op){CGEN_MAP_COPY, F32, V(6)};
+        s.tune.force_isa = isas[q], s.tune.isa_mask = 1u << isas[q];
+        char name[32];
+        snprintf(name, sizeof name, "u%d_%d_%d", q, z, c);
+        assert_int_equal(cgen_map(&e, &s, name, &src), HARP_OK);
+      }
+  void *h = ct_compile_flags(src.buf, "-O2");
+  assert_non_null(h);
+  hprt_pool *pool = ct_pool_create(h, 3);
+  assert_non_null(pool);
+  float x[1001];
+  uint8_t y[1001 + 16];
+  for (int i = 0; i < 1001; i++) x[i] = i < NSPECIAL ? SPECIAL[i] : ct_rand() * 8.0f;
+  x[NSPECIAL] = 12.0f / 21.3f, x[NSPECIAL + 1] = -12.0f / 21.3f; /* near the ends for z = 0 / 255 */
+  for (int q = 0; q < 3; q++)
+    for (int z = 0; z < 3 && have[q]; z++)
+      for (int c = 0; c < 2; c++)
+        for (int withpool = 0; withpool < 2; withpool++) {
+          char name[32];
+          snprintf(name, sizeof name, "u%d_%d_%d", q, z, c);
+          map_fn fn = (map_fn)dlsym(h, name);
+          assert_non_null(fn);
+          memset(y, 0xA5, sizeof y);
+          const void *in[] = {x};
+          assert_int_equal(fn(withpool ? pool : NULL, in, y), 0);
+          long bad = 0;
+          for (int i = 0; i < cols[c]; i++) {
+            double v = nearbyint((double)(float)(x[i] * 21.3f)) + zs[z];
+            int want = isnan(x[i]) ? 0 : v < 0 ? 0 : v > 255 ? 255 : (int)v;
+            if (y[i] != want && bad++ < 5) fprintf(stderr, "%s point %d (x %g): got %d want %d\n", name, i, x[i], y[i], want);
+          }
+          for (int i = (int)cols[c]; i < (int)sizeof y; i++) bad += y[i] != 0xA5; /* nothing past the row */
+          assert_int_equal(bad, 0);
+        }
+  ct_pool_destroy(h, pool);
+  dlclose(h);
+  ut_str_free(&src);
+}
+
 static void test_errors(void **st) {
   (void)st;
   ut_str src;
@@ -334,6 +406,7 @@ int main(void) {
       cmocka_unit_test(test_errors),
       cmocka_unit_test(test_cases),
       cmocka_unit_test(test_cases_o3),
+      cmocka_unit_test(test_u8_held),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

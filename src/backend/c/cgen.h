@@ -393,6 +393,11 @@ typedef struct cgen_map_spec {
    * read at run time, on the calling thread (the values here: the upper
    * corner's); the point count is then their product unless total_expr */
   const char *cols_expr, *outer_expr[CGEN_MAP_MAX_OUTER], *y_ostride_expr[CGEN_MAP_MAX_OUTER], *y_offset_expr;
+  /* y_u8: y is stored as bytes v + y_zo (u8, clamped to [0, 255], NaN as 0)
+   * instead of y_dtype: the chain's values are integers of [-y_zo, 255 - y_zo]
+   * (an int8 activation q8_hold.c holds as bytes) */
+  bool y_u8;
+  int y_zo;
 } cgen_map_spec;
 
 /* One row of `cols` elements, no inputs, no ops, fp32 out. */

@@ -7,7 +7,8 @@
  * flattened index (multiples of 64 elements, so of whole cache lines of y)
  * and walks it as row segments: full vectors, two at a time, then one
  * masked tail.  An input with `bcast` is one scalar per row, broadcast once
- * per segment.
+ * per segment.  y_u8: y stored as held int8 bytes (q8_hold.c), v + y_zo
+ * clamped in the vector, a NaN as 0 (emit_u8_store).
  *
  * The math (2^t, e^x, 1/x, a / b, gelu, NaN-keeping max / min, sqrt) is
  * the vector layer's (cgen_emit.c; its accuracy in src/backend/c/README.md),
@@ -86,6 +87,49 @@ static void emit_op(cg_out *o, const cgen_map_spec *s, int j, int u, bool divps)
   }
 }
 
+/* The op whose value held bytes store (s->y_u8): the last, less the
+ * roundings to bf16 / fp16 and copies that end the chain on the value
+ * before them, which are the identity there: the values are integers x with
+ * x + y_zo in [0, 255] (|x| <= 255: exact in bf16 and fp16), or a NaN,
+ * stored as 0 either way.  (Rounding to bf16 went through memory a vector.) */
+static int u8_value(const cgen_map_spec *s) {
+  int j = s->nops - 1;
+  while (j > 0 && (s->ops[j].kind == CGEN_MAP_ROUND || s->ops[j].kind == CGEN_MAP_COPY) && s->ops[j].a.kind == 'v' &&
+         s->ops[j].a.idx == j - 1)
+    j--;
+  return j;
+}
+
+/* The store of value v of vector u (output offset off; n: the masked lane
+ * count, NULL full) as held bytes (s->y_u8): v + zo clamped to [0, 255], a NaN to 0 (the
+ * max with 0 takes its second operand where the first is a NaN), as u8.
+ * The values are integers (the map's proven 8-bit output), so the
+ * conversion is exact.  AVX-512: a truncating vpmovdb, one 16-byte store
+ * (masked for a tail); AVX2: two saturating packs, 8 bytes; scalar: the
+ * same clamp a lane at a time. */
+static void emit_u8_store(cg_out *o, const cgen_map_spec *s, int v, int u, int off, const char *n) {
+  if (o->isa->id == CGEN_ISA_AVX512) {
+    cg_emit(o, "    { __m128i b_ = _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_add_ps(v%d_%d, "
+               "_mm512_set1_ps(%d.0f)), _mm512_setzero_ps()), _mm512_set1_ps(255.0f))));\n", v, u, s->y_zo);
+    if (n) cg_emit(o, "      _mm_mask_storeu_epi8(y + i + %d, (__mmask16)((1u << (%s)) - 1u), b_); }\n", off, n);
+    else cg_emit(o, "      _mm_storeu_si128((__m128i *)(y + i + %d), b_); }\n", off);
+    return;
+  }
+  if (o->isa->id == CGEN_ISA_AVX2) {
+    cg_emit(o, "    { __m256i d_ = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(_mm256_add_ps(v%d_%d, _mm256_set1_ps(%d.0f)), "
+               "_mm256_setzero_ps()), _mm256_set1_ps(255.0f)));\n", v, u, s->y_zo);
+    cg_emit(o, "      __m128i w_ = _mm_packus_epi32(_mm256_castsi256_si128(d_), _mm256_extracti128_si256(d_, 1));\n"
+               "      __m128i b_ = _mm_packus_epi16(w_, w_);\n");
+    if (n) cg_emit(o, "      uint8_t t_[16]; _mm_storeu_si128((__m128i *)t_, b_);\n      for (int l = 0; l < %s; l++) y[i + %d + l] = t_[l]; }\n", n, off);
+    else cg_emit(o, "      _mm_storel_epi64((__m128i *)(y + i + %d), b_); }\n", off);
+    return;
+  }
+  if (n) cg_emit(o, "    { float t_[%d]; $P_stn(t_, v%d_%d, %s);\n      for (int l = 0; l < %s; l++)", o->isa->w, v, u, n, n);
+  else cg_emit(o, "    { float t_[%d]; $P_st(t_, v%d_%d);\n      for (int l = 0; l < %d; l++)", o->isa->w, v, u, o->isa->w);
+  cg_emit(o, " { float q_ = t_[l] + %d.0f; y[i + %d + l] = (uint8_t)(q_ > 0.0f ? (q_ < 255.0f ? q_ : 255.0f) : 0.0f); }\n    }\n",
+          s->y_zo, off);
+}
+
 /* One vector (slot u) of the body at y + i + off: loads, ops, store; n: the
  * masked lane count (NULL: full).  lut: the op whose later ops are the table
  * lt (cgen_map_lut.c), or -1. */
@@ -100,11 +144,15 @@ static void emit_vec(cg_out *o, const cgen_map_spec *s, int u, int off, const ch
     if (n) cg_emit(o, "    $P_v a%d_%d = $P_ldn%s(x%d + i + %d, %s);\n", k, u, sx, k, off, n);
     else cg_emit(o, "    $P_v a%d_%d = $P_ld%s(x%d + i + %d);\n", k, u, sx, k, off);
   }
-  int last = lut->j >= 0 ? lut->j : s->nops - 1;
+  int last = lut->j >= 0 ? lut->j : s->y_u8 ? u8_value(s) : s->nops - 1;
   for (int j = 0; j <= last; j++) emit_op(o, s, j, u, divps);
   if (lut->j >= 0)
     cg_emit(o, "    $P_v v%d_%d = $P_lut(v%d_%d, lt, %#.9gf, %d);\n", s->nops - 1, u, lut->j, u, (double)lut->lo, lut->n);
   const char *sy = cg_vsuffix(s->y_dtype);
+  if (s->y_u8) {
+    emit_u8_store(o, s, lut->j >= 0 ? s->nops - 1 : last, u, off, n);
+    return;
+  }
   if (n) cg_emit(o, "    $P_stn%s(y + i + %d, v%d_%d, %s);\n", sy, off, s->nops - 1, u, n);
   else cg_emit(o, "    $P_st%s(y + i + %d, v%d_%d);\n", sy, off, s->nops - 1, u);
 }
@@ -145,7 +193,7 @@ static const char *walk_size(char *buf, size_t cap, bool rt, const char *f, int6
 
 static void emit_variant(cg_out *o, const cgen_map_spec *s, const map_lut *lut) {
   int w = o->isa->w;
-  const char *yt = cg_ctype(s->y_dtype);
+  const char *yt = s->y_u8 ? "uint8_t" : cg_ctype(s->y_dtype);
   cg_emit_isa_helpers(o);
   if (lut->j >= 0) cg_map_lut_helper(o);
   /* one row segment of n points */
@@ -295,6 +343,7 @@ static harp_status check(harp_error *e, const cgen_map_spec *s, int64_t *total) 
     if (s->in[k].offset < 0) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_map: negative offset");
   }
   if (s->y_strided && s->y_offset < 0) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_map: negative offset");
+  if (s->y_u8 && (s->y_zo < 0 || s->y_zo > 255)) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_map: byte zero point out of [0, 255]");
   for (int j = 0; j < s->nops; j++) {
     const cgen_map_op *op = &s->ops[j];
     if (!kind_ok(op->kind)) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_map: bad op %d", j);
@@ -326,7 +375,8 @@ harp_status cgen_map(harp_error *e, const cgen_map_spec *s, const char *fn, ut_s
     char nm[32];
     cg_emit(&o, " %s", kind_name(&s->ops[j], nm, sizeof nm));
   }
-  cg_emit(&o, " -> %s ---- */\n", tiny_dtype_name(s->y_dtype));
+  if (s->y_u8) cg_emit(&o, " -> u8 (+%d, held) ---- */\n", s->y_zo);
+  else cg_emit(&o, " -> %s ---- */\n", tiny_dtype_name(s->y_dtype));
   cg_emit_scalar_conv(&o);
   map_lut lut;
   lut.j = cg_map_lut_find(s, &lut.lo, &lut.n);

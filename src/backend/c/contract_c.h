@@ -134,6 +134,8 @@ typedef struct cc_q8_fact {
   float xs;               /* the ys it needs of its input's writer (0 for the int8 convs) */
   int xz;                 /* pair: the zero point it needs its input's bytes at */
   bool pair;              /* it holds its input and its output as bytes, or neither (cc_emit_q8pool) */
+  bool qmap;              /* a map kernel (a QuantizeLinear's x / s + z, rint, clamp, ...) whose output, ybuf,
+                             provably holds integers x with x + zo in [0, 255]: it may write them as held bytes */
 } cc_q8_fact;
 typedef struct cc_q8_plan {
   cc_q8_fact *k; /* per kernel */

@@ -199,10 +199,40 @@ static bool dw_vpoint(ut_str *o, const ct_conv *cv, const dw_shape *d) {
   return dw_vepi(o, cv, d);
 }
 
+/* A held output's requantizing tail (d->held_out): the index of cv's last
+ * epilogue step RINT when every step after it is a clamp or relu to
+ * integer bounds or a shift by an integer (scale 1), else -1.  The byte
+ * stored, clamp(tail(rint(v)) + zo, 0, 255) (dw_vepi's generic form), is
+ * then clamp(rint(v), a, b) + k with k the shifts plus zo and [a, b] the
+ * clamps' bounds less the shifts, met with [-k, 255 - k] (*a, *b, *k);
+ * and rint(clamp(v, a, b)) is clamp(rint(v), a, b), a, b integers: one
+ * clamp, a conversion rounding to nearest even, an integer add.  Only where
+ * a == -k: a NaN (vmaxps(v, a) gives a) is byte 0 as in the generic form. */
+static int dw_rq_tail(const ct_conv *cv, const dw_shape *d, int *a, int *b, int *k) {
+  int r = cv->nepi - 1;
+  while (r >= 0 && cv->epi[r].kind != CT_EPI_RINT) r--;
+  if (!d->held_out || r < 0) return -1;
+  double lo = -INFINITY, hi = INFINITY, off = 0;
+  for (int i = r + 1; i < cv->nepi; i++) {
+    const ct_epi *e = &cv->epi[i];
+    double l = e->kind == CT_EPI_RELU ? 0 : e->lo, h = e->kind == CT_EPI_RELU ? INFINITY : e->hi;
+    if (e->kind == CT_EPI_SCALE && e->scale == 1.0f && isfinite(e->shift) && e->shift == nearbyintf(e->shift)) off += e->shift;
+    else if ((e->kind == CT_EPI_CLAMP || e->kind == CT_EPI_RELU) && (isinf(l) || l == nearbyint(l)) && (isinf(h) || h == nearbyint(h)))
+      lo = fmax(lo, l - off), hi = fmin(hi, h - off);
+    else return -1;
+  }
+  double kk = off + d->zo, aa = fmax(lo, -kk), bb = fmin(hi, 255 - kk);
+  if (!(fabs(kk) <= 512 && lo <= -kk && aa <= bb)) return -1;
+  *a = (int)aa, *b = (int)bb, *k = (int)kk;
+  return r;
+}
+
 /* The epilogue of cv's sums in vector v (16 lanes, mask m) and their store
- * at yr + ow; false when a step has no vector form here. */
+ * at yr + ow; false when a step has no vector form here.  A held output's
+ * requantizing tail (dw_rq_tail) in its short form. */
 static bool dw_vepi(ut_str *o, const ct_conv *cv, const dw_shape *d) {
-  for (int i = 0; i < cv->nepi; i++) { /* the scalar steps' NaN rules: vmaxps / vminps return their second operand */
+  int ta = 0, tb = 0, tk = 0, tail = dw_rq_tail(cv, d, &ta, &tb, &tk);
+  for (int i = 0; i < (tail >= 0 ? tail : cv->nepi); i++) { /* the scalar steps' NaN rules: vmaxps / vminps return their second operand */
     const ct_epi *ep = &cv->epi[i];
     switch (ep->kind) {
       case CT_EPI_BIAS_M: ut_str_printf(o, "        v = _mm512_%s_ps(v, _mm512_set1_ps(b%d));\n", ep->mul ? "mul" : "add", i); break;
@@ -219,7 +249,12 @@ static bool dw_vepi(ut_str *o, const ct_conv *cv, const dw_shape *d) {
       default: return false; /* none: dw_task checked */
     }
   }
-  if (d->held_out) /* vmaxps(v, 0): a NaN becomes byte 0, as QuantizeLinear's q = 0 */
+  if (tail >= 0) {
+    ut_str_printf(o, "        v = _mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps(%d.0f)), _mm512_set1_ps(%d.0f));\n"
+                     "        __m512i q_ = _mm512_cvt_roundps_epi32(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);\n", ta, tb);
+    if (tk) ut_str_printf(o, "        q_ = _mm512_add_epi32(q_, _mm512_set1_epi32(%d));\n", tk);
+    ut_str_puts(o, "        _mm512_mask_cvtusepi32_storeu_epi8(yr + ow, m, q_);\n");
+  } else if (d->held_out) /* vmaxps(v, 0): a NaN becomes byte 0, as QuantizeLinear's q = 0 */
     ut_str_printf(o,
                   "        v = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(v, _mm512_set1_ps(%d.0f)), _mm512_setzero_ps()), _mm512_set1_ps(255.0f));\n"
                   "        _mm512_mask_cvtusepi32_storeu_epi8(yr + ow, m, _mm512_cvtps_epi32(v));\n",

@@ -4,7 +4,8 @@
  * contractions: contract_c.c, whose plan helpers, contract_c_int.h, these
  * share).  A ShapeSet object's attention reads its batches, rows, keys and
  * the strides they move at run time (attn_rt_exprs).
- * Needs: contract_c_int.h, the kernel layer's reading (src/kernel/contract.h).
+ * Needs: contract_c_int.h, the kernel layer's reading (src/kernel/contract.h),
+ * contract_q8.c's cc_q8_act / cc_q8_whole (a map writing held int8 bytes).
  * Gives: cc_emit_attention, cc_emit_softmax, cc_emit_pool, cc_emit_map,
  * cc_map_op_ok. */
 #include <inttypes.h>
@@ -324,13 +325,78 @@ static void map_walk_exprs(const rc_ctx *c, int r, const ct_map *mp, const tiny_
   }
 }
 
-/* One map kernel kfn for piece mp; *points grows by its points. */
+/* Whether source s of graph g is a constant: an immediate, or a CONST node
+ * through views. */
+static bool const_src(const tiny_graph *g, tiny_src s) {
+  for (int d = 0; s.node >= 0 && d < 8; d++) {
+    const tiny_node *n = &g->nodes[s.node];
+    if (n->op == TINY_CONST) return true;
+    if (!(n->op == TINY_EXPAND || n->op == TINY_RESHAPE || n->op == TINY_PERMUTE) || n->nsrc != 1) return false;
+    s = n->src[0];
+  }
+  return s.node < 0;
+}
+
+/* Whether node of g takes a NaN to the lowest value of its proven 8-bit
+ * range (cc_q8_input) where onnxruntime takes it: a chain from a rounding
+ * (a QuantizeLinear's, whose saturation onnxruntime gives a NaN as the
+ * type's lowest value) or an 8-bit tensor through non-decreasing steps
+ * only (views, casts, relu, + / max / min with a constant, - a constant),
+ * so that the value onnxruntime computes from the NaN is the lowest, the
+ * byte 0 a held buffer stores for it (cgen_map's y_u8).  Not so through a
+ * negation, nor where two tensors meet (one NaN, the other not). */
+static bool nan_low(const tiny_graph *g, int node, int depth) {
+  const tiny_node *n = &g->nodes[node];
+  if (n->dtype == TINY_U8 || n->dtype == TINY_I8 || n->op == TINY_ROUND) return true;
+  if (depth > 32 || n->nsrc < 1 || n->src[0].node < 0) return false;
+  switch (n->op) {
+    case TINY_RESHAPE:
+    case TINY_EXPAND:
+    case TINY_PERMUTE:
+    case TINY_CAST:
+    case TINY_RELU: return n->nsrc == 1 && nan_low(g, n->src[0].node, depth + 1);
+    case TINY_SUB: return n->nsrc == 2 && const_src(g, n->src[1]) && nan_low(g, n->src[0].node, depth + 1);
+    case TINY_ADD:
+    case TINY_MAX:
+    case TINY_MIN: {
+      if (n->nsrc != 2) return false;
+      bool c0 = const_src(g, n->src[0]), c1 = const_src(g, n->src[1]);
+      if (c0 == c1) return false;
+      return nan_low(g, n->src[c0 ? 1 : 0].node, depth + 1);
+    }
+    default: return false;
+  }
+}
+
+/* Where c's int8 kernels may hold bytes (c->q8, contract_c.h), the zero
+ * point of the bytes map ms (kernel r) writes held, else -1: one dense piece
+ * whose output, written whole from offset 0, provably holds integers x with
+ * x + zo in [0, 255] (cc_q8_act: a QuantizeLinear's rint, clamp, zero point
+ * taken off) and takes a NaN where onnxruntime does (nan_low); it is
+ * recorded as such a writer (cc_q8_fact.qmap), and holds its bytes once
+ * q8_hold.c has decided its buffer held at that zero point. */
+static int map_q8_out(rc_ctx *c, int r, const ct_map_set *ms) {
+  const ct_map *mp = &ms->piece[0];
+  int za = -1;
+  if (!c->q8 || ms->npiece != 1 || mp->ystrided || mp->y.offset != 0 || !cc_q8_act(c, &mp->y, &za) || mp->y.node < 0 ||
+      !nan_low(c->g, mp->y.node, 0))
+    return -1;
+  int64_t n = mp->cols;
+  for (int d = 0; d < mp->nouter; d++) n *= mp->outer[d];
+  int b = cc_q8_whole(c, r, &mp->y, n, NULL, 0);
+  if (b < 0) return -1;
+  bool held = c->q8->hold[b] >= 0 && c->q8->hold[b] == za;
+  c->q8->k[r] = (cc_q8_fact){.qmap = true, .xbuf = -1, .ybuf = b, .zo = za, .held_out = held};
+  return held ? za : -1;
+}
+
+/* One map kernel kfn for piece mp (its bytes held at zero point zo >= 0: map_q8_out); *points grows by its points. */
 /* texpr[160]: the point count as a run-time expression, when the kernel
  * reads it so (a ShapeSet object, a whole dense y), else "".  Rows shorter
  * than 16 points (mp->short_rows, a ShapeSet object) only where their
  * length is read at run time: else *refused, *why saying so. */
 static harp_status map_kernel(rc_ctx *c, int r, const ct_map *mp, const char *kfn, ut_str *out, bool *refused,
-                            double *points, char *texpr, const char **why) {
+                            double *points, char *texpr, const char **why, int zo) {
   cgen_map_spec s;
   cgen_map_spec_init(&s, mp->cols);
   const tiny_shape *ys = mp->ystrided ? NULL : rc_slot_shape(c, r, mp->y.slot);
@@ -353,6 +419,7 @@ static harp_status map_kernel(rc_ctx *c, int r, const ct_map *mp, const char *kf
   s.y_dtype = mp->y.dtype;
   s.y_strided = mp->ystrided;
   s.y_offset = mp->y.offset;
+  s.y_u8 = zo >= 0, s.y_zo = zo;
   memcpy(s.y_ostride, mp->yostride, sizeof s.y_ostride);
   s.nops = mp->nops;
   for (int j = 0; j < mp->nops; j++) {
@@ -389,11 +456,12 @@ harp_status cc_emit_map(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_
   bool refused = false;
   harp_status st = HARP_OK;
   char texpr[160] = "";
+  int zo = map_q8_out(c, r, ms);
   for (int k = 0; k < ms->npiece && !st && !refused; k++) {
     char kfn[128];
     if (ms->npiece == 1) snprintf(kfn, sizeof kfn, "%s_map", fn);
     else snprintf(kfn, sizeof kfn, "%s_map%d", fn, k);
-    st = map_kernel(c, r, &ms->piece[k], kfn, &body, &refused, &points, texpr, why);
+    st = map_kernel(c, r, &ms->piece[k], kfn, &body, &refused, &points, texpr, why, zo);
   }
   if (st || refused) {
     ut_str_free(&body);

@@ -45,7 +45,8 @@ static bool touches(const fn_function *f, int k, int b, bool w) {
 }
 
 /* The zero point buffer b may hold its bytes at, or -1: a temporary that
- * one kernel writes as its requantized output and that at least one other
+ * one kernel writes as its requantized output (an int8 kernel's, or a map
+ * kernel's proven 8-bit: cc_q8_fact.qmap) and that at least one other
  * reads, every reader an int8 kernel taking b whole as its input or as the
  * tensor its output pass adds (cc_q8_fact.rbuf). */
 static int holdable(const cc_q8_plan *p, const fn_function *f, int b) {
@@ -53,7 +54,7 @@ static int holdable(const cc_q8_plan *p, const fn_function *f, int b) {
   int writer = -1, readers = 0;
   for (int k = 0; k < f->nkernels; k++) {
     if (touches(f, k, b, true)) {
-      if (writer >= 0 || !(p->k[k].q8 || p->k[k].cand) || p->k[k].ybuf != b || p->k[k].zo < 0) return -1;
+      if (writer >= 0 || !(p->k[k].q8 || p->k[k].cand || p->k[k].qmap) || p->k[k].ybuf != b || p->k[k].zo < 0) return -1;
       writer = k;
     }
     if (touches(f, k, b, false)) {
