@@ -572,9 +572,21 @@ static void emit_sel(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, cons
   cg_emit(o, "    __atomic_store_n(&sel, s, __ATOMIC_RELAXED);\n  }\n  return s;\n}\n");
 }
 
-harp_status cgen_qgemm(harp_error *e, const cgen_qgemm_spec *s, const char *fn, ut_str *out) {
-  if (!s || !out) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_qgemm: NULL argument");
-  if (cg_check_name(e, fn) || check_spec(e, s)) return e->code;
+/* A 1x1 conv of stride 1 without padding is the GEMM of its image: x is
+ * B's [K][N] rows as they are (no padded copy, no padded-width grid, whose
+ * epilogue compresses lanes); the conv's fields cleared in *g. */
+static const cgen_qgemm_spec *conv1x1_as_gemm(const cgen_qgemm_spec *s, cgen_qgemm_spec *g) {
+  if (s->conv.kh != 1 || s->conv.kw != 1 || s->conv.sh != 1 || s->conv.sw != 1 || s->conv.ph || s->conv.pw) return s;
+  *g = *s;
+  memset(&g->conv, 0, sizeof g->conv);
+  return g;
+}
+
+harp_status cgen_qgemm(harp_error *e, const cgen_qgemm_spec *s0, const char *fn, ut_str *out) {
+  if (!s0 || !out) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_qgemm: NULL argument");
+  if (cg_check_name(e, fn) || check_spec(e, s0)) return e->code;
+  cgen_qgemm_spec sg;
+  const cgen_qgemm_spec *s = conv1x1_as_gemm(s0, &sg);
   qg_dims d = cg_qg_dims(s);
   cg_out o = {.s = out, .F = fn};
   cg_set_isa(&o, NULL);
