@@ -24,10 +24,11 @@
  * into one int32 per channel (c0), next to the multipliers (mult), each
  * padded to the blocks.  Packed weight: [blocks][K4][W] words, c0, mult.
  *
- * Convolution: B is the im2col of one NCHW image.  Stride 1: read in place
- * from the padded image over a padded-width grid of columns (emit_pad);
- * other strides: built per call ($F_col, the padding za) into scratch and
- * packed from there as a [K][N] matrix.
+ * Convolution: B is the im2col of one NCHW image.  1x1, stride 1, no
+ * padding: the image itself, [K][N], as a GEMM's (conv1x1_as_gemm); other
+ * stride-1 convs: read in place from the padded image over a padded-width
+ * grid of columns (emit_pad); other strides: built per call ($F_col, the
+ * padding za) into scratch and packed from there as a [K][N] matrix.
  *
  * Epilogue (MLAS's requantization): v = float(acc + c0) * mult; fp32 out: v;
  * else v clamped to [lo - zy, hi - zy], rounded to nearest even, + zy, stored
