@@ -10,15 +10,20 @@ the epilogue's clamp at the zero point): a 3x3 conv read in place
 (stride 1; K = 37 * 9 = 333, not a multiple of 4 or of the tile's 64 bytes;
 45 output channels: a second panel of 13 rows), a strided 3x3 conv (the
 im2col), a 1x1 conv (the GEMM form, K = 96), a MatMul (the weight as B: 75
-rows, 3 panels; 99 columns: a last block of 35; K = 300) and a Gemm with
-transB (130 columns: a last block of 2), all above the line where AMX
-pays (cg_qamx_pays), and a 9 x 40 x 64 MatMul below it (no AMX variant).
+rows, 3 panels; 99 columns: a last block of 35; K = 300), a Gemm with
+transB (130 columns: a last block of 2) and ResNet's 1x1 pair at 13x11
+(143 pixels: a last block of 15): 64 -> 256 (K = 64, one tile step), then
+256 -> 64 (K = 256) plus the block's input (a residual), all above the line
+where AMX pays (cg_qamx_pays), and a 9 x 40 x 64 MatMul below it (no AMX
+variant).
 Checked: each output equal to onnxruntime's int8 run (>= 99.9% of the
 elements exactly, none more than one step off, as test_onnx_quant.py's
 QDQ checks) with outputs not all saturated; AMX on and off equal on every
 element (the sums are exact integers either way); the generated C with
-AMX on has the AMX variant in exactly the five kernels above the line (its
-tile loads, tdpbusd and tdpbsud, the selector's hprt_amx8_ok), off has none."""
+AMX on has the AMX variant in exactly the seven kernels above the line (its
+tile loads, tdpbusd and tdpbsud, the selector's hprt_amx8_ok), off has none;
+the 1x1 convs read as GEMMs of their images (cgen_qgemm.c: no padded copy,
+$F_pad, but for the 3x3 conv read in place)."""
 import os
 import re
 import subprocess
@@ -51,7 +56,7 @@ S = ht.Suite("qamx")
 os.environ.setdefault("HARP_CC_OPT", "1")
 RNG = np.random.default_rng(28)
 Q8_FORCE = ["--knob", "int8=force"]  # the int8 kernel even where the bf16 template would be as fast
-ABOVE = 5  # the contractions above the AMX line
+ABOVE = 7  # the contractions above the AMX line
 
 
 def init(name, arr):
@@ -81,7 +86,7 @@ def qdq_model(zx, zy):
         nodes.append(h.make_node("DequantizeLinear", [v + "_q", s, "zy"], [v + "_o"]))
         outs.append(h.make_tensor_value_info(v + "_o", T.FLOAT, None))
 
-    def contraction(name, op, xin, w, ch_axis, sy, bias=True, **attrs):
+    def contraction(name, op, xin, w, ch_axis, sy, bias=True, sin=sx, **attrs):
         ws = (RNG.random(w.shape[ch_axis]) * 0.01 + 0.001).astype(np.float32)
         inits.extend([init(name + "_w", w), init(name + "_ws", ws), init(name + "_wz", np.zeros(w.shape[ch_axis], np.int8))])
         nodes.append(h.make_node("DequantizeLinear", [name + "_w", name + "_ws", name + "_wz"], [name + "_wd"], axis=ch_axis))
@@ -89,7 +94,7 @@ def qdq_model(zx, zy):
         if bias:
             ch = w.shape[ch_axis]
             inits.extend([init(name + "_b", RNG.integers(-300000, 300000, ch).astype(np.int32)),
-                          init(name + "_bs", (sx * ws).astype(np.float32)), init(name + "_bz", np.zeros(ch, np.int32))])
+                          init(name + "_bs", (sin * ws).astype(np.float32)), init(name + "_bz", np.zeros(ch, np.int32))])
             nodes.append(h.make_node("DequantizeLinear", [name + "_b", name + "_bs", name + "_bz"], [name + "_bd"], axis=0))
             ins.append(name + "_bd")
         nodes.append(h.make_node(op, ins, [name], **attrs))
@@ -98,7 +103,7 @@ def qdq_model(zx, zy):
         q(name, name + "_sy")
 
     feeds = {"x": act((1, 37, 13, 12), 3), "x2": act((1, 32, 33, 31), 3), "x3": act((1, 96, 18, 18), 3),
-             "a": act((75, 300), 3), "a2": act((9, 64), 3)}
+             "a": act((75, 300), 3), "a2": act((9, 64), 3), "x4": act((1, 64, 13, 11), 3)}
     for v in feeds:
         nodes.append(h.make_node("QuantizeLinear", [v, "sx", "zx"], [v + "_q"]))
         nodes.append(h.make_node("DequantizeLinear", [v + "_q", "sx", "zx"], [v + "_d"]))
@@ -108,6 +113,12 @@ def qdq_model(zx, zy):
     contraction("m1", "MatMul", "a_d", weight((300, 99)), 1, 2.0, bias=False)
     contraction("g1", "Gemm", "a_d", weight((130, 300)), 0, 2.0, transB=1)
     contraction("m2", "MatMul", "a2_d", weight((64, 40)), 1, 1.0, bias=False)
+    contraction("c4", "Conv", "x4_d", weight((256, 64, 1, 1)), 0, 2.0)
+    contraction("c5", "Conv", "c4_o", weight((64, 256, 1, 1)), 0, 16.0, sin=np.float32(2.0))
+    nodes.append(h.make_node("Add", ["c5_o", "x4_d"], ["r5"]))
+    inits.append(init("r5_sy", np.float32(16.0)))
+    steps["r5_o"] = 16.0
+    q("r5", "r5_sy")
     g = h.make_graph(nodes, "qamx", [h.make_tensor_value_info(k, T.FLOAT, v.shape) for k, v in feeds.items()], outs, inits)
     m = h.make_model(g, opset_imports=[h.make_opsetid("", 13)])
     m.ir_version = 8
@@ -163,6 +174,8 @@ def check_c(path):
         t in on for t in ("_tile_dpbusd(", "_tile_dpbsud(", "_tile_loadd(", "hprt_amx8_ok()", "_amx_run(")), f"{amx} AMX variants")
     S.check("AMX off: no AMX variant", "_tile_dp" not in off and "_amx_on(void)" not in off and off.count("_q8(pool, bufs);") == q8,
             "")
+    pads = len(re.findall(r"static void \w+_pad\(const uint8_t \*x", on))
+    S.check("the 1x1 convs as GEMMs of their images: one padded copy (the 3x3 conv's)", pads == 1, f"{pads} padded copies")
 
 
 for zx, zy in ((0, 128), (255, 0)):

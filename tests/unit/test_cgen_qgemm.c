@@ -33,7 +33,8 @@ typedef struct qcase {
   bool wa, kmaj;
   tiny_dtype xdt, ydt;
   int za, zy, lo, hi;
-  int fill; /* 0 random, 1 extremes (x at its top, w = -128 / 127) */
+  int fill; /* 0 random, 1 extremes (x at its top, w = -128 / 127), 2 random with
+               multipliers up to 4e4 on two channels in three (|v| past 2^31) */
 } qcase;
 
 static const qcase CASES[] = {
@@ -51,6 +52,8 @@ static const qcase CASES[] = {
     {18, 70, 64, false, true, U8, I8, 250, 0, -128, 127},       /* u8 A in place, whole blocks (the last a copy); s8 rows of 64 */
     {70, 100, 200, false, false, I8, U8, -128, 3, 3, 255},       /* AMX: 3 panels of 32 (the last 6 rows), a 36-column block */
     {45, 33, 70, true, false, U8, I8, 255, -7, -128, 127},     /* AMX, weight A: 2 panels, 33 columns (a half and one more vector) */
+    {64, 128, 96, true, false, U8, I8, 9, -3, -100, 90, 2},     /* rows of 64 bytes: s8 clamped inside its range, |v| past 2^31 */
+    {40, 192, 70, false, true, I8, U8, -20, 10, 10, 200, 2},    /* the same for u8 (lo = zy, hi < 255), weight as B */
 };
 #define NCASE ((int)(sizeof CASES / sizeof CASES[0]))
 
@@ -74,6 +77,10 @@ static const ccase CCASES[] = {
     {16, 3, 23, 21, 7, 7, 2, 2, 3, 3, 1, 1, U8, U8, 125, 0, 0, 255},      /* a stem: C_in 3, 7x7/2, B gathered from the
                                                                              padded image (qg_dims.pg), rows of 11 */
     {9, 4, 30, 67, 3, 3, 2, 2, 1, 1, 1, 1, I8, I8, -7, 3, -128, 127},     /* the same, s8, rows of 34 (a block spans 3) */
+    {70, 64, 10, 13, 1, 1, 1, 1, 0, 0, 1, 1, U8, U8, 7, 0, 0, 255},       /* 1x1 unpadded: the GEMM of the image, 130 pixels */
+    {40, 256, 7, 19, 1, 1, 1, 1, 0, 0, 3, 2, I8, U8, -9, 4, 4, 255},      /* the same, K = 256, dilations (no effect), 133 pixels */
+    {9, 5, 4, 6, 1, 1, 1, 1, 1, 1, 1, 1, U8, U8, 200, 3, 0, 255},         /* 1x1 padded: still a conv (its border reads za) */
+    {12, 16, 9, 11, 1, 1, 2, 2, 0, 0, 1, 1, U8, U8, 3, 0, 0, 255},        /* 1x1 stride 2: still a conv (its im2col) */
 };
 #define NCCASE ((int)(sizeof CCASES / sizeof CCASES[0]))
 
@@ -129,17 +136,18 @@ static void make_data(const qcase *c, qdata *d, long xbytes) {
   d->mult = malloc((size_t)ch * 4);
   for (long i = 0; i < xr; i++) {
     ct_rand();
-    d->x[i] = c->fill ? (c->xdt == I8 ? 127 : 255) : (uint8_t)(ct_seed >> 16);
+    d->x[i] = c->fill == 1 ? (c->xdt == I8 ? 127 : 255) : (uint8_t)(ct_seed >> 16);
   }
   for (long i = 0; i < ch * c->k; i++) {
     ct_rand();
-    d->w[i] = c->fill ? (int8_t)(i % 3 ? -128 : 127) : (int8_t)(ct_seed >> 16);
+    d->w[i] = c->fill == 1 ? (int8_t)(i % 3 ? -128 : 127) : (int8_t)(ct_seed >> 16);
   }
   for (long i = 0; i < ch; i++) {
     d->bias[i] = (int32_t)(ct_rand() * 20000.0f);
     /* wide enough to saturate some, fine enough to keep some */
     d->mult[i] = c->ydt == F32 ? 0.001f * (1.5f + ct_rand()) : (1e-3f + 4e-3f * (1.0f + ct_rand())) / (float)(c->k < 64 ? 1 : c->k / 64);
-    if (c->fill) d->mult[i] = 1e-6f * (float)(i + 1);
+    if (c->fill == 1) d->mult[i] = 1e-6f * (float)(i + 1);
+    if (c->fill == 2 && i % 3) d->mult[i] = 2e4f * (1.0f + ct_rand());
   }
   ct_seed += 7;
 }

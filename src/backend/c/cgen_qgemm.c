@@ -24,12 +24,13 @@
  * into one int32 per channel (c0), next to the multipliers (mult), each
  * padded to the blocks.  Packed weight: [blocks][K4][W] words, c0, mult.
  *
- * Convolution: B is the im2col of one NCHW image.  Stride 1: read in place
- * from the padded image over a padded-width grid of columns (emit_pad);
- * other strides: built per call ($F_col, the padding za) into scratch and
- * packed from there as a [K][N] matrix; or, with few input channels (a
- * stem: qg_dims.pg), each B block's rows gathered from the padded image
- * (emit_gather), no im2col.
+ * Convolution: B is the im2col of one NCHW image.  1x1, stride 1, no
+ * padding: the image itself, [K][N], as a GEMM's (conv1x1_as_gemm); other
+ * stride-1 convs: read in place from the padded image over a padded-width
+ * grid of columns (emit_pad); other strides: built per call ($F_col, the
+ * padding za) into scratch and packed from there as a [K][N] matrix; or,
+ * with few input channels (a stem: qg_dims.pg), each B block's rows
+ * gathered from the padded image (emit_gather), no im2col.
  *
  * Epilogue (MLAS's requantization): v = float(acc + c0) * mult; fp32 out: v;
  * else v clamped to [lo - zy, hi - zy], rounded to nearest even, + zy, stored
@@ -365,22 +366,30 @@ static void emit_value(cg_out *o, const cgen_qgemm_spec *s, const char *v, int i
                " _mm512_loadu_ps(mu + n0 + %d));\n", v, i, j, 16 * j, 16 * j);
 }
 
-/* Row i of a full VNNI tile as 64 output bytes (u8 / s8), one store: each
- * value clamped to [lo - zy, hi - zy] in fp32, rounded, packed to int16
- * (exact), + zy, packed to bytes (exact), and the packs' lane order undone
- * (dword 4 l + j of the packs holds columns 16 j + 4 l .. + 3). */
+/* Row i of a full VNNI tile as 64 output bytes (u8 / s8), one store.  The
+ * clamp to [lo, hi] with the fewest vector operations: each value's upper
+ * side in fp32 (min(hi - zy, v): rint and the clamp commute at integer
+ * bounds; it also keeps cvtps2dq off its overflow, which returns INT_MIN),
+ * rounded, packed to int16 (saturating: only values below the bounds
+ * saturate), + zy saturating, packed to bytes (saturating to the type's
+ * range, which holds [lo, hi]), max lo on the bytes where lo is above the
+ * type's least (no fp32 max); the packs' lane order undone (dword 4 l + j
+ * of the packs holds columns 16 j + 4 l .. + 3).  A NaN (min keeps v,
+ * cvtps2dq gives INT_MIN) stores lo, as the fp32 clamp of the masked
+ * stores does. */
 static void emit_row64(cg_out *o, const cgen_qgemm_spec *s, int i) {
-  float flo = (float)(s->lo - s->zy), fhi = (float)(s->hi - s->zy);
+  bool s8 = s->y_dtype == TINY_I8;
+  float fhi = (float)(s->hi - s->zy);
   for (int j = 0; j < QG_NV; j++) {
     char v[8];
     snprintf(v, sizeof v, "v%d", j);
     emit_value(o, s, v, i, j);
-    cg_emit(o, "      __m512i r%d = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(v%d, _mm512_set1_ps(%.1ff)), _mm512_set1_ps(%.1ff)));\n",
-            j, j, (double)flo, (double)fhi);
+    cg_emit(o, "      __m512i r%d = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_set1_ps(%.1ff), v%d));\n", j, (double)fhi, j);
   }
   cg_emit(o, "      const __m512i zy = _mm512_set1_epi16(%d);\n", (int)s->zy);
-  cg_emit(o, "      __m512i h0 = _mm512_add_epi16(_mm512_packs_epi32(r0, r1), zy), h1 = _mm512_add_epi16(_mm512_packs_epi32(r2, r3), zy);\n");
-  cg_emit(o, "      __m512i b = _mm512_%s_epi16(h0, h1);\n", s->y_dtype == TINY_I8 ? "packs" : "packus");
+  cg_emit(o, "      __m512i h0 = _mm512_adds_epi16(_mm512_packs_epi32(r0, r1), zy), h1 = _mm512_adds_epi16(_mm512_packs_epi32(r2, r3), zy);\n");
+  cg_emit(o, "      __m512i b = _mm512_%s_epi16(h0, h1);\n", s8 ? "packs" : "packus");
+  if (s->lo > (s8 ? -128 : 0)) cg_emit(o, "      b = _mm512_max_ep%s8(b, _mm512_set1_epi8((char)%d));\n", s8 ? "i" : "u", (int)s->lo);
   cg_emit(o, "      b = _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), b);\n");
   cg_emit(o, "      _mm512_storeu_si512((uint8_t *)y + (m0 + %d) * %ldL + n0, b);\n", i, (long)s->n);
 }
@@ -629,9 +638,21 @@ static void emit_sel(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, cons
   cg_emit(o, "    __atomic_store_n(&sel, s, __ATOMIC_RELAXED);\n  }\n  return s;\n}\n");
 }
 
-harp_status cgen_qgemm(harp_error *e, const cgen_qgemm_spec *s, const char *fn, ut_str *out) {
-  if (!s || !out) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_qgemm: NULL argument");
-  if (cg_check_name(e, fn) || check_spec(e, s)) return e->code;
+/* A 1x1 conv of stride 1 without padding is the GEMM of its image: x is
+ * B's [K][N] rows as they are (no padded copy, no padded-width grid, whose
+ * epilogue compresses lanes); the conv's fields cleared in *g. */
+static const cgen_qgemm_spec *conv1x1_as_gemm(const cgen_qgemm_spec *s, cgen_qgemm_spec *g) {
+  if (s->conv.kh != 1 || s->conv.kw != 1 || s->conv.sh != 1 || s->conv.sw != 1 || s->conv.ph || s->conv.pw) return s;
+  *g = *s;
+  memset(&g->conv, 0, sizeof g->conv);
+  return g;
+}
+
+harp_status cgen_qgemm(harp_error *e, const cgen_qgemm_spec *s0, const char *fn, ut_str *out) {
+  if (!s0 || !out) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_qgemm: NULL argument");
+  if (cg_check_name(e, fn) || check_spec(e, s0)) return e->code;
+  cgen_qgemm_spec sg;
+  const cgen_qgemm_spec *s = conv1x1_as_gemm(s0, &sg);
   qg_dims d = cg_qg_dims(s);
   cg_out o = {.s = out, .F = fn};
   cg_set_isa(&o, NULL);
