@@ -7,7 +7,9 @@
  *
  * Arithmetic follows the reference interpreter: fp32 (int32 wrapping for
  * i32), rounding at CAST and when storing fp16/bf16, accumulation in the
- * REDUCE dtype.  The same text serves the CPU and (gpu) CUDA C. */
+ * REDUCE dtype.  The same text serves the CPU and (gpu) CUDA C, but for
+ * the CPU's bf16 reads at a divided index (through 32-bit words, which GCC
+ * gathers). */
 #include <ctype.h>
 #include <inttypes.h>
 #include <math.h>
