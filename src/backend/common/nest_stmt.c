@@ -7,7 +7,9 @@
  *
  * Arithmetic follows the reference interpreter: fp32 (int32 wrapping for
  * i32), rounding at CAST and when storing fp16/bf16, accumulation in the
- * REDUCE dtype.  The same text serves the CPU and (gpu) CUDA C. */
+ * REDUCE dtype.  The same text serves the CPU and (gpu) CUDA C, but for
+ * the CPU's bf16 reads at a divided index (through 32-bit words, which GCC
+ * gathers). */
 #include <ctype.h>
 #include <inttypes.h>
 #include <math.h>
@@ -54,6 +56,26 @@ void rc_load(ut_str *o, tiny_dtype t, int slot, const char *idx, bool gpu) {
   }
   ut_str_printf(o, at, slot, idx);
   if (t == TINY_FP16 || t == TINY_BF16) ut_str_putc(o, ')');
+}
+
+/* An even element count, known without symbols, of a buffer of shape s. */
+static bool even_static(const rc_nest_ctx *c, const tiny_shape *s) {
+  bool even = false;
+  for (int d = 0; d < s->rank; d++) {
+    if (rc_nest_sym(c, &s->d[d]) >= 0) return false;
+    even |= s->d[d].n % 2 == 0;
+  }
+  return even;
+}
+
+/* Loads element idx of a bf16 buffer (slot, an even element count) through
+ * the 32-bit word holding it: GCC cannot vectorize a gather of 16-bit
+ * elements (no vector type), so a loop reading bf16 at an index it divides
+ * (a nearest upsample's x / 2) stayed scalar; a word gather vectorizes.
+ * The word of elements idx & ~1, idx | 1 lies inside the buffer. */
+static void load_bf16_word(ut_str *o, int slot, const char *idx) {
+  ut_str_printf(o, "hp_ubf(({ long i_ = (%s); uint32_t w_; memcpy(&w_, p%d + (i_ & ~1L), 4); ", idx, slot);
+  ut_str_puts(o, "i_ & 1 ? w_ & 0xffff0000u : w_ << 16; }))");
 }
 
 /* The length of X when rem is "(X % nL)" and quo is "(X / nL)" (isl's
@@ -252,6 +274,9 @@ static void read_value(emit *m, const poly_ast_access *a, int t, tiny_dtype want
         ut_str_printf(&gi, "(%s) * (long)(%s)", idx.buf, guard); /* a ?: here turns into a pointer phi */
       rc_load(o, m->val[t].storage, m->val[t].slot, gi.oom ? idx.buf : gi.buf, m->c->gpu);
       ut_str_free(&gi);
+    } else if (!m->c->gpu && m->val[t].storage == TINY_BF16 && strpbrk(idx.buf, "/%") &&
+               even_static(m->c, &n->shape)) {
+      load_bf16_word(o, m->val[t].slot, idx.buf); /* an index divided: a gather */
     } else {
       rc_load(o, m->val[t].storage, m->val[t].slot, idx.buf, m->c->gpu);
     }
