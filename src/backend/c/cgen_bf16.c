@@ -181,8 +181,47 @@ void cg_emit_bf16_ilv(cg_out *o, const char *ctx, tiny_dtype xdt, int64_t nplane
  * apart, the words between zero), the
  * group's pair c = task % g->p16 (its channels 2c, 2c + 1 of g->icg at
  * cx->X, planes of g->h x g->w elements of xdt) placed at row g->pt,
- * column g->pl, zeros around it; pairs from ceil(icg / 2) on all zeros. */
+ * column g->pl, zeros around it; pairs from ceil(icg / 2) on all zeros.
+ * A stride (g->sh, g->sw not 1) writes the phase planes (emit_ilv_phases). */
+/* $P_ilv for a stride g->sh x g->sw (cg_emit_bf16_ilv_pad): plane `task`
+ * (g->ps words at cx->B) zeroed, then each of its pair's rows interleaved
+ * into a row on the stack whose columns are dealt to the g->sw phase planes
+ * of the row's phase (cg_ilv_pad); rows and columns past the phase planes'
+ * g->hp x g->wp (never read) are dropped. */
+static void emit_ilv_phases(cg_out *o, const char *ctx, tiny_dtype xdt, const cg_ilv_pad *g) {
+  const char *ct = cg_ctype(xdt);
+  long icg2 = (long)((g->icg + 1) / 2), hw = (long)(g->h * g->w), w = (long)g->w, pq = (long)(g->hp * g->wp);
+  long sh = (long)g->sh, sw = (long)g->sw;
+  cg_emit(o, "static " CG_BF16_ATTR " void $P_ilv(void *vc, int task, int tid) {\n");
+  cg_emit(o, "  const %s *cx = (const %s *)vc;\n  (void)tid;\n", ctx, ctx);
+  cg_emit(o, "  long ng = task / %ldL, c = task %% %ldL;\n", (long)g->p16, (long)g->p16);
+  cg_emit(o, "  int *d = (int *)cx->B + (long)task * %ldL;\n", (long)g->ps);
+  cg_emit(o, "  memset(d, 0, %ldUL);\n  if (c >= %ldL) return;\n", (long)g->ps * 4, icg2);
+  cg_emit(o, "  const %s *s0 = (const %s *)cx->X + (ng * %ldL + 2 * c) * %ldL, *s1 = s0 + %ldL;\n", ct, ct, (long)g->icg,
+          hw, hw);
+  cg_emit(o, "  int odd = 2 * c + 1 >= %ldL;\n", (long)g->icg);
+  if (xdt != TINY_BF16) cg_emit(o, "  const __m512i ix = " CG_BF16_IX ";\n");
+  cg_emit(o, "  int row[%ld] __attribute__((aligned(64)));\n", (w + 15) / 16 * 16);
+  cg_emit(o, "  for (long y = 0; y < %ldL; y++, s0 += %ldL, s1 += %ldL) {\n", (long)g->h, w, w);
+  cg_emit(o, "    long yr = y + %ldL, yy = yr / %ldL;\n    if (yy >= %ldL) break;\n", (long)g->pt, sh, (long)g->hp);
+  cg_emit(o, "    int *dr = d + yr %% %ldL * %ldL + yy * %ldL;\n", sh, sw * pq, (long)g->wp);
+  cg_emit(o, "    for (long i = 0; i < %ldL; i += 16) {\n", w);
+  cg_emit(o, "      int n = %ldL - i < 16 ? (int)(%ldL - i) : 16;\n", w, w);
+  emit_ilv_step(o, "      ", xdt, "row + i", "s0 + i", "s1 + i");
+  cg_emit(o, "    }\n");
+  for (long b = 0; b < sw; b++) { /* phase column b: input columns x with (x + pl) % sw == b */
+    long x0 = (((b - (long)g->pl) % sw) + sw) % sw;
+    cg_emit(o, "    for (long x = %ldL, xx = %ldL; x < %ldL && xx < %ldL; x += %ldL, xx++) dr[%ldL + xx] = row[x];\n", x0,
+            (x0 + (long)g->pl) / sw, w, (long)g->wp, sw, b * pq);
+  }
+  cg_emit(o, "  }\n}\n");
+}
+
 void cg_emit_bf16_ilv_pad(cg_out *o, const char *ctx, tiny_dtype xdt, const cg_ilv_pad *g) {
+  if (g->sh > 1 || g->sw > 1) {
+    emit_ilv_phases(o, ctx, xdt, g);
+    return;
+  }
   const char *ct = cg_ctype(xdt);
   long icg2 = (long)((g->icg + 1) / 2), pl = (long)(g->hp * g->wp), hw = (long)(g->h * g->w), w = (long)g->w;
   cg_emit(o, "static " CG_BF16_ATTR " void $P_ilv(void *vc, int task, int tid) {\n");
