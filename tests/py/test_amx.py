@@ -314,7 +314,8 @@ for tag, amx in (("amx", "auto"), ("no-amx", "off")):
 # (packed per run), a 2x3 window with padding 0 1 1 1; 48 channels (24 pairs in 32); a 5-channel stem (3
 # pairs in 16: more than half the products on zero pairs) stays on the im2col path.  Stride 2 (the input as
 # even / odd row / column phase planes): odd H and W with batch 2 and padding 1, padding 0 with a residual,
-# two groups with asymmetric padding and the weight an input, dilation 2, and strides 2 x 1.
+# two groups with asymmetric padding and the weight an input, dilation 2, and strides 2 x 1; a 24x24
+# output (600 grid columns: more than 512) stays on the im2col path.
 # Integer weights in [-3, 3] (and bias): with normal x (bf16-rounded, sums not exact) the outputs are
 # checked against onnxruntime's fp32 within bf16's bound and against numpy's product of bf16(x) within
 # fp32 accumulation's; with integer x in [-15, 15] every sum is exact in fp32, so the in-place path
@@ -356,7 +357,8 @@ IP = (("ip_c64_13x11_b2_relu", (2, 64, 13, 11), 48, (3, 3), (1, 1, 1, 1), 1, 1, 
       ("ip_s2_c77_pad0_residual", (1, 77, 15, 17), 40, (3, 3), (0, 0, 0, 0), 1, 1, False, True, (2, 2)),
       ("ip_s2_groups2_weight_input", (1, 128, 20, 26), 64, (3, 3), (0, 1, 1, 1), 1, 2, True, False, (2, 2)),
       ("ip_s2_dil2", (1, 64, 16, 15), 32, (3, 3), (2, 2, 2, 2), 2, 1, False, False, (2, 2)),
-      ("ip_s21_c96", (1, 96, 11, 9), 48, (3, 3), (1, 1, 1, 1), 1, 1, False, False, (2, 1)))
+      ("ip_s21_c96", (1, 96, 11, 9), 48, (3, 3), (1, 1, 1, 1), 1, 1, False, False, (2, 1)),
+      ("ip_s2_600_columns_stays_im2col", (1, 32, 48, 48), 32, (3, 3), (1, 1, 1, 1), 1, 1, False, False, (2, 2)))
 ip_nodes, ip_vi, ip_inits, ip_w, ip_x = [], [], [], {}, {}
 for name, xs, oc, (kh, kw), pads, dil, groups, w_in, res, st in IP:
     w = rng.integers(-3, 4, size=(oc, xs[1] // groups, kh, kw)).astype(np.float32)

@@ -61,26 +61,34 @@ static ipg geom(const cg_mm *q) {
   g.G = (long)q->nb[1], g.nb0 = (long)q->nb[0], g.M = (long)q->M;
   g.mp = (g.M + CG_AMX_MR - 1) / CG_AMX_MR * CG_AMX_MR, g.npan = g.mp / CG_AMX_MR;
   g.slack = CG_AMX_MR + (long)(q->cv_kw - 1) * (long)q->cv_dw / sw;
-  /* grid columns a block: the block's B (p16 planes' words) about 256 KiB, in L2 across a task's panels */
-  g.nc = 262144L / (g.p16 * 4) / CG_AMX_MR * CG_AMX_MR;
+  /* grid columns a block: the block's B (p16 planes' words, in each of the sh sw phases) about 256 KiB,
+   * in L2 across a task's panels */
+  g.nc = 262144L / (g.p16 * 4 * sh * sw) / CG_AMX_MR * CG_AMX_MR;
   if (g.nc < CG_AMX_MR) g.nc = CG_AMX_MR;
   return g;
 }
 
 /* Does the AMX variant of conv view q (cgen_gemm.c's bf16_pairs, q->amx)
- * read its B tiles in place: a window of 2 taps or more, sizes
- * constant, no split-K, not asked for the im2col path (tune.amx_im2col),
- * and at most half of the products on the zero pairs that round the channel
- * pairs up to 16; a stride of 1 or 2 (per axis: the phase planes).  Measured (2 threads, 3x3 pad 1 + bias + relu, min ms
- * im2col -> in place, load 9-11): 16->64 at 112 (8 pairs in 16) 0.44 ->
- * 0.24, 24->64 at 56 0.16 -> 0.06, 34->64 at 56 (17 in 32) 0.16 -> 0.15,
- * 48->48 at 56 0.17 -> 0.13; a 3- or 5-channel stem (2 or 3 pairs in 16)
- * level or noise: it keeps the im2col path. */
+ * read its B tiles in place: a window of 2 taps or more, sizes constant,
+ * no split-K, not asked for the im2col path (tune.amx_im2col), at most half
+ * of the products on the zero pairs that round the channel pairs up to 16,
+ * and a stride of 1, or 2 (per axis: the phase planes) up to 512 grid
+ * columns.  Measured (2 threads, 3x3 pad 1 + bias + relu, min ms im2col ->
+ * in place, load 9-11): 16->64 at 112 (8 pairs in 16) 0.44 -> 0.24, 24->64
+ * at 56 0.16 -> 0.06, 34->64 at 56 (17 in 32) 0.16 -> 0.15, 48->48 at 56
+ * 0.17 -> 0.13; a 3- or 5-channel stem (2 or 3 pairs in 16) level or noise:
+ * it keeps the im2col path.  Stride 2 (3x3/2, min of 300, base -> phase
+ * planes, load 14-17): 128->128 at 32 0.070 -> 0.062, at 40 (420 grid
+ * columns) 0.115 -> 0.100, 256->256 at 28 0.17 -> 0.14, 512->512 at 14 0.18
+ * -> 0.136; at 56 (812 columns) 64->64 level, 128->128 0.18-0.20 -> 0.20
+ * (the tiles' loads slower: a tile reads twice the distinct lines of a
+ * stride-1 tap's): those keep im2col. */
 bool cg_amx_conv_inplace(const cg_mm *q) {
   if (!q->amx || !q->pairs || !q->conv || q->tune.amx_im2col || q->full || q->m_expr || q->b0_expr) return false;
   if (q->cv_sh < 1 || q->cv_sh > 2 || q->cv_sw < 1 || q->cv_sw > 2 || q->cv_kh * q->cv_kw < 2 || q->cv_ow < 1) return false;
   int64_t p16 = (q->cv_icg + 15) / 16 * 16;
-  return p16 <= 2 * q->cv_icg;
+  if (p16 > 2 * q->cv_icg) return false;
+  return (q->cv_sh == 1 && q->cv_sw == 1) || geom(q).ng <= 512;
 }
 
 /* Columns of q's padded-width grid (oh x wp): the N its tasks split. */
