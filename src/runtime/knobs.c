@@ -48,8 +48,8 @@ static const rt_knob table[] = {
     ROW(amx, "HARP_AMX", CHOICE, "auto", "auto|off|im2col", 0, 0,
         "--precision bf16 on the CPU: GEMMs and implicit-GEMM convs also get an Intel AMX variant (tdpbf16ps); the int8 "
         "kernels too (tdpbusd); chosen at load where the CPU has AMX-BF16 / AMX-INT8 and Linux grants the tile state "
-        "(else the AVX-512 BF16 / VNNI one; off: no AMX variant; im2col: as auto, but stride-1 bf16 convs gather "
-        "their B panels as strided ones do instead of reading tiles in place)"),
+        "(else the AVX-512 BF16 / VNNI one; off: no AMX variant; im2col: as auto, but stride-1 and stride-2 bf16 convs "
+        "gather their B panels by im2col instead of reading tiles in place)"),
     ROW(int8_isa, "HARP_INT8_ISA", CHOICE, "auto", "auto|avx2|scalar", 0, 0,
         "the int8 kernels' variant (auto: by CPUID, AMX-INT8, AVX-512 VNNI, AVX2 or scalar; avx2: the AVX2 one where "
         "the CPU has AVX2, as on a CPU without AVX-512 (tests, benchmarks); scalar: the plain C one)"),

@@ -307,45 +307,60 @@ for tag, amx in (("amx", "auto"), ("no-amx", "off")):
         e = np.abs(np.load(os.path.join(d, n + ".npy"))[0].astype(np.float64) - want[n])
         s.check(f"bf16 rows {tag}: {n} = numpy's product of bf16(r) exactly", float(e.max()) == 0.0, f"max err {e.max():.3g}")
 
-# ---- stride-1 convs reading their B tiles in place (cgen_amx_conv.c) ----------------------------------
+# ---- stride-1 and -2 convs reading their B tiles in place (cgen_amx_conv.c) -------------------------------
 # The AMX variant of a bf16 stride-1 conv loads its B tiles straight from the padded channel-pair planes
 # (no im2col): odd H and W, channels not a multiple of 32 (77: an odd channel paired with 0 and pairs
 # rounded up to 16 with zero planes), padding 1, 0 and 2 (dilation 2), two groups, batch 2, bias + Relu and a residual Add + Relu epilogue, a weight given as an input
 # (packed per run), a 2x3 window with padding 0 1 1 1; 48 channels (24 pairs in 32); a 5-channel stem (3
-# pairs in 16: more than half the products on zero pairs) stays on the im2col path.
+# pairs in 16: more than half the products on zero pairs) stays on the im2col path.  Stride 2 (the input as
+# even / odd row / column phase planes): odd H and W with batch 2 and padding 1, padding 0 with a residual,
+# two groups with asymmetric padding and the weight an input, dilation 2, and strides 2 x 1; a 24x24
+# output (600 grid columns: more than 512) stays on the im2col path.
 # Integer weights in [-3, 3] (and bias): with normal x (bf16-rounded, sums not exact) the outputs are
 # checked against onnxruntime's fp32 within bf16's bound and against numpy's product of bf16(x) within
 # fp32 accumulation's; with integer x in [-15, 15] every sum is exact in fp32, so the in-place path
 # equals numpy exactly and the im2col path (HARP_AMX=im2col) bit for bit.  (Their sums' order differs:
 # the in-place K runs pair block x tap x pair, the im2col one (pair, tap) pair-major, so only exact sums
 # are bit-identical.)  The generated C shows which path each conv took.
-def conv_gen(x, w, pads, dil, groups):
-    """conv(x, w) (NCHW, OIHW, ONNX pads [top, left, bottom, right], dilation, groups) in float64,
-    and sum |x w| per output."""
+def conv_gen(x, w, pads, dil, groups, st=(1, 1)):
+    """conv(x, w) (NCHW, OIHW, ONNX pads [top, left, bottom, right], dilation, groups, strides) in
+    float64, and sum |x w| per output."""
     n, c, h, wd = x.shape
     oc, icg, kh, kw = w.shape
     xp = np.pad(x, ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])))
-    oh, ow = xp.shape[2] - dil * (kh - 1), xp.shape[3] - dil * (kw - 1)
+    oh, ow = ip_out(x.shape, (kh, kw), pads, dil, st)
     ocg, y, ya = oc // groups, np.zeros((n, oc, oh, ow)), np.zeros((n, oc, oh, ow))
     for g in range(groups):
         xs, ws, o = xp[:, g * icg:(g + 1) * icg], w[g * ocg:(g + 1) * ocg], slice(g * ocg, (g + 1) * ocg)
         for i in range(kh):
             for j in range(kw):
-                sl = xs[:, :, i * dil:i * dil + oh, j * dil:j * dil + ow]
+                sl = xs[:, :, i * dil:i * dil + st[0] * (oh - 1) + 1:st[0], j * dil:j * dil + st[1] * (ow - 1) + 1:st[1]]
                 y[:, o] += np.einsum("oc,nchw->nohw", ws[:, :, i, j], sl)
                 ya[:, o] += np.einsum("oc,nchw->nohw", np.abs(ws[:, :, i, j]), np.abs(sl))
     return y, ya
 
 
-# name, x shape, output channels, window, pads, dilation, groups, weight an input, residual
-IP = (("ip_c64_13x11_b2_relu", (2, 64, 13, 11), 48, (3, 3), (1, 1, 1, 1), 1, 1, False, False),
-      ("ip_c77_pad0_residual", (1, 77, 9, 15), 40, (3, 3), (0, 0, 0, 0), 1, 1, False, True),
-      ("ip_groups2_dil2", (1, 128, 12, 12), 64, (3, 3), (2, 2, 2, 2), 2, 2, False, False),
-      ("ip_2x3_weight_input", (1, 96, 10, 17), 32, (2, 3), (0, 1, 1, 1), 1, 1, True, False),
-      ("ip_c48_24_pairs", (1, 48, 10, 10), 32, (3, 3), (1, 1, 1, 1), 1, 1, False, False),
-      ("ip_stem5_stays_im2col", (1, 5, 20, 22), 40, (3, 3), (1, 1, 1, 1), 1, 1, False, False))
+def ip_out(xs, kk, pads, dil, st):
+    """(oh, ow) of a conv of x shape xs, window kk, ONNX pads, dilation, strides."""
+    return tuple((xs[2 + a] + pads[a] + pads[2 + a] - dil * (kk[a] - 1) - 1) // st[a] + 1 for a in (0, 1))
+
+
+# name, x shape, output channels, window, pads, dilation, groups, weight an input, residual, strides
+# (stride 2: the input split into even / odd row / column phase planes, cgen_bf16.c's emit_ilv_phases)
+IP = (("ip_c64_13x11_b2_relu", (2, 64, 13, 11), 48, (3, 3), (1, 1, 1, 1), 1, 1, False, False, (1, 1)),
+      ("ip_c77_pad0_residual", (1, 77, 9, 15), 40, (3, 3), (0, 0, 0, 0), 1, 1, False, True, (1, 1)),
+      ("ip_groups2_dil2", (1, 128, 12, 12), 64, (3, 3), (2, 2, 2, 2), 2, 2, False, False, (1, 1)),
+      ("ip_2x3_weight_input", (1, 96, 10, 17), 32, (2, 3), (0, 1, 1, 1), 1, 1, True, False, (1, 1)),
+      ("ip_c48_24_pairs", (1, 48, 10, 10), 32, (3, 3), (1, 1, 1, 1), 1, 1, False, False, (1, 1)),
+      ("ip_stem5_stays_im2col", (1, 5, 20, 22), 40, (3, 3), (1, 1, 1, 1), 1, 1, False, False, (1, 1)),
+      ("ip_s2_c64_13x11_b2_pad1", (2, 64, 13, 11), 48, (3, 3), (1, 1, 1, 1), 1, 1, False, False, (2, 2)),
+      ("ip_s2_c77_pad0_residual", (1, 77, 15, 17), 40, (3, 3), (0, 0, 0, 0), 1, 1, False, True, (2, 2)),
+      ("ip_s2_groups2_weight_input", (1, 128, 20, 26), 64, (3, 3), (0, 1, 1, 1), 1, 2, True, False, (2, 2)),
+      ("ip_s2_dil2", (1, 64, 16, 15), 32, (3, 3), (2, 2, 2, 2), 2, 1, False, False, (2, 2)),
+      ("ip_s21_c96", (1, 96, 11, 9), 48, (3, 3), (1, 1, 1, 1), 1, 1, False, False, (2, 1)),
+      ("ip_s2_600_columns_stays_im2col", (1, 32, 48, 48), 32, (3, 3), (1, 1, 1, 1), 1, 1, False, False, (2, 2)))
 ip_nodes, ip_vi, ip_inits, ip_w, ip_x = [], [], [], {}, {}
-for name, xs, oc, (kh, kw), pads, dil, groups, w_in, res in IP:
+for name, xs, oc, (kh, kw), pads, dil, groups, w_in, res, st in IP:
     w = rng.integers(-3, 4, size=(oc, xs[1] // groups, kh, kw)).astype(np.float32)
     b = rng.integers(-3, 4, size=oc).astype(np.float32)
     ip_w[name] = (w, b)
@@ -357,9 +372,9 @@ for name, xs, oc, (kh, kw), pads, dil, groups, w_in, res in IP:
         ip_inits.append(numpy_helper.from_array(w, name + "_w"))
     ip_inits.append(numpy_helper.from_array(b, name + "_b"))
     ip_nodes.append(helper.make_node("Conv", ins, [name + "_c"], kernel_shape=[kh, kw], pads=list(pads),
-                                     dilations=[dil, dil], group=groups))
+                                     dilations=[dil, dil], group=groups, strides=list(st)))
     if res:
-        oh, ow = xs[2] + pads[0] + pads[2] - dil * (kh - 1), xs[3] + pads[1] + pads[3] - dil * (kw - 1)
+        oh, ow = ip_out(xs, (kh, kw), pads, dil, st)
         ip_vi.append(helper.make_tensor_value_info(name + "_r", TensorProto.FLOAT, [xs[0], oc, oh, ow]))
         ip_nodes.append(helper.make_node("Add", [name + "_c", name + "_r"], [name + "_a"]))
     ip_nodes.append(helper.make_node("Relu", [name + ("_a" if res else "_c")], [name]))
@@ -373,12 +388,12 @@ onnx.save(ipm, ippath)
 def ip_inputs(kind):
     """The model's inputs: normal x (and residual), or integers in [-15, 15]; the weights given as inputs."""
     feeds = {}
-    for name, xs, oc, (kh, kw), pads, dil, groups, w_in, res in IP:
+    for name, xs, oc, (kh, kw), pads, dil, groups, w_in, res, st in IP:
         feeds[name + "_x"] = arr(*xs) if kind == "normal" else ints(-15, 15, *xs)
         if w_in:
             feeds[name + "_w"] = ip_w[name][0]
         if res:
-            oh, ow = xs[2] + pads[0] + pads[2] - dil * (kh - 1), xs[3] + pads[1] + pads[3] - dil * (kw - 1)
+            oh, ow = ip_out(xs, (kh, kw), pads, dil, st)
             feeds[name + "_r"] = arr(1, oc, oh, ow) if kind == "normal" else ints(-15, 15, 1, oc, oh, ow)
     return feeds
 
@@ -386,9 +401,9 @@ def ip_inputs(kind):
 def ip_want(feeds, xf):
     """{name: (y, sum |x w|, y with relu)} in float64, x through xf (identity or bf16)."""
     want = {}
-    for name, xs, oc, kk, pads, dil, groups, w_in, res in IP:
+    for name, xs, oc, kk, pads, dil, groups, w_in, res, st in IP:
         w, b = ip_w[name]
-        y, ya = conv_gen(xf(feeds[name + "_x"]).astype(np.float64), w.astype(np.float64), pads, dil, groups)
+        y, ya = conv_gen(xf(feeds[name + "_x"]).astype(np.float64), w.astype(np.float64), pads, dil, groups, st)
         y = y + b[None, :, None, None]
         if res:
             y = y + feeds[name + "_r"]

@@ -1,7 +1,8 @@
-/* cgen_amx_conv.c — the AMX variant of a bf16 stride-1 convolution whose B
- * tiles are loaded in place from the interleaved input: no im2col, no B
- * packing (the GEMM template's AMX variant, cgen_amx.c, gathers B panels
- * [kp][32] per task instead; it keeps strided and 1x1 convs).
+/* cgen_amx_conv.c — the AMX variant of a bf16 stride-1 or stride-2
+ * convolution whose B tiles are loaded in place from the interleaved input:
+ * no im2col, no B packing (the GEMM template's AMX variant, cgen_amx.c,
+ * gathers B panels [kp][32] per task instead; it keeps 1x1 convs and
+ * stems).
  * Needs: cgen_gemm_int.h (cg_mm, cg_tile, the row store and its epilogue,
  * the store context), cgen_int.h (the padded interleave and the weight
  * pairs of cgen_bf16.c, the tile configuration of cgen_amx.c).
@@ -16,7 +17,13 @@
  * grid, cgen_qgemm.c's emit_pad), so that tap (ky, kx) of column q reads
  * word q + ky dh wp + kx dw of every plane: for 16 pairs (planes p .. p +
  * 15) and 16 consecutive columns that is a tile of 16 rows of 64 bytes, one
- * plane apart, loaded straight from the planes.  K is ordered pair block x
+ * plane apart, loaded straight from the planes.  A stride s (2; per axis)
+ * splits each pair's plane into s x s phase planes of hp x wp words (phase
+ * (a, b) holds the padded rows s y + a, columns s x + b; wp = ow + (kw - 1)
+ * dw / s): output (oy, ox) reads padded row s oy + ky dh, that is phase
+ * row oy + ky dh / s of phase ky dh % s, so tap (ky, kx) of column q is
+ * word q + (ky dh / s) wp + kx dw / s of its phase plane, again a plain
+ * tile load (cgen_bf16.c's emit_ilv_phases deals the columns).  K is ordered pair block x
  * tap x pair (16 pairs a chunk), the weight packed so at model_init
  * ($P_amxcw: panels of 32 rows [32][kp], kp = p16 x taps words, zero rows
  * past M and zero pairs past the channels).  A 32x32 tile of C is four
@@ -25,7 +32,7 @@
  * task) are compressed into a contiguous run of outputs (consecutive grid
  * columns that are outputs are consecutive outputs) and go through the
  * template's epilogue ($P_row2).  Words read past a group's last plane
- * (at most 31 + (kw - 1) dw) are the next group's or a zeroed slack:
+ * (at most 31 + (kw - 1) dw / s) are the next group's or a zeroed slack:
  * finite, and only in columns that are never stored.
  * The sums' order differs from the im2col variant's (its chunks are 16
  * consecutive (pair, tap) of the pair-major K): the same values only where
@@ -46,33 +53,42 @@ static ipg geom(const cg_mm *q) {
   g.icg2 = (long)q->cv_icg, g.p16 = (g.icg2 + 15) / 16 * 16, g.taps = (long)(q->cv_kh * q->cv_kw);
   g.kp = g.p16 * g.taps;
   g.ow = (long)q->cv_ow, g.oh = (long)q->N / g.ow;
-  g.wp = g.ow + (long)(q->cv_kw - 1) * (long)q->cv_dw, g.hp = g.oh + (long)(q->cv_kh - 1) * (long)q->cv_dh;
-  g.pl = g.hp * g.wp, g.ng = g.oh * g.wp;
+  long sh = (long)q->cv_sh, sw = (long)q->cv_sw;
+  g.wp = g.ow + (long)(q->cv_kw - 1) * (long)q->cv_dw / sw, g.hp = g.oh + (long)(q->cv_kh - 1) * (long)q->cv_dh / sh;
+  g.pl = sh * sw * g.hp * g.wp, g.ng = g.oh * g.wp;
   /* planes a multiple of 256 bytes apart put a tile's 16 rows in a few L1 sets: 64 bytes more */
   g.ps = g.pl % 64 ? g.pl : g.pl + 16;
   g.G = (long)q->nb[1], g.nb0 = (long)q->nb[0], g.M = (long)q->M;
   g.mp = (g.M + CG_AMX_MR - 1) / CG_AMX_MR * CG_AMX_MR, g.npan = g.mp / CG_AMX_MR;
-  g.slack = CG_AMX_MR + (long)(q->cv_kw - 1) * (long)q->cv_dw;
-  /* grid columns a block: the block's B (p16 planes' words) about 256 KiB, in L2 across a task's panels */
-  g.nc = 262144L / (g.p16 * 4) / CG_AMX_MR * CG_AMX_MR;
+  g.slack = CG_AMX_MR + (long)(q->cv_kw - 1) * (long)q->cv_dw / sw;
+  /* grid columns a block: the block's B (p16 planes' words, in each of the sh sw phases) about 256 KiB,
+   * in L2 across a task's panels */
+  g.nc = 262144L / (g.p16 * 4 * sh * sw) / CG_AMX_MR * CG_AMX_MR;
   if (g.nc < CG_AMX_MR) g.nc = CG_AMX_MR;
   return g;
 }
 
 /* Does the AMX variant of conv view q (cgen_gemm.c's bf16_pairs, q->amx)
- * read its B tiles in place: stride 1, a window of 2 taps or more, sizes
- * constant, no split-K, not asked for the im2col path (tune.amx_im2col),
- * and at most half of the products on the zero pairs that round the channel
- * pairs up to 16.  Measured (2 threads, 3x3 pad 1 + bias + relu, min ms
- * im2col -> in place, load 9-11): 16->64 at 112 (8 pairs in 16) 0.44 ->
- * 0.24, 24->64 at 56 0.16 -> 0.06, 34->64 at 56 (17 in 32) 0.16 -> 0.15,
- * 48->48 at 56 0.17 -> 0.13; a 3- or 5-channel stem (2 or 3 pairs in 16)
- * level or noise: it keeps the im2col path. */
+ * read its B tiles in place: a window of 2 taps or more, sizes constant,
+ * no split-K, not asked for the im2col path (tune.amx_im2col), at most half
+ * of the products on the zero pairs that round the channel pairs up to 16,
+ * and a stride of 1, or 2 (per axis: the phase planes) up to 512 grid
+ * columns.  Measured (2 threads, 3x3 pad 1 + bias + relu, min ms im2col ->
+ * in place, load 9-11): 16->64 at 112 (8 pairs in 16) 0.44 -> 0.24, 24->64
+ * at 56 0.16 -> 0.06, 34->64 at 56 (17 in 32) 0.16 -> 0.15, 48->48 at 56
+ * 0.17 -> 0.13; a 3- or 5-channel stem (2 or 3 pairs in 16) level or noise:
+ * it keeps the im2col path.  Stride 2 (3x3/2, min of 300, base -> phase
+ * planes, load 14-17): 128->128 at 32 0.070 -> 0.062, at 40 (420 grid
+ * columns) 0.115 -> 0.100, 256->256 at 28 0.17 -> 0.14, 512->512 at 14 0.18
+ * -> 0.136; at 56 (812 columns) 64->64 level, 128->128 0.18-0.20 -> 0.20
+ * (the tiles' loads slower: a tile reads twice the distinct lines of a
+ * stride-1 tap's): those keep im2col. */
 bool cg_amx_conv_inplace(const cg_mm *q) {
   if (!q->amx || !q->pairs || !q->conv || q->tune.amx_im2col || q->full || q->m_expr || q->b0_expr) return false;
-  if (q->cv_sh != 1 || q->cv_sw != 1 || q->cv_kh * q->cv_kw < 2 || q->cv_ow < 1) return false;
+  if (q->cv_sh < 1 || q->cv_sh > 2 || q->cv_sw < 1 || q->cv_sw > 2 || q->cv_kh * q->cv_kw < 2 || q->cv_ow < 1) return false;
   int64_t p16 = (q->cv_icg + 15) / 16 * 16;
-  return p16 <= 2 * q->cv_icg;
+  if (p16 > 2 * q->cv_icg) return false;
+  return (q->cv_sh == 1 && q->cv_sw == 1) || geom(q).ng <= 512;
 }
 
 /* Columns of q's padded-width grid (oh x wp): the N its tasks split. */
@@ -103,8 +119,11 @@ static void emit_kernel(cg_out *o, const cg_mm *q, const ipg *g) {
   cg_emit(o, "static " CG_AMX_ATTR " void $P_kip(const char *ab, const char *xb, const $F_tt *tt, long m, int mr, long q0,"
              " long qe) {\n");
   cg_emit(o, "  static const long off[%ld] = {", g->taps);
-  for (long t = 0; t < g->taps; t++)
-    cg_emit(o, "%s%ldL", t ? ", " : "", (t / (long)q->cv_kw * (long)q->cv_dh * g->wp + t % (long)q->cv_kw * (long)q->cv_dw) * 4);
+  long sh = (long)q->cv_sh, sw = (long)q->cv_sw;
+  for (long t = 0; t < g->taps; t++) { /* the tap's row and column in the padded image: phase (ry % sh, rx % sw) */
+    long ry = t / (long)q->cv_kw * (long)q->cv_dh, rx = t % (long)q->cv_kw * (long)q->cv_dw;
+    cg_emit(o, "%s%ldL", t ? ", " : "", ((ry % sh * sw + rx % sw) * g->hp * g->wp + ry / sh * g->wp + rx / sw) * 4);
+  }
   cg_emit(o, "};\n  float cb[%d] __attribute__((aligned(64)));\n", CG_AMX_MR * CG_AMX_MR);
   cg_emit(o, "  _tile_zero(4); _tile_zero(5); _tile_zero(6); _tile_zero(7);\n");
   cg_emit(o, "  for (long b = 0; b < %ldL; b++, ab += %ldL, xb += %ldL) {\n", g->p16 / 16, g->taps * 64, 16 * g->ps * 4);
@@ -196,7 +215,7 @@ void cg_emit_amx_conv_variant(cg_out *o, const cg_mm *q, const cg_tile *t) {
   ipg g = geom(q);
   cg_tile t1 = *t; /* all of K in one pass: plain stores of the epilogue */
   t1.multi = t1.ws = false, t1.nkb = 1, t1.nv = 2;
-  cg_ilv_pad ip = {q->bf_icg, q->cv_h, q->cv_w, g.hp, g.wp, q->cv_pt, q->cv_pl, g.p16, g.ps};
+  cg_ilv_pad ip = {q->bf_icg, q->cv_h, q->cv_w, g.hp, g.wp, q->cv_pt, q->cv_pl, g.p16, g.ps, q->cv_sh, q->cv_sw};
   cg_emit_isa_helpers(o);
   cg_emit(o, "/* bf16 conv on AMX, B tiles read in place from the padded channel-pair planes (cgen_amx_conv.c) */\n");
   cg_mm_emit_row(o, q, &t1, 2);

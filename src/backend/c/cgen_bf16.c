@@ -181,8 +181,73 @@ void cg_emit_bf16_ilv(cg_out *o, const char *ctx, tiny_dtype xdt, int64_t nplane
  * apart, the words between zero), the
  * group's pair c = task % g->p16 (its channels 2c, 2c + 1 of g->icg at
  * cx->X, planes of g->h x g->w elements of xdt) placed at row g->pt,
- * column g->pl, zeros around it; pairs from ceil(icg / 2) on all zeros. */
+ * column g->pl, zeros around it; pairs from ceil(icg / 2) on all zeros.
+ * A stride (g->sh, g->sw not 1) writes the phase planes (emit_ilv_phases). */
+/* Part of emit_ilv_phases for sw == 2: the interleaved row `row` (words,
+ * 32-aligned) dealt to the phase rows at dr: its even columns x (padded
+ * column x + pl) to phase (pl % 2) from column pl / 2, its odd ones to the
+ * other phase from (pl + 1) / 2, 16 of each a step, at most g->wp a row. */
+static void emit_deal2(cg_out *o, const cg_ilv_pad *g) {
+  long w = (long)g->w, pl = (long)g->pl, pq = (long)(g->hp * g->wp), wp = (long)g->wp;
+  long ne = (w + 1) / 2, no = w / 2;
+  if (ne > wp - pl / 2) ne = wp - pl / 2;
+  if (no > wp - (pl + 1) / 2) no = wp - (pl + 1) / 2;
+  if (no < 0) no = 0;
+  cg_emit(o, "    int *pe = dr + %ldL, *po = dr + %ldL;\n", pl % 2 * pq + pl / 2, (pl + 1) % 2 * pq + (pl + 1) / 2);
+  cg_emit(o, "    for (long j = 0; j < %ldL; j += 16) {\n", ne > no ? ne : no);
+  cg_emit(o, "      __m512i a = _mm512_load_si512(row + 2 * j), b = _mm512_load_si512(row + 2 * j + 16);\n");
+  cg_emit(o, "      long ce = %ldL - j, co = %ldL - j;\n", ne, no);
+  cg_emit(o, "      __mmask16 me = ce >= 16 ? 0xffff : ce > 0 ? (__mmask16)((1u << ce) - 1u) : 0;\n");
+  cg_emit(o, "      __mmask16 mo = co >= 16 ? 0xffff : co > 0 ? (__mmask16)((1u << co) - 1u) : 0;\n");
+  cg_emit(o, "      _mm512_mask_storeu_epi32(pe + j, me, _mm512_permutex2var_epi32(a, _mm512_set_epi32("
+             "30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0), b));\n");
+  cg_emit(o, "      _mm512_mask_storeu_epi32(po + j, mo, _mm512_permutex2var_epi32(a, _mm512_set_epi32("
+             "31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1), b));\n    }\n");
+}
+
+/* $P_ilv for a stride g->sh x g->sw (cg_emit_bf16_ilv_pad): plane `task`
+ * (g->ps words at cx->B) zeroed, then each of its pair's rows interleaved
+ * into a row on the stack whose columns are dealt to the g->sw phase planes
+ * of the row's phase (cg_ilv_pad); rows and columns past the phase planes'
+ * g->hp x g->wp (never read) are dropped. */
+static void emit_ilv_phases(cg_out *o, const char *ctx, tiny_dtype xdt, const cg_ilv_pad *g) {
+  const char *ct = cg_ctype(xdt);
+  long icg2 = (long)((g->icg + 1) / 2), hw = (long)(g->h * g->w), w = (long)g->w, pq = (long)(g->hp * g->wp);
+  long sh = (long)g->sh, sw = (long)g->sw;
+  cg_emit(o, "static " CG_BF16_ATTR " void $P_ilv(void *vc, int task, int tid) {\n");
+  cg_emit(o, "  const %s *cx = (const %s *)vc;\n  (void)tid;\n", ctx, ctx);
+  cg_emit(o, "  long ng = task / %ldL, c = task %% %ldL;\n", (long)g->p16, (long)g->p16);
+  cg_emit(o, "  int *d = (int *)cx->B + (long)task * %ldL;\n", (long)g->ps);
+  cg_emit(o, "  memset(d, 0, %ldUL);\n  if (c >= %ldL) return;\n", (long)g->ps * 4, icg2);
+  cg_emit(o, "  const %s *s0 = (const %s *)cx->X + (ng * %ldL + 2 * c) * %ldL, *s1 = s0 + %ldL;\n", ct, ct, (long)g->icg,
+          hw, hw);
+  cg_emit(o, "  int odd = 2 * c + 1 >= %ldL;\n", (long)g->icg);
+  if (xdt != TINY_BF16) cg_emit(o, "  const __m512i ix = " CG_BF16_IX ";\n");
+  cg_emit(o, "  int row[%ld] __attribute__((aligned(64)));\n  memset(row, 0, sizeof row);\n", (w + 31) / 32 * 32);
+  cg_emit(o, "  for (long y = 0; y < %ldL; y++, s0 += %ldL, s1 += %ldL) {\n", (long)g->h, w, w);
+  cg_emit(o, "    long yr = y + %ldL, yy = yr / %ldL;\n    if (yy >= %ldL) break;\n", (long)g->pt, sh, (long)g->hp);
+  cg_emit(o, "    int *dr = d + yr %% %ldL * %ldL + yy * %ldL;\n", sh, sw * pq, (long)g->wp);
+  cg_emit(o, "    for (long i = 0; i < %ldL; i += 16) {\n", w);
+  cg_emit(o, "      int n = %ldL - i < 16 ? (int)(%ldL - i) : 16;\n", w, w);
+  emit_ilv_step(o, "      ", xdt, "row + i", "s0 + i", "s1 + i");
+  cg_emit(o, "    }\n");
+  if (sw == 2) {
+    emit_deal2(o, g);
+  } else {
+    for (long b = 0; b < sw; b++) { /* phase column b: input columns x with (x + pl) % sw == b */
+      long x0 = (((b - (long)g->pl) % sw) + sw) % sw;
+      cg_emit(o, "    for (long x = %ldL, xx = %ldL; x < %ldL && xx < %ldL; x += %ldL, xx++) dr[%ldL + xx] = row[x];\n", x0,
+              (x0 + (long)g->pl) / sw, w, (long)g->wp, sw, b * pq);
+    }
+  }
+  cg_emit(o, "  }\n}\n");
+}
+
 void cg_emit_bf16_ilv_pad(cg_out *o, const char *ctx, tiny_dtype xdt, const cg_ilv_pad *g) {
+  if (g->sh > 1 || g->sw > 1) {
+    emit_ilv_phases(o, ctx, xdt, g);
+    return;
+  }
   const char *ct = cg_ctype(xdt);
   long icg2 = (long)((g->icg + 1) / 2), pl = (long)(g->hp * g->wp), hw = (long)(g->h * g->w), w = (long)g->w;
   cg_emit(o, "static " CG_BF16_ATTR " void $P_ilv(void *vc, int task, int tid) {\n");

@@ -129,9 +129,12 @@ void cg_emit_bf16_wpairs(cg_out *o, tiny_dtype wdt, int64_t rows, int64_t icg, i
 /* The same interleave padded for the in-place AMX conv (cgen_amx_conv.c):
  * each plane hp x wp words with the h x w image at row pt, column pl and
  * zeros around it, p16 planes a group (pairs past ceil(icg / 2) zero),
- * ps >= hp wp words apart (the words between them zero too). */
+ * ps >= hp wp words apart (the words between them zero too).  A stride
+ * sh x sw other than 1 x 1 splits each plane into sh sw phase planes of
+ * hp x wp words (phase (a, b), a sw + b, holds the padded image's rows
+ * sh y + a, columns sw x + b), ps >= sh sw hp wp apart. */
 typedef struct cg_ilv_pad {
-  int64_t icg, h, w, hp, wp, pt, pl, p16, ps;
+  int64_t icg, h, w, hp, wp, pt, pl, p16, ps, sh, sw;
 } cg_ilv_pad;
 void cg_emit_bf16_ilv_pad(cg_out *o, const char *ctx, tiny_dtype xdt, const cg_ilv_pad *g);
 /* The direct conv's column-pair view (cg_dconv_cols, fewer than
