@@ -14,7 +14,7 @@ conv with ONNX's HardSwish op (mul, add, max, min, then the product) and a
 MatMul gated by HardSigmoid (x * hardsigmoid(x)):
   * the generated C: no map kernel is left, each gate is in a contraction
     kernel (its `g_ = ` statement); with the knob, the maps remain and no
-    gate step;
+    gate step; the CUDA C (sm80) keeps them element-wise kernels;
   * fp32, fused and not: the outputs against onnxruntime to fp32 rounding,
     and the fused outputs bit for bit the unfused ones (the same fp32 ops
     in the same order);
@@ -25,12 +25,13 @@ the values spread over [-8, 8] so that every clamp bound is crossed.
 """
 import os
 import re
+import subprocess
 import sys
 import tempfile
 
 import numpy as np
 
-from harp_test import Suite, run
+from harp_test import HARP, Suite, run
 
 try:
     import onnx
@@ -156,6 +157,16 @@ for t0 in ("off", "force"):
         for n in names:  # the same fp32 ops in the same order
             s.check(f"fp32, tier0={t0}: {n} fused is bit for bit the maps' output", np.array_equal(a[n], b[n]),
                     f"{int(np.sum(a[n] != b[n]))} of {a[n].size} differ, max {float(np.max(np.abs(a[n] - b[n]))):.3g}")
+
+# the CUDA templates have no gate step: on a GPU target the gates stay element-wise kernels (no GPU needed)
+cu = tempfile.mkdtemp()
+p = subprocess.run([HARP, "dump", path, "--dump", "cu", "--target", "sm80", "--dump-dir", cu], capture_output=True,
+                   text=True, timeout=300)
+s.check("sm80: the CUDA C is printed", p.returncode == 0, p.stderr.strip()[-600:])
+if p.returncode == 0:
+    src = open(os.path.join(cu, "model.cu")).read()
+    ewise = len(re.findall(r"__global__ void .*\bk\d+_ewise\(", src))
+    s.check(f"sm80: the gates stay element-wise kernels ({ewise}), no gate step", ewise >= 3 and "g_ = " not in src)
 
 if "avx512_bf16" not in open("/proc/cpuinfo").read():
     print("note: this CPU has no AVX512_BF16: the bf16 half is skipped")
