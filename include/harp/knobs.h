@@ -56,6 +56,7 @@ typedef struct rt_knobs {
   int amx;                      /* HARP_AMX: rt_knob_amx */
   int int8_isa;                 /* HARP_INT8_ISA: rt_knob_int8_isa */
   bool bf16_fp32_temps;         /* HARP_BF16_FP32_TEMPS: --precision bf16 stores no temp in bf16 */
+  bool no_gate_epilogues;       /* HARP_NO_GATE_EPILOGUES: CPU gates and / c stay maps (A/B) */
   bool no_dedup;                /* HARP_NO_DEDUP: every kernel its own code */
   bool no_coalesce;             /* HARP_NO_COALESCE: loops are not merged */
   int tier0;                    /* HARP_TIER0: rt_knob_tier0 */

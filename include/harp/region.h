@@ -221,7 +221,8 @@ typedef struct rg_options {
                                   fusion is costed with those only; 0: every one */
   bool gate_epilogues;         /* CPU templates: x * clamp(x * a + b, lo, hi) (a hardswish) and x / c
                                   by a constant are epilogue steps (RG_ROLE_GATE, CT_EPI_GATE /
-                                  CT_EPI_DIV); off: they stay maps of their own.  --precision bf16 */
+                                  CT_EPI_DIV); off: they stay maps of their own.  The CPU target: on
+                                  (fp32 and bf16) unless the knob no_gate_epilogues */
   /* The graph's IndexBook and Poly-View when the caller built them (the
    * compile pipeline's stages; ib_build and poly_build without options):
    * borrowed, never freed by the partition.  NULL: rg_form builds its own. */

@@ -55,6 +55,9 @@ static const rt_knob table[] = {
         "the CPU has AVX2, as on a CPU without AVX-512 (tests, benchmarks); scalar: the plain C one)"),
     ROW(bf16_fp32_temps, "HARP_BF16_FP32_TEMPS", BOOL, "0", NULL, 0, 0,
         "--precision bf16 on the CPU keeps the tensors between kernels in fp32 (not the contraction operands in bf16)"),
+    ROW(no_gate_epilogues, "HARP_NO_GATE_EPILOGUES", BOOL, "0", NULL, 0, 0,
+        "CPU: a hardswish-like gate x*clamp(x*a + b, lo, hi) and x / c by a constant stay maps of their own, not "
+        "epilogue steps of the conv / GEMM before them (A/B)"),
     ROW(no_dedup, "HARP_NO_DEDUP", BOOL, "0", NULL, 0, 0, "kernels that are the same code are not shared"),
     ROW(no_coalesce, "HARP_NO_COALESCE", BOOL, "0", NULL, 0, 0,
         "loop nests keep a loop whose body is one loop (no merging into one loop)"),

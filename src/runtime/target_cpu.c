@@ -37,9 +37,12 @@ static harp_status cpu_regions(rt_compile *c) {
   rt_calib_apply(&c->machine, &c->knobs); /* the measured figures, when this machine has them */
   rg_options ro = {.no_operand_casts = true, .exact_add_steps = c->knobs.int8 != RT_INT8_OFF, .replay = c->opts.replay_regions ? c->opts.replay_regions->formed : NULL,
                    .window = c->opts.greedy_regions ? -1 : 0};
-  /* --precision bf16: hardswish-like gates and / c fuse into the producing
-   * contraction (the fp32 default's regions stay as they were) */
-  harp_status st = cpu_precision(c, &ro.gate_epilogues);
+  /* hardswish-like gates and / c fuse into the producing contraction, in
+   * fp32 and bf16 alike (the knob no_gate_epilogues, an A/B switch, keeps
+   * them maps) */
+  bool bf16;
+  harp_status st = cpu_precision(c, &bf16);
+  ro.gate_epilogues = !c->knobs.no_gate_epilogues;
   return st ? st : rt_form_regions(c, &ro);
 }
 

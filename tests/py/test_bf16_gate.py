@@ -1,34 +1,37 @@
-"""--precision bf16: hardswish gates fused into the contraction before them.
+"""Hardswish gates fused into the contraction before them, fp32 and bf16.
 
-Needs: harp_test (HARP_BIN), onnx, onnxruntime, a CPU with AVX512_BF16
-(skips, 77, without).  Gives: one suite, test_bf16_gate.
+Needs: harp_test (HARP_BIN), onnx, onnxruntime; a CPU with AVX512_BF16 for
+the bf16 half (skipped without).  Gives: one suite, test_bf16_gate.
 
 PP-LCNetV3 (the PP-OCRv4 detector's backbone) follows each conv with a
 scale, a hardswish spelled out as x * clip(x + 3, 0, 6) / 6 (paddle2onnx),
-and another scale.  With --precision bf16 those ops are epilogue steps of
-the conv or GEMM (rg_options.gate_epilogues: a gate x * clamp(x * a + b, lo,
-hi) and x / c by a constant), not a map over an fp32 tensor; the fp32
-default keeps its maps (its regions unchanged).  Checked here on a 1x1 conv
-(the GEMM template), a depthwise 3x3 (cgen_dwconv.c), a 3x3 conv with ONNX's
-HardSwish op (mul, add, max, min, then the product) and a MatMul gated by
-HardSigmoid (x * hardsigmoid(x)), with and without AMX:
-  * the outputs against onnxruntime fp32 within the documented whole-model
-    bf16 tolerance (docs/options.md, "precision": max abs error <= 2e-2 x
-    max |reference|), the values spread over [-8, 8] so that every clamp
-    bound is crossed;
+and another scale.  On the CPU those ops are epilogue steps of the conv or
+GEMM (rg_options.gate_epilogues: a gate x * clamp(x * a + b, lo, hi) and
+x / c by a constant), not a map over an fp32 tensor, in fp32 and in bf16;
+the knob no_gate_epilogues=1 (an A/B switch) keeps the maps.  Checked here
+on a 1x1 conv (the GEMM template), a depthwise 3x3 (cgen_dwconv.c), a 3x3
+conv with ONNX's HardSwish op (mul, add, max, min, then the product) and a
+MatMul gated by HardSigmoid (x * hardsigmoid(x)):
   * the generated C: no map kernel is left, each gate is in a contraction
-    kernel (its `g_ = ` statement);
-  * the fp32 build: its maps remain, and it agrees with onnxruntime to fp32
-    rounding.
+    kernel (its `g_ = ` statement); with the knob, the maps remain and no
+    gate step; the CUDA C (sm80) keeps them element-wise kernels;
+  * fp32, fused and not: the outputs against onnxruntime to fp32 rounding,
+    and the fused outputs bit for bit the unfused ones (the same fp32 ops
+    in the same order);
+  * bf16, with and without AMX: the outputs against onnxruntime fp32 within
+    the documented whole-model bf16 tolerance (docs/options.md,
+    "precision": max abs error <= 2e-2 x max |reference|);
+the values spread over [-8, 8] so that every clamp bound is crossed.
 """
 import os
 import re
+import subprocess
 import sys
 import tempfile
 
 import numpy as np
 
-from harp_test import Suite, run
+from harp_test import HARP, Suite, run
 
 try:
     import onnx
@@ -36,10 +39,6 @@ try:
     from onnx import TensorProto, helper, numpy_helper
 except ImportError:
     print("skip: no onnx / onnxruntime")
-    sys.exit(77)
-
-if "avx512_bf16" not in open("/proc/cpuinfo").read():
-    print("skip: this CPU has no AVX512_BF16")
     sys.exit(77)
 
 s = Suite("bf16_gate")
@@ -108,21 +107,8 @@ def kernels(src):
     return {parts[i]: parts[i + 1] for i in range(1, len(parts) - 1, 2)}
 
 
-for amx in ("auto", "off"):
-    os.environ["HARP_AMX"] = amx
-    tag = f"bf16, amx {amx}"
-    dump = tempfile.mkdtemp()
-    p, d = run(path, feeds, backend="cpu", extra=["--precision", "bf16", "--dump", "c", "--dump-dir", dump])
-    s.check(f"{tag}: runs", p.returncode == 0, p.stderr.strip()[-600:])
-    if p.returncode:
-        continue
-    for n in names:
-        got = np.load(os.path.join(d, n + ".npy"))
-        err, scale = float(np.max(np.abs(got - want[n]))), float(np.max(np.abs(want[n])))
-        s.check(f"{tag}: {n} vs onnxruntime fp32, max abs err {err:.3g} <= 2e-2 x {scale:.3g}", err <= 2e-2 * scale,
-                f"ratio {err / scale:.3g}")
-        s.check(f"{tag}: {n} differs from fp32 (bf16 ran)", err > 1e-6 * scale, f"err {err:.3g}")
-    ks = kernels(open(os.path.join(dump, "model.c")).read())
+def check_fused(tag, ks):
+    """The fused build's kernels ks (kernels()): no map, the four gates in four contraction kernels."""
     kinds = sorted(k.split(":")[0].split("_", 2)[2] for k in ks)
     s.check(f"{tag}: no map kernel left", not any(k.startswith("map") for k in kinds), f"kernels {kinds}")
     gated = [k for k, body in ks.items() if "g_ = " in body]
@@ -131,17 +117,73 @@ for amx in ("auto", "off"):
     s.check(f"{tag}: the depthwise conv's epilogue has its gate and its / 6",
             any("depthwise" in k and "g_ = " in b and re.search(r"/ \w+_set1\(6\.0+f\)", b) for k, b in ks.items()),
             f"kernels {list(ks)}")
-os.environ["HARP_AMX"] = "auto"
 
-dump = tempfile.mkdtemp()
-p, d = run(path, feeds, backend="cpu", extra=["--dump", "c", "--dump-dir", dump])
-s.check("fp32: runs", p.returncode == 0, p.stderr.strip()[-600:])
+
+def build(tag, extra, tier0="auto"):
+    """Run the model on the CPU with these flags and the knob tier0, its C dumped: (outputs {name: array},
+    kernels), or None."""
+    os.environ["HARP_TIER0"] = tier0
+    dump = tempfile.mkdtemp()
+    p, d = run(path, feeds, backend="cpu", extra=[*extra, "--dump", "c", "--dump-dir", dump])
+    s.check(f"{tag}: runs", p.returncode == 0, p.stderr.strip()[-600:])
+    if p.returncode:
+        return None
+    outs = {n: np.load(os.path.join(d, n + ".npy")) for n in names}
+    return outs, kernels(open(os.path.join(dump, "model.c")).read())
+
+
+# fp32: fused by default; the knob no_gate_epilogues keeps the maps.  The compiled object's outputs
+# (tier0=off) and tier 0's (force: libharp's kernels on the greedy pass's regions), each fused and not.
+for t0 in ("off", "force"):
+    fp32 = {}
+    for knob in (False, True):
+        tag = f"fp32, tier0={t0}" + (", no_gate_epilogues=1" if knob else "")
+        r = build(tag, ["--knob", "no_gate_epilogues=1"] if knob else [], t0)
+        if r is None:
+            continue
+        fp32[knob], ks = r
+        if t0 == "force":  # tier 0 runs libharp's kernels: the dumped C, the object's, is checked with off
+            pass
+        elif knob:
+            s.check(f"{tag}: the maps remain", sum("_map:" in k for k in ks) >= 3, f"kernels {list(ks)}")
+            s.check(f"{tag}: no gate step", not any("g_ = " in b for b in ks.values()))
+        else:
+            check_fused(tag, ks)
+        for n in names:
+            err, scale = float(np.max(np.abs(fp32[knob][n] - want[n]))), float(np.max(np.abs(want[n])))
+            s.check(f"{tag}: {n} vs onnxruntime, max abs err {err:.3g} <= 1e-5 x {scale:.3g}", err <= 1e-5 * scale)
+    if len(fp32) == 2:
+        a, b = fp32[False], fp32[True]
+        for n in names:  # the same fp32 ops in the same order
+            s.check(f"fp32, tier0={t0}: {n} fused is bit for bit the maps' output", np.array_equal(a[n], b[n]),
+                    f"{int(np.sum(a[n] != b[n]))} of {a[n].size} differ, max {float(np.max(np.abs(a[n] - b[n]))):.3g}")
+
+# the CUDA templates have no gate step: on a GPU target the gates stay element-wise kernels (no GPU needed)
+cu = tempfile.mkdtemp()
+p = subprocess.run([HARP, "dump", path, "--dump", "cu", "--target", "sm80", "--dump-dir", cu], capture_output=True,
+                   text=True, timeout=300)
+s.check("sm80: the CUDA C is printed", p.returncode == 0, p.stderr.strip()[-600:])
 if p.returncode == 0:
-    ks = kernels(open(os.path.join(dump, "model.c")).read())
-    s.check("fp32: the maps remain (its regions unchanged)", sum("_map:" in k for k in ks) >= 3, f"kernels {list(ks)}")
-    s.check("fp32: no gate step", not any("g_ = " in b for b in ks.values()))
-    for n in names:
-        got = np.load(os.path.join(d, n + ".npy"))
-        err, scale = float(np.max(np.abs(got - want[n]))), float(np.max(np.abs(want[n])))
-        s.check(f"fp32: {n} vs onnxruntime, max abs err {err:.3g} <= 1e-5 x {scale:.3g}", err <= 1e-5 * scale)
+    src = open(os.path.join(cu, "model.cu")).read()
+    ewise = len(re.findall(r"__global__ void .*\bk\d+_ewise\(", src))
+    s.check(f"sm80: the gates stay element-wise kernels ({ewise}), no gate step", ewise >= 3 and "g_ = " not in src)
+
+if "avx512_bf16" not in open("/proc/cpuinfo").read():
+    print("note: this CPU has no AVX512_BF16: the bf16 half is skipped")
+else:
+    for amx in ("auto", "off"):
+        os.environ["HARP_AMX"] = amx
+        tag = f"bf16, amx {amx}"
+        r = build(tag, ["--precision", "bf16"], "auto")
+        if r is None:
+            continue
+        outs, ks = r
+        for n in names:
+            err, scale = float(np.max(np.abs(outs[n] - want[n]))), float(np.max(np.abs(want[n])))
+            s.check(f"{tag}: {n} vs onnxruntime fp32, max abs err {err:.3g} <= 2e-2 x {scale:.3g}",
+                    err <= 2e-2 * scale, f"ratio {err / scale:.3g}")
+            s.check(f"{tag}: {n} differs from fp32 (bf16 ran)", err > 1e-6 * scale, f"err {err:.3g}")
+        check_fused(tag, ks)
+    os.environ["HARP_AMX"] = "auto"
+os.environ["HARP_TIER0"] = "auto"
 s.close()
