@@ -7,7 +7,8 @@
  * the object has).  A derived symbol of the graph (tiny_dsym: a strided
  * conv's (H + 1)/2) that reads a varying one varies too: the object reads
  * it from hp_sym_ like the others, its value computed per binding and its
- * largest at the corner hi (the definition is monotone).
+ * largest at the corner hi (the definition is monotone: by its form, or
+ * checked at every binding of a small box).
  * A weight whose shape moves with a symbol is one table at the corner hi,
  * read through a SHRINK by the binding (sgen_weights.c).
  * Needs: cpu.c (rt_cpu_compile_code, rt_cpu_adopt, rt_cpu_run_bound), sgen_weights.c, tiny.
