@@ -44,7 +44,7 @@ def save(m, name):
 
 
 def check(name, m, box, shapes, one_object=True):
-    """m run under --shapeset box at each input shape in shapes (one input, x) against onnxruntime."""
+    """m run under --shapeset box at each input shape in shapes (one input, x) against onnxruntime; the last run."""
     path = save(m, name)
     ref = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
     for i, shape in enumerate(shapes):
@@ -58,6 +58,7 @@ def check(name, m, box, shapes, one_object=True):
                     and "one object for the box" in p.stderr, f"{built(p)} {p.stderr[-600:]}")
         for o, want in zip(ref.get_outputs(), ref.run(None, {"x": x}) if p.returncode == 0 else []):
             s.check(f"{tag}: {o.name} vs onnxruntime", *close(np.load(os.path.join(out, o.name + ".npy")), want, 1e-5, 1e-6))
+    return p
 
 
 # Shape -> Gather -> Cast(float) -> Mul(0.5) -> Mul(8.0) -> Cast(int64), less twice Cast(int32) of the same size -> Concat ->
@@ -96,7 +97,7 @@ m3 = model([mk("Shape", ["x"], ["s"]), mk("Cast", ["s"], ["s32"], to=TensorProto
             mk("Transpose", ["f"], ["t"], perm=[0, 2, 1]), mk("MatMul", ["t", "W"], ["h"]), mk("Softmax", ["h"], ["y"], axis=-1)],
            [vi("x", [1, 8, 2, "w"])], [vi("y", None)],
            [ints("zero1", [0]), ints("two1", [2]), ints("m1", [-1]), init("W", W8)])
-check("shape_slice_concat_reshape", m3, "w=4..48", [(1, 8, 2, 5), (1, 8, 2, 48), (1, 8, 2, 23)], one_object=False)
+check("shape_slice_concat_reshape", m3, "w=4..48", [(1, 8, 2, 5), (1, 8, 2, 48), (1, 8, 2, 23)])
 
 # Range over a size (positions 0..w-1, scaled, added to x's rows), ConstantOfShape of a shape read from x, and
 # fills of sizes w and w + 1 concatenated (a padded fill: the CPU's map kernels once dropped the pad)
@@ -130,7 +131,20 @@ m6 = model([mk("Shape", ["x"], ["s"]), mk("Gather", ["s", "zero1"], ["w"]), mk("
             mk("Concat", ["c", "r"], ["cr"], axis=0), mk("Cast", ["cr"], ["shape"], to=TensorProto.INT64),
             mk("ConstantOfShape", ["shape"], ["y"], value=fill)],
            [vi("x", ["w", 2])], [vi("y", None)], [ints("zero1", [0]), init("three", np.array(3.0, np.float32))])
-check("ceil_round_fill", m6, "w=2..40", [(7, 2), (8, 2), (40, 2)], one_object=False)
+# ceil(w / 3) and round(w / 3) reach the graph as w - 2 * w / 3 and the like: a negative term, yet they never shrink
+# as w grows (checked at every binding of the small box): one object, right at the box's corners and between
+check("ceil_round_fill", m6, "w=2..40", [(7, 2), (8, 2), (40, 2), (2, 2), (23, 2)])
+
+# a size that does shrink as w grows (10 - w): no one object (its arena sized at the upper corner would be too
+# small below it), said, each binding compiled alone and right
+m8 = model([mk("Shape", ["x"], ["s"]), mk("Gather", ["s", "zero1"], ["w"]), mk("Sub", ["ten", "w"], ["d"]),
+            mk("ConstantOfShape", ["d"], ["f"], value=fill), mk("ReduceSum", ["f"], ["t"], keepdims=1),
+            mk("Mul", ["x", "t"], ["y"])],
+           [vi("x", ["w", 2])], [vi("y", None)], [ints("zero1", [0]), ints("ten", [10])])
+for w in (3, 8, 5):
+    p8 = check("shrinking_fill", m8, "w=2..8", [(w, 2)], one_object=False)
+    s.check(f"shrinking_fill w={w}: a compile per binding, said", "may shrink as the box's symbols grow" in p8.stderr,
+            p8.stderr[-500:])
 
 # a quotient by a size cannot stay symbolic: said, and the binding compiled alone, right
 m5 = model([mk("Shape", ["x"], ["s"]), mk("Gather", ["s", "zero"], ["w"]), mk("Cast", ["w"], ["wf"], to=TensorProto.FLOAT),
