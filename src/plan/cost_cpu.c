@@ -5,10 +5,10 @@
  * plan_cache_miss (cost.c), the direct conv kernel's model (cost_dconv.c).
  * Gives: plan_cpu_time, plan_cpu_wino_filter_s, plan_cpu_winograd_min_pixels.
  *
- * The template as the model sees it (cgen_gemm.c, resolve_tile; gemm_time):
+ * The template as the model sees it (cgen_gemm_variant.c, cg_mm_resolve_tile; gemm_time):
  *   - the plan's warp tile is the register micro-tile MR x NR, its tile
  *     [BM, BN, BK] the blocking mc, nc, kc (kc at most K);
- *   - the work splits into tasks exactly as resolve_tile splits it (batch,
+ *   - the work splits into tasks exactly as cg_mm_resolve_tile splits it (batch,
  *     then N or M), taken by whichever thread is free (thread balance);
  *   - a task calls the full micro-kernel and the tails' (whole vectors of
  *     the last columns, the last rows), each at its cycles a k step from
@@ -79,7 +79,7 @@ static double best_rate(const plan_calib *c) {
 }
 
 /* The micro-kernel's cycles per k step for `rows` rows by `vecs` vectors
- * (cgen_gemm.c's emit_kernel: one FMA per row and vector, a load per
+ * (cgen_gemm_variant.c's emit_kernel: one FMA per row and vector, a load per
  * vector of B and a broadcast per row of A): x86 cores issue two FMAs a
  * cycle, and an accumulator waits ~4 cycles for its last FMA, so fewer
  * than 8 accumulators leave the FMA units idle; loads and broadcasts at
@@ -143,7 +143,7 @@ static double tile_rate(const plan_calib *c, int mr, int nr, int lanes, int64_t 
  * ran ~4% slower than one of 130). */
 #define CALL_STEPS 4.0
 
-/* The template's task split for a plan (cgen_gemm.c, resolve_tile, in the
+/* The template's task split for a plan (cgen_gemm_variant.c, cg_mm_resolve_tile, in the
  * same order of tests): the number of tasks along M and N per batch, each
  * tm x tn (whole micro-tiles), so that the tasks fill the threads; both
  * bound, the split whose slowest thread computes fewer rows x columns
@@ -235,7 +235,7 @@ static double gemm_time(const plan_t *p, const plan_region_info *r, const plan_g
   const plan_calib *c = &m->calib;
   int64_t M = g->M, N = g->N, K = g->K, nbat = UT_MAX(g->batch, 1);
   int lanes = UT_MAX(m->simd_bytes / 4, 1);
-  /* the template's own micro-tile (resolve_tile): 6x64 AVX-512, 6x16 AVX2 */
+  /* the template's own micro-tile (cg_mm_resolve_tile): 6x64 AVX-512, 6x16 AVX2 */
   int mr = lanes >= 8 ? 6 : 4, nr = lanes >= 16 ? 4 * lanes : lanes >= 8 ? 2 * lanes : 4;
   int64_t kc = tile_on(p, r, g->k), nc = 0;
   /* a conv whose plan has the pixels as M, and a matmul whose C is

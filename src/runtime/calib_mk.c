@@ -1,5 +1,5 @@
 /* calib_mk.c — the calibration's GEMM micro-kernel: the register tile of
- * the CPU template (cgen_gemm.c: MR rows of A broadcast, NV vectors of B,
+ * the CPU template (cgen_gemm_variant.c: MR rows of A broadcast, NV vectors of B,
  * MR x NV accumulators) run over a packed B panel, to time how fast this
  * core multiplies for a given micro-tile, depth (kc) and panel width (nc).
  * Needs: <immintrin.h> on x86-64 (AVX-512 / AVX2 by function target, so the

@@ -11,9 +11,17 @@ staged beside HARP_BIN (<build>/python/harp), and falls back to run() where
 the build has no extension (a sanitizer build, nanobind missing) or
 HARP_TEST_CLI=1 asks for the CLI.
 
+Tier 0: with tier0=auto (the default) a `harp run` on the cpu backend
+answers its first (and, in a test, only) run on libharp's shape-generic
+kernels while the compiled C builds (docs/architecture.md, "Tier 0"), so a
+test that runs a model once through the CLI checks tier 0, not the C.  A
+test whose purpose is the compiled C's numbers calls compiled_only() first;
+run_cpu_and_interp and run_model's CLI fallback run the object always (the
+package's sessions compile to their object before the first run anyway).
+
 Needs: numpy; the harp CLI (HARP_BIN); the package where built.  Gives:
-Suite, run, run_model, package, run_cpu_and_interp, close, write_model,
-shapeset_run, shapeset_built, HARP, SRC, MODELS, BACKENDS.
+Suite, run, run_model, package, run_cpu_and_interp, compiled_only, close,
+write_model, shapeset_run, shapeset_built, HARP, SRC, MODELS, BACKENDS.
 """
 import atexit
 import os
@@ -58,6 +66,14 @@ if os.environ.get("HARP_KEEP_TMP"):
     print(f"temporary files kept in {_TMP}", flush=True)
 else:
     atexit.register(shutil.rmtree, _TMP, True)
+
+
+def compiled_only():
+    """Opt in, for a test whose purpose is the compiled C's numbers: every
+    `harp run` this process starts from here on (run, shapeset_run, its own
+    subprocesses) runs the compiled object from its first run, not tier 0
+    (HARP_TIER0=off; the module's docstring says why)."""
+    os.environ["HARP_TIER0"] = "off"
 
 
 def run(model, inputs=None, syms=(), extra=(), outdir=None, backend="interp", params=(), indir=None):
@@ -125,7 +141,9 @@ def _run_model_cli(model, inputs, backend, syms, params):
     """run_model through `harp run`: the outputs read back from their .npy files."""
     outdir = tempfile.mkdtemp(prefix="harp_out_")
     indir = tempfile.mkdtemp(prefix="harp_in_")
-    p, _ = run(model, inputs, syms=syms, outdir=outdir, backend=backend, params=set(params), indir=indir)
+    # tier0=off: the object's numbers, as the package's session gives them
+    p, _ = run(model, inputs, syms=syms, outdir=outdir, backend=backend, params=set(params), indir=indir,
+               extra=["--knob", "tier0=off"] if backend == "cpu" else [])
     if p.returncode:
         return None, p.stderr.strip()
     return {f[:-4]: np.load(os.path.join(outdir, f)) for f in sorted(os.listdir(outdir)) if f.endswith(".npy")}, None
@@ -133,13 +151,15 @@ def _run_model_cli(model, inputs, backend, syms, params):
 
 def run_cpu_and_interp(suite, name, text, tensors, params=(), tail=600):
     """Write the DSL `text` to a file, run it on the cpu backend (keeping the
-    generated C) and on the interpreter, and check both ran.  Returns (the
-    generated C, cpu out dir, interpreter out dir), or None when a run failed."""
+    generated C; the compiled object, not tier 0) and on the interpreter,
+    and check both ran.  Returns (the generated C, cpu out dir, interpreter
+    out dir), or None when a run failed."""
     path = os.path.join(tempfile.mkdtemp(), "".join(c if c.isalnum() else "_" for c in name) + ".harp")
     with open(path, "w") as f:
         f.write(text)
     dump = tempfile.mkdtemp()
-    p, d = run(path, tensors, params=set(params), backend="cpu", extra=["--dump", "c", "--dump-dir", dump])
+    p, d = run(path, tensors, params=set(params), backend="cpu",
+               extra=["--dump", "c", "--dump-dir", dump, "--knob", "tier0=off"])
     suite.check(f"{name}: compiles and runs on cpu", p.returncode == 0, p.stderr.strip()[-tail:])
     q, e = run(path, tensors, params=set(params), backend="interp")
     suite.check(f"{name}: the interpreter runs", q.returncode == 0, q.stderr.strip()[-tail:])

@@ -70,7 +70,7 @@ void cg_emit_bf16_kernel(cg_out *o, int mr, int nv, int tmr, int tnr, int pf, lo
   cg_emit(o, "#pragma GCC unroll 4\n  for (long k = 0; k < kp; k++) {\n");
   if (pf > 0)
     for (int l = 0; l < nv; l++) cg_emit(o, "    __builtin_prefetch(b + (k + %d) * %d + %d);\n", pf, tnr, l * 16);
-  if (pf_a > 0) /* A's pair rows, pf_a bytes ahead (cgen_gemm.c's emit_kernel says when) */
+  if (pf_a > 0) /* A's pair rows, pf_a bytes ahead (cgen_gemm_variant.c's emit_kernel says when) */
     cg_emit(o, "    __builtin_prefetch((const void *)((uintptr_t)(ap + k * %d) + %du));\n", tmr, pf_a);
   for (int j = 0; j < nv; j++) cg_emit(o, "    __m512bh b%d = (__m512bh)_mm512_loadu_ps(b + k * %d + %d);\n", j, tnr, j * 16);
   for (int i = 0; i < mr; i++) {

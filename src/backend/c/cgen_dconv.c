@@ -1,8 +1,11 @@
-/* cgen_dconv.c — direct convolution kernel generator (AVX-512).
+/* cgen_dconv.c — direct convolution kernel generator (AVX-512): the plan
+ * (tile patterns, blocking, which convs it takes) and the variant's driver.
  * Needs: cgen_int.h (templating, vector layer, runtime; cgen_bf16.c's
- * interleave and weight pairs).  Gives: cg_dconv_plan, cg_dconv_variant
- * (the AVX-512 variant of a cgen_conv kernel), cg_dconv_pairs,
- * cg_dconv_cols_ok.
+ * interleave and weight pairs), cgen_dconv_int.h (the plan's type), the
+ * emitters of cgen_dconv_kern.c (packer, micro-kernels, task) and of
+ * cgen_dconv_rt.c (sizes read at run time).  Gives: cg_dconv_plan,
+ * cg_dconv_variant (the AVX-512 variant of a cgen_conv kernel),
+ * cg_dconv_pairs, cg_dconv_cols_ok, cg_dconv_rt_ok.
  *
  * bf16 (cg_dconv_variant's bf): the same kernel over channel pairs.  The
  * conv is seen as one of ceil(icg / 2) "channels" of 32-bit words (each
@@ -50,37 +53,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "backend/c/cgen_dconv_int.h"
 #include "backend/c/cgen_int.h"
-
-#define DC_MAX_KW 15   /* taps per row the signature tables hold */
-#define DC_MAX_EDGE 16 /* edge tiles per side; more (huge padding): implicit GEMM */
-#define DC_MAX_MR 28
-
-/* One tile pattern: np pixels, and per kw the valid pixel range [lo, hi). */
-typedef struct dc_sig {
-  int np, lo[DC_MAX_KW], hi[DC_MAX_KW];
-} dc_sig;
-
-typedef struct dc {
-  const cgen_conv_spec *s;  /* bf: the pair view (cg_dconv_pairs), the original at s0 */
-  const cgen_conv_spec *s0;
-  bool bf;                  /* channel pairs multiplied with vdpbf16ps (cgen_bf16.c's scheme) */
-  bool rt;                  /* sizes read at run time (s->n_expr, h_expr, w_expr): sizes here are the
-                               upper corner's; the input read in place or a zero-padded copy (rt_copies) */
-  int64_t G, ICG, OCG, OH, OW, HW, OHW, K;
-  int nv, ob, nob, mr, nt;
-  int64_t cb, nrb;          /* channels per block (cb >= ICG: one block), row blocks */
-  int rb;                   /* output rows per task */
-  int npf;                  /* lines of the next block's weights prefetched per channel step (0: none) */
-  int pfd;                  /* input rows prefetched this many channels ahead */
-  bool ocb_fast;            /* task order: channel blocks fastest (else row blocks) */
-  bool rtcopy;              /* rt: the input through a zero-padded copy (rt_copies) */
-  bool edge;                /* rt, no copy, padding left or right: the kernels take the tile's columns left
-                               (zl) and right (zr) of the row as arguments and broadcast zeros there */
-  int nl, nr;               /* edge tiles on the left (0..nl-1) and right (nt-nr..nt-1) */
-  int nsig, tsig[2 * DC_MAX_EDGE + 1]; /* edge tiles' signature index; last: interior */
-  dc_sig sig[2 * DC_MAX_EDGE + 1];
-} dc;
 
 static void tile_sig(const dc *d, int64_t t, dc_sig *g) {
   const cgen_conv_spec *s = d->s;
@@ -118,7 +92,7 @@ static int sig_index(dc *d, const dc_sig *g) {
  * of the input: a half-precision input (widened there), or more columns
  * of padding than a window spans (a column could lie left and right of
  * the row at once).  Else it reads the input itself: the kernel rows
- * inside it (emit_kh_range), and the columns left or right of it as
+ * inside it (dc_emit_kh_range), and the columns left or right of it as
  * zeros (d->edge). */
 static bool rt_copies(const cgen_conv_spec *s) {
   return s->x_dtype != TINY_FP32 || s->pad[1] + s->pad[3] > (s->kw - 1) * s->dil[1];
@@ -130,8 +104,6 @@ static bool rt_copies(const cgen_conv_spec *s) {
  * ceil(ow / mr) tiles of even widths, which lie in that range: 14 -> 7 + 7,
  * not mr = 11 and a tile of 3), then half of the last, its half ... 1 (a
  * narrower row in those, each taken when it fits). */
-static int rt_half(const dc *d) { return (d->mr + 1) / 2; }
-
 static void rt_patterns(dc *d) {
   dc_sig g;
   d->nsig = 0;
@@ -349,501 +321,6 @@ bool cg_dconv_plan(const cgen_conv_spec *s, const char **why) {
   return *why = "overlapping windows: direct", true;
 }
 
-/* ---- emission ------------------------------------------------------------ */
-/* Weights OIHW (any dtype) -> Wp[g][ocb][k][OB] fp32, k = (c*KH + kh)*KW + kw:
- * 16 output channels x 16 k loaded as rows, transposed, stored as k rows. */
-static void emit_pack(cg_out *o, const dc *d) {
-  const cgen_conv_spec *s = d->s;
-  const char *wt = cg_ctype(s->w_dtype), *sx = cg_vsuffix(s->w_dtype);
-  cg_emit(o, "static $T void $P_dpack(void *vc, int task, int tid) {\n  (void)tid;\n");
-  cg_emit(o, "  const $P_dctx *cx = (const $P_dctx *)vc;\n");
-  cg_emit(o, "  long ocb = task %% %dL, g = task / %dL;\n", d->nob, d->nob);
-  cg_emit(o, "  const %s *A = (const %s *)cx->A + (g * %ldL + ocb * %dL) * %ldL;\n", wt, wt, (long)d->OCG, d->ob,
-          (long)d->K);
-  cg_emit(o, "  float *dst = cx->Wp + (long)task * %ldL;\n", (long)(d->K * d->ob));
-  cg_emit(o, "  int nrow = %ldL - ocb * %dL < %d ? (int)(%ldL - ocb * %dL) : %d;\n", (long)d->OCG, d->ob, d->ob,
-          (long)d->OCG, d->ob, d->ob);
-  cg_emit(o, "  for (long k0 = 0; k0 < %ldL; k0 += 16) {\n", (long)d->K);
-  cg_emit(o, "    int kn = %ldL - k0 < 16 ? (int)(%ldL - k0) : 16;\n", (long)d->K, (long)d->K);
-  cg_emit(o, "    for (int v = 0; v < %d; v++) {\n      __m512 r[16];\n", d->nv);
-  cg_emit(o, "      for (int i = 0; i < 16; i++) r[i] = v * 16 + i < nrow ? $P_ldn%s(A + (v * 16 + i) * %ldL + k0, kn)"
-             " : _mm512_setzero_ps();\n", sx, (long)d->K);
-  cg_emit(o, "      $P_tr16(r);\n");
-  cg_emit(o, "      for (int i = 0; i < kn; i++) _mm512_storeu_ps(dst + (k0 + i) * %dL + v * 16, r[i]);\n", d->ob);
-  cg_emit(o, "    }\n  }\n}\n");
-}
-
-/* The epilogue on x (16 pixels q.. of output channel o of this group, cnt valid)
- * and the store. */
-static void emit_store_row(cg_out *o, const dc *d, int cnt) {
-  const cgen_conv_spec *s = d->s;
-  char ohw[32]; /* the output plane: a constant, or this run's (tt) */
-  if (d->rt) snprintf(ohw, sizeof ohw, "tt->ohw");
-  else snprintf(ohw, sizeof ohw, "%ldL", (long)d->OHW);
-  for (int i = 0; i < s->n_epi; i++) {
-    const cgen_epi *ep = &s->epi[i];
-    const char *et = cg_ctype(ep->dtype), *sx = cg_vsuffix(ep->dtype);
-    if (cg_emit_epi_common(o, ep, i, "oc", "x")) continue;
-    switch (ep->kind) {
-      case CGEN_EPI_RESIDUAL:
-        cg_emit(o, "      { const %s *rp = (const %s *)tt->ep[%d] + oc * %s + q;\n", et, et, i, ohw);
-        if (cnt == 16) cg_emit(o, "        x = x %s $P_ld%s(rp); }\n", ep->mul ? "*" : "+", sx);
-        else cg_emit(o, "        x = x %s $P_ldn%s(rp, %d); }\n", ep->mul ? "*" : "+", sx, cnt);
-        break;
-      default: break; /* BIAS_N: no conv epilogue (cgen_conv refuses it) */
-    }
-  }
-  const char *yt = cg_ctype(s->y_dtype), *ys = cg_vsuffix(s->y_dtype);
-  cg_emit(o, "      %s *yq = (%s *)tt->y + oc * %s + q;\n", yt, yt, ohw);
-  if (cnt == 16) cg_emit(o, "      $P_st%s(yq, x);\n", ys);
-  else cg_emit(o, "      $P_stn%s(yq, x, %d);\n", ys, cnt);
-}
-
-/* Is pixel p of pattern g fed by tap kw? */
-static bool valid(const dc_sig *g, int p, int kw) { return p >= g->lo[kw] && p < g->hi[kw]; }
-
-/* The prefetch of the input rows pfd channels ahead that d's tile reads,
- * its columns jlo..jhi (jlo < 0: none), each row rs bytes on (text). */
-static void emit_prefetch_rows(cg_out *o, const dc *d, int jlo, int jhi, const char *rs) {
-  if (jlo < 0) return;
-  /* the rows of the channel pfd ahead: their stride (H*W floats) is beyond
-   * what the hardware prefetchers follow.  Every line the tile reads: a stride-2
-   * tile of 28 pixels spans 57 columns, and prefetching only its first
-   * and last column left two lines in the middle to miss (3x3 s2
-   * 128->128 56->28, 28 x 16 tiles: 1.38 -> 1.08 ms) */
-  cg_emit(o, "    for (int r = 0; r < nkh; r++) {\n");
-  for (int j = jlo, more = 1; more; more = j < jhi, j = j + 16 < jhi ? j + 16 : jhi)
-    if (d->rt)
-      cg_emit(o, "      __builtin_prefetch((const void *)(xa + %du * hs + %du + (uintptr_t)r * rs));\n", d->pfd, j * 4);
-    else
-      cg_emit(o, "      __builtin_prefetch((const void *)(xa + %ldu + (uintptr_t)r * %s));\n", (long)(d->pfd * d->HW + j) * 4, rs);
-  cg_emit(o, "    }\n");
-}
-
-/* The FMAs of d's tile pattern g for one kernel row: per input column j in
- * jlo..jhi (of 0..jmax) one broadcast (zero where padding may lie outside
- * the row) into every accumulator whose pixel and tap read it. */
-static void emit_taps(cg_out *o, const dc *d, const dc_sig *g, int jlo, int jhi, int jmax) {
-  const cgen_conv_spec *s = d->s;
-  int np = g->np, nv = d->nv, kw_n = (int)s->kw, sw = (int)s->stride[1], dw = (int)s->dil[1];
-  for (int j = jlo; j >= 0 && j <= jhi; j++) {
-    bool any = false;
-    for (int p = 0; p < np; p++)
-      for (int kw = 0; kw < kw_n; kw++)
-        if (p * sw + kw * dw == j && valid(g, p, kw)) {
-          if (!any && d->bf) cg_emit(o, "      { __m512bh b = (__m512bh)_mm512_set1_epi32(((const int *)xr)[%d]);", j);
-          else if (!any && d->edge && (j < s->pad[1] || jmax - j < s->pad[3])) /* maybe outside the row */
-            cg_emit(o, "      { __m512 b = _mm512_set1_ps(*(%s > %d ? &zf : xr + %d));", j < s->pad[1] ? "zl" : "zr",
-                    j < s->pad[1] ? j : jmax - j, j);
-          else if (!any) cg_emit(o, "      { __m512 b = _mm512_set1_ps(xr[%d]);", j);
-          any = true;
-          for (int v = 0; v < nv; v++)
-            if (d->bf) cg_emit(o, " a%d_%d = _mm512_dpbf16_ps(a%d_%d, b, w%d_%d);", p, v, p, v, kw, v);
-            else cg_emit(o, " a%d_%d = _mm512_fmadd_ps(b, w%d_%d, a%d_%d);", p, v, kw, v, p, v);
-        }
-    if (any) cg_emit(o, " }\n");
-  }
-}
-
-/* The end of d's micro-kernel for np pixels: blocked, the accumulators
- * parked in the scratch until the last channel block; then transposed to
- * rows of output channels and stored through the epilogue. */
-static void emit_store_tile(cg_out *o, const dc *d, int np, bool blocked) {
-  int nv = d->nv;
-  if (blocked) {
-    cg_emit(o, "  if (!last) {\n");
-    for (int p = 0; p < np; p++)
-      for (int v = 0; v < nv; v++) cg_emit(o, "    _mm512_store_ps(ws + %d, a%d_%d);\n", (p * nv + v) * 16, p, v);
-    cg_emit(o, "    return;\n  }\n");
-  }
-  /* [pixel][oc] -> oc rows of pixels, 16 x 16 at a time */
-  for (int p0 = 0; p0 < np; p0 += 16) {
-    int cnt = np - p0 < 16 ? np - p0 : 16;
-    for (int v = 0; v < nv; v++) {
-      cg_emit(o, "  {\n    __m512 r[16] = {");
-      for (int i = 0; i < 16; i++)
-        if (i < cnt) cg_emit(o, "a%d_%d%s", p0 + i, v, i < 15 ? ", " : "");
-        else cg_emit(o, "_mm512_setzero_ps()%s", i < 15 ? ", " : "");
-      cg_emit(o, "};\n    $P_tr16(r);\n");
-      cg_emit(o, "    long q = q0 + %d;\n", p0);
-      cg_emit(o, "#pragma GCC unroll 16\n    for (int k = 0; k < 16; k++) {\n");
-      cg_emit(o, "      long oc = o0 + %d + k;\n", v * 16);
-      if (d->OCG % d->ob) cg_emit(o, "      if (oc >= %ldL) break;\n", (long)d->OCG);
-      cg_emit(o, "      __m512 x = r[k];\n");
-      emit_store_row(o, d, cnt);
-      cg_emit(o, "    }\n  }\n");
-    }
-  }
-}
-
-/* The micro-kernel of d's tile pattern si: the accumulators of its
- * pixels over the channel steps (taps, prefetches), then stored, or
- * parked in the scratch between channel blocks. */
-static void emit_kernel(cg_out *o, const dc *d, int si) {
-  const cgen_conv_spec *s = d->s;
-  const dc_sig *g = &d->sig[si];
-  int np = g->np, nv = d->nv, kw_n = (int)s->kw, sw = (int)s->stride[1], dw = (int)s->dil[1];
-  bool blocked = d->cb < d->ICG;
-  cg_emit(o, "static %s void $P_dk%d(const $P_dtt *tt, const float *restrict xr0, long col0,"
-             " const float *restrict wt, int nkh, long o0, long q0%s%s%s) {\n", d->bf ? CG_BF16_ATTR : "$T", si,
-          blocked ? ", long ncb, float *restrict ws, int first, int last" : "", d->npf ? ", uintptr_t pf" : "",
-          d->edge ? ", int zl, int zr" : "");
-  if (d->edge) cg_emit(o, "  static const float zf = 0.0f;\n");
-  /* the input's plane and row steps in bytes: constants, or the padded copy's (run-time sizes) */
-  char hs[32], rs[32];
-  if (d->rt) {
-    cg_emit(o, "  const uintptr_t hs = tt->hs, rs = tt->rs;\n");
-    snprintf(hs, sizeof hs, "hs"), snprintf(rs, sizeof rs, "rs");
-  } else {
-    snprintf(hs, sizeof hs, "%ldu", (long)d->HW * 4), snprintf(rs, sizeof rs, "%ldu", (long)(s->dil[0] * s->w) * 4);
-  }
-  for (int p = 0; p < np; p++)
-    for (int v = 0; v < nv; v++)
-      if (blocked)
-        cg_emit(o, "  __m512 a%d_%d = first ? _mm512_setzero_ps() : _mm512_load_ps(ws + %d);\n", p, v, (p * nv + v) * 16);
-      else
-        cg_emit(o, "  __m512 a%d_%d = _mm512_setzero_ps();\n", p, v);
-  /* the input columns this pattern reads, and the first/last for the prefetch */
-  int jmax = (np - 1) * sw + (kw_n - 1) * dw, jlo = -1, jhi = -1;
-  for (int j = 0; j <= jmax; j++)
-    for (int p = 0; p < np; p++)
-      for (int kw = 0; kw < kw_n; kw++)
-        if (p * sw + kw * dw == j && valid(g, p, kw)) {
-          if (jlo < 0) jlo = j;
-          jhi = j;
-        }
-  /* addresses as integers: the tile's column 0 may lie left of the row (only
-   * valid columns are loaded), and the prefetch runs one channel ahead */
-  cg_emit(o, "  uintptr_t xa = (uintptr_t)xr0 + (uintptr_t)col0 * 4u;\n");
-  if (blocked) cg_emit(o, "  for (long c = 0; c < ncb; c++, xa += %s) {\n", hs);
-  else cg_emit(o, "  for (long c = 0; c < %ldL; c++, xa += %s) {\n", (long)d->ICG, hs);
-  cg_emit(o, "    const float *wc = wt + c * %ldL;\n", (long)(s->kh * s->kw * d->ob));
-  /* the next block's weights, npf lines a channel step (prefetches never fault) */
-  for (int l = 0; l < d->npf; l++)
-    cg_emit(o, "    __builtin_prefetch((const void *)(pf + (uintptr_t)c * %du + %du));\n", d->npf * 64, l * 64);
-  emit_prefetch_rows(o, d, jlo, jhi, rs);
-  cg_emit(o, "    for (int r = 0; r < nkh; r++) {\n");
-  cg_emit(o, "      const float *xr = (const float *)(xa + (uintptr_t)r * %s);\n", rs);
-  cg_emit(o, "      const float *wr = wc + r * %dL;\n", kw_n * d->ob);
-  for (int kw = 0; kw < kw_n; kw++)
-    for (int v = 0; v < nv; v++)
-      cg_emit(o, "      %s w%d_%d = %s(wr + %d);\n", d->bf ? "__m512bh" : "__m512", kw, v, d->bf ? "(__m512bh)_mm512_loadu_ps" : "_mm512_loadu_ps",
-              kw * d->ob + v * 16);
-  emit_taps(o, d, g, jlo, jhi, jmax);
-  for (int kw = 0; kw < kw_n; kw++)
-    for (int v = 0; v < nv; v++) cg_emit(o, "      (void)w%d_%d;\n", kw, v);
-  cg_emit(o, "    }\n  }\n");
-  emit_store_tile(o, d, np, blocked);
-  cg_emit(o, "}\n");
-}
-
-/* Vertical padding: the kernel rows [kh0, kh1) of output row oh that land
- * inside the input of h rows (an expression: a constant, or this run's). */
-static void emit_kh_range(cg_out *o, const dc *d, const char *h) {
-  const cgen_conv_spec *s = d->s;
-  cg_emit(o, "  long ih = oh * %ldL - %ldL;\n  int kh0 = 0, kh1 = %d;\n", (long)s->stride[0], (long)s->pad[0], (int)s->kh);
-  cg_emit(o, "  while (kh0 < %d && ih + kh0 * %ldL < 0) kh0++;\n", (int)s->kh, (long)s->dil[0]);
-  cg_emit(o, "  while (kh1 > kh0 && ih + (kh1 - 1) * %ldL >= %s) kh1--;\n", (long)s->dil[0], h);
-}
-
-static void emit_task(cg_out *o, const dc *d) {
-  const cgen_conv_spec *s = d->s;
-  bool blocked = d->cb < d->ICG;
-  int tw = d->mr * d->nv * 16; /* scratch floats per tile */
-  cg_emit(o, "static $T void $P_dtask(void *vc, int task, int tid) {\n  (void)tid;\n");
-  cg_emit(o, "  const $P_dctx *cx = (const $P_dctx *)vc;\n");
-  if (d->ocb_fast)
-    cg_emit(o, "  long ocb = task %% %dL, r = task / %dL, rb = r %% %ldL; r /= %ldL;\n", d->nob, d->nob, (long)d->nrb,
-            (long)d->nrb);
-  else
-    cg_emit(o, "  long rb = task %% %ldL, r = task / %ldL, ocb = r %% %dL; r /= %dL;\n", (long)d->nrb, (long)d->nrb, d->nob,
-            d->nob);
-  cg_emit(o, "  long g = r %% %ldL, n = r / %ldL;\n", (long)d->G, (long)d->G);
-  cg_emit(o, "  $P_dtt tt;\n");
-  cg_emit(o, "  tt.y = (%s *)cx->C + (n * %ldL + g * %ldL) * %ldL;\n", cg_ctype(s->y_dtype), (long)s->oc, (long)d->OCG,
-          (long)d->OHW);
-  for (int i = 0; i < s->n_epi; i++) {
-    const cgen_epi *ep = &s->epi[i];
-    const char *et = cg_ctype(ep->dtype);
-    if (ep->kind == CGEN_EPI_RESIDUAL)
-      cg_emit(o, "  tt.ep[%d] = (const %s *)cx->ep[%d] + (n * %ldL + g * %ldL) * %ldL;\n", i, et, i, (long)s->oc,
-              (long)d->OCG, (long)d->OHW);
-    else if (ep->kind == CGEN_EPI_BIAS_M)
-      cg_emit(o, "  tt.ep[%d] = (const %s *)cx->ep[%d] + g * %ldL;\n", i, et, i, (long)d->OCG);
-    else cg_emit(o, "  tt.ep[%d] = 0;\n", i);
-  }
-  cg_emit(o, "  const float *x = (const float *)cx->B + (n * %ldL + g * %ldL) * %ldL;\n", (long)s->c, (long)d->ICG,
-          (long)d->HW);
-  cg_emit(o, "  const float *wb = cx->Wp + (g * %dL + ocb) * %ldL;\n", d->nob, (long)(d->K * d->ob));
-  cg_emit(o, "  long o0 = ocb * %dL, oh1 = rb * %dL + %dL < %ldL ? rb * %dL + %dL : %ldL;\n", d->ob, d->rb, d->rb,
-          (long)d->OH, d->rb, d->rb, (long)d->OH);
-  const char *bargs = "";
-  if (blocked) {
-    cg_emit(o, "  float *ws = (float *)cx->sc.thr[tid];\n");
-    cg_emit(o, "  for (long c0 = 0; c0 < %ldL; c0 += %ldL) {\n", (long)d->ICG, (long)d->cb);
-    cg_emit(o, "  long ncb = %ldL - c0 < %ldL ? %ldL - c0 : %ldL;\n", (long)d->ICG, (long)d->cb, (long)d->ICG, (long)d->cb);
-    cg_emit(o, "  int first = c0 == 0, last = c0 + ncb == %ldL;\n", (long)d->ICG);
-    bargs = ", ncb, ws + ((oh - rb * %dL) * %dL + %s) * %dL, first, last";
-  } else {
-    cg_emit(o, "  const long c0 = 0, ncb = %ldL;\n  (void)ncb;\n", (long)d->ICG);
-  }
-  /* the weights after this block in memory (the next channels', or the next
-   * output channel block's): this call's share of them */
-  if (d->npf)
-    cg_emit(o, "  uintptr_t pfb = (uintptr_t)wb + (uintptr_t)(c0 + ncb) * %ldu;\n", (long)(s->kh * s->kw * d->ob) * 4);
-  cg_emit(o, "  for (long oh = rb * %dL; oh < oh1; oh++) {\n", d->rb);
-  char hx[24];
-  snprintf(hx, sizeof hx, "%ldL", (long)s->h);
-  emit_kh_range(o, d, hx);
-  cg_emit(o, "  const float *xr0 = x + c0 * %ldL + (kh1 > kh0 ? (ih + kh0 * %ldL) * %ldL : 0);\n", (long)d->HW,
-          (long)s->dil[0], (long)s->w);
-  cg_emit(o, "  const float *wt = wb + c0 * %ldL + kh0 * %ldL;\n", (long)(s->kh * s->kw * d->ob), (long)(s->kw * d->ob));
-  cg_emit(o, "  int nkh = kh1 - kh0;\n  long q0 = oh * %ldL;\n", (long)d->OW);
-  long step = (long)d->mr * s->stride[1];
-  char ba[320], tix[32];
-  for (int t = 0; t < d->nt; t++) {
-    bool loop = t == d->nl && d->nl + d->nr < d->nt;
-    if (t >= d->nl && t < d->nt - d->nr && !loop) continue; /* interior: the loop below */
-    int si = t < d->nl ? d->tsig[t] : loop ? d->tsig[2 * DC_MAX_EDGE] : d->tsig[DC_MAX_EDGE + (d->nt - 1 - t)];
-    if (loop) snprintf(tix, sizeof tix, "t");
-    else snprintf(tix, sizeof tix, "%d", t);
-    ba[0] = 0;
-    if (blocked) snprintf(ba, sizeof ba, bargs, d->rb, d->nt, tix, tw);
-    if (d->npf) {
-      size_t l = strlen(ba);
-      snprintf(ba + l, sizeof ba - l, ", pfb + (uintptr_t)(((oh - rb * %dL) * %dL + %s) * ncb) * %du", d->rb, d->nt, tix,
-               d->npf * 64);
-    }
-    if (loop)
-      cg_emit(o, "  for (long t = %d; t < %d; t++) $P_dk%d(&tt, xr0, t * %ldL - %ldL, wt, nkh, o0, q0 + t * %dL%s);\n",
-              d->nl, d->nt - d->nr, si, step, (long)s->pad[1], d->mr, ba);
-    else
-      cg_emit(o, "  $P_dk%d(&tt, xr0, %ldL, wt, nkh, o0, q0 + %ldL%s);\n", si, t * step - (long)s->pad[1], (long)t * d->mr,
-              ba);
-  }
-  cg_emit(o, "  }\n");
-  if (blocked) cg_emit(o, "  }\n");
-  cg_emit(o, "}\n");
-}
-
-/* ---- sizes read at run time ------------------------------------------------ */
-/* Partial-sum slots per output row of a task, sizes read at run time: one
- * per whole tile of the upper corner's row, one per narrower pattern. */
-static int rt_slots(const dc *d) { return d->nt + d->nsig; }
-
-/* The blocked channels' and the weight prefetch's arguments of a call
- * whose partial-sum slot in its row is `slot` (d->rt) into ba. */
-static void rt_tile_args(const dc *d, const char *slot, char *ba, size_t cap) {
-  size_t l = 0;
-  ba[0] = 0;
-  if (d->cb < d->ICG)
-    l = (size_t)snprintf(ba, cap, ", ncb, ws + ((oh - rb * %dL) * %dL + %s) * %dL, first, last", d->rb, rt_slots(d), slot,
-                         d->mr * d->nv * 16);
-  if (d->npf && l < cap)
-    snprintf(ba + l, cap - l, ", pfb + (uintptr_t)(((oh - rb * %dL) * %dL + %s) * ncb) * %du", d->rb, rt_slots(d), slot,
-             d->npf * 64);
-}
-
-/* d->edge: zl and zr, the columns of a tile at pixel q of np pixels (an
- * expression) that lie left and right of the input row (at most pad[1]
- * and pad[3]; emit_kernel broadcasts zeros there). */
-static void rt_edge_args(cg_out *o, const dc *d, const char *np, const char *ind) {
-  const cgen_conv_spec *s = d->s;
-  if (!d->edge) return;
-  cg_emit(o, "%slong cl_ = q * %ldL - %ldL, ce_ = cl_ + (%s - 1) * %ldL + %ldL;\n", ind, (long)s->stride[1], (long)s->pad[1], np,
-          (long)s->stride[1], (long)((s->kw - 1) * s->dil[1]));
-  cg_emit(o, "%sint zl = cl_ < 0 ? (int)-cl_ : 0, zr = ce_ >= cx->w ? (int)(ce_ - cx->w + 1) : 0;\n", ind);
-}
-
-/* The task of a conv whose sizes are read at run time (d->rt; d's sizes
- * are the upper corner's): this run's rows, row blocks and column blocks
- * (cx->ncol of cx->cw tiles each: work for every thread
- * where the rows are few, as a 1x1 conv's single row of pixels) from cx, over the
- * zero-padded copy cx->xp (planes of cx->hp x cx->wp), so every tile reads
- * all of its taps along a row (the kernel rows are those inside the input,
- * as emit_task's); a row in even tiles (rt_patterns). */
-static void emit_task_rt(cg_out *o, const dc *d) {
-  const cgen_conv_spec *s = d->s;
-  bool blocked = d->cb < d->ICG;
-  long kstep = (long)(s->kh * s->kw * d->ob);
-  cg_emit(o, "static $T void $P_dtask(void *vc, int task, int tid) {\n  (void)tid;\n");
-  /* the column block slowest: a block's tasks share its input columns */
-  cg_emit(o, "  const $P_dctx *cx = (const $P_dctx *)vc;\n  long nb = cx->n * %ldL * cx->nrb, col = task / nb, tk = task %% nb;\n",
-          (long)(d->G * d->nob));
-  if (d->ocb_fast)
-    cg_emit(o, "  long ocb = tk %% %dL, r = tk / %dL, rb = r %% cx->nrb; r /= cx->nrb;\n", d->nob, d->nob);
-  else
-    cg_emit(o, "  long rb = tk %% cx->nrb, r = tk / cx->nrb, ocb = r %% %dL; r /= %dL;\n", d->nob, d->nob);
-  cg_emit(o, "  long g = r %% %ldL, n = r / %ldL, ohw = cx->oh * cx->ow, hwp = cx->hp * cx->wp;\n", (long)d->G, (long)d->G);
-  cg_emit(o, "  $P_dtt tt;\n  tt.ohw = ohw, tt.hs = (uintptr_t)hwp * 4u, tt.rs = (uintptr_t)(%ldL * cx->wp) * 4u;\n",
-          (long)s->dil[0]);
-  cg_emit(o, "  tt.y = (%s *)cx->C + (n * %ldL + g * %ldL) * ohw;\n", cg_ctype(s->y_dtype), (long)s->oc, (long)d->OCG);
-  for (int i = 0; i < s->n_epi; i++) {
-    const cgen_epi *ep = &s->epi[i];
-    const char *et = cg_ctype(ep->dtype);
-    if (ep->kind == CGEN_EPI_RESIDUAL)
-      cg_emit(o, "  tt.ep[%d] = (const %s *)cx->ep[%d] + (n * %ldL + g * %ldL) * ohw;\n", i, et, i, (long)s->oc, (long)d->OCG);
-    else if (ep->kind == CGEN_EPI_BIAS_M)
-      cg_emit(o, "  tt.ep[%d] = (const %s *)cx->ep[%d] + g * %ldL;\n", i, et, i, (long)d->OCG);
-    else cg_emit(o, "  tt.ep[%d] = 0;\n", i);
-  }
-  cg_emit(o, "  const float *x = cx->xp + (n * %ldL + g * %ldL) * hwp;\n", (long)s->c, (long)d->ICG);
-  cg_emit(o, "  const float *wb = cx->Wp + (g * %dL + ocb) * %ldL;\n", d->nob, (long)(d->K * d->ob));
-  cg_emit(o, "  long o0 = ocb * %dL, oh1 = rb * %dL + %dL < cx->oh ? rb * %dL + %dL : cx->oh;\n", d->ob, d->rb, d->rb, d->rb,
-          d->rb);
-  if (blocked) { /* the partial sums: slot q / mr for a whole tile at q, ow / mr + i for pattern i (rt_slots) */
-    cg_emit(o, "  float *ws = (float *)cx->sc.thr[tid];\n");
-    cg_emit(o, "  for (long c0 = 0; c0 < %ldL; c0 += %ldL) {\n", (long)d->ICG, (long)d->cb);
-    cg_emit(o, "  long ncb = %ldL - c0 < %ldL ? %ldL - c0 : %ldL;\n", (long)d->ICG, (long)d->cb, (long)d->ICG, (long)d->cb);
-    cg_emit(o, "  int first = c0 == 0, last = c0 + ncb == %ldL;\n", (long)d->ICG);
-  } else {
-    cg_emit(o, "  const long c0 = 0, ncb = %ldL;\n  (void)ncb;\n", (long)d->ICG);
-  }
-  if (d->npf) cg_emit(o, "  uintptr_t pfb = (uintptr_t)wb + (uintptr_t)(c0 + ncb) * %ldu;\n", kstep * 4);
-  cg_emit(o, "  for (long oh = rb * %dL; oh < oh1; oh++) {\n", d->rb);
-  emit_kh_range(o, d, "cx->h");
-  if (d->rtcopy) /* the padded plane: row ih + pad[0] */
-    cg_emit(o, "  const float *xr0 = x + c0 * hwp + (oh * %ldL + kh0 * %ldL) * cx->wp;\n", (long)s->stride[0], (long)s->dil[0]);
-  else
-    cg_emit(o, "  const float *xr0 = x + c0 * hwp + (kh1 > kh0 ? (ih + kh0 * %ldL) * cx->wp : 0);\n", (long)s->dil[0]);
-  cg_emit(o, "  const float *wt = wb + c0 * %ldL + kh0 * %ldL;\n", kstep, (long)(s->kw * d->ob));
-  cg_emit(o, "  int nkh = kh1 - kh0;\n  long q0 = oh * cx->ow;\n");
-  /* even tiles t of this column block (cx->cw of them), tile t at pixel
-   * t * ow / nt, each width's kernel behind a switch; a row narrower than
-   * rt_half(d) in the narrower patterns (one column block) */
-  char ba[320], col0[48];
-  int nbal = d->mr - rt_half(d) + 1;
-  const char *za = d->edge ? ", zl, zr" : "";
-  /* the tile's first column: in the padded plane, or in the row itself (maybe left of it) */
-  if (d->rtcopy) snprintf(col0, sizeof col0, "q * %ldL", (long)s->stride[1]);
-  else snprintf(col0, sizeof col0, "q * %ldL - %ldL", (long)s->stride[1], (long)s->pad[1]);
-  rt_tile_args(d, "t", ba, sizeof ba);
-  cg_emit(o, "  if (cx->ow >= %d) {\n", rt_half(d));
-  cg_emit(o, "    long te = (col + 1) * cx->cw < cx->nt ? (col + 1) * cx->cw : cx->nt;\n");
-  cg_emit(o, "    for (long t = col * cx->cw; t < te; t++) {\n");
-  cg_emit(o, "      long q = t * cx->ow / cx->nt, np = (t + 1) * cx->ow / cx->nt - q;\n");
-  rt_edge_args(o, d, "np", "      ");
-  cg_emit(o, "      switch (np) {\n");
-  for (int i = 0; i < nbal; i++) {
-    char lab[24];
-    if (i + 1 < nbal) snprintf(lab, sizeof lab, "case %d", d->sig[i].np);
-    else snprintf(lab, sizeof lab, "default");
-    cg_emit(o, "      %s: $P_dk%d(&tt, xr0, %s, wt, nkh, o0, q0 + q%s%s); break;\n", lab, i, col0, ba, za);
-  }
-  /* (the default: mr - nbal + 1 pixels, the narrowest even width) */
-  cg_emit(o, "      }\n    }\n  } else {\n    long q = 0;\n");
-  for (int i = nbal; i < d->nsig; i++) {
-    char slot[16];
-    snprintf(slot, sizeof slot, "%d", i - nbal);
-    rt_tile_args(d, slot, ba, sizeof ba);
-    char np[16];
-    snprintf(np, sizeof np, "%dL", d->sig[i].np);
-    cg_emit(o, "    if (q + %d <= cx->ow) {\n", d->sig[i].np);
-    rt_edge_args(o, d, np, "      ");
-    cg_emit(o, "      $P_dk%d(&tt, xr0, %s, wt, nkh, o0, q0 + q%s%s);\n      q += %d;\n    }\n", i, col0, ba, za, d->sig[i].np);
-  }
-  cg_emit(o, "  }\n");
-  cg_emit(o, blocked ? "  }\n  }\n}\n" : "  }\n}\n");
-}
-
-/* One (image, channel) plane of the input per task into the zero-padded
- * copy: cx->hp rows of cx->wp columns, the input at row pad[0], column
- * pad[1]; rows no tile reads (emit_kh_range) are left out.  A row by
- * vectors of 16 columns, each a masked load of the input's columns in it
- * (none outside the row is touched; half precision widened) and a store
- * with the padding as zeros: no per-row library calls, which cost more
- * than the copy at 14 x 14. */
-static void emit_pad_copy(cg_out *o, const dc *d) {
-  const cgen_conv_spec *s = d->s;
-  const char *xt = cg_ctype(s->x_dtype);
-  long pl = (long)s->pad[1];
-  cg_emit(o, "static $T void $P_dpad(void *vc, int task, int tid) {\n  (void)tid;\n");
-  cg_emit(o, "  const $P_dctx *cx = (const $P_dctx *)vc;\n  long h = cx->h, w = cx->w, wp = cx->wp;\n");
-  cg_emit(o, "  const %s *x = (const %s *)cx->B + (long)task * h * w;\n", xt, xt);
-  cg_emit(o, "  float *d = cx->xp + (long)task * cx->hp * wp;\n");
-  cg_emit(o, "  for (long r = 0; r < cx->hp; r++, d += wp) {\n    long ih = r - %ldL;\n", (long)s->pad[0]);
-  cg_emit(o, "    if (ih < 0 || ih >= h) continue;\n");
-  cg_emit(o, "    uintptr_t xr = (uintptr_t)(x + ih * w);\n");
-  cg_emit(o, "    for (long j = 0; j < wp; j += 16) {\n");
-  cg_emit(o, "      __mmask16 k = (__mmask16)($P_mk((int)(%ldL + w - j)) & ~$P_mk((int)(%ldL - j)));\n", pl, pl);
-  char ptr[96];
-  snprintf(ptr, sizeof ptr, "(const void *)(xr + (uintptr_t)(j - %ldL) * %du)", pl, s->x_dtype == TINY_FP32 ? 4 : 2);
-  if (s->x_dtype == TINY_FP32) cg_emit(o, "      __m512 v = _mm512_maskz_loadu_ps(k, %s);\n", ptr);
-  else if (s->x_dtype == TINY_FP16) cg_emit(o, "      __m512 v = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, %s));\n", ptr);
-  else if (s->x_dtype == TINY_BF16) cg_emit(o, "      __m512 v = $P_b2v(_mm256_maskz_loadu_epi16(k, %s));\n", ptr);
-  else { /* another type: element by element */
-    char ld[300];
-    cg_scalar_ld(o, ld, sizeof ld, s->x_dtype, "xs", "i");
-    cg_emit(o, "      float t[16];\n      const %s *xs = (const %s *)%s;\n", xt, xt, ptr);
-    cg_emit(o, "      for (int i = 0; i < 16; i++) t[i] = k >> i & 1 ? %s : 0.0f;\n      __m512 v = _mm512_loadu_ps(t);\n", ld);
-  }
-  cg_emit(o, "      _mm512_mask_storeu_ps(d + j, $P_mk((int)(wp - j)), v);\n    }\n  }\n}\n");
-}
-
-/* The packing and the convolution in one pool run (sizes read at run
- * time), as $P_dall: the weight's npack packing tasks first, the
- * convolution's wait for them (the pool hands tasks out in order). */
-static void emit_all_rt(cg_out *o, long npack) {
-  cg_emit(o, "static $T void $P_drt(void *vc, int task, int tid) {\n");
-  cg_emit(o, "  const $P_dctx *cx = (const $P_dctx *)vc;\n");
-  cg_emit(o, "  if (task < %ldL) { $P_dpack(vc, task, tid); __atomic_add_fetch(cx->packed, 1, __ATOMIC_RELEASE); return; }\n", npack);
-  cg_emit(o, "  while (__atomic_load_n(cx->packed, __ATOMIC_ACQUIRE) < %ld) HPRT_PAUSE();\n", npack);
-  cg_emit(o, "  $P_dtask(vc, (int)(task - %ldL), tid);\n}\n", npack);
-}
-
-/* $P_run with run-time sizes: this run's n, h, w (checked against the
- * upper corner's), its output size, tiles and row blocks, the padded copy
- * (scratch sized for this run), then the packing and the tasks. */
-static void emit_run_rt(cg_out *o, const dc *d, long wbytes, long npack, long wsb) {
-  const cgen_conv_spec *s = d->s;
-  if (s->prepack_w) npack = 0;
-  else emit_all_rt(o, npack);
-  long xoff = s->prepack_w ? 0L : wbytes;
-  char nx[24], hx[24], wx[24];
-  snprintf(nx, sizeof nx, "%ldL", (long)s->n), snprintf(hx, sizeof hx, "%ldL", (long)s->h), snprintf(wx, sizeof wx, "%ldL", (long)s->w);
-  cg_emit(o, "static $T int $P_run(hprt_pool *pool, const void *A, const void *B, void *C, const void *const *ep) {\n");
-  cg_emit(o, "  $P_dctx cx;\n  cx.A = A; cx.B = B; cx.C = C; cx.ep = ep;\n");
-  cg_emit(o, "  cx.c = %ldL; cx.n = %s; cx.h = %s; cx.w = %s;\n", (long)s->c, s->n_expr ? s->n_expr : nx, s->h_expr ? s->h_expr : hx,
-          s->w_expr ? s->w_expr : wx);
-  cg_emit(o, "  if (cx.n < 1 || cx.n > %ldL || cx.h < 1 || cx.h > %ldL || cx.w < 1 || cx.w > %ldL) return -1;\n", (long)s->n,
-          (long)s->h, (long)s->w);
-  cg_emit(o, "  long eh = cx.h + %ldL, ew = cx.w + %ldL;\n  if (eh < 0 || ew < 0) return -1;\n",
-          (long)(s->pad[0] + s->pad[2] - s->dil[0] * (s->kh - 1) - 1), (long)(s->pad[1] + s->pad[3] - s->dil[1] * (s->kw - 1) - 1));
-  cg_emit(o, "  cx.oh = eh / %ldL + 1; cx.ow = ew / %ldL + 1;\n", (long)s->stride[0], (long)s->stride[1]);
-  cg_emit(o, "  cx.nt = (cx.ow + %d) / %d; cx.nrb = (cx.oh + %d) / %d;\n", d->mr - 1, d->mr, d->rb - 1, d->rb);
-  if (d->rtcopy) {
-    cg_emit(o, "  cx.hp = (cx.oh - 1) * %ldL + %ldL;\n", (long)s->stride[0], (long)((s->kh - 1) * s->dil[0] + 1));
-    /* the row's tiles end at its last pixel (emit_task_rt) */
-    cg_emit(o, "  cx.wp = (cx.ow - 1) * %ldL + %ldL;\n  if (cx.wp < %ldL + cx.w) cx.wp = %ldL + cx.w;\n",
-            (long)s->stride[1], (long)((s->kw - 1) * s->dil[1] + 1), (long)s->pad[1], (long)s->pad[1]);
-    /* this run's plane (the pool keeps the largest; without one, a malloc of the run's size) */
-    cg_emit(o, "  if (hprt_scratch_get(pool, (size_t)(%ldL + cx.n * %ldL * cx.hp * cx.wp * 4), %ldUL, &cx.sc)) return -1;\n", xoff,
-            (long)s->c, wsb);
-    cg_emit(o, "  cx.xp = (float *)(cx.sc.shared + %ldL);\n", xoff);
-  } else { /* the input itself (d->edge: the columns outside it as zeros) */
-    cg_emit(o, "  cx.hp = cx.h; cx.wp = cx.w;\n");
-    cg_emit(o, "  if (hprt_scratch_get(pool, %ldUL, %ldUL, &cx.sc)) return -1;\n", xoff, wsb);
-    cg_emit(o, "  cx.xp = (float *)B;\n");
-  }
-  /* the padded copy in a pool run of its own (its tasks would make the
-   * convolution's wait for them longer than a hand-over) */
-  if (d->rtcopy) cg_emit(o, "  hprt_pool_run(pool, (int)(cx.n * cx.c), $P_dpad, &cx);\n");
-  cg_emit(o, "  long ntask = cx.n * %ldL * cx.nrb;\n", (long)(d->G * d->nob));
-  /* column blocks while the tasks are fewer than 8, or of at most ~256
-   * pixels (a 1x1 conv's single row: the input of a block stays in cache
-   * for its output channel blocks); cx.cw tiles a block, at least one */
-  cg_emit(o, "  cx.ncol = ntask < 8 ? (8 + ntask - 1) / ntask : 1;\n  if (cx.ncol < cx.ow / 256) cx.ncol = cx.ow / 256;\n");
-  cg_emit(o, "  if (cx.ncol > cx.nt) cx.ncol = cx.nt;\n");
-  cg_emit(o, "  cx.cw = (cx.nt + cx.ncol - 1) / cx.ncol;\n  cx.ncol = (cx.nt + cx.cw - 1) / cx.cw;\n  ntask *= cx.ncol;\n");
-  if (s->prepack_w) {
-    cg_emit(o, "  cx.Wp = (float *)A;\n  hprt_pool_run(pool, (int)ntask, $P_dtask, &cx);\n");
-  } else {
-    cg_emit(o, "  cx.Wp = (float *)cx.sc.shared;\n  int packed = 0;\n  cx.packed = &packed;\n");
-    cg_emit(o, "  hprt_pool_run(pool, (int)(%ldL + ntask), $P_drt, &cx);\n", npack);
-  }
-  cg_emit(o, "  hprt_scratch_put(&cx.sc);\n  return 0;\n}\n");
-}
-
 bool cg_dconv_rt_ok(const cgen_conv_spec *s, const char **why) {
   dc d;
   if (cg_isa_set(&s->tune) != 1u << CGEN_ISA_AVX512) return *why = "only the AVX-512 variant reads them", false;
@@ -926,7 +403,7 @@ harp_status cg_dconv_variant(harp_error *e, cg_out *o, const cgen_conv_spec *s0,
   cg_emit(o, "typedef struct { void *y; const void *ep[%d];%s } $P_dtt;\n", CGEN_MAX_EPI,
           d.rt ? " long ohw; uintptr_t hs, rs;" : "");
   cg_emit_tr16(o);
-  emit_pack(o, &d);
+  dc_emit_pack(o, &d);
   long nilv = s->n * s->c; /* bf: the input's interleave tasks */
   if (bc) {
     nilv *= cg_emit_bf16_ilv_cols(o, "$P_dctx", s0->x_dtype, s0->h, s0->w, (int)(s->w - s0->w));
@@ -935,9 +412,9 @@ harp_status cg_dconv_variant(harp_error *e, cg_out *o, const cgen_conv_spec *s0,
     cg_emit_bf16_ilv(o, "$P_dctx", s0->x_dtype, s->n * s->c, s0->c / s0->groups, d.HW);
     cg_emit_bf16_wpairs(o, s0->w_dtype, s->oc, s0->c / s0->groups, s->kh * s->kw);
   }
-  for (int i = 0; i < d.nsig; i++) emit_kernel(o, &d, i);
-  if (d.rt) emit_task_rt(o, &d);
-  else emit_task(o, &d);
+  for (int i = 0; i < d.nsig; i++) dc_emit_kernel(o, &d, i);
+  if (d.rt) dc_emit_task_rt(o, &d);
+  else dc_emit_task(o, &d);
   long wbytes = (long)(d.G * d.nob * d.K * d.ob * 4), npack = (long)(d.G * d.nob);
   long ntask = (long)(s->n * d.G * d.nrb * d.nob);
   long wsb = d.cb < d.ICG ? (long)d.rb * (d.rt ? rt_slots(&d) : d.nt) * d.mr * d.nv * 64 : 0; /* per thread */
@@ -962,8 +439,8 @@ harp_status cg_dconv_variant(harp_error *e, cg_out *o, const cgen_conv_spec *s0,
     cg_emit(o, "  hprt_pool_run(pool, %ld, $P_dpack, &cx);\n%s  return 0;\n}\n", npack, bf ? "  free(w2);\n" : "");
   }
   if (d.rt) { /* the padded copy (which widens a half-precision input) and the run */
-    if (d.rtcopy) emit_pad_copy(o, &d);
-    emit_run_rt(o, &d, wbytes, npack, wsb);
+    if (d.rtcopy) dc_emit_pad_copy(o, &d);
+    dc_emit_run_rt(o, &d, wbytes, npack, wsb);
     cg_emit(o, "#endif /* HPRT_X86 */\n");
     return HARP_OK;
   }

@@ -1,7 +1,8 @@
-/* cgen_gemm_int.h — what the GEMM generator (cgen_gemm.c) shares with its
- * skinny variant (cgen_skinny.c): the contraction both reduce to, the
- * per-variant blocking, the row store with its epilogue, the task setup.
- * Not public. */
+/* cgen_gemm_int.h — what the GEMM generator's files share: its driver
+ * (cgen_gemm.c), the conv front end (cgen_conv.c), the template's variant
+ * (cgen_gemm_variant.c), the skinny variant (cgen_skinny.c) and the
+ * packers: the contraction they reduce to, the per-variant blocking, the
+ * row store with its epilogue, the task setup.  Not public. */
 #ifndef HARP_CGEN_GEMM_INT_H
 #define HARP_CGEN_GEMM_INT_H
 
@@ -33,7 +34,7 @@ typedef struct cg_mm {
   int64_t m_small; /* cgen_gemm_spec.m_small */
   /* a ShapeSet object: batch nb[0] read at run time (cgen_gemm_spec.b0_expr;
    * nb[0] is then the upper corner's), the tasks' split per run (ctx nb0,
-   * tm, sm, tn, sn from a table of resolve_tile's splits) */
+   * tm, sm, tn, sn from a table of cg_mm_resolve_tile's splits) */
   const char *b0_expr;
   /* split-K's view of a conv (cg_splitk_view): the slices' fp32 partials as
    * C, no epilogue; full is the contraction their sum ends in */
@@ -47,6 +48,13 @@ typedef struct cg_tile {
   bool direct, multi, ws, jr_outer;
   int order;
 } cg_tile;
+
+/* The driver (cgen_gemm.c): contraction p's kernel, named fn, appended to out. */
+harp_status cg_mm_gen(harp_error *e, const cg_mm *p, const char *fn, ut_str *out);
+/* The template's variant (cgen_gemm_variant.c): p's blocking on isa into *t
+ * (primary: the tuning's micro-tile applies), and the variant itself. */
+harp_status cg_mm_resolve_tile(harp_error *e, const cg_mm *p, const cg_isa *isa, bool primary, cg_tile *t);
+void cg_mm_emit_variant(cg_out *o, const cg_mm *p, const cg_tile *t);
 
 /* One row of nv vectors of C: the epilogue applied in registers, the store
  * in the output dtype (the micro-kernels' and the skinny variant's). */

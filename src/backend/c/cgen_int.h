@@ -113,7 +113,7 @@ void cg_emit_amx_pack_a(cg_out *o, int64_t groups, int64_t span, int64_t mp, int
 /* $P_tcfg: loads the micro-kernels' tile configuration (once a compute task). */
 void cg_emit_amx_tilecfg(cg_out *o);
 void cg_emit_bf16_kernel(cg_out *o, int mr, int nv, int tmr, int tnr, int pf, long c_sm, bool pairs, int pf_a);
-/* The GEMM micro-kernel's end (cgen_gemm.c): the k loop closed, the mr x nv
+/* The GEMM micro-kernel's end (cgen_gemm_variant.c): the k loop closed, the mr x nv
  * accumulators c<i>_<j> stored row by row through $P_row<nv>. */
 void cg_emit_kernel_rows(cg_out *o, int mr, int nv);
 void cg_emit_bf16_pack_a(cg_out *o, int64_t groups, int64_t span, int64_t mp, int mr);
