@@ -46,6 +46,7 @@ if " avx2 " not in open("/proc/cpuinfo").read().replace("\n", " "):
     sys.exit(77)
 
 S = ht.Suite("q8avx2")
+ht.compiled_only()  # the compiled C's numbers, not tier 0's (harp run answers its first run from tier 0)
 RNG = np.random.default_rng(2828)
 Q8_FORCE = ["--knob", "int8=force"]  # the int8 kernel even where the bf16 template would be as fast
 NQ8 = 8  # int8 kernels in the model: six contractions, two QLinearConvs

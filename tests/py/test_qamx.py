@@ -50,6 +50,7 @@ if "amx_int8" not in open("/proc/cpuinfo").read():
     sys.exit(77)
 
 S = ht.Suite("qamx")
+ht.compiled_only()  # the compiled C's numbers, not tier 0's (harp run answers its first run from tier 0)
 # The kernels at -O1 (the knob cc_opt): this test checks what they compute, not
 # their speed, and CI compiles them with a cold cache (-O3: 1.7x the compiler's
 # time, bench/RESULTS.md "health3"); the ISA flags and the C are the same.

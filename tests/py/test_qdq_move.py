@@ -41,6 +41,7 @@ except ImportError:
     sys.exit(77)
 
 S = ht.Suite("qdq_move")
+ht.compiled_only()  # the compiled C's numbers, not tier 0's (harp run answers its first run from tier 0)
 RNG = np.random.default_rng(11)
 # the FFN model is too small for the int8 kernel to pay (contract_q8.c): taken anyway
 Q8_FORCE = ["--knob", "int8=force"]
