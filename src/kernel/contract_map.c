@@ -416,6 +416,7 @@ static bool read_pieces(const ct_src *s, int kernel, bool (*ok_op)(tiny_op op), 
     out->npiece++;
   }
   free(p);
+  if (npiece > 1) ct_map_cut_sizes(s, R, var, cut, ncut, out);
   return true;
 }
 
