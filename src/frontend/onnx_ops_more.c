@@ -152,8 +152,12 @@ static hg_val iota_sym(ox_ctx *c, const fe_dim *n) {
   hg_val sums = hg_conv2d(g, b, ones, NULL); /* [1, 1, 1, n + 1]: n - i at i */
   const fe_dim *lo[4] = {zero, zero, zero, zero};
   hg_val s0 = fe_slice(g, sums, lo, (const fe_dim *[]){one, one, one, one}, (int64_t[]){1, 1, 1, 1});
-  hg_val si = fe_slice(g, sums, lo, (const fe_dim *[]){one, one, one, n}, (int64_t[]){1, 1, 1, 1});
-  return fe_reshape(g, hg_sub(g, s0, si), &(fe_shape){1, {n}});
+  /* -s + s_0 over all n + 1 sums (the conv's named sizes; the size-1
+   * operand second, so that at n = 1 the graph is the one at n > 1 and a
+   * ShapeSet object serves it), then the first n */
+  hg_val d = hg_add(g, hg_unary(g, HG_OP_NEG, sums), s0);
+  hg_val first = fe_slice(g, d, lo, (const fe_dim *[]){one, one, one, n}, (int64_t[]){1, 1, 1, 1});
+  return fe_reshape(g, first, &(fe_shape){1, {n}});
 }
 
 /* Range(start, limit, delta) whose limit is an expression of shape

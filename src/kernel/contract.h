@@ -299,11 +299,11 @@ bool ct_read_map(const ct_src *s, int kernel, bool (*ok)(tiny_op op), ct_map_set
  * computing node, or -1. */
 bool ct_map_cuts(const ct_src *s, const rg_region *R, int *var, int64_t *cut, int *ncut, const char **why);
 int ct_region_block(const ct_src *s, const rg_region *R, int node);
-/* The pieces of out (cut along variable var of R's output at cut[0..ncut),
- * ct_map_cuts) with their extents and starts as sizes of the graph where
- * the cuts are the bounds of PADs along that axis (a concat's pieces):
- * cut_known, cut_axis, cut_lo, cut_len (contract_cut.c). */
-void ct_map_cut_sizes(const ct_src *s, const rg_region *R, int var, const int64_t *cut, int ncut, ct_map_set *out);
+/* The slabs of R's output cut along variable var at cut[0..ncut)
+ * (ct_map_cuts): slab k's start lo[k] and extent len[k] as sizes of the
+ * graph, where every cut is a bound of a PAD along that axis (a concat's
+ * pieces) or of y; false when one is not (contract_cut.c). */
+bool ct_cut_sizes(const ct_src *s, const rg_region *R, int var, const int64_t *cut, int ncut, ct_size *lo, ct_size *len);
 
 /* ---- reductions and elementwise chains (contract_ewise.c) ---------------------
  * The GPU's simple kernels: a single reduction of a strided buffer, viewed

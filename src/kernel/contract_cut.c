@@ -1,7 +1,7 @@
 /* contract_cut.c — a map's pieces' extents and starts as sizes of the graph.
  * Needs: the Tiny graph (shapes: sizes with the symbols they equal; PAD's
  * amounts), the region's blocks (contract_map.c's ct_region_block).
- * Gives: ct_map_cut_sizes (contract.h).
+ * Gives: ct_cut_sizes (contract.h).
  *
  * ct_map_cuts finds where a region's output is cut into slabs (the pieces)
  * as numbers at the binding.  A ShapeSet object prints each piece's row
@@ -127,14 +127,13 @@ static void walk(cut_walk *w, int node, int axis, const ct_size *off, int depth)
   }
 }
 
-void ct_map_cut_sizes(const ct_src *s, const rg_region *R, int var, const int64_t *cut, int ncut, ct_map_set *out) {
+bool ct_cut_sizes(const ct_src *s, const rg_region *R, int var, const int64_t *cut, int ncut, ct_size *lo, ct_size *len) {
   const poly_block_info *last = poly_block(s->pv, R->blocks[R->nblocks - 1]);
   const tiny_shape *ys = &s->g->nodes[last->node].shape;
-  for (int k = 0; k < out->npiece; k++) out->piece[k].cut_known = false;
-  if (var < 0 || var >= ys->rank || last->nvars != ys->rank || ncut != out->npiece + 1) return;
+  if (var < 0 || var >= ys->rank || last->nvars != ys->rank || ncut < 2 || ncut > CT_MAP_MAX_PIECES + 1) return false;
   cut_walk w = {s, R, {{0}}, 0};
   ct_size zero = {0}, full;
-  if (!size_add(&zero, 1, ys->d[var], &full)) return;
+  if (!size_add(&zero, 1, ys->d[var], &full)) return false;
   add_bound(&w, &zero);
   add_bound(&w, &full);
   walk(&w, last->node, var, &zero, 0);
@@ -143,12 +142,11 @@ void ct_map_cut_sizes(const ct_src *s, const rg_region *R, int var, const int64_
     at[c] = NULL;
     for (int i = 0; i < w.nb && !at[c]; i++)
       if (w.b[i].v == cut[c]) at[c] = &w.b[i].e;
-    if (!at[c]) return;
+    if (!at[c]) return false;
   }
-  for (int k = 0; k < out->npiece; k++) {
-    ct_map *p = &out->piece[k];
-    if (!size_sub(at[k + 1], at[k], &p->cut_len)) return;
-    p->cut_lo = *at[k];
+  for (int k = 0; k + 1 < ncut; k++) {
+    if (!size_sub(at[k + 1], at[k], &len[k])) return false;
+    lo[k] = *at[k];
   }
-  for (int k = 0; k < out->npiece; k++) out->piece[k].cut_axis = var, out->piece[k].cut_known = true;
+  return true;
 }

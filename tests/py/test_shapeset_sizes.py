@@ -8,7 +8,11 @@ onnxruntime; where every kernel reads its sizes at run time it is one
 object (the first run builds it, the next two build nothing).  A size
 harp cannot keep symbolic (a quotient by a size) says so and compiles the
 binding alone, still right.  Fills of a Shape-derived size concatenated
-and added to x: one object, right at four bindings."""
+and added to x: one object, right at four bindings.  A Range over a size
+(also with a start and a step; its iota a sliding-window sum, affine in
+the size), fills of sizes w, w + 1, 2w, w - 1 concatenated (pieces cut
+where the sizes meet, their bounds read at run time) and a fill beside x
+along x's symbolic axis (either axis): one object each, also at w = 1."""
 import os
 import sys
 import tempfile
@@ -114,12 +118,12 @@ m4 = model([mk("Shape", ["x"], ["s"]), mk("Gather", ["s", "zero"], ["w"]), mk("R
            [ints("zero", 0), ints("one", 1), ints("ax0", [0]), ints("ax1", [1]), init("tenth", np.array(0.1, np.float32))])
 check("range_constantofshape", m4, "w=1..50", [(6, 4), (50, 4), (1, 4)])
 
-# Range with a start and a step (5, 8, .. below w: ceil((w - 5) / 3) values, a derived size) scaled, beside x doubled
-m9 = model([mk("Shape", ["x"], ["s"]), mk("Gather", ["s", "zero"], ["w"]), mk("Range", ["five", "w", "three"], ["pos"]),
+# Range with a start and a step (-5, -2, .. below w: ceil((w + 5) / 3) values, a derived size) scaled, beside x doubled
+m9 = model([mk("Shape", ["x"], ["s"]), mk("Gather", ["s", "zero"], ["w"]), mk("Range", ["minus5", "w", "three"], ["pos"]),
             mk("Cast", ["pos"], ["posf"], to=TensorProto.FLOAT), mk("Mul", ["posf", "half"], ["r"]), mk("Add", ["x", "x"], ["y"])],
            [vi("x", ["w", 3])], [vi("y", None), vi("r", None)],
-           [ints("zero", 0), ints("five", 5), ints("three", 3), init("half", np.array(0.5, np.float32))])
-check("range_start_step", m9, "w=6..45", [(6, 3), (45, 3), (20, 3), (7, 3)])
+           [ints("zero", 0), ints("minus5", -5), ints("three", 3), init("half", np.array(0.5, np.float32))])
+check("range_start_step", m9, "w=1..45", [(6, 3), (45, 3), (1, 3), (20, 3)])
 
 # three fills of different sizes (2w of 1.5, w - 1 of -2, 3 of 0.25) concatenated, then scaled and shifted: three
 # pieces, two of derived sizes, their bounds read at run time

@@ -285,24 +285,6 @@ static bool offset_expr(const rc_ctx *c, const tiny_shape *s, int64_t off, char 
   return found;
 }
 
-/* Size z (a sum of symbols, ct_size) as a C expression of the ShapeSet's
- * symbols into buf (160 bytes): a symbol the box does not vary is its
- * value.  False when none varies (the constant stands). */
-static bool sum_expr(const rc_ctx *c, const ct_size *z, char *buf) {
-  int k = snprintf(buf, 160, "(%" PRId64 "L", z->lit);
-  bool any = false;
-  for (int i = 0; i < z->nterm && k > 0 && k < 160; i++) {
-    char t[160];
-    tiny_shape one = {1, {{z->tval[i], z->term[i]}}};
-    bool x = rc_size_expr(c, &one, 0, 1, z->tval[i], t, sizeof t);
-    if (!x) snprintf(t, sizeof t, "%" PRId64 "L", z->tval[i]);
-    any |= x;
-    k += snprintf(buf + k, 160 - (size_t)k, " + %" PRId64 "L * %s", z->coef[i], t);
-  }
-  if (k > 0 && k < 159) buf[k++] = ')', buf[k] = 0;
-  return any && k > 0 && k < 160;
-}
-
 /* A ShapeSet object's piece mp of a slab along y's axis mp->cut_axis whose
  * bounds are sizes of the graph (ct_map.cut_known, a concat's pieces): its
  * row length (the slab's extent times y's dims inside it) or its outer
@@ -316,7 +298,7 @@ static void map_cut_exprs(const rc_ctx *c, const ct_map *mp, const tiny_shape *y
   char in[160], lo[160], len[160];
   bool xin = rc_size_expr(c, ys, a + 1, ys->rank, inner, in, sizeof in);
   if (!xin) snprintf(in, sizeof in, "%" PRId64 "L", inner);
-  bool xlo = sum_expr(c, &mp->cut_lo, lo), xlen = sum_expr(c, &mp->cut_len, len);
+  bool xlo = rc_sum_expr(c, &mp->cut_lo, lo), xlen = rc_sum_expr(c, &mp->cut_len, len);
   int w;
   if ((xlo || xin) && mp->y.offset == mp->cut_lo.value * inner && mp->y.offset > 0 &&
       (w = snprintf(x[*nx], 160, "%s * %s", lo, in)) > 0 && w < 160)
