@@ -23,6 +23,7 @@
 
 #define MAX_BOUNDS 32
 #define MAX_DEPTH 24
+#define MAX_VISITS 512 /* a region reading a value twice at every step: no exponential walk */
 
 typedef struct bound {
   int64_t v; /* the bound's value at this binding */
@@ -33,7 +34,7 @@ typedef struct cut_walk {
   const ct_src *s;
   const rg_region *R;
   bound b[MAX_BOUNDS];
-  int nb;
+  int nb, visits;
 } cut_walk;
 
 /* The value of a PAD amount d: its number, or the size of a dim of g that
@@ -99,7 +100,7 @@ static void add_bound(cut_walk *w, const ct_size *e) {
 static void walk(cut_walk *w, int node, int axis, const ct_size *off, int depth) {
   const tiny_graph *g = w->s->g;
   const tiny_node *n = &g->nodes[node];
-  if (depth > MAX_DEPTH || axis < 0 || axis >= n->shape.rank) return;
+  if (depth > MAX_DEPTH || ++w->visits > MAX_VISITS || axis < 0 || axis >= n->shape.rank) return;
   bool in_region = ct_region_block(w->s, w->R, node) >= 0;
   tiny_class cl = tiny_op_class(n->op);
   if (n->op == TINY_PAD && n->a.pad.n == n->shape.rank && n->nsrc == 1 && n->src[0].node >= 0) {
@@ -131,7 +132,7 @@ bool ct_cut_sizes(const ct_src *s, const rg_region *R, int var, const int64_t *c
   const poly_block_info *last = poly_block(s->pv, R->blocks[R->nblocks - 1]);
   const tiny_shape *ys = &s->g->nodes[last->node].shape;
   if (var < 0 || var >= ys->rank || last->nvars != ys->rank || ncut < 2 || ncut > CT_MAP_MAX_PIECES + 1) return false;
-  cut_walk w = {s, R, {{0}}, 0};
+  cut_walk w = {s, R, {{0}}, 0, 0};
   ct_size zero = {0}, full;
   if (!size_add(&zero, 1, ys->d[var], &full)) return false;
   add_bound(&w, &zero);

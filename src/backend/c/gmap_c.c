@@ -3,7 +3,7 @@
  * upsample added to a lateral map, a depth-to-space), every size read at
  * run time (docs/architecture.md, "One object per ShapeSet").
  * Needs: the kernel layer's reading (ct_read_gmap, src/kernel/gmap.h),
- * rc_syms.c's run-time sizes, the op table's C spellings.
+ * rc_syms.c's run-time sizes (rc_sum_expr: a piece's bounds), the op table's C spellings.
  * Gives: cc_try_gmap.
  *
  * The kernel walks y row by row (its innermost axis), the rows split over
@@ -66,9 +66,10 @@ static bool gm_ysizes(const rc_ctx *c, int r, const ct_gmap *g, gm *m, bool *any
   return true;
 }
 
-/* Piece m->pc's input strides as C text into m, and its block length D;
- * false when a shape is not the one read or D is too large.  *any: a
- * stride moves. */
+/* Piece m->pc's input strides as C text into m, its block length D, and
+ * its start and extent along the cut axis where a symbol moves them (a
+ * concat's piece, ct_gmap_piece.cut_known); false when a shape is not the
+ * one read or D is too large.  *any: a stride or bound moves. */
 static bool gm_psizes(const rc_ctx *c, int r, gm *m, bool *any) {
   const ct_gmap_piece *pc = m->pc;
   int64_t D = 1, last = m->g->nv - 1;
