@@ -441,22 +441,48 @@ static int lower_pad_axis(lw *L, int x, int rank, int axis, const fe_dim *lo, co
   return lw_emit(L, TINY_PAD, s, 1, &a);
 }
 
+/* Whether frontend value v is a fill of +0 (a scalar constant 0 through
+ * reshapes and expands). */
+static bool zero_fill(const lw *L, hg_val v) {
+  for (int d = 0; v > 0 && d < 8; d++) {
+    const fe_node *x = fe_node_of(L->g, v);
+    if (x->op == HG_OP_CONST) return x->a.cnst.v == 0 && !signbit(x->a.cnst.v);
+    if ((x->op != HG_OP_RESHAPE && x->op != HG_OP_EXPAND) || x->nin < 1) return false;
+    v = x->in[0];
+  }
+  return false;
+}
+
 /* concat: each piece padded with zeros to the full extent, then summed
- * (OR for bool): no data moves, every piece stays a view. */
+ * (OR for bool): no data moves, every piece stays a view.  A piece that is
+ * a fill of +0 adds nothing (the others' pads are +0 there) and is left
+ * out, unless all are: its PAD would start at the pieces before it, a size
+ * a ShapeSet's loop nest could not read at run time (iota_sym's zeros). */
 static int lower_concat(lw *L, const fe_node *n) {
   int ax = n->a.axis.axis, r = n->shape.rank;
   ut_arena *A = L->fp->arena;
   if (n->nin == 1) return lw_tin(L, 0, n->dtype);
   const fe_dim *before = fe_dim_int(A, 0), *total = n->shape.d[ax];
-  int acc = -1;
+  int acc = -1, nzero = 0;
+  for (int i = 0; i < n->nin; i++) nzero += zero_fill(L, n->in[i]);
   for (int i = 0; i < n->nin && !L->e->code; i++) {
     const fe_node *x = lw_in(L, i);
     const fe_dim *after = fe_dim_sub(A, fe_dim_sub(A, total, before), x->shape.d[ax]);
     if (!after) return ut_fail(L->e, HARP_E_LIMIT, NULL, "concat: extent too large"), -1;
+    if (nzero < n->nin && zero_fill(L, n->in[i])) {
+      before = fe_dim_add(A, before, x->shape.d[ax]);
+      continue;
+    }
     int p = lower_pad_axis(L, lw_tin(L, i, n->dtype), r, ax, before, after, 0.0);
     acc = acc < 0 ? p : lw_bin(L, n->dtype == TINY_BOOL ? TINY_MAX : TINY_ADD, acc, p);
     before = fe_dim_add(A, before, x->shape.d[ax]);
   }
+  /* lowered for a ShapeSet (L->derive), a concat along an axis whose size
+   * is an expression of symbols is reshaped to its own sizes: the PADs'
+   * sum of sizes gets the importer's derived symbol, which the nests and
+   * kernels after it read at run time (as named_windows does a pool's) */
+  int64_t v;
+  if (L->derive && acc >= 0 && !fe_dim_is_int(total, &v) && lw_can_shape(L, &n->shape)) acc = lw_reshape(L, acc, &n->shape);
   return acc;
 }
 

@@ -134,24 +134,30 @@ OP(Trilu) {
 }
 
 /* 0, 1, ..., n-1 (fp32, exact below 2^24) for a size n that is an
- * expression of shape variables, from movement ops alone: b = [1 x n, 0 x
- * (n+1)] repeated in n rows of 2n+1 and read back in rows of 2n is b
- * shifted left by one more each row, so columns n..2n-1 of row r hold
- * [1 x r, 0 x (n-r)]; their sum is r.  n^2 work: sizes, not data. */
+ * expression of shape variables: b = [1 x n, 0 x n] summed over a sliding
+ * window of n (a conv2d of b as [1, 1, 1, 2n] with a [1, 1, 1, n] filter of
+ * ones: Tiny's POOL with the window n) holds s_i = n - i at position i, so
+ * i = s_0 - s_i.  As the causal mask's iota_rev (lower_nn.c): the ones
+ * padded after by n zeros (the concat's zero fill adds nothing, lower.c),
+ * every read affine in n (the window's extent, the pad's guard), so a
+ * ShapeSet's loop nest takes n at run time.  n^2 work: sizes, not data. */
 static hg_val iota_sym(ox_ctx *c, const fe_dim *n) {
   hg_graph *g = c->g;
-  ut_arena *A = c->A;
-  const fe_dim *n1 = fe_dim_add(A, n, I(c, 1)), *w = fe_dim_scale(A, n, 2), *w1 = fe_dim_add(A, w, I(c, 1));
-  const fe_dim *all = w1 ? fe_dim_mul(A, n, w1) : NULL, *part = w ? fe_dim_mul(A, n, w) : NULL;
-  if (!n1 || !w1 || !all || !part) return ox_fail(c, HARP_E_LIMIT, "a range of %s values: too large", n->text), -1;
-  hg_val parts[2] = {ox_fill_sym(c, 1, TINY_FP32, &(fe_shape){1, {n}}), ox_fill_sym(c, 0, TINY_FP32, &(fe_shape){1, {n1}})};
-  if (parts[0] < 0 || parts[1] < 0) return -1;
-  hg_val b = fe_reshape(g, hg_concat(g, parts, 2, 0), &(fe_shape){2, {I(c, 1), w1}});
-  hg_val flat = fe_reshape(g, fe_expand(g, b, &(fe_shape){2, {n, w1}}), &(fe_shape){1, {all}});
-  hg_val rows = fe_reshape(g, fe_slice(g, flat, (const fe_dim *[]){I(c, 0)}, (const fe_dim *[]){part}, (int64_t[]){1}),
-                           &(fe_shape){2, {n, w}});
-  hg_val m = fe_slice(g, rows, (const fe_dim *[]){I(c, 0), n}, (const fe_dim *[]){n, w}, (int64_t[]){1, 1});
-  return hg_reduce(g, HG_OP_SUM, m, (int[]){1}, 1, false);
+  const fe_dim *w = fe_dim_scale(c->A, n, 2), *one = I(c, 1), *zero = I(c, 0);
+  if (!w) return ox_fail(c, HARP_E_LIMIT, "a range of %s values: too large", n->text), -1;
+  hg_val parts[2] = {ox_fill_sym(c, 1, TINY_FP32, &(fe_shape){1, {n}}), ox_fill_sym(c, 0, TINY_FP32, &(fe_shape){1, {n}})};
+  hg_val ones = ox_fill_sym(c, 1, TINY_FP32, &(fe_shape){4, {one, one, one, n}});
+  if (parts[0] < 0 || parts[1] < 0 || ones < 0) return -1;
+  hg_val b = fe_reshape(g, hg_concat(g, parts, 2, 0), &(fe_shape){4, {one, one, one, w}});
+  hg_val sums = hg_conv2d(g, b, ones, NULL); /* [1, 1, 1, n + 1]: n - i at i */
+  const fe_dim *lo[4] = {zero, zero, zero, zero};
+  hg_val s0 = fe_slice(g, sums, lo, (const fe_dim *[]){one, one, one, one}, (int64_t[]){1, 1, 1, 1});
+  /* -s + s_0 over all n + 1 sums (the conv's named sizes; the size-1
+   * operand second, so that at n = 1 the graph is the one at n > 1 and a
+   * ShapeSet object serves it), then the first n */
+  hg_val d = hg_add(g, hg_unary(g, HG_OP_NEG, sums), s0);
+  hg_val first = fe_slice(g, d, lo, (const fe_dim *[]){one, one, one, n}, (int64_t[]){1, 1, 1, 1});
+  return fe_reshape(g, first, &(fe_shape){1, {n}});
 }
 
 /* Range(start, limit, delta) whose limit is an expression of shape

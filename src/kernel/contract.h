@@ -247,6 +247,16 @@ typedef struct ct_map_in {
   bool bcast; /* one element per row */
   int64_t ostride[CT_MAP_MAX_OUTER];
 } ct_map_in;
+/* A size as a sum of sizes of the graph (a map piece's extent or start
+ * along its cut axis, contract_cut.c): lit + sum coef[i] * term[i], each
+ * term a symbol (its value here tval[i]); value: the sum at this binding. */
+#define CT_SIZE_MAX_TERMS 6
+typedef struct ct_size {
+  int64_t value, lit;
+  int nterm;
+  int64_t coef[CT_SIZE_MAX_TERMS], tval[CT_SIZE_MAX_TERMS];
+  const char *term[CT_SIZE_MAX_TERMS]; /* the graph's symbol names */
+} ct_size;
 typedef struct ct_map {
   int nouter;
   int64_t outer[CT_MAP_MAX_OUTER], cols;
@@ -258,6 +268,11 @@ typedef struct ct_map {
   int nops;
   ct_map_op ops[CT_MAP_MAX_OPS]; /* operands first; y is the last */
   bool short_rows;               /* outer dimensions and rows of fewer than 16 points (ct_src.sizes_vary) */
+  /* a piece (ystrided) whose bounds along y's axis cut_axis are sizes of
+   * the graph (cut_known): it spans [cut_lo, cut_lo + cut_len) there */
+  bool cut_known;
+  int cut_axis;
+  ct_size cut_lo, cut_len;
 } ct_map;
 /* Why the map kernel declines rows of fewer than 16 points (where a
  * generic loop does as well: the kernel pays a call per row). */
@@ -284,6 +299,11 @@ bool ct_read_map(const ct_src *s, int kernel, bool (*ok)(tiny_op op), ct_map_set
  * computing node, or -1. */
 bool ct_map_cuts(const ct_src *s, const rg_region *R, int *var, int64_t *cut, int *ncut, const char **why);
 int ct_region_block(const ct_src *s, const rg_region *R, int node);
+/* The slabs of R's output cut along variable var at cut[0..ncut)
+ * (ct_map_cuts): slab k's start lo[k] and extent len[k] as sizes of the
+ * graph, where every cut is a bound of a PAD along that axis (a concat's
+ * pieces) or of y; false when one is not (contract_cut.c). */
+bool ct_cut_sizes(const ct_src *s, const rg_region *R, int var, const int64_t *cut, int ncut, ct_size *lo, ct_size *len);
 
 /* ---- reductions and elementwise chains (contract_ewise.c) ---------------------
  * The GPU's simple kernels: a single reduction of a strided buffer, viewed

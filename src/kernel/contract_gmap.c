@@ -8,7 +8,7 @@
  * per-channel gate computed on the way all read so.
  * Only fp32 values: the kernel printing this (gmap_c.c) computes in float
  * with scalar C the compiler vectorises.
- * Needs: the Poly-View (poly_chain_quasi), the Function, ct_map_cuts.
+ * Needs: the Poly-View (poly_chain_quasi), the Function, ct_map_cuts and ct_cut_sizes.
  * Gives: ct_read_gmap (gmap.h). */
 #include <stdlib.h>
 #include <string.h>
@@ -179,5 +179,9 @@ bool ct_read_gmap(const ct_src *s, int kernel, bool (*ok)(tiny_op op), ct_gmap *
     }
   }
   free(p);
+  ct_size clo[CT_MAP_MAX_PIECES], clen[CT_MAP_MAX_PIECES];
+  if (out->npiece > 1 && ct_cut_sizes(s, R, out->var, cut, ncut, clo, clen))
+    for (int k = 0; k < out->npiece; k++)
+      out->piece[k].cut_known = true, out->piece[k].cut_lo = clo[k], out->piece[k].cut_len = clen[k];
   return true;
 }

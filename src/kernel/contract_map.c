@@ -416,6 +416,12 @@ static bool read_pieces(const ct_src *s, int kernel, bool (*ok_op)(tiny_op op), 
     out->npiece++;
   }
   free(p);
+  ct_size clo[CT_MAP_MAX_PIECES], clen[CT_MAP_MAX_PIECES];
+  if (npiece > 1 && s->sizes_vary && ct_cut_sizes(s, R, var, cut, ncut, clo, clen)) /* a ShapeSet object's: read at run time */
+    for (int k = 0; k < npiece; k++) {
+      ct_map *m = &out->piece[k];
+      m->cut_known = true, m->cut_axis = var, m->cut_lo = clo[k], m->cut_len = clen[k];
+    }
   return true;
 }
 

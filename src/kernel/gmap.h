@@ -23,6 +23,8 @@ typedef struct ct_gmap_in {
  * its inputs and ops. */
 typedef struct ct_gmap_piece {
   int64_t lo, hi;
+  bool cut_known; /* lo and hi + 1 as sizes of the graph: cut_lo, cut_lo + cut_len (ct_cut_sizes) */
+  ct_size cut_lo, cut_len;
   int nin;
   ct_gmap_in in[CT_MAP_MAX_IN];
   int nops;

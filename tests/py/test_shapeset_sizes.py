@@ -8,7 +8,11 @@ onnxruntime; where every kernel reads its sizes at run time it is one
 object (the first run builds it, the next two build nothing).  A size
 harp cannot keep symbolic (a quotient by a size) says so and compiles the
 binding alone, still right.  Fills of a Shape-derived size concatenated
-and added to x: one object, right at four bindings."""
+and added to x: one object, right at four bindings.  A Range over a size
+(also with a start and a step; its iota a sliding-window sum, affine in
+the size), fills of sizes w, w + 1, 2w, w - 1 concatenated (pieces cut
+where the sizes meet, their bounds read at run time) and a fill beside x
+along x's symbolic axis (either axis): one object each, also at w = 1."""
 import os
 import sys
 import tempfile
@@ -102,6 +106,7 @@ check("shape_slice_concat_reshape", m3, "w=4..48", [(1, 8, 2, 5), (1, 8, 2, 48),
 # Range over a size (positions 0..w-1, scaled, added to x's rows), ConstantOfShape of a shape read from x, and
 # fills of sizes w and w + 1 concatenated (a padded fill: the CPU's map kernels once dropped the pad)
 fill = onnx.helper.make_tensor("v", TensorProto.FLOAT, [1], [1.5])
+neg2 = onnx.helper.make_tensor("v", TensorProto.FLOAT, [1], [-2.0])
 m4 = model([mk("Shape", ["x"], ["s"]), mk("Gather", ["s", "zero"], ["w"]), mk("Range", ["zero", "w", "one"], ["pos"]),
             mk("Cast", ["pos"], ["posf"], to=TensorProto.FLOAT), mk("Unsqueeze", ["posf", "ax1"], ["pcol"]),
             mk("Mul", ["pcol", "tenth"], ["ps"]), mk("ConstantOfShape", ["s"], ["ones"], value=fill),
@@ -111,12 +116,45 @@ m4 = model([mk("Shape", ["x"], ["s"]), mk("Gather", ["s", "zero"], ["w"]), mk("R
             mk("Concat", ["f1", "f0"], ["cat"], axis=0)],
            [vi("x", ["w", 4])], [vi("y", None), vi("cat", None)],
            [ints("zero", 0), ints("one", 1), ints("ax0", [0]), ints("ax1", [1]), init("tenth", np.array(0.1, np.float32))])
-check("range_constantofshape", m4, "w=1..50", [(6, 4), (50, 4), (1, 4)], one_object=False)
+check("range_constantofshape", m4, "w=1..50", [(6, 4), (50, 4), (1, 4)])
+
+# Range with a start and a step (-5, -2, .. below w: ceil((w + 5) / 3) values, a derived size) scaled, beside x doubled
+m9 = model([mk("Shape", ["x"], ["s"]), mk("Gather", ["s", "zero"], ["w"]), mk("Range", ["minus5", "w", "three"], ["pos"]),
+            mk("Cast", ["pos"], ["posf"], to=TensorProto.FLOAT), mk("Mul", ["posf", "half"], ["r"]), mk("Add", ["x", "x"], ["y"])],
+           [vi("x", ["w", 3])], [vi("y", None), vi("r", None)],
+           [ints("zero", 0), ints("minus5", -5), ints("three", 3), init("half", np.array(0.5, np.float32))])
+check("range_start_step", m9, "w=1..45", [(6, 3), (45, 3), (1, 3), (20, 3)])
+
+# three fills of different sizes (2w of 1.5, w - 1 of -2, 3 of 0.25) concatenated, then scaled and shifted: three
+# pieces, two of derived sizes, their bounds read at run time
+q25 = onnx.helper.make_tensor("v", TensorProto.FLOAT, [1], [0.25])
+m10 = model([mk("Shape", ["x"], ["s"]), mk("Gather", ["s", "zero"], ["w"]), mk("Unsqueeze", ["w", "ax0"], ["w1"]),
+             mk("Mul", ["w1", "two1"], ["w2"]), mk("Sub", ["w1", "one1"], ["wm"]),
+             mk("ConstantOfShape", ["w2"], ["a"], value=fill), mk("ConstantOfShape", ["wm"], ["b"], value=neg2),
+             mk("ConstantOfShape", ["three1"], ["c"], value=q25), mk("Concat", ["a", "b", "c"], ["cat"], axis=0),
+             mk("Mul", ["cat", "tenth"], ["ct"]), mk("Add", ["ct", "one_f"], ["y"])],
+            [vi("x", ["w", 2])], [vi("y", None)],
+            [ints("zero", 0), ints("ax0", [0]), ints("two1", [2]), ints("one1", [1]), ints("three1", [3]),
+             init("tenth", np.array(0.1, np.float32)), init("one_f", np.array(1.0, np.float32))])
+check("fills_derived_sizes", m10, "w=2..40", [(9, 2), (40, 2), (2, 2), (25, 2)])
+
+# a fill and the real x side by side along x's symbolic axis: x[3, w] then [3, w + 2] of 0.5 (axis 1: rows of the
+# output, each cut), and x[w, 3] below [w + 1, 3] of -2 (axis 0: the pieces' outer sizes), each then tripled
+m11 = model([mk("Shape", ["x"], ["s"]), mk("Gather", ["s", "one"], ["w"]), mk("Unsqueeze", ["w", "ax0"], ["w1"]),
+             mk("Add", ["w1", "two1"], ["w2"]), mk("Add", ["w1", "one1"], ["wp"]),
+             mk("Concat", ["three1", "w2"], ["s1"], axis=0), mk("Concat", ["wp", "three1"], ["s2"], axis=0),
+             mk("ConstantOfShape", ["s1"], ["f1"], value=onnx.helper.make_tensor("v", TensorProto.FLOAT, [1], [0.5])),
+             mk("ConstantOfShape", ["s2"], ["f2"], value=neg2), mk("Concat", ["x", "f1"], ["c1"], axis=1),
+             mk("Transpose", ["x"], ["xt"], perm=[1, 0]), mk("Concat", ["xt", "f2"], ["c2"], axis=0),
+             mk("Mul", ["c1", "three_f"], ["y1"]), mk("Mul", ["c2", "three_f"], ["y2"])],
+            [vi("x", [3, "w"])], [vi("y1", None), vi("y2", None)],
+            [ints("one", 1), ints("ax0", [0]), ints("two1", [2]), ints("one1", [1]), ints("three1", [3]),
+             init("three_f", np.array(3.0, np.float32))])
+check("fill_beside_x", m11, "w=2..48", [(3, 11), (3, 48), (3, 2), (3, 30)])
 
 # fills of a Shape-derived size side by side (ConstantOfShape [r, 24] of 1.5 and [r, 16] of -2), times x plus
 # themselves: literal fills read through the Concat's pads (the map kernels once wrote 1.5 + -2 everywhere);
 # each fill a slab of the output, its rows read at run time: one object
-neg2 = onnx.helper.make_tensor("v", TensorProto.FLOAT, [1], [-2.0])
 m7 = model([mk("Shape", ["x"], ["s"]), mk("Slice", ["s", "zero1", "one1"], ["r"]), mk("Concat", ["r", "n24"], ["s1"], axis=0),
             mk("Concat", ["r", "n16"], ["s2"], axis=0), mk("ConstantOfShape", ["s1"], ["a"], value=fill),
             mk("ConstantOfShape", ["s2"], ["b"], value=neg2), mk("Concat", ["a", "b"], ["c"], axis=1),

@@ -18,9 +18,11 @@ at the box's upper corner whose leading slice the kernels read.
     onnxruntime at three bindings;
   - an ONNX model whose table is computed from Range(0, S) (cos / sin of
     positions times frequencies, what the importer folds into a weight at
-    a fixed binding): right at every binding against onnxruntime; its iota
-    still makes the code depend on the binding, so it compiles per binding
-    (recorded: when it becomes one object this row must be updated).
+    a fixed binding): right at every binding against onnxruntime; its Cos
+    and Sin (a gather whose kernel prints its point count; the iota reads
+    S at run time) still make the code depend on the binding, so it
+    compiles per binding (recorded: when it becomes one object this row
+    must be updated).
 A binding past the box is refused."""
 import os
 import subprocess

@@ -285,6 +285,35 @@ static bool offset_expr(const rc_ctx *c, const tiny_shape *s, int64_t off, char 
   return found;
 }
 
+/* A ShapeSet object's piece mp of a slab along y's axis mp->cut_axis whose
+ * bounds are sizes of the graph (ct_map.cut_known, a concat's pieces): its
+ * row length (the slab's extent times y's dims inside it) or its outer
+ * size along the axis, and its y offset (its start times those dims), as
+ * expressions into x[*nx..]. */
+static void map_cut_exprs(const rc_ctx *c, const ct_map *mp, const tiny_shape *ys, cgen_map_spec *s, char x[][160], int *nx) {
+  int a = mp->cut_axis;
+  if (!mp->ystrided || !mp->cut_known || !ys || a < 0 || a >= ys->rank) return;
+  int64_t inner = 1;
+  for (int d = a + 1; d < ys->rank; d++) inner *= ys->d[d].n;
+  char in[160], lo[160], len[160];
+  bool xin = rc_size_expr(c, ys, a + 1, ys->rank, inner, in, sizeof in);
+  if (!xin) snprintf(in, sizeof in, "%" PRId64 "L", inner);
+  bool xlo = rc_sum_expr(c, &mp->cut_lo, lo), xlen = rc_sum_expr(c, &mp->cut_len, len);
+  int w;
+  if ((xlo || xin) && mp->y.offset == mp->cut_lo.value * inner && mp->y.offset > 0 &&
+      (w = snprintf(x[*nx], 160, "%s * %s", lo, in)) > 0 && w < 160)
+    s->y_offset_expr = x[(*nx)++];
+  if (mp->cols == mp->cut_len.value * inner) {
+    if ((xlen || xin) && (w = snprintf(x[*nx], 160, "%s * %s", len, in)) > 0 && w < 160) s->cols_expr = x[(*nx)++];
+    return;
+  }
+  for (int d = mp->nouter - 1; d >= 0 && xlen; d--)
+    if (mp->outer[d] == mp->cut_len.value && mp->yostride[d] == inner && snprintf(x[*nx], 160, "%s", len) < 160) {
+      s->outer_expr[d] = x[(*nx)++];
+      break;
+    }
+}
+
 /* A ShapeSet object: map piece mp's row length, outer sizes and strides as
  * run-time expressions of the symbols (into x, NULL in s where a constant
  * holds), from the dims ys of y's buffer (the row's dims innermost, each
@@ -298,6 +327,7 @@ static void map_walk_exprs(const rc_ctx *c, int r, const ct_map *mp, const tiny_
                            char x[][160]) {
   int nx = 0;
   if (!c->ngen_syms) return;
+  map_cut_exprs(c, mp, ys, s, x, &nx); /* a concat's piece: its bounds along the cut axis */
   /* the row and outer sizes: y's dims, then (a piece) a point-for-point input's */
   for (int k = -1; k < (mp->ystrided ? mp->nin : 0); k++) {
     const tiny_shape *t = k < 0 ? ys : mp->in[k].bcast ? NULL : rc_slot_shape(c, r, mp->in[k].t.slot);
@@ -315,7 +345,7 @@ static void map_walk_exprs(const rc_ctx *c, int r, const ct_map *mp, const tiny_
   }
   for (int k = 0; k < mp->nin; k++)
     if (offset_expr(c, rc_slot_shape(c, r, mp->in[k].t.slot), mp->in[k].t.offset, x[nx])) s->in[k].offset_expr = x[nx++];
-  if (mp->ystrided && offset_expr(c, ys, mp->y.offset, x[nx])) s->y_offset_expr = x[nx++];
+  if (mp->ystrided && !s->y_offset_expr && offset_expr(c, ys, mp->y.offset, x[nx])) s->y_offset_expr = x[nx++];
   for (int d = 0; d < mp->nouter; d++) {
     for (int k = 0; k < mp->nin; k++) {
       const tiny_shape *is = rc_slot_shape(c, r, mp->in[k].t.slot);

@@ -3,7 +3,7 @@
  * upsample added to a lateral map, a depth-to-space), every size read at
  * run time (docs/architecture.md, "One object per ShapeSet").
  * Needs: the kernel layer's reading (ct_read_gmap, src/kernel/gmap.h),
- * rc_syms.c's run-time sizes, the op table's C spellings.
+ * rc_syms.c's run-time sizes (rc_sum_expr: a piece's bounds), the op table's C spellings.
  * Gives: cc_try_gmap.
  *
  * The kernel walks y row by row (its innermost axis), the rows split over
@@ -46,6 +46,7 @@ typedef struct gm {
   char st[CT_MAP_MAX_IN][TINY_MAX_RANK][160]; /* the inputs' axis strides, likewise */
   int64_t stc[CT_MAP_MAX_IN][TINY_MAX_RANK];  /* the stride when a constant, else -1 */
   int D;
+  char rt_lo[160], rt_len[160]; /* the piece's start and extent along the cut axis read at run time, else "" */
 } gm;
 
 static int64_t gcd64(int64_t a, int64_t b) { return b ? gcd64(b, a % b) : a; }
@@ -65,9 +66,10 @@ static bool gm_ysizes(const rc_ctx *c, int r, const ct_gmap *g, gm *m, bool *any
   return true;
 }
 
-/* Piece m->pc's input strides as C text into m, and its block length D;
- * false when a shape is not the one read or D is too large.  *any: a
- * stride moves. */
+/* Piece m->pc's input strides as C text into m, its block length D, and
+ * its start and extent along the cut axis where a symbol moves them (a
+ * concat's piece, ct_gmap_piece.cut_known); false when a shape is not the
+ * one read or D is too large.  *any: a stride or bound moves. */
 static bool gm_psizes(const rc_ctx *c, int r, gm *m, bool *any) {
   const ct_gmap_piece *pc = m->pc;
   int64_t D = 1, last = m->g->nv - 1;
@@ -89,6 +91,11 @@ static bool gm_psizes(const rc_ctx *c, int r, gm *m, bool *any) {
     }
   }
   m->D = (int)D;
+  m->rt_lo[0] = m->rt_len[0] = 0; /* a concat's piece: its bounds as sizes (ct_cut_sizes) */
+  if (pc->cut_known && rc_sum_expr(c, &pc->cut_len, m->rt_len)) *any = true;
+  else m->rt_len[0] = 0;
+  if (pc->cut_known && pc->lo > 0 && rc_sum_expr(c, &pc->cut_lo, m->rt_lo)) *any = true;
+  else m->rt_lo[0] = 0;
   return true;
 }
 
@@ -213,7 +220,8 @@ static void gm_task(ut_str *o, const gm *m, const char *fn, int kp) {
   for (int v = nv - 2; v >= 0; v--) {
     if (v) ut_str_printf(o, "    long i%d = q %% cx->e[%d]; q /= cx->e[%d];\n", v, v, v);
     else ut_str_puts(o, "    long i0 = q;\n");
-    if (v == g->var) ut_str_printf(o, "    i%d += %" PRId64 "L; /* the piece's start */\n", v, pc->lo);
+    if (v == g->var && m->rt_lo[0]) ut_str_printf(o, "    i%d += cx->lo; /* the piece's start */\n", v);
+    else if (v == g->var) ut_str_printf(o, "    i%d += %" PRId64 "L; /* the piece's start */\n", v, pc->lo);
   }
   if (nv < 2) ut_str_puts(o, "    (void)q;\n");
   for (int k = 0; k < pc->nin; k++) gm_row_start(o, m, k);
@@ -240,9 +248,11 @@ static void gm_run_piece(ut_str *o, const gm *m, const char *fn, int kp) {
   const ct_gmap *g = m->g;
   const ct_gmap_piece *pc = m->pc;
   for (int v = 0; v < g->nv; v++) {
-    if (v == g->var) ut_str_printf(o, "  cx.e[%d] = %" PRId64 "L;\n", v, pc->hi - pc->lo + 1);
+    if (v == g->var && m->rt_len[0]) ut_str_printf(o, "  cx.e[%d] = %s;\n", v, m->rt_len);
+    else if (v == g->var) ut_str_printf(o, "  cx.e[%d] = %" PRId64 "L;\n", v, pc->hi - pc->lo + 1);
     else ut_str_printf(o, "  cx.e[%d] = cx.f[%d];\n", v, v);
   }
+  if (m->rt_lo[0]) ut_str_printf(o, "  cx.lo = %s;\n", m->rt_lo);
   for (int k = 0; k < pc->nin; k++)
     for (int a = 0; a < pc->in[k].rank; a++)
       if (m->stc[k][a] < 0) ut_str_printf(o, "  cx.s[%d][%d] = %s;\n", k, a, m->st[k][a]);
@@ -273,7 +283,7 @@ harp_status cc_try_gmap(rc_ctx *c, int r, const char *fn, ut_str *out, bool *han
   if (ok && any) { /* some size moves: this kernel, else the loop nest as before */
     ut_str_printf(out, "/* ---- %s: a map over run-time sizes in %d piece(s), read through floor divisions (ShapeSet) ---- */\n",
                   fn, g->npiece);
-    ut_str_printf(out, "typedef struct { void *const *bufs; long rows, chunk, e[%d], f[%d], s[%d][%d]; } %s_gx;\n", g->nv, g->nv,
+    ut_str_printf(out, "typedef struct { void *const *bufs; long rows, chunk, lo, e[%d], f[%d], s[%d][%d]; } %s_gx;\n", g->nv, g->nv,
                   CT_MAP_MAX_IN, TINY_MAX_RANK, fn);
     ut_str_puts(out, body.buf);
     ut_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n  %s_gx cx;\n  cx.bufs = bufs;\n", fn, fn);

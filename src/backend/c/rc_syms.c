@@ -4,7 +4,8 @@
  * shape symbols, hp_sym_[i], which P_run_syms sets before the kernels run
  * (on the calling thread: a kernel reads its sizes there, before it hands
  * work to the pool).  Symbols are printed as indices, never by name.
- * Needs: region_c.h (rc_ctx.gen_syms).  Gives: rc_size_expr, rc_axis_expr, rc_stride_expr, rc_size_hi, rc_slot_shape,
+ * Needs: region_c.h (rc_ctx.gen_syms), kernel/contract.h (ct_size).  Gives: rc_size_expr, rc_axis_expr, rc_stride_expr,
+ * rc_sum_expr, rc_size_hi, rc_slot_shape,
  * rc_emit_sym_block, rc_emit_run_syms (rc_layout.c: the arena), and for a generic
  * loop nest (region_c.c) rc_sym_now, rc_emit_sv_locals, rc_emit_sv_entry:
  * its body takes the run's symbols as hp_sv[] (a pool thread has no
@@ -14,6 +15,7 @@
 #include <string.h>
 
 #include "region_c.h"
+#include "kernel/contract.h"
 
 /* The index of symbol `sym` among c's ShapeSet symbols, or -1. */
 static int sym_index(const rc_ctx *c, const char *sym) {
@@ -59,6 +61,21 @@ bool rc_axis_expr(const rc_ctx *c, const tiny_shape *s, int d, int64_t want, cha
   if (!s || d < 0 || d >= s->rank || !rc_size_expr(c, s, d, d + 1, want, buf, cap)) return false;
   *hi = rc_size_hi(c, s, d, d + 1);
   return true;
+}
+
+bool rc_sum_expr(const rc_ctx *c, const ct_size *z, char *buf) {
+  int k = snprintf(buf, 160, "(%" PRId64 "L", z->lit);
+  bool any = false;
+  for (int i = 0; i < z->nterm && k > 0 && k < 160; i++) {
+    char t[160];
+    tiny_shape one = {1, {{z->tval[i], z->term[i]}}};
+    bool x = rc_size_expr(c, &one, 0, 1, z->tval[i], t, sizeof t);
+    if (!x) snprintf(t, sizeof t, "%" PRId64 "L", z->tval[i]);
+    any |= x;
+    k += snprintf(buf + k, 160 - (size_t)k, " + %" PRId64 "L * %s", z->coef[i], t);
+  }
+  if (k > 0 && k < 159) buf[k++] = ')', buf[k] = 0;
+  return any && k > 0 && k < 160;
 }
 
 int64_t rc_size_hi(const rc_ctx *c, const tiny_shape *s, int d0, int d1) {

@@ -99,6 +99,11 @@ void rc_emit_sv_entry(const rc_ctx *c, const char *fn, const char *len, bool chu
  * so the corners' pads would hold for their parity alone). */
 void rc_window_pads(const rc_ctx *c, int r, int x, const int64_t *stride, const bool *rt, int64_t *pad);
 bool rc_size_expr(const rc_ctx *c, const tiny_shape *s, int d0, int d1, int64_t want, char *buf, size_t cap);
+/* Size z (a sum of sizes, the kernel layer's ct_size) as a C expression
+ * of the ShapeSet's symbols into buf (160 bytes), a symbol the box does
+ * not vary as its value; false when none varies (the constant stands). */
+struct ct_size;
+bool rc_sum_expr(const rc_ctx *c, const struct ct_size *z, char *buf);
 /* The product of s's dims [d0, d1) at the ShapeSet's upper corner (each
  * ShapeSet symbol at its hi, the other dims as they are): the size a
  * run-time expression from rc_size_expr is sized and tiled for. */
