@@ -315,7 +315,12 @@ for tag, amx in (("amx", "auto"), ("no-amx", "off")):
 # pairs in 16: more than half the products on zero pairs) stays on the im2col path.  Stride 2 (the input as
 # even / odd row / column phase planes): odd H and W with batch 2 and padding 1, padding 0 with a residual,
 # two groups with asymmetric padding and the weight an input, dilation 2, and strides 2 x 1; a 24x24
-# output (600 grid columns: more than 512) stays on the im2col path.
+# output (600 grid columns: more than 512) stays on the im2col path.  Where every tap reads phase (0, 0)
+# (a strided 1x1: the downsampling projection; a dilation the stride divides) only that phase plane is
+# written and read, at any grid size: 1x1/2 with 80 channels at 25x24 (600 columns) and a residual, odd
+# sizes with 35 channels (18 pairs in 32) and batch 2, padding (asymmetric) with two groups and the weight
+# an input; a dilation-2 3x3 at strides 2 x 1, and at 2 x 2 on 28x27 (756 columns).  (A 1x1 whose strides
+# differ per axis is declined by the template: generic loops.)
 # Integer weights in [-3, 3] (and bias): with normal x (bf16-rounded, sums not exact) the outputs are
 # checked against onnxruntime's fp32 within bf16's bound and against numpy's product of bf16(x) within
 # fp32 accumulation's; with integer x in [-15, 15] every sum is exact in fp32, so the in-place path
@@ -358,7 +363,12 @@ IP = (("ip_c64_13x11_b2_relu", (2, 64, 13, 11), 48, (3, 3), (1, 1, 1, 1), 1, 1, 
       ("ip_s2_groups2_weight_input", (1, 128, 20, 26), 64, (3, 3), (0, 1, 1, 1), 1, 2, True, False, (2, 2)),
       ("ip_s2_dil2", (1, 64, 16, 15), 32, (3, 3), (2, 2, 2, 2), 2, 1, False, False, (2, 2)),
       ("ip_s21_c96", (1, 96, 11, 9), 48, (3, 3), (1, 1, 1, 1), 1, 1, False, False, (2, 1)),
-      ("ip_s2_600_columns_stays_im2col", (1, 32, 48, 48), 32, (3, 3), (1, 1, 1, 1), 1, 1, False, False, (2, 2)))
+      ("ip_s2_600_columns_stays_im2col", (1, 32, 48, 48), 32, (3, 3), (1, 1, 1, 1), 1, 1, False, False, (2, 2)),
+      ("ip_1x1_s2_c80_residual", (1, 80, 49, 47), 64, (1, 1), (0, 0, 0, 0), 1, 1, False, True, (2, 2)),
+      ("ip_1x1_s2_b2_odd", (2, 35, 41, 39), 40, (1, 1), (0, 0, 0, 0), 1, 1, False, False, (2, 2)),
+      ("ip_1x1_s2_pad1_groups2_w_input", (1, 96, 30, 31), 48, (1, 1), (1, 0, 1, 1), 1, 2, True, False, (2, 2)),
+      ("ip_dil2_s21_c64", (1, 64, 21, 40), 33, (3, 3), (2, 2, 2, 2), 2, 1, False, False, (2, 1)),
+      ("ip_s2_dil2_800_columns", (1, 48, 60, 58), 32, (3, 3), (2, 2, 2, 2), 2, 1, False, False, (2, 2)))
 ip_nodes, ip_vi, ip_inits, ip_w, ip_x = [], [], [], {}, {}
 for name, xs, oc, (kh, kw), pads, dil, groups, w_in, res, st in IP:
     w = rng.integers(-3, 4, size=(oc, xs[1] // groups, kh, kw)).astype(np.float32)

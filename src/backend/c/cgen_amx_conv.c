@@ -44,18 +44,29 @@
 /* The sizes of conv view q's in-place variant. */
 typedef struct ipg {
   long icg2, p16, taps, kp, oh, ow, hp, wp, pl, ps, ng, G, nb0, M, mp, npan, slack, nc;
+  bool one; /* every tap reads phase (0, 0): one plane a pair (cg_amx_conv_one) */
 } ipg;
+
+/* Does every tap of conv view q read phase (0, 0) of its stride's phase
+ * planes: a 1x1 window (a strided 1x1 conv, the downsampling projection),
+ * or a dilation that is a multiple of the stride, per axis?  Then only
+ * that phase is written (the input subsampled by the stride) and read. */
+static bool one_phase(const cg_mm *q) {
+  return (q->cv_kh == 1 || q->cv_dh % q->cv_sh == 0) && (q->cv_kw == 1 || q->cv_dw % q->cv_sw == 0);
+}
 
 /* The sizes of q's variant: planes, grid, panels, the slack past the
  * last plane, the grid columns of a task's block. */
 static ipg geom(const cg_mm *q) {
   ipg g;
+  g.one = one_phase(q);
   g.icg2 = (long)q->cv_icg, g.p16 = (g.icg2 + 15) / 16 * 16, g.taps = (long)(q->cv_kh * q->cv_kw);
   g.kp = g.p16 * g.taps;
   g.ow = (long)q->cv_ow, g.oh = (long)q->N / g.ow;
   long sh = (long)q->cv_sh, sw = (long)q->cv_sw;
   g.wp = g.ow + (long)(q->cv_kw - 1) * (long)q->cv_dw / sw, g.hp = g.oh + (long)(q->cv_kh - 1) * (long)q->cv_dh / sh;
-  g.pl = sh * sw * g.hp * g.wp, g.ng = g.oh * g.wp;
+  long nph = g.one ? 1 : sh * sw; /* the phase planes a pair */
+  g.pl = nph * g.hp * g.wp, g.ng = g.oh * g.wp;
   /* planes a multiple of 256 bytes apart put a tile's 16 rows in a few L1 sets: 64 bytes more */
   g.ps = g.pl % 64 ? g.pl : g.pl + 16;
   g.G = (long)q->nb[1], g.nb0 = (long)q->nb[0], g.M = (long)q->M;
@@ -63,17 +74,18 @@ static ipg geom(const cg_mm *q) {
   g.slack = CG_AMX_MR + (long)(q->cv_kw - 1) * (long)q->cv_dw / sw;
   /* grid columns a block: the block's B (p16 planes' words, in each of the sh sw phases) about 256 KiB,
    * in L2 across a task's panels */
-  g.nc = 262144L / (g.p16 * 4 * sh * sw) / CG_AMX_MR * CG_AMX_MR;
+  g.nc = 262144L / (g.p16 * 4 * nph) / CG_AMX_MR * CG_AMX_MR;
   if (g.nc < CG_AMX_MR) g.nc = CG_AMX_MR;
   return g;
 }
 
 /* Does the AMX variant of conv view q (cgen_gemm.c's bf16_pairs, q->amx)
- * read its B tiles in place: a window of 2 taps or more, sizes constant,
- * no split-K, not asked for the im2col path (tune.amx_im2col), at most half
- * of the products on the zero pairs that round the channel pairs up to 16,
- * and a stride of 1, or 2 (per axis: the phase planes) up to 512 grid
- * columns.  Measured (2 threads, 3x3 pad 1 + bias + relu, min ms im2col ->
+ * read its B tiles in place: a window of 2 taps or more (or a strided 1x1),
+ * sizes constant, no split-K, not asked for the im2col path
+ * (tune.amx_im2col), at most half of the products on the zero pairs that
+ * round the channel pairs up to 16, and a stride of 1, or 2 (per axis: the
+ * phase planes) up to 512 grid columns, any grid where one phase plane is
+ * read (one_phase: a strided 1x1, a dilation the stride divides).  Measured (2 threads, 3x3 pad 1 + bias + relu, min ms im2col ->
  * in place, load 9-11): 16->64 at 112 (8 pairs in 16) 0.44 -> 0.24, 24->64
  * at 56 0.16 -> 0.06, 34->64 at 56 (17 in 32) 0.16 -> 0.15, 48->48 at 56
  * 0.17 -> 0.13; a 3- or 5-channel stem (2 or 3 pairs in 16) level or noise:
@@ -85,10 +97,11 @@ static ipg geom(const cg_mm *q) {
  * stride-1 tap's): those keep im2col. */
 bool cg_amx_conv_inplace(const cg_mm *q) {
   if (!q->amx || !q->pairs || !q->conv || q->tune.amx_im2col || q->full || q->m_expr || q->b0_expr) return false;
-  if (q->cv_sh < 1 || q->cv_sh > 2 || q->cv_sw < 1 || q->cv_sw > 2 || q->cv_kh * q->cv_kw < 2 || q->cv_ow < 1) return false;
+  bool s1 = q->cv_sh == 1 && q->cv_sw == 1;
+  if (q->cv_sh < 1 || q->cv_sh > 2 || q->cv_sw < 1 || q->cv_sw > 2 || (q->cv_kh * q->cv_kw < 2 && s1) || q->cv_ow < 1) return false;
   int64_t p16 = (q->cv_icg + 15) / 16 * 16;
   if (p16 > 2 * q->cv_icg) return false;
-  return (q->cv_sh == 1 && q->cv_sw == 1) || geom(q).ng <= 512;
+  return s1 || one_phase(q) || geom(q).ng <= 512;
 }
 
 /* Columns of q's padded-width grid (oh x wp): the N its tasks split. */
@@ -215,7 +228,7 @@ void cg_emit_amx_conv_variant(cg_out *o, const cg_mm *q, const cg_tile *t) {
   ipg g = geom(q);
   cg_tile t1 = *t; /* all of K in one pass: plain stores of the epilogue */
   t1.multi = t1.ws = false, t1.nkb = 1, t1.nv = 2;
-  cg_ilv_pad ip = {q->bf_icg, q->cv_h, q->cv_w, g.hp, g.wp, q->cv_pt, q->cv_pl, g.p16, g.ps, q->cv_sh, q->cv_sw};
+  cg_ilv_pad ip = {q->bf_icg, q->cv_h, q->cv_w, g.hp, g.wp, q->cv_pt, q->cv_pl, g.p16, g.ps, q->cv_sh, q->cv_sw, g.one};
   cg_emit_isa_helpers(o);
   cg_emit(o, "/* bf16 conv on AMX, B tiles read in place from the padded channel-pair planes (cgen_amx_conv.c) */\n");
   cg_mm_emit_row(o, q, &t1, 2);

@@ -186,7 +186,8 @@ void cg_emit_bf16_ilv(cg_out *o, const char *ctx, tiny_dtype xdt, int64_t nplane
 /* Part of emit_ilv_phases for sw == 2: the interleaved row `row` (words,
  * 32-aligned) dealt to the phase rows at dr: its even columns x (padded
  * column x + pl) to phase (pl % 2) from column pl / 2, its odd ones to the
- * other phase from (pl + 1) / 2, 16 of each a step, at most g->wp a row. */
+ * other phase from (pl + 1) / 2, 16 of each a step, at most g->wp a row;
+ * with g->one only those of phase 0. */
 static void emit_deal2(cg_out *o, const cg_ilv_pad *g) {
   long w = (long)g->w, pl = (long)g->pl, pq = (long)(g->hp * g->wp), wp = (long)g->wp;
   long ne = (w + 1) / 2, no = w / 2;
@@ -194,22 +195,27 @@ static void emit_deal2(cg_out *o, const cg_ilv_pad *g) {
   if (no > wp - (pl + 1) / 2) no = wp - (pl + 1) / 2;
   if (no < 0) no = 0;
   cg_emit(o, "    int *pe = dr + %ldL, *po = dr + %ldL;\n", pl % 2 * pq + pl / 2, (pl + 1) % 2 * pq + (pl + 1) / 2);
+  if (g->one) cg_emit(o, "    (void)%s;\n", pl % 2 ? "pe" : "po");
   cg_emit(o, "    for (long j = 0; j < %ldL; j += 16) {\n", ne > no ? ne : no);
   cg_emit(o, "      __m512i a = _mm512_load_si512(row + 2 * j), b = _mm512_load_si512(row + 2 * j + 16);\n");
   cg_emit(o, "      long ce = %ldL - j, co = %ldL - j;\n", ne, no);
   cg_emit(o, "      __mmask16 me = ce >= 16 ? 0xffff : ce > 0 ? (__mmask16)((1u << ce) - 1u) : 0;\n");
   cg_emit(o, "      __mmask16 mo = co >= 16 ? 0xffff : co > 0 ? (__mmask16)((1u << co) - 1u) : 0;\n");
-  cg_emit(o, "      _mm512_mask_storeu_epi32(pe + j, me, _mm512_permutex2var_epi32(a, _mm512_set_epi32("
-             "30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0), b));\n");
-  cg_emit(o, "      _mm512_mask_storeu_epi32(po + j, mo, _mm512_permutex2var_epi32(a, _mm512_set_epi32("
-             "31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1), b));\n    }\n");
+  if (!g->one || pl % 2 == 0)
+    cg_emit(o, "      _mm512_mask_storeu_epi32(pe + j, me, _mm512_permutex2var_epi32(a, _mm512_set_epi32("
+               "30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0), b));\n");
+  if (!g->one || pl % 2 == 1)
+    cg_emit(o, "      _mm512_mask_storeu_epi32(po + j, mo, _mm512_permutex2var_epi32(a, _mm512_set_epi32("
+               "31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1), b));\n");
+  cg_emit(o, "    }\n");
 }
 
 /* $P_ilv for a stride g->sh x g->sw (cg_emit_bf16_ilv_pad): plane `task`
  * (g->ps words at cx->B) zeroed, then each of its pair's rows interleaved
  * into a row on the stack whose columns are dealt to the g->sw phase planes
  * of the row's phase (cg_ilv_pad); rows and columns past the phase planes'
- * g->hp x g->wp (never read) are dropped. */
+ * g->hp x g->wp (never read) are dropped; with g->one, the rows and
+ * columns of phases other than (0, 0) too (never read). */
 static void emit_ilv_phases(cg_out *o, const char *ctx, tiny_dtype xdt, const cg_ilv_pad *g) {
   const char *ct = cg_ctype(xdt);
   long icg2 = (long)((g->icg + 1) / 2), hw = (long)(g->h * g->w), w = (long)g->w, pq = (long)(g->hp * g->wp);
@@ -226,7 +232,8 @@ static void emit_ilv_phases(cg_out *o, const char *ctx, tiny_dtype xdt, const cg
   cg_emit(o, "  int row[%ld] __attribute__((aligned(64)));\n  memset(row, 0, sizeof row);\n", (w + 31) / 32 * 32);
   cg_emit(o, "  for (long y = 0; y < %ldL; y++, s0 += %ldL, s1 += %ldL) {\n", (long)g->h, w, w);
   cg_emit(o, "    long yr = y + %ldL, yy = yr / %ldL;\n    if (yy >= %ldL) break;\n", (long)g->pt, sh, (long)g->hp);
-  cg_emit(o, "    int *dr = d + yr %% %ldL * %ldL + yy * %ldL;\n", sh, sw * pq, (long)g->wp);
+  if (g->one && sh > 1) cg_emit(o, "    if (yr %% %ldL) continue;\n", sh);
+  cg_emit(o, "    int *dr = d + yr %% %ldL * %ldL + yy * %ldL;\n", sh, g->one ? 0L : sw * pq, (long)g->wp);
   cg_emit(o, "    for (long i = 0; i < %ldL; i += 16) {\n", w);
   cg_emit(o, "      int n = %ldL - i < 16 ? (int)(%ldL - i) : 16;\n", w, w);
   emit_ilv_step(o, "      ", xdt, "row + i", "s0 + i", "s1 + i");
@@ -234,7 +241,7 @@ static void emit_ilv_phases(cg_out *o, const char *ctx, tiny_dtype xdt, const cg
   if (sw == 2) {
     emit_deal2(o, g);
   } else {
-    for (long b = 0; b < sw; b++) { /* phase column b: input columns x with (x + pl) % sw == b */
+    for (long b = 0; b < (g->one ? 1 : sw); b++) { /* phase column b: input columns x with (x + pl) % sw == b */
       long x0 = (((b - (long)g->pl) % sw) + sw) % sw;
       cg_emit(o, "    for (long x = %ldL, xx = %ldL; x < %ldL && xx < %ldL; x += %ldL, xx++) dr[%ldL + xx] = row[x];\n", x0,
               (x0 + (long)g->pl) / sw, w, (long)g->wp, sw, b * pq);
