@@ -41,37 +41,49 @@
 
 #include "backend/c/cgen_gemm_int.h"
 
-/* The sizes of conv view q's in-place variant. */
+/* The sizes of conv view q's in-place variant: the window the tiles see
+ * (kh x kw, stride sh x sw, dilation dh x dw: q's, or with rows expanded
+ * 1 x kw, stride 1 x sw), virtual pairs icg2 (q's pairs, times xk). */
 typedef struct ipg {
   long icg2, p16, taps, kp, oh, ow, hp, wp, pl, ps, ng, G, nb0, M, mp, npan, slack, nc;
-  bool one; /* every tap reads phase (0, 0): one plane a pair (cg_amx_conv_one) */
+  long kh, kw, sh, sw, dh, dw, xk; /* xk > 1: rows expanded (rows_expand), xk = q's kh */
+  bool one; /* every tap reads phase (0, 0): one plane a pair */
 } ipg;
 
-/* Does every tap of conv view q read phase (0, 0) of its stride's phase
- * planes: a 1x1 window (a strided 1x1 conv, the downsampling projection),
- * or a dilation that is a multiple of the stride, per axis?  Then only
- * that phase is written (the input subsampled by the stride) and read. */
-static bool one_phase(const cg_mm *q) {
-  return (q->cv_kh == 1 || q->cv_dh % q->cv_sh == 0) && (q->cv_kw == 1 || q->cv_dw % q->cv_sw == 0);
+/* Does conv view q expand its window's rows into virtual pairs (pair,
+ * window row): few channels (the pairs rounded up to 16 more than twice
+ * the pairs, a stem's 3 channels) and a window of 2 rows or more whose
+ * virtual pairs fill at least half of their 16-pair blocks?  Then a
+ * tile's 16 rows are 16 (pair, row) planes, the input rows each needs
+ * copied into them (cgen_bf16.c's emit_ilv_rows; a 7-row stem: 7 copies
+ * of its 2 pairs' rows, 14 of 16 planes). */
+static bool rows_expand(const cg_mm *q) {
+  int64_t p = q->cv_icg, v = p * q->cv_kh;
+  return q->cv_kh > 1 && (p + 15) / 16 * 16 > 2 * p && (v + 15) / 16 * 16 <= 2 * v;
 }
 
-/* The sizes of q's variant: planes, grid, panels, the slack past the
- * last plane, the grid columns of a task's block. */
+/* The sizes of q's variant: the window, planes, grid, panels, the slack
+ * past the last plane, the grid columns of a task's block; one where
+ * every tap reads phase (0, 0) of the stride's phase planes (a strided
+ * 1x1, the downsampling projection; a dilation the stride divides, per
+ * axis): only that phase is written (the input subsampled) and read. */
 static ipg geom(const cg_mm *q) {
   ipg g;
-  g.one = one_phase(q);
-  g.icg2 = (long)q->cv_icg, g.p16 = (g.icg2 + 15) / 16 * 16, g.taps = (long)(q->cv_kh * q->cv_kw);
+  g.xk = rows_expand(q) ? (long)q->cv_kh : 1;
+  g.kh = g.xk > 1 ? 1 : (long)q->cv_kh, g.sh = g.xk > 1 ? 1 : (long)q->cv_sh, g.dh = g.xk > 1 ? 1 : (long)q->cv_dh;
+  g.kw = (long)q->cv_kw, g.sw = (long)q->cv_sw, g.dw = (long)q->cv_dw;
+  g.one = (g.kh == 1 || g.dh % g.sh == 0) && (g.kw == 1 || g.dw % g.sw == 0);
+  g.icg2 = (long)q->cv_icg * g.xk, g.p16 = (g.icg2 + 15) / 16 * 16, g.taps = g.kh * g.kw;
   g.kp = g.p16 * g.taps;
   g.ow = (long)q->cv_ow, g.oh = (long)q->N / g.ow;
-  long sh = (long)q->cv_sh, sw = (long)q->cv_sw;
-  g.wp = g.ow + (long)(q->cv_kw - 1) * (long)q->cv_dw / sw, g.hp = g.oh + (long)(q->cv_kh - 1) * (long)q->cv_dh / sh;
-  long nph = g.one ? 1 : sh * sw; /* the phase planes a pair */
+  g.wp = g.ow + (g.kw - 1) * g.dw / g.sw, g.hp = g.oh + (g.kh - 1) * g.dh / g.sh;
+  long nph = g.one ? 1 : g.sh * g.sw; /* the phase planes a pair */
   g.pl = nph * g.hp * g.wp, g.ng = g.oh * g.wp;
   /* planes a multiple of 256 bytes apart put a tile's 16 rows in a few L1 sets: 64 bytes more */
   g.ps = g.pl % 64 ? g.pl : g.pl + 16;
   g.G = (long)q->nb[1], g.nb0 = (long)q->nb[0], g.M = (long)q->M;
   g.mp = (g.M + CG_AMX_MR - 1) / CG_AMX_MR * CG_AMX_MR, g.npan = g.mp / CG_AMX_MR;
-  g.slack = CG_AMX_MR + (long)(q->cv_kw - 1) * (long)q->cv_dw / sw;
+  g.slack = CG_AMX_MR + (g.kw - 1) * g.dw / g.sw;
   /* grid columns a block: the block's B (p16 planes' words, in each of the sh sw phases) about 256 KiB,
    * in L2 across a task's panels */
   g.nc = 262144L / (g.p16 * 4 * nph) / CG_AMX_MR * CG_AMX_MR;
@@ -99,9 +111,9 @@ bool cg_amx_conv_inplace(const cg_mm *q) {
   if (!q->amx || !q->pairs || !q->conv || q->tune.amx_im2col || q->full || q->m_expr || q->b0_expr) return false;
   bool s1 = q->cv_sh == 1 && q->cv_sw == 1;
   if (q->cv_sh < 1 || q->cv_sh > 2 || q->cv_sw < 1 || q->cv_sw > 2 || (q->cv_kh * q->cv_kw < 2 && s1) || q->cv_ow < 1) return false;
-  int64_t p16 = (q->cv_icg + 15) / 16 * 16;
-  if (p16 > 2 * q->cv_icg) return false;
-  return s1 || one_phase(q) || geom(q).ng <= 512;
+  ipg g = geom(q);
+  if (g.p16 > 2 * g.icg2) return false;
+  return s1 || g.one || g.xk > 1 || g.ng <= 512;
 }
 
 /* Columns of q's padded-width grid (oh x wp): the N its tasks split. */
@@ -132,9 +144,9 @@ static void emit_kernel(cg_out *o, const cg_mm *q, const ipg *g) {
   cg_emit(o, "static " CG_AMX_ATTR " void $P_kip(const char *ab, const char *xb, const $F_tt *tt, long m, int mr, long q0,"
              " long qe) {\n");
   cg_emit(o, "  static const long off[%ld] = {", g->taps);
-  long sh = (long)q->cv_sh, sw = (long)q->cv_sw;
+  long sh = g->sh, sw = g->sw;
   for (long t = 0; t < g->taps; t++) { /* the tap's row and column in the padded image: phase (ry % sh, rx % sw) */
-    long ry = t / (long)q->cv_kw * (long)q->cv_dh, rx = t % (long)q->cv_kw * (long)q->cv_dw;
+    long ry = t / g->kw * g->dh, rx = t % g->kw * g->dw;
     cg_emit(o, "%s%ldL", t ? ", " : "", ((ry % sh * sw + rx % sw) * g->hp * g->wp + ry / sh * g->wp + rx / sw) * 4);
   }
   cg_emit(o, "};\n  float cb[%d] __attribute__((aligned(64)));\n", CG_AMX_MR * CG_AMX_MR);
@@ -228,7 +240,8 @@ void cg_emit_amx_conv_variant(cg_out *o, const cg_mm *q, const cg_tile *t) {
   ipg g = geom(q);
   cg_tile t1 = *t; /* all of K in one pass: plain stores of the epilogue */
   t1.multi = t1.ws = false, t1.nkb = 1, t1.nv = 2;
-  cg_ilv_pad ip = {q->bf_icg, q->cv_h, q->cv_w, g.hp, g.wp, q->cv_pt, q->cv_pl, g.p16, g.ps, q->cv_sh, q->cv_sw, g.one};
+  cg_ilv_pad ip = {q->bf_icg, q->cv_h, q->cv_w, g.hp, g.wp, q->cv_pt, q->cv_pl, g.p16, g.ps, q->cv_sh, q->cv_sw, g.one, g.xk,
+                   q->cv_dh};
   cg_emit_isa_helpers(o);
   cg_emit(o, "/* bf16 conv on AMX, B tiles read in place from the padded channel-pair planes (cgen_amx_conv.c) */\n");
   cg_mm_emit_row(o, q, &t1, 2);

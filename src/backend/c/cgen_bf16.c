@@ -210,6 +210,21 @@ static void emit_deal2(cg_out *o, const cg_ilv_pad *g) {
   cg_emit(o, "    }\n");
 }
 
+/* The interleaved row `row` dealt to the g->sw column phases of the row at
+ * dr (phase column b g->hp g->wp words on; with g->one phase 0 alone). */
+static void emit_deal(cg_out *o, const cg_ilv_pad *g) {
+  long sw = (long)g->sw, w = (long)g->w, pq = (long)(g->hp * g->wp);
+  if (sw == 2) {
+    emit_deal2(o, g);
+    return;
+  }
+  for (long b = 0; b < (g->one ? 1 : sw); b++) { /* phase column b: input columns x with (x + pl) % sw == b */
+    long x0 = (((b - (long)g->pl) % sw) + sw) % sw;
+    cg_emit(o, "    for (long x = %ldL, xx = %ldL; x < %ldL && xx < %ldL; x += %ldL, xx++) dr[%ldL + xx] = row[x];\n", x0,
+            (x0 + (long)g->pl) / sw, w, (long)g->wp, sw, b * pq);
+  }
+}
+
 /* $P_ilv for a stride g->sh x g->sw (cg_emit_bf16_ilv_pad): plane `task`
  * (g->ps words at cx->B) zeroed, then each of its pair's rows interleaved
  * into a row on the stack whose columns are dealt to the g->sw phase planes
@@ -238,19 +253,47 @@ static void emit_ilv_phases(cg_out *o, const char *ctx, tiny_dtype xdt, const cg
   cg_emit(o, "      int n = %ldL - i < 16 ? (int)(%ldL - i) : 16;\n", w, w);
   emit_ilv_step(o, "      ", xdt, "row + i", "s0 + i", "s1 + i");
   cg_emit(o, "    }\n");
-  if (sw == 2) {
-    emit_deal2(o, g);
-  } else {
-    for (long b = 0; b < (g->one ? 1 : sw); b++) { /* phase column b: input columns x with (x + pl) % sw == b */
-      long x0 = (((b - (long)g->pl) % sw) + sw) % sw;
-      cg_emit(o, "    for (long x = %ldL, xx = %ldL; x < %ldL && xx < %ldL; x += %ldL, xx++) dr[%ldL + xx] = row[x];\n", x0,
-              (x0 + (long)g->pl) / sw, w, (long)g->wp, sw, b * pq);
-    }
-  }
+  emit_deal(o, g);
+  cg_emit(o, "  }\n}\n");
+}
+
+/* $P_ilv for row-expanded planes (g->xk > 1: cg_ilv_pad): plane `task`
+ * (g->ps words at cx->B) zeroed, virtual pair v = task % g->p16 (channel
+ * pair v / xk, window row ky = v % xk) from v < ceil(icg / 2) xk on: its
+ * row yy of g->hp is the input's row yy sh + ky xd - pt of that pair (zero
+ * outside the image), interleaved on the stack and dealt to the g->sw
+ * column phases (emit_deal). */
+static void emit_ilv_rows(cg_out *o, const char *ctx, tiny_dtype xdt, const cg_ilv_pad *g) {
+  const char *ct = cg_ctype(xdt);
+  long nv = (long)((g->icg + 1) / 2 * g->xk), hw = (long)(g->h * g->w), w = (long)g->w;
+  cg_emit(o, "static " CG_BF16_ATTR " void $P_ilv(void *vc, int task, int tid) {\n");
+  cg_emit(o, "  const %s *cx = (const %s *)vc;\n  (void)tid;\n", ctx, ctx);
+  cg_emit(o, "  long ng = task / %ldL, v = task %% %ldL, c = v / %ldL, ky = v %% %ldL;\n", (long)g->p16, (long)g->p16,
+          (long)g->xk, (long)g->xk);
+  cg_emit(o, "  int *d = (int *)cx->B + (long)task * %ldL;\n", (long)g->ps);
+  cg_emit(o, "  memset(d, 0, %ldUL);\n  if (v >= %ldL) return;\n", (long)g->ps * 4, nv);
+  cg_emit(o, "  const %s *s0 = (const %s *)cx->X + (ng * %ldL + 2 * c) * %ldL, *s1 = s0 + %ldL;\n", ct, ct, (long)g->icg,
+          hw, hw);
+  cg_emit(o, "  int odd = 2 * c + 1 >= %ldL;\n", (long)g->icg);
+  if (xdt != TINY_BF16) cg_emit(o, "  const __m512i ix = " CG_BF16_IX ";\n");
+  cg_emit(o, "  int row[%ld] __attribute__((aligned(64)));\n  memset(row, 0, sizeof row);\n", (w + 31) / 32 * 32);
+  cg_emit(o, "  for (long yy = 0; yy < %ldL; yy++) {\n", (long)g->hp);
+  cg_emit(o, "    long y = yy * %ldL + ky * %ldL - %ldL;\n    if (y < 0 || y >= %ldL) continue;\n", (long)g->sh,
+          (long)g->xd, (long)g->pt, (long)g->h);
+  cg_emit(o, "    const %s *r0 = s0 + y * %ldL, *r1 = s1 + y * %ldL;\n    int *dr = d + yy * %ldL;\n", ct, w, w, (long)g->wp);
+  cg_emit(o, "    for (long i = 0; i < %ldL; i += 16) {\n", w);
+  cg_emit(o, "      int n = %ldL - i < 16 ? (int)(%ldL - i) : 16;\n", w, w);
+  emit_ilv_step(o, "      ", xdt, "row + i", "r0 + i", "r1 + i");
+  cg_emit(o, "    }\n");
+  emit_deal(o, g);
   cg_emit(o, "  }\n}\n");
 }
 
 void cg_emit_bf16_ilv_pad(cg_out *o, const char *ctx, tiny_dtype xdt, const cg_ilv_pad *g) {
+  if (g->xk > 1) {
+    emit_ilv_rows(o, ctx, xdt, g);
+    return;
+  }
   if (g->sh > 1 || g->sw > 1) {
     emit_ilv_phases(o, ctx, xdt, g);
     return;
