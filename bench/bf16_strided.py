@@ -10,7 +10,6 @@ stride-2 projections, its 3x3/2 at 56 and its 7x7/2 stem).
 Needs: onnx, numpy.  Gives: per shape the best median and min of --repeat runs of
 each build over --rounds alternating rounds, and base/harp of the mins (> 1: --harp
 faster).  Shapes: name, input channels, output channels, input side, window, stride, pad."""
-import argparse
 import os
 import sys
 import tempfile
@@ -20,9 +19,8 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bf16_1x1 import bench  # noqa: E402  (median, min of one `harp bench --precision bf16`)
+from bf16_1x1 import args, compare  # noqa: E402  (the command line; the alternated timing and its table)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHAPES = [("r50_proj_256_512_56", 256, 512, 56, 1, 2, 0), ("r50_proj_512_1024_28", 512, 1024, 28, 1, 2, 0),
           ("r50_proj_1024_2048_14", 1024, 2048, 14, 1, 2, 0), ("r50_3x3s2_128_56", 128, 128, 56, 3, 2, 1),
           ("r50_stem_3_64_224", 3, 64, 224, 7, 2, 3)]
@@ -43,31 +41,17 @@ def conv(path, c, m, side, k, s, pad):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--harp", default=os.path.join(ROOT, "build", "harp"))
-    ap.add_argument("--base", required=True)
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--repeat", type=int, default=300)
-    ap.add_argument("--only", default="")
-    a = ap.parse_args()
+    a = args(__doc__)
     d = tempfile.mkdtemp(prefix="harp-bf16-strided-")
     only = [s for s in a.only.split(",") if s]
-    print(f"| shape | harp median / min ms | base median / min ms | base / harp (mins) |  (load {os.getloadavg()[0]:.1f})")
-    print("|---|---|---|---|")
+    models = []
     for name, c, m, side, k, s, pad in SHAPES:
         if only and not any(o in name for o in only):
             continue
         path = os.path.join(d, name + ".onnx")
         conv(path, c, m, side, k, s, pad)
-        best = {"harp": [1e30, 1e30], "base": [1e30, 1e30]}
-        for r in range(a.rounds):
-            for who in ("harp", "base") if r % 2 == 0 else ("base", "harp"):
-                med, mn = bench(a.harp if who == "harp" else a.base, path, a.repeat)
-                best[who] = [min(best[who][0], med), min(best[who][1], mn)]
-        h, b = best["harp"], best["base"]
-        print(f"| {name} {c}->{m} @{side} {k}x{k}/{s} | {h[0]:.3f} / {h[1]:.3f} | {b[0]:.3f} / {b[1]:.3f} "
-              f"| {b[1] / h[1]:.2f} |", flush=True)
-    print(f"(load at the end {os.getloadavg()[0]:.1f})")
+        models.append((f"{name} {c}->{m} @{side} {k}x{k}/{s}", path))
+    compare(a, models)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 /* cgen_amx_conv.c — the AMX variant of a bf16 stride-1 or stride-2
  * convolution whose B tiles are loaded in place from the interleaved input:
  * no im2col, no B packing (the GEMM template's AMX variant, cgen_amx.c,
- * gathers B panels [kp][32] per task instead; it keeps 1x1 convs and
- * stems).
+ * gathers B panels [kp][32] per task instead; it keeps stride-1 1x1 convs,
+ * 3x3/2 convs over 512 grid columns, and convs with too few channels).
  * Needs: cgen_gemm_int.h (cg_mm, cg_tile, the row store and its epilogue,
  * the store context), cgen_int.h (the padded interleave and the weight
  * pairs of cgen_bf16.c, the tile configuration of cgen_amx.c).
@@ -23,7 +23,15 @@
  * dw / s): output (oy, ox) reads padded row s oy + ky dh, that is phase
  * row oy + ky dh / s of phase ky dh % s, so tap (ky, kx) of column q is
  * word q + (ky dh / s) wp + kx dw / s of its phase plane, again a plain
- * tile load (cgen_bf16.c's emit_ilv_phases deals the columns).  K is ordered pair block x
+ * tile load (cgen_bf16.c's emit_ilv_phases deals the columns).  Where
+ * every tap reads phase (0, 0) (a strided 1x1; a dilation the stride
+ * divides) that phase alone is written: the input subsampled, one plane a
+ * pair.  Few channels (a stem's 3: 2 pairs in 16) expand the window's rows
+ * (rows_expand): virtual pair v = (pair v / kh, window row v % kh), whose
+ * plane's row oy is the padded input's row s oy + (v % kh) dh, split into
+ * the column phases only (emit_ilv_rows); the conv is then a 1 x kw
+ * window of stride 1 x s over the virtual pairs, and the weight's pair
+ * words [pair][ky][kx] are already [v][kx].  K is ordered pair block x
  * tap x pair (16 pairs a chunk), the weight packed so at model_init
  * ($P_amxcw: panels of 32 rows [32][kp], kp = p16 x taps words, zero rows
  * past M and zero pairs past the channels).  A 32x32 tile of C is four

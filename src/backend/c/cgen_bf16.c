@@ -210,6 +210,32 @@ static void emit_deal2(cg_out *o, const cg_ilv_pad *g) {
   cg_emit(o, "    }\n");
 }
 
+/* The start of emit_ilv_phases' and emit_ilv_rows' $P_ilv: its pair c's
+ * source planes s0, s1 (channels 2c, 2c + 1 of g->icg at cx->X, batch and
+ * group ng), odd (no channel 2c + 1) and the row buffer on the stack. */
+static void emit_ilv_src(cg_out *o, tiny_dtype xdt, const cg_ilv_pad *g) {
+  const char *ct = cg_ctype(xdt);
+  long hw = (long)(g->h * g->w), w = (long)g->w;
+  cg_emit(o, "  const %s *s0 = (const %s *)cx->X + (ng * %ldL + 2 * c) * %ldL, *s1 = s0 + %ldL;\n", ct, ct, (long)g->icg,
+          hw, hw);
+  cg_emit(o, "  int odd = 2 * c + 1 >= %ldL;\n", (long)g->icg);
+  if (xdt != TINY_BF16) cg_emit(o, "  const __m512i ix = " CG_BF16_IX ";\n");
+  cg_emit(o, "  int row[%ld] __attribute__((aligned(64)));\n  memset(row, 0, sizeof row);\n", (w + 31) / 32 * 32);
+}
+
+/* One input row (s0, s1: the pair's rows, g->w elements) interleaved into
+ * `row` (emit_ilv_step). */
+static void emit_ilv_row(cg_out *o, tiny_dtype xdt, const cg_ilv_pad *g, const char *s0, const char *s1) {
+  long w = (long)g->w;
+  char a[16], b[16];
+  snprintf(a, sizeof a, "%s + i", s0);
+  snprintf(b, sizeof b, "%s + i", s1);
+  cg_emit(o, "    for (long i = 0; i < %ldL; i += 16) {\n", w);
+  cg_emit(o, "      int n = %ldL - i < 16 ? (int)(%ldL - i) : 16;\n", w, w);
+  emit_ilv_step(o, "      ", xdt, "row + i", a, b);
+  cg_emit(o, "    }\n");
+}
+
 /* The interleaved row `row` dealt to the g->sw column phases of the row at
  * dr (phase column b g->hp g->wp words on; with g->one phase 0 alone). */
 static void emit_deal(cg_out *o, const cg_ilv_pad *g) {
@@ -232,27 +258,19 @@ static void emit_deal(cg_out *o, const cg_ilv_pad *g) {
  * g->hp x g->wp (never read) are dropped; with g->one, the rows and
  * columns of phases other than (0, 0) too (never read). */
 static void emit_ilv_phases(cg_out *o, const char *ctx, tiny_dtype xdt, const cg_ilv_pad *g) {
-  const char *ct = cg_ctype(xdt);
-  long icg2 = (long)((g->icg + 1) / 2), hw = (long)(g->h * g->w), w = (long)g->w, pq = (long)(g->hp * g->wp);
+  long icg2 = (long)((g->icg + 1) / 2), w = (long)g->w, pq = (long)(g->hp * g->wp);
   long sh = (long)g->sh, sw = (long)g->sw;
   cg_emit(o, "static " CG_BF16_ATTR " void $P_ilv(void *vc, int task, int tid) {\n");
   cg_emit(o, "  const %s *cx = (const %s *)vc;\n  (void)tid;\n", ctx, ctx);
   cg_emit(o, "  long ng = task / %ldL, c = task %% %ldL;\n", (long)g->p16, (long)g->p16);
   cg_emit(o, "  int *d = (int *)cx->B + (long)task * %ldL;\n", (long)g->ps);
   cg_emit(o, "  memset(d, 0, %ldUL);\n  if (c >= %ldL) return;\n", (long)g->ps * 4, icg2);
-  cg_emit(o, "  const %s *s0 = (const %s *)cx->X + (ng * %ldL + 2 * c) * %ldL, *s1 = s0 + %ldL;\n", ct, ct, (long)g->icg,
-          hw, hw);
-  cg_emit(o, "  int odd = 2 * c + 1 >= %ldL;\n", (long)g->icg);
-  if (xdt != TINY_BF16) cg_emit(o, "  const __m512i ix = " CG_BF16_IX ";\n");
-  cg_emit(o, "  int row[%ld] __attribute__((aligned(64)));\n  memset(row, 0, sizeof row);\n", (w + 31) / 32 * 32);
+  emit_ilv_src(o, xdt, g);
   cg_emit(o, "  for (long y = 0; y < %ldL; y++, s0 += %ldL, s1 += %ldL) {\n", (long)g->h, w, w);
   cg_emit(o, "    long yr = y + %ldL, yy = yr / %ldL;\n    if (yy >= %ldL) break;\n", (long)g->pt, sh, (long)g->hp);
   if (g->one && sh > 1) cg_emit(o, "    if (yr %% %ldL) continue;\n", sh);
   cg_emit(o, "    int *dr = d + yr %% %ldL * %ldL + yy * %ldL;\n", sh, g->one ? 0L : sw * pq, (long)g->wp);
-  cg_emit(o, "    for (long i = 0; i < %ldL; i += 16) {\n", w);
-  cg_emit(o, "      int n = %ldL - i < 16 ? (int)(%ldL - i) : 16;\n", w, w);
-  emit_ilv_step(o, "      ", xdt, "row + i", "s0 + i", "s1 + i");
-  cg_emit(o, "    }\n");
+  emit_ilv_row(o, xdt, g, "s0", "s1");
   emit_deal(o, g);
   cg_emit(o, "  }\n}\n");
 }
@@ -265,26 +283,19 @@ static void emit_ilv_phases(cg_out *o, const char *ctx, tiny_dtype xdt, const cg
  * column phases (emit_deal). */
 static void emit_ilv_rows(cg_out *o, const char *ctx, tiny_dtype xdt, const cg_ilv_pad *g) {
   const char *ct = cg_ctype(xdt);
-  long nv = (long)((g->icg + 1) / 2 * g->xk), hw = (long)(g->h * g->w), w = (long)g->w;
+  long nv = (long)((g->icg + 1) / 2 * g->xk), w = (long)g->w;
   cg_emit(o, "static " CG_BF16_ATTR " void $P_ilv(void *vc, int task, int tid) {\n");
   cg_emit(o, "  const %s *cx = (const %s *)vc;\n  (void)tid;\n", ctx, ctx);
   cg_emit(o, "  long ng = task / %ldL, v = task %% %ldL, c = v / %ldL, ky = v %% %ldL;\n", (long)g->p16, (long)g->p16,
           (long)g->xk, (long)g->xk);
   cg_emit(o, "  int *d = (int *)cx->B + (long)task * %ldL;\n", (long)g->ps);
   cg_emit(o, "  memset(d, 0, %ldUL);\n  if (v >= %ldL) return;\n", (long)g->ps * 4, nv);
-  cg_emit(o, "  const %s *s0 = (const %s *)cx->X + (ng * %ldL + 2 * c) * %ldL, *s1 = s0 + %ldL;\n", ct, ct, (long)g->icg,
-          hw, hw);
-  cg_emit(o, "  int odd = 2 * c + 1 >= %ldL;\n", (long)g->icg);
-  if (xdt != TINY_BF16) cg_emit(o, "  const __m512i ix = " CG_BF16_IX ";\n");
-  cg_emit(o, "  int row[%ld] __attribute__((aligned(64)));\n  memset(row, 0, sizeof row);\n", (w + 31) / 32 * 32);
+  emit_ilv_src(o, xdt, g);
   cg_emit(o, "  for (long yy = 0; yy < %ldL; yy++) {\n", (long)g->hp);
   cg_emit(o, "    long y = yy * %ldL + ky * %ldL - %ldL;\n    if (y < 0 || y >= %ldL) continue;\n", (long)g->sh,
           (long)g->xd, (long)g->pt, (long)g->h);
   cg_emit(o, "    const %s *r0 = s0 + y * %ldL, *r1 = s1 + y * %ldL;\n    int *dr = d + yy * %ldL;\n", ct, w, w, (long)g->wp);
-  cg_emit(o, "    for (long i = 0; i < %ldL; i += 16) {\n", w);
-  cg_emit(o, "      int n = %ldL - i < 16 ? (int)(%ldL - i) : 16;\n", w, w);
-  emit_ilv_step(o, "      ", xdt, "row + i", "r0 + i", "r1 + i");
-  cg_emit(o, "    }\n");
+  emit_ilv_row(o, xdt, g, "r0", "r1");
   emit_deal(o, g);
   cg_emit(o, "  }\n}\n");
 }
