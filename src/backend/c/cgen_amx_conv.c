@@ -60,14 +60,14 @@ typedef struct ipg {
 
 /* Does conv view q expand its window's rows into virtual pairs (pair,
  * window row): few channels (the pairs rounded up to 16 more than twice
- * the pairs, a stem's 3 channels) and a window of 2 rows or more whose
- * virtual pairs fill at least half of their 16-pair blocks?  Then a
+ * the pairs, a stem's 3 channels) and a window of 2 rows or more?  Then a
  * tile's 16 rows are 16 (pair, row) planes, the input rows each needs
  * copied into them (cgen_bf16.c's emit_ilv_rows; a 7-row stem: 7 copies
- * of its 2 pairs' rows, 14 of 16 planes). */
+ * of its 2 pairs' rows, 14 of 16 planes).  (cg_amx_conv_inplace still
+ * wants the virtual pairs to fill half of their 16-pair blocks.) */
 static bool rows_expand(const cg_mm *q) {
-  int64_t p = q->cv_icg, v = p * q->cv_kh;
-  return q->cv_kh > 1 && (p + 15) / 16 * 16 > 2 * p && (v + 15) / 16 * 16 <= 2 * v;
+  int64_t p = q->cv_icg;
+  return q->cv_kh > 1 && (p + 15) / 16 * 16 > 2 * p;
 }
 
 /* The sizes of q's variant: the window, planes, grid, panels, the slack
