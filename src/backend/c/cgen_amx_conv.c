@@ -100,21 +100,26 @@ static ipg geom(const cg_mm *q) {
 }
 
 /* Does the AMX variant of conv view q (cgen_gemm.c's bf16_pairs, q->amx)
- * read its B tiles in place: a window of 2 taps or more (or a strided 1x1),
- * sizes constant, no split-K, not asked for the im2col path
+ * read its B tiles in place: a window of 2 taps or more (or a strided
+ * 1x1), sizes constant, no split-K, not asked for the im2col path
  * (tune.amx_im2col), at most half of the products on the zero pairs that
- * round the channel pairs up to 16, and a stride of 1, or 2 (per axis: the
- * phase planes) up to 512 grid columns, any grid where one phase plane is
- * read (one_phase: a strided 1x1, a dilation the stride divides).  Measured (2 threads, 3x3 pad 1 + bias + relu, min ms im2col ->
- * in place, load 9-11): 16->64 at 112 (8 pairs in 16) 0.44 -> 0.24, 24->64
- * at 56 0.16 -> 0.06, 34->64 at 56 (17 in 32) 0.16 -> 0.15, 48->48 at 56
- * 0.17 -> 0.13; a 3- or 5-channel stem (2 or 3 pairs in 16) level or noise:
- * it keeps the im2col path.  Stride 2 (3x3/2, min of 300, base -> phase
- * planes, load 14-17): 128->128 at 32 0.070 -> 0.062, at 40 (420 grid
- * columns) 0.115 -> 0.100, 256->256 at 28 0.17 -> 0.14, 512->512 at 14 0.18
- * -> 0.136; at 56 (812 columns) 64->64 level, 128->128 0.18-0.20 -> 0.20
- * (the tiles' loads slower: a tile reads twice the distinct lines of a
- * stride-1 tap's): those keep im2col. */
+ * round the (virtual) pairs up to 16, and a stride of 1, or 2 (per axis:
+ * the phase planes) up to 512 grid columns; any grid where one phase
+ * plane is read (a strided 1x1, a dilation the stride divides) or the
+ * rows are expanded (rows_expand).  Measured (2 threads, 3x3 pad 1 + bias
+ * + relu, min ms im2col -> in place, load 9-11): 16->64 at 112 (8 pairs
+ * in 16) 0.44 -> 0.24, 24->64 at 56 0.16 -> 0.06, 34->64 at 56 (17 in 32)
+ * 0.16 -> 0.15, 48->48 at 56 0.17 -> 0.13; a 3- or 5-channel stem (2 or 3
+ * pairs in 16) level or noise on the planes as they are, rows expanded
+ * the 3-channel 7x7/2 stem at 224 0.363 -> 0.327 (min of 200, load 17).
+ * Stride 2 (3x3/2, min of 300, base -> phase planes, load 14-17): 128->128
+ * at 32 0.070 -> 0.062, at 40 (420 grid columns) 0.115 -> 0.100, 256->256
+ * at 28 0.17 -> 0.14, 512->512 at 14 0.18 -> 0.136; at 56 (812 columns)
+ * 64->64 level, 128->128 0.18-0.20 -> 0.20 (the tiles' loads slower: a
+ * tile reads twice the distinct lines of a stride-1 tap's; rows expanded
+ * 0.22 -> 0.27): those keep im2col.  1x1/2 from phase (0, 0) (min of 200,
+ * load 17): 256->512 at 56 0.32 -> 0.21, 512->1024 at 28 0.21 -> 0.18,
+ * 1024->2048 at 14 0.22 -> 0.19. */
 bool cg_amx_conv_inplace(const cg_mm *q) {
   if (!q->amx || !q->pairs || !q->conv || q->tune.amx_im2col || q->full || q->m_expr || q->b0_expr) return false;
   bool s1 = q->cv_sh == 1 && q->cv_sw == 1;
