@@ -475,6 +475,37 @@ for c in IP:
         s.check(f"ints: {c[0]} in place = im2col bit for bit",
                 ip_got[("auto", "ints", c[0])].tobytes() == ip_got[("im2col", "ints", c[0])].tobytes(), "")
 
+# ---- a stem whose input is a bf16 temporary (after a Relu): the row-expanded interleave of bf16 halves ----
+# (cgen_bf16.c's emit_ilv_rows with xdt bf16).  Integer x: exact, so numpy's conv exactly and the im2col
+# path bit for bit.
+sw_ = rng.integers(-3, 4, size=(64, 3, 7, 7)).astype(np.float32)
+sg = helper.make_graph([helper.make_node("Relu", ["x"], ["r"]),
+                        helper.make_node("Conv", ["r", "w"], ["c"], kernel_shape=[7, 7], pads=[3] * 4, strides=[2, 2]),
+                        helper.make_node("Relu", ["c"], ["y"])], "stem_bf16_in",
+                       [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 57, 50])],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [numpy_helper.from_array(sw_, "w")])
+spath = os.path.join(tempfile.mkdtemp(), "stem_bf16_in.onnx")
+onnx.save(helper.make_model(sg, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), spath)
+sx = ints(-15, 15, 1, 3, 57, 50)
+sgot = {}
+for amx in ("auto", "im2col"):
+    dump = tempfile.mkdtemp()
+    os.environ["HARP_AMX"] = amx
+    p, d = run(spath, {"x": sx}, backend="cpu", extra=["--precision", "bf16", "--dump", "c", "--dump-dir", dump])
+    os.environ.pop("HARP_AMX")
+    s.check(f"stem after relu {amx}: runs", p.returncode == 0, p.stderr[-600:])
+    if p.returncode == 0:
+        src = open(os.path.join(dump, "model.c")).read()
+        if amx == "auto":
+            s.check("stem after relu: rows expanded from bf16 halves, tiles in place",
+                    "_amx_kip(" in src and "ky = v %" in src and "const uint16_t *r0" in src, "")
+        sgot[amx] = np.load(os.path.join(d, "y.npy"))
+if len(sgot) == 2:
+    sref, _ = conv_gen(np.maximum(sx, 0).astype(np.float64), sw_.astype(np.float64), (3, 3, 3, 3), 1, 1, (2, 2))
+    s.check("stem after relu: = numpy exactly", np.array_equal(sgot["auto"], np.maximum(sref, 0)),
+            f"max err {np.abs(sgot['auto'] - np.maximum(sref, 0)).max():.3g}")
+    s.check("stem after relu: in place = im2col bit for bit", sgot["auto"].tobytes() == sgot["im2col"].tobytes(), "")
+
 # ---- a standalone package with the AMX variant (harp compile --precision bf16, built without -march) --
 # its task loads and releases the tile configuration: it carries the AMX target itself
 pa, pw = arr(40, 131), arr(131, 72)
