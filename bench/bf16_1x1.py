@@ -49,31 +49,44 @@ def bench(exe, path, repeat):
     return d["median_ms"], d["min_ms"]
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def args(doc):
+    """The command line of this bench and of bf16_strided.py."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--harp", default=os.path.join(ROOT, "build", "harp"))
     ap.add_argument("--base", required=True)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=300)
     ap.add_argument("--only", default="")
-    a = ap.parse_args()
-    d = tempfile.mkdtemp(prefix="harp-bf16-1x1-")
-    only = [s for s in a.only.split(",") if s]
+    return ap.parse_args()
+
+
+def compare(a, models):
+    """Time each (label, path) of models on a.harp and a.base, alternated; print the table."""
     print(f"| shape | harp median / min ms | base median / min ms | base / harp (mins) |  (load {os.getloadavg()[0]:.1f})")
     print("|---|---|---|---|")
-    for name, c, m, side in SHAPES:
-        if only and not any(o in name for o in only):
-            continue
-        path = os.path.join(d, name + ".onnx")
-        conv1x1(path, c, m, side)
+    for label, path in models:
         best = {"harp": [1e30, 1e30], "base": [1e30, 1e30]}
         for r in range(a.rounds):
             for who in ("harp", "base") if r % 2 == 0 else ("base", "harp"):
                 med, mn = bench(a.harp if who == "harp" else a.base, path, a.repeat)
                 best[who] = [min(best[who][0], med), min(best[who][1], mn)]
         h, b = best["harp"], best["base"]
-        print(f"| {c}->{m} @{side} | {h[0]:.3f} / {h[1]:.3f} | {b[0]:.3f} / {b[1]:.3f} | {b[1] / h[1]:.2f} |", flush=True)
+        print(f"| {label} | {h[0]:.3f} / {h[1]:.3f} | {b[0]:.3f} / {b[1]:.3f} | {b[1] / h[1]:.2f} |", flush=True)
     print(f"(load at the end {os.getloadavg()[0]:.1f})")
+
+
+def main():
+    a = args(__doc__)
+    d = tempfile.mkdtemp(prefix="harp-bf16-1x1-")
+    only = [s for s in a.only.split(",") if s]
+    models = []
+    for name, c, m, side in SHAPES:
+        if only and not any(o in name for o in only):
+            continue
+        path = os.path.join(d, name + ".onnx")
+        conv1x1(path, c, m, side)
+        models.append((f"{c}->{m} @{side}", path))
+    compare(a, models)
 
 
 if __name__ == "__main__":

@@ -312,10 +312,19 @@ for tag, amx in (("amx", "auto"), ("no-amx", "off")):
 # (no im2col): odd H and W, channels not a multiple of 32 (77: an odd channel paired with 0 and pairs
 # rounded up to 16 with zero planes), padding 1, 0 and 2 (dilation 2), two groups, batch 2, bias + Relu and a residual Add + Relu epilogue, a weight given as an input
 # (packed per run), a 2x3 window with padding 0 1 1 1; 48 channels (24 pairs in 32); a 5-channel stem (3
-# pairs in 16: more than half the products on zero pairs) stays on the im2col path.  Stride 2 (the input as
+# pairs in 16) reads rows expanded: 16-pair blocks of virtual pairs (pair, window row), each plane a copy
+# of the input rows that window row reads (cgen_bf16.c's emit_ilv_rows), as a 3-channel 7x7/2 stem (14
+# virtual pairs in 16), 4 channels 5x3 with dilation 2, asymmetric padding and strides 2 x 1, and 5
+# channels 5x3 with batch 2 and the weight an input; 2 channels 5x5/2 (5 virtual pairs in 16) stays on
+# the im2col path.  Stride 2 (the input as
 # even / odd row / column phase planes): odd H and W with batch 2 and padding 1, padding 0 with a residual,
 # two groups with asymmetric padding and the weight an input, dilation 2, and strides 2 x 1; a 24x24
-# output (600 grid columns: more than 512) stays on the im2col path.
+# output (600 grid columns: more than 512) stays on the im2col path.  Where every tap reads phase (0, 0)
+# (a strided 1x1: the downsampling projection; a dilation the stride divides) only that phase plane is
+# written and read, at any grid size: 1x1/2 with 80 channels at 25x24 (600 columns) and a residual, odd
+# sizes with 35 channels (18 pairs in 32) and batch 2, padding (asymmetric) with two groups and the weight
+# an input; a dilation-2 3x3 at strides 2 x 1, and at 2 x 2 on 28x27 (756 columns).  (A 1x1 whose strides
+# differ per axis is declined by the template: generic loops.)
 # Integer weights in [-3, 3] (and bias): with normal x (bf16-rounded, sums not exact) the outputs are
 # checked against onnxruntime's fp32 within bf16's bound and against numpy's product of bf16(x) within
 # fp32 accumulation's; with integer x in [-15, 15] every sum is exact in fp32, so the in-place path
@@ -352,13 +361,22 @@ IP = (("ip_c64_13x11_b2_relu", (2, 64, 13, 11), 48, (3, 3), (1, 1, 1, 1), 1, 1, 
       ("ip_groups2_dil2", (1, 128, 12, 12), 64, (3, 3), (2, 2, 2, 2), 2, 2, False, False, (1, 1)),
       ("ip_2x3_weight_input", (1, 96, 10, 17), 32, (2, 3), (0, 1, 1, 1), 1, 1, True, False, (1, 1)),
       ("ip_c48_24_pairs", (1, 48, 10, 10), 32, (3, 3), (1, 1, 1, 1), 1, 1, False, False, (1, 1)),
-      ("ip_stem5_stays_im2col", (1, 5, 20, 22), 40, (3, 3), (1, 1, 1, 1), 1, 1, False, False, (1, 1)),
+      ("ip_stem5_rows", (1, 5, 20, 22), 40, (3, 3), (1, 1, 1, 1), 1, 1, False, False, (1, 1)),
+      ("ip_stem3_7x7_s2_rows", (1, 3, 45, 38), 64, (7, 7), (3, 3, 3, 3), 1, 1, False, False, (2, 2)),
+      ("ip_rows_c4_5x3_dil2_s21", (1, 4, 30, 27), 40, (5, 3), (3, 1, 2, 0), 2, 1, False, False, (2, 1)),
+      ("ip_rows_c5_5x3_b2_w_input", (2, 5, 20, 22), 40, (5, 3), (1, 1, 1, 1), 1, 1, True, False, (1, 1)),
+      ("ip_rows_c2_5x5_s2_stays_im2col", (1, 2, 40, 40), 64, (5, 5), (2, 2, 2, 2), 1, 1, False, False, (2, 2)),
       ("ip_s2_c64_13x11_b2_pad1", (2, 64, 13, 11), 48, (3, 3), (1, 1, 1, 1), 1, 1, False, False, (2, 2)),
       ("ip_s2_c77_pad0_residual", (1, 77, 15, 17), 40, (3, 3), (0, 0, 0, 0), 1, 1, False, True, (2, 2)),
       ("ip_s2_groups2_weight_input", (1, 128, 20, 26), 64, (3, 3), (0, 1, 1, 1), 1, 2, True, False, (2, 2)),
       ("ip_s2_dil2", (1, 64, 16, 15), 32, (3, 3), (2, 2, 2, 2), 2, 1, False, False, (2, 2)),
       ("ip_s21_c96", (1, 96, 11, 9), 48, (3, 3), (1, 1, 1, 1), 1, 1, False, False, (2, 1)),
-      ("ip_s2_600_columns_stays_im2col", (1, 32, 48, 48), 32, (3, 3), (1, 1, 1, 1), 1, 1, False, False, (2, 2)))
+      ("ip_s2_600_columns_stays_im2col", (1, 32, 48, 48), 32, (3, 3), (1, 1, 1, 1), 1, 1, False, False, (2, 2)),
+      ("ip_1x1_s2_c80_residual", (1, 80, 49, 47), 64, (1, 1), (0, 0, 0, 0), 1, 1, False, True, (2, 2)),
+      ("ip_1x1_s2_b2_odd", (2, 35, 41, 39), 40, (1, 1), (0, 0, 0, 0), 1, 1, False, False, (2, 2)),
+      ("ip_1x1_s2_pad1_groups2_w_input", (1, 96, 30, 31), 48, (1, 1), (1, 0, 1, 1), 1, 2, True, False, (2, 2)),
+      ("ip_dil2_s21_c64", (1, 64, 21, 40), 33, (3, 3), (2, 2, 2, 2), 2, 1, False, False, (2, 1)),
+      ("ip_s2_dil2_800_columns", (1, 48, 60, 58), 32, (3, 3), (2, 2, 2, 2), 2, 1, False, False, (2, 2)))
 ip_nodes, ip_vi, ip_inits, ip_w, ip_x = [], [], [], {}, {}
 for name, xs, oc, (kh, kw), pads, dil, groups, w_in, res, st in IP:
     w = rng.integers(-3, 4, size=(oc, xs[1] // groups, kh, kw)).astype(np.float32)
@@ -456,6 +474,37 @@ for c in IP:
     if ("auto", "ints", c[0]) in ip_got and ("im2col", "ints", c[0]) in ip_got:
         s.check(f"ints: {c[0]} in place = im2col bit for bit",
                 ip_got[("auto", "ints", c[0])].tobytes() == ip_got[("im2col", "ints", c[0])].tobytes(), "")
+
+# ---- a stem whose input is a bf16 temporary (after a Relu): the row-expanded interleave of bf16 halves ----
+# (cgen_bf16.c's emit_ilv_rows with xdt bf16).  Integer x: exact, so numpy's conv exactly and the im2col
+# path bit for bit.
+sw_ = rng.integers(-3, 4, size=(64, 3, 7, 7)).astype(np.float32)
+sg = helper.make_graph([helper.make_node("Relu", ["x"], ["r"]),
+                        helper.make_node("Conv", ["r", "w"], ["c"], kernel_shape=[7, 7], pads=[3] * 4, strides=[2, 2]),
+                        helper.make_node("Relu", ["c"], ["y"])], "stem_bf16_in",
+                       [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 57, 50])],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [numpy_helper.from_array(sw_, "w")])
+spath = os.path.join(tempfile.mkdtemp(), "stem_bf16_in.onnx")
+onnx.save(helper.make_model(sg, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), spath)
+sx = ints(-15, 15, 1, 3, 57, 50)
+sgot = {}
+for amx in ("auto", "im2col"):
+    dump = tempfile.mkdtemp()
+    os.environ["HARP_AMX"] = amx
+    p, d = run(spath, {"x": sx}, backend="cpu", extra=["--precision", "bf16", "--dump", "c", "--dump-dir", dump])
+    os.environ.pop("HARP_AMX")
+    s.check(f"stem after relu {amx}: runs", p.returncode == 0, p.stderr[-600:])
+    if p.returncode == 0:
+        src = open(os.path.join(dump, "model.c")).read()
+        if amx == "auto":
+            s.check("stem after relu: rows expanded from bf16 halves, tiles in place",
+                    "_amx_kip(" in src and "ky = v %" in src and "const uint16_t *r0" in src, "")
+        sgot[amx] = np.load(os.path.join(d, "y.npy"))
+if len(sgot) == 2:
+    sref, _ = conv_gen(np.maximum(sx, 0).astype(np.float64), sw_.astype(np.float64), (3, 3, 3, 3), 1, 1, (2, 2))
+    s.check("stem after relu: = numpy exactly", np.array_equal(sgot["auto"], np.maximum(sref, 0)),
+            f"max err {np.abs(sgot['auto'] - np.maximum(sref, 0)).max():.3g}")
+    s.check("stem after relu: in place = im2col bit for bit", sgot["auto"].tobytes() == sgot["im2col"].tobytes(), "")
 
 # ---- a standalone package with the AMX variant (harp compile --precision bf16, built without -march) --
 # its task loads and releases the tile configuration: it carries the AMX target itself

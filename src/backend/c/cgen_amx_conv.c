@@ -1,8 +1,8 @@
 /* cgen_amx_conv.c — the AMX variant of a bf16 stride-1 or stride-2
  * convolution whose B tiles are loaded in place from the interleaved input:
  * no im2col, no B packing (the GEMM template's AMX variant, cgen_amx.c,
- * gathers B panels [kp][32] per task instead; it keeps 1x1 convs and
- * stems).
+ * gathers B panels [kp][32] per task instead; it keeps stride-1 1x1 convs,
+ * 3x3/2 convs over 512 grid columns, and convs with too few channels).
  * Needs: cgen_gemm_int.h (cg_mm, cg_tile, the row store and its epilogue,
  * the store context), cgen_int.h (the padded interleave and the weight
  * pairs of cgen_bf16.c, the tile configuration of cgen_amx.c).
@@ -23,7 +23,15 @@
  * dw / s): output (oy, ox) reads padded row s oy + ky dh, that is phase
  * row oy + ky dh / s of phase ky dh % s, so tap (ky, kx) of column q is
  * word q + (ky dh / s) wp + kx dw / s of its phase plane, again a plain
- * tile load (cgen_bf16.c's emit_ilv_phases deals the columns).  K is ordered pair block x
+ * tile load (cgen_bf16.c's emit_ilv_phases deals the columns).  Where
+ * every tap reads phase (0, 0) (a strided 1x1; a dilation the stride
+ * divides) that phase alone is written: the input subsampled, one plane a
+ * pair.  Few channels (a stem's 3: 2 pairs in 16) expand the window's rows
+ * (rows_expand): virtual pair v = (pair v / kh, window row v % kh), whose
+ * plane's row oy is the padded input's row s oy + (v % kh) dh, split into
+ * the column phases only (emit_ilv_rows); the conv is then a 1 x kw
+ * window of stride 1 x s over the virtual pairs, and the weight's pair
+ * words [pair][ky][kx] are already [v][kx].  K is ordered pair block x
  * tap x pair (16 pairs a chunk), the weight packed so at model_init
  * ($P_amxcw: panels of 32 rows [32][kp], kp = p16 x taps words, zero rows
  * past M and zero pairs past the channels).  A 32x32 tile of C is four
@@ -41,54 +49,84 @@
 
 #include "backend/c/cgen_gemm_int.h"
 
-/* The sizes of conv view q's in-place variant. */
+/* The sizes of conv view q's in-place variant: the window the tiles see
+ * (kh x kw, stride sh x sw, dilation dh x dw: q's, or with rows expanded
+ * 1 x kw, stride 1 x sw), virtual pairs icg2 (q's pairs, times xk). */
 typedef struct ipg {
   long icg2, p16, taps, kp, oh, ow, hp, wp, pl, ps, ng, G, nb0, M, mp, npan, slack, nc;
+  long kh, kw, sh, sw, dh, dw, xk; /* xk > 1: rows expanded (rows_expand), xk = q's kh */
+  bool one; /* every tap reads phase (0, 0): one plane a pair */
 } ipg;
 
-/* The sizes of q's variant: planes, grid, panels, the slack past the
- * last plane, the grid columns of a task's block. */
+/* Does conv view q expand its window's rows into virtual pairs (pair,
+ * window row): few channels (the pairs rounded up to 16 more than twice
+ * the pairs, a stem's 3 channels) and a window of 2 rows or more?  Then a
+ * tile's 16 rows are 16 (pair, row) planes, the input rows each needs
+ * copied into them (cgen_bf16.c's emit_ilv_rows; a 7-row stem: 7 copies
+ * of its 2 pairs' rows, 14 of 16 planes).  (cg_amx_conv_inplace still
+ * wants the virtual pairs to fill half of their 16-pair blocks.) */
+static bool rows_expand(const cg_mm *q) {
+  int64_t p = q->cv_icg;
+  return q->cv_kh > 1 && (p + 15) / 16 * 16 > 2 * p;
+}
+
+/* The sizes of q's variant: the window, planes, grid, panels, the slack
+ * past the last plane, the grid columns of a task's block; one where
+ * every tap reads phase (0, 0) of the stride's phase planes (a strided
+ * 1x1, the downsampling projection; a dilation the stride divides, per
+ * axis): only that phase is written (the input subsampled) and read. */
 static ipg geom(const cg_mm *q) {
   ipg g;
-  g.icg2 = (long)q->cv_icg, g.p16 = (g.icg2 + 15) / 16 * 16, g.taps = (long)(q->cv_kh * q->cv_kw);
+  g.xk = rows_expand(q) ? (long)q->cv_kh : 1;
+  g.kh = g.xk > 1 ? 1 : (long)q->cv_kh, g.sh = g.xk > 1 ? 1 : (long)q->cv_sh, g.dh = g.xk > 1 ? 1 : (long)q->cv_dh;
+  g.kw = (long)q->cv_kw, g.sw = (long)q->cv_sw, g.dw = (long)q->cv_dw;
+  g.one = (g.kh == 1 || g.dh % g.sh == 0) && (g.kw == 1 || g.dw % g.sw == 0);
+  g.icg2 = (long)q->cv_icg * g.xk, g.p16 = (g.icg2 + 15) / 16 * 16, g.taps = g.kh * g.kw;
   g.kp = g.p16 * g.taps;
   g.ow = (long)q->cv_ow, g.oh = (long)q->N / g.ow;
-  long sh = (long)q->cv_sh, sw = (long)q->cv_sw;
-  g.wp = g.ow + (long)(q->cv_kw - 1) * (long)q->cv_dw / sw, g.hp = g.oh + (long)(q->cv_kh - 1) * (long)q->cv_dh / sh;
-  g.pl = sh * sw * g.hp * g.wp, g.ng = g.oh * g.wp;
+  g.wp = g.ow + (g.kw - 1) * g.dw / g.sw, g.hp = g.oh + (g.kh - 1) * g.dh / g.sh;
+  long nph = g.one ? 1 : g.sh * g.sw; /* the phase planes a pair */
+  g.pl = nph * g.hp * g.wp, g.ng = g.oh * g.wp;
   /* planes a multiple of 256 bytes apart put a tile's 16 rows in a few L1 sets: 64 bytes more */
   g.ps = g.pl % 64 ? g.pl : g.pl + 16;
   g.G = (long)q->nb[1], g.nb0 = (long)q->nb[0], g.M = (long)q->M;
   g.mp = (g.M + CG_AMX_MR - 1) / CG_AMX_MR * CG_AMX_MR, g.npan = g.mp / CG_AMX_MR;
-  g.slack = CG_AMX_MR + (long)(q->cv_kw - 1) * (long)q->cv_dw / sw;
+  g.slack = CG_AMX_MR + (g.kw - 1) * g.dw / g.sw;
   /* grid columns a block: the block's B (p16 planes' words, in each of the sh sw phases) about 256 KiB,
    * in L2 across a task's panels */
-  g.nc = 262144L / (g.p16 * 4 * sh * sw) / CG_AMX_MR * CG_AMX_MR;
+  g.nc = 262144L / (g.p16 * 4 * nph) / CG_AMX_MR * CG_AMX_MR;
   if (g.nc < CG_AMX_MR) g.nc = CG_AMX_MR;
   return g;
 }
 
 /* Does the AMX variant of conv view q (cgen_gemm.c's bf16_pairs, q->amx)
- * read its B tiles in place: a window of 2 taps or more, sizes constant,
- * no split-K, not asked for the im2col path (tune.amx_im2col), at most half
- * of the products on the zero pairs that round the channel pairs up to 16,
- * and a stride of 1, or 2 (per axis: the phase planes) up to 512 grid
- * columns.  Measured (2 threads, 3x3 pad 1 + bias + relu, min ms im2col ->
- * in place, load 9-11): 16->64 at 112 (8 pairs in 16) 0.44 -> 0.24, 24->64
- * at 56 0.16 -> 0.06, 34->64 at 56 (17 in 32) 0.16 -> 0.15, 48->48 at 56
- * 0.17 -> 0.13; a 3- or 5-channel stem (2 or 3 pairs in 16) level or noise:
- * it keeps the im2col path.  Stride 2 (3x3/2, min of 300, base -> phase
- * planes, load 14-17): 128->128 at 32 0.070 -> 0.062, at 40 (420 grid
- * columns) 0.115 -> 0.100, 256->256 at 28 0.17 -> 0.14, 512->512 at 14 0.18
- * -> 0.136; at 56 (812 columns) 64->64 level, 128->128 0.18-0.20 -> 0.20
- * (the tiles' loads slower: a tile reads twice the distinct lines of a
- * stride-1 tap's): those keep im2col. */
+ * read its B tiles in place: a window of 2 taps or more (or a strided
+ * 1x1), sizes constant, no split-K, not asked for the im2col path
+ * (tune.amx_im2col), at most half of the products on the zero pairs that
+ * round the (virtual) pairs up to 16, and a stride of 1, or 2 (per axis:
+ * the phase planes) up to 512 grid columns; any grid where one phase
+ * plane is read (a strided 1x1, a dilation the stride divides) or the
+ * rows are expanded (rows_expand).  Measured (2 threads, 3x3 pad 1 + bias
+ * + relu, min ms im2col -> in place, load 9-11): 16->64 at 112 (8 pairs
+ * in 16) 0.44 -> 0.24, 24->64 at 56 0.16 -> 0.06, 34->64 at 56 (17 in 32)
+ * 0.16 -> 0.15, 48->48 at 56 0.17 -> 0.13; a 3- or 5-channel stem (2 or 3
+ * pairs in 16) level or noise on the planes as they are, rows expanded
+ * the 3-channel 7x7/2 stem at 224 0.363 -> 0.327 (min of 200, load 17).
+ * Stride 2 (3x3/2, min of 300, base -> phase planes, load 14-17): 128->128
+ * at 32 0.070 -> 0.062, at 40 (420 grid columns) 0.115 -> 0.100, 256->256
+ * at 28 0.17 -> 0.14, 512->512 at 14 0.18 -> 0.136; at 56 (812 columns)
+ * 64->64 level, 128->128 0.18-0.20 -> 0.20 (the tiles' loads slower: a
+ * tile reads twice the distinct lines of a stride-1 tap's; rows expanded
+ * 0.22 -> 0.27): those keep im2col.  1x1/2 from phase (0, 0) (min of 200,
+ * load 17): 256->512 at 56 0.32 -> 0.21, 512->1024 at 28 0.21 -> 0.18,
+ * 1024->2048 at 14 0.22 -> 0.19. */
 bool cg_amx_conv_inplace(const cg_mm *q) {
   if (!q->amx || !q->pairs || !q->conv || q->tune.amx_im2col || q->full || q->m_expr || q->b0_expr) return false;
-  if (q->cv_sh < 1 || q->cv_sh > 2 || q->cv_sw < 1 || q->cv_sw > 2 || q->cv_kh * q->cv_kw < 2 || q->cv_ow < 1) return false;
-  int64_t p16 = (q->cv_icg + 15) / 16 * 16;
-  if (p16 > 2 * q->cv_icg) return false;
-  return (q->cv_sh == 1 && q->cv_sw == 1) || geom(q).ng <= 512;
+  bool s1 = q->cv_sh == 1 && q->cv_sw == 1;
+  if (q->cv_sh < 1 || q->cv_sh > 2 || q->cv_sw < 1 || q->cv_sw > 2 || (q->cv_kh * q->cv_kw < 2 && s1) || q->cv_ow < 1) return false;
+  ipg g = geom(q);
+  if (g.p16 > 2 * g.icg2) return false;
+  return s1 || g.one || g.xk > 1 || g.ng <= 512;
 }
 
 /* Columns of q's padded-width grid (oh x wp): the N its tasks split. */
@@ -119,9 +157,9 @@ static void emit_kernel(cg_out *o, const cg_mm *q, const ipg *g) {
   cg_emit(o, "static " CG_AMX_ATTR " void $P_kip(const char *ab, const char *xb, const $F_tt *tt, long m, int mr, long q0,"
              " long qe) {\n");
   cg_emit(o, "  static const long off[%ld] = {", g->taps);
-  long sh = (long)q->cv_sh, sw = (long)q->cv_sw;
+  long sh = g->sh, sw = g->sw;
   for (long t = 0; t < g->taps; t++) { /* the tap's row and column in the padded image: phase (ry % sh, rx % sw) */
-    long ry = t / (long)q->cv_kw * (long)q->cv_dh, rx = t % (long)q->cv_kw * (long)q->cv_dw;
+    long ry = t / g->kw * g->dh, rx = t % g->kw * g->dw;
     cg_emit(o, "%s%ldL", t ? ", " : "", ((ry % sh * sw + rx % sw) * g->hp * g->wp + ry / sh * g->wp + rx / sw) * 4);
   }
   cg_emit(o, "};\n  float cb[%d] __attribute__((aligned(64)));\n", CG_AMX_MR * CG_AMX_MR);
@@ -215,7 +253,8 @@ void cg_emit_amx_conv_variant(cg_out *o, const cg_mm *q, const cg_tile *t) {
   ipg g = geom(q);
   cg_tile t1 = *t; /* all of K in one pass: plain stores of the epilogue */
   t1.multi = t1.ws = false, t1.nkb = 1, t1.nv = 2;
-  cg_ilv_pad ip = {q->bf_icg, q->cv_h, q->cv_w, g.hp, g.wp, q->cv_pt, q->cv_pl, g.p16, g.ps, q->cv_sh, q->cv_sw};
+  cg_ilv_pad ip = {q->bf_icg, q->cv_h, q->cv_w, g.hp, g.wp, q->cv_pt, q->cv_pl, g.p16, g.ps, q->cv_sh, q->cv_sw, g.one, g.xk,
+                   q->cv_dh};
   cg_emit_isa_helpers(o);
   cg_emit(o, "/* bf16 conv on AMX, B tiles read in place from the padded channel-pair planes (cgen_amx_conv.c) */\n");
   cg_mm_emit_row(o, q, &t1, 2);

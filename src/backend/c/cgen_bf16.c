@@ -186,7 +186,8 @@ void cg_emit_bf16_ilv(cg_out *o, const char *ctx, tiny_dtype xdt, int64_t nplane
 /* Part of emit_ilv_phases for sw == 2: the interleaved row `row` (words,
  * 32-aligned) dealt to the phase rows at dr: its even columns x (padded
  * column x + pl) to phase (pl % 2) from column pl / 2, its odd ones to the
- * other phase from (pl + 1) / 2, 16 of each a step, at most g->wp a row. */
+ * other phase from (pl + 1) / 2, 16 of each a step, at most g->wp a row;
+ * with g->one only those of phase 0. */
 static void emit_deal2(cg_out *o, const cg_ilv_pad *g) {
   long w = (long)g->w, pl = (long)g->pl, pq = (long)(g->hp * g->wp), wp = (long)g->wp;
   long ne = (w + 1) / 2, no = w / 2;
@@ -194,56 +195,116 @@ static void emit_deal2(cg_out *o, const cg_ilv_pad *g) {
   if (no > wp - (pl + 1) / 2) no = wp - (pl + 1) / 2;
   if (no < 0) no = 0;
   cg_emit(o, "    int *pe = dr + %ldL, *po = dr + %ldL;\n", pl % 2 * pq + pl / 2, (pl + 1) % 2 * pq + (pl + 1) / 2);
+  if (g->one) cg_emit(o, "    (void)%s;\n", pl % 2 ? "pe" : "po");
   cg_emit(o, "    for (long j = 0; j < %ldL; j += 16) {\n", ne > no ? ne : no);
   cg_emit(o, "      __m512i a = _mm512_load_si512(row + 2 * j), b = _mm512_load_si512(row + 2 * j + 16);\n");
   cg_emit(o, "      long ce = %ldL - j, co = %ldL - j;\n", ne, no);
   cg_emit(o, "      __mmask16 me = ce >= 16 ? 0xffff : ce > 0 ? (__mmask16)((1u << ce) - 1u) : 0;\n");
   cg_emit(o, "      __mmask16 mo = co >= 16 ? 0xffff : co > 0 ? (__mmask16)((1u << co) - 1u) : 0;\n");
-  cg_emit(o, "      _mm512_mask_storeu_epi32(pe + j, me, _mm512_permutex2var_epi32(a, _mm512_set_epi32("
-             "30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0), b));\n");
-  cg_emit(o, "      _mm512_mask_storeu_epi32(po + j, mo, _mm512_permutex2var_epi32(a, _mm512_set_epi32("
-             "31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1), b));\n    }\n");
+  if (!g->one || pl % 2 == 0)
+    cg_emit(o, "      _mm512_mask_storeu_epi32(pe + j, me, _mm512_permutex2var_epi32(a, _mm512_set_epi32("
+               "30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0), b));\n");
+  if (!g->one || pl % 2 == 1)
+    cg_emit(o, "      _mm512_mask_storeu_epi32(po + j, mo, _mm512_permutex2var_epi32(a, _mm512_set_epi32("
+               "31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1), b));\n");
+  cg_emit(o, "    }\n");
+}
+
+/* The start of emit_ilv_phases' and emit_ilv_rows' $P_ilv: its pair c's
+ * source planes s0, s1 (channels 2c, 2c + 1 of g->icg at cx->X, batch and
+ * group ng), odd (no channel 2c + 1) and the row buffer on the stack. */
+static void emit_ilv_src(cg_out *o, tiny_dtype xdt, const cg_ilv_pad *g) {
+  const char *ct = cg_ctype(xdt);
+  long hw = (long)(g->h * g->w), w = (long)g->w;
+  cg_emit(o, "  const %s *s0 = (const %s *)cx->X + (ng * %ldL + 2 * c) * %ldL, *s1 = s0 + %ldL;\n", ct, ct, (long)g->icg,
+          hw, hw);
+  cg_emit(o, "  int odd = 2 * c + 1 >= %ldL;\n", (long)g->icg);
+  if (xdt != TINY_BF16) cg_emit(o, "  const __m512i ix = " CG_BF16_IX ";\n");
+  cg_emit(o, "  int row[%ld] __attribute__((aligned(64)));\n  memset(row, 0, sizeof row);\n", (w + 31) / 32 * 32);
+}
+
+/* One input row (s0, s1: the pair's rows, g->w elements) interleaved into
+ * `row` (emit_ilv_step). */
+static void emit_ilv_row(cg_out *o, tiny_dtype xdt, const cg_ilv_pad *g, const char *s0, const char *s1) {
+  long w = (long)g->w;
+  char a[16], b[16];
+  snprintf(a, sizeof a, "%s + i", s0);
+  snprintf(b, sizeof b, "%s + i", s1);
+  cg_emit(o, "    for (long i = 0; i < %ldL; i += 16) {\n", w);
+  cg_emit(o, "      int n = %ldL - i < 16 ? (int)(%ldL - i) : 16;\n", w, w);
+  emit_ilv_step(o, "      ", xdt, "row + i", a, b);
+  cg_emit(o, "    }\n");
+}
+
+/* The interleaved row `row` dealt to the g->sw column phases of the row at
+ * dr (phase column b g->hp g->wp words on; with g->one phase 0 alone). */
+static void emit_deal(cg_out *o, const cg_ilv_pad *g) {
+  long sw = (long)g->sw, w = (long)g->w, pq = (long)(g->hp * g->wp);
+  if (sw == 2) {
+    emit_deal2(o, g);
+    return;
+  }
+  for (long b = 0; b < (g->one ? 1 : sw); b++) { /* phase column b: input columns x with (x + pl) % sw == b */
+    long x0 = (((b - (long)g->pl) % sw) + sw) % sw;
+    cg_emit(o, "    for (long x = %ldL, xx = %ldL; x < %ldL && xx < %ldL; x += %ldL, xx++) dr[%ldL + xx] = row[x];\n", x0,
+            (x0 + (long)g->pl) / sw, w, (long)g->wp, sw, b * pq);
+  }
 }
 
 /* $P_ilv for a stride g->sh x g->sw (cg_emit_bf16_ilv_pad): plane `task`
  * (g->ps words at cx->B) zeroed, then each of its pair's rows interleaved
  * into a row on the stack whose columns are dealt to the g->sw phase planes
  * of the row's phase (cg_ilv_pad); rows and columns past the phase planes'
- * g->hp x g->wp (never read) are dropped. */
+ * g->hp x g->wp (never read) are dropped; with g->one, the rows and
+ * columns of phases other than (0, 0) too (never read). */
 static void emit_ilv_phases(cg_out *o, const char *ctx, tiny_dtype xdt, const cg_ilv_pad *g) {
-  const char *ct = cg_ctype(xdt);
-  long icg2 = (long)((g->icg + 1) / 2), hw = (long)(g->h * g->w), w = (long)g->w, pq = (long)(g->hp * g->wp);
+  long icg2 = (long)((g->icg + 1) / 2), w = (long)g->w, pq = (long)(g->hp * g->wp);
   long sh = (long)g->sh, sw = (long)g->sw;
   cg_emit(o, "static " CG_BF16_ATTR " void $P_ilv(void *vc, int task, int tid) {\n");
   cg_emit(o, "  const %s *cx = (const %s *)vc;\n  (void)tid;\n", ctx, ctx);
   cg_emit(o, "  long ng = task / %ldL, c = task %% %ldL;\n", (long)g->p16, (long)g->p16);
   cg_emit(o, "  int *d = (int *)cx->B + (long)task * %ldL;\n", (long)g->ps);
   cg_emit(o, "  memset(d, 0, %ldUL);\n  if (c >= %ldL) return;\n", (long)g->ps * 4, icg2);
-  cg_emit(o, "  const %s *s0 = (const %s *)cx->X + (ng * %ldL + 2 * c) * %ldL, *s1 = s0 + %ldL;\n", ct, ct, (long)g->icg,
-          hw, hw);
-  cg_emit(o, "  int odd = 2 * c + 1 >= %ldL;\n", (long)g->icg);
-  if (xdt != TINY_BF16) cg_emit(o, "  const __m512i ix = " CG_BF16_IX ";\n");
-  cg_emit(o, "  int row[%ld] __attribute__((aligned(64)));\n  memset(row, 0, sizeof row);\n", (w + 31) / 32 * 32);
+  emit_ilv_src(o, xdt, g);
   cg_emit(o, "  for (long y = 0; y < %ldL; y++, s0 += %ldL, s1 += %ldL) {\n", (long)g->h, w, w);
   cg_emit(o, "    long yr = y + %ldL, yy = yr / %ldL;\n    if (yy >= %ldL) break;\n", (long)g->pt, sh, (long)g->hp);
-  cg_emit(o, "    int *dr = d + yr %% %ldL * %ldL + yy * %ldL;\n", sh, sw * pq, (long)g->wp);
-  cg_emit(o, "    for (long i = 0; i < %ldL; i += 16) {\n", w);
-  cg_emit(o, "      int n = %ldL - i < 16 ? (int)(%ldL - i) : 16;\n", w, w);
-  emit_ilv_step(o, "      ", xdt, "row + i", "s0 + i", "s1 + i");
-  cg_emit(o, "    }\n");
-  if (sw == 2) {
-    emit_deal2(o, g);
-  } else {
-    for (long b = 0; b < sw; b++) { /* phase column b: input columns x with (x + pl) % sw == b */
-      long x0 = (((b - (long)g->pl) % sw) + sw) % sw;
-      cg_emit(o, "    for (long x = %ldL, xx = %ldL; x < %ldL && xx < %ldL; x += %ldL, xx++) dr[%ldL + xx] = row[x];\n", x0,
-              (x0 + (long)g->pl) / sw, w, (long)g->wp, sw, b * pq);
-    }
-  }
+  if (g->one && sh > 1) cg_emit(o, "    if (yr %% %ldL) continue;\n", sh);
+  cg_emit(o, "    int *dr = d + yr %% %ldL * %ldL + yy * %ldL;\n", sh, g->one ? 0L : sw * pq, (long)g->wp);
+  emit_ilv_row(o, xdt, g, "s0", "s1");
+  emit_deal(o, g);
+  cg_emit(o, "  }\n}\n");
+}
+
+/* $P_ilv for row-expanded planes (g->xk > 1: cg_ilv_pad): plane `task`
+ * (g->ps words at cx->B) zeroed, virtual pair v = task % g->p16 (channel
+ * pair v / xk, window row ky = v % xk) from v < ceil(icg / 2) xk on: its
+ * row yy of g->hp is the input's row yy sh + ky xd - pt of that pair (zero
+ * outside the image), interleaved on the stack and dealt to the g->sw
+ * column phases (emit_deal). */
+static void emit_ilv_rows(cg_out *o, const char *ctx, tiny_dtype xdt, const cg_ilv_pad *g) {
+  const char *ct = cg_ctype(xdt);
+  long nv = (long)((g->icg + 1) / 2 * g->xk), w = (long)g->w;
+  cg_emit(o, "static " CG_BF16_ATTR " void $P_ilv(void *vc, int task, int tid) {\n");
+  cg_emit(o, "  const %s *cx = (const %s *)vc;\n  (void)tid;\n", ctx, ctx);
+  cg_emit(o, "  long ng = task / %ldL, v = task %% %ldL, c = v / %ldL, ky = v %% %ldL;\n", (long)g->p16, (long)g->p16,
+          (long)g->xk, (long)g->xk);
+  cg_emit(o, "  int *d = (int *)cx->B + (long)task * %ldL;\n", (long)g->ps);
+  cg_emit(o, "  memset(d, 0, %ldUL);\n  if (v >= %ldL) return;\n", (long)g->ps * 4, nv);
+  emit_ilv_src(o, xdt, g);
+  cg_emit(o, "  for (long yy = 0; yy < %ldL; yy++) {\n", (long)g->hp);
+  cg_emit(o, "    long y = yy * %ldL + ky * %ldL - %ldL;\n    if (y < 0 || y >= %ldL) continue;\n", (long)g->sh,
+          (long)g->xd, (long)g->pt, (long)g->h);
+  cg_emit(o, "    const %s *r0 = s0 + y * %ldL, *r1 = s1 + y * %ldL;\n    int *dr = d + yy * %ldL;\n", ct, w, w, (long)g->wp);
+  emit_ilv_row(o, xdt, g, "r0", "r1");
+  emit_deal(o, g);
   cg_emit(o, "  }\n}\n");
 }
 
 void cg_emit_bf16_ilv_pad(cg_out *o, const char *ctx, tiny_dtype xdt, const cg_ilv_pad *g) {
+  if (g->xk > 1) {
+    emit_ilv_rows(o, ctx, xdt, g);
+    return;
+  }
   if (g->sh > 1 || g->sw > 1) {
     emit_ilv_phases(o, ctx, xdt, g);
     return;

@@ -135,6 +135,10 @@ void cg_emit_bf16_wpairs(cg_out *o, tiny_dtype wdt, int64_t rows, int64_t icg, i
  * sh y + a, columns sw x + b), ps >= sh sw hp wp apart. */
 typedef struct cg_ilv_pad {
   int64_t icg, h, w, hp, wp, pt, pl, p16, ps, sh, sw;
+  bool one;       /* a stride: only phase (0, 0) is read, each plane that phase alone (hp x wp) */
+  int64_t xk, xd; /* xk > 1: row-expanded planes, virtual pair v = (pair v / xk, window row v % xk):
+                     row yy of v's planes is the input's row yy sh + (v % xk) xd - pt, split into
+                     the sw column phases only (few channels: cgen_amx_conv.c) */
 } cg_ilv_pad;
 void cg_emit_bf16_ilv_pad(cg_out *o, const char *ctx, tiny_dtype xdt, const cg_ilv_pad *g);
 /* The direct conv's column-pair view (cg_dconv_cols, fewer than
