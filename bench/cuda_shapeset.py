@@ -106,7 +106,7 @@ def latency_rows(exe, name, model, extra, wargs, sym, binds, target, rounds, rep
 
 def cold_row(exe, name, model, extra, wargs, sym, v, target, d):
     cache = tempfile.mkdtemp(prefix="harp-cold-", dir=d)
-    cmd = [exe, "run", model, "--backend", "cuda", "--target", target, *extra, *wargs, "--sym", f"{sym}={v}",
+    cmd = [exe, "run", model, "--backend", "cuda", "--target", target, *extra, *wargs, "--random-inputs", "--sym", f"{sym}={v}",
            "--out", tempfile.mkdtemp(dir=d)]
     times = []
     for _ in range(2):  # cold, then warm on the cache the first filled
