@@ -370,7 +370,7 @@ SPLITK_MODEL = "graph<M=64, N=64> main(a: f16[M, 1024], b: f16[1024, N], bias: f
                "    c = gelu(a @ b + bias)\n    return c\n}\n"
 SPLITK_FORMS = [("M", "splitk_serial", 4), ("M", "splitk_parallel", 4), ("M", "splitk_reduce", 8), ("M", None, 0),
                 ("N", "splitk_parallel", 4), ("N", "splitk_reduce", 4),
-                ("K", "splitk_serial", 4), ("K", "splitk_parallel", 4), ("K", "splitk_reduce", 4)]
+                ("K", "splitk_serial", 4), ("K", "splitk_reduce", 4)]  # (over K the forms differ only past the GEMM)
 # over a run-time K (built at 512: 8 k tiles of 64 in 4 slices of 2; 300:
 # 5 tiles, its last 44 wide; 260: 5, 4 wide; 4 slices of 5 tiles in chunks
 # of 2 leave the last slice empty).  Bindings below the corner
