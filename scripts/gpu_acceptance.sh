@@ -4,8 +4,8 @@
 # with numpy:
 #
 #   scripts/gpu_acceptance.sh [STEP...]
-#        STEP: build gputests models tests gemm gemm32 sweep splitk plans winograd tune graphs attn sanitize e2e
-#        (default: build gputests models gemm gemm32 plans winograd tune graphs)
+#        STEP: build gputests models tests gemm gemm32 sweep splitk plans winograd tune graphs shapes attn sanitize e2e
+#        (default: build gputests models gemm gemm32 plans winograd tune graphs shapes)
 #
 # build     Release build in build-gpu/ (16 jobs; BUILD_TARGETS: only those)
 # gputests  the ctest tests that touch CUDA (-R 'cuda|gpu|bench_cli', or $GPU_TESTS); the
@@ -54,11 +54,19 @@
 #           must read the cached plan back ("source": "cache") for the same ShapeSet
 # graphs    host overhead: launches one by one vs one CUDA Graph replay, and a
 #           session over four batch sizes (bench/cuda_graphs.sh)
+# shapes    issue 25's GPU figures (bench/cuda_shapeset.py, the e2e model set as
+#           ShapeSets: ResNet-18, MobileNetV2, a LLaMA layer, a transformer block):
+#           one CUDA Graph per ShapeSet serving 3 bindings with one build (the
+#           session's counters checked), the box build's latency against the
+#           specialised build's per binding, the cold first result on an empty
+#           cache; Markdown tables in shapes.md for bench/RESULTS.md
+#           (SHAPES_TARGET, default sm90; SHAPES_ARGS, e.g. "--only llama")
 #
 # Every GPU process runs under `timeout` (a broken mbarrier protocol hangs
 # rather than fails).  Logs go to $OUT (the device tool's) or ./gpu-logs:
 # env.txt, build.log, gputests.log, models.log, gemm.log, sweep.log,
-# splitk.log, plans.log, winograd.log, tune.log, tune.csv, graphs.log, e2e.log.  Where the Debian packages cannot be
+# splitk.log, plans.log, winograd.log, tune.log, tune.csv, graphs.log, shapes.log,
+# shapes.md, e2e.log.  Where the Debian packages cannot be
 # installed (the device tool's machine has no apt access), run
 # scripts/fetch-device-debs.sh on a machine that can and bring .debs/ along:
 # they are unpacked under /tmp/harp-deps and used from there (HARP_USE_DEBS=1:
@@ -68,7 +76,7 @@ cd "$(dirname "$0")/.."
 root=$PWD
 out=${OUT:-$root/gpu-logs}
 mkdir -p "$out"
-steps=${*:-build gputests models gemm gemm32 plans winograd tune graphs}
+steps=${*:-build gputests models gemm gemm32 plans winograd tune graphs shapes}
 jobs=${JOBS:-16}
 
 if [ -d .debs ] && { [ -n "${HARP_USE_DEBS:-}" ] || ! pkg-config --exists isl jansson cmocka libprotobuf-c 2>/dev/null; }; then
@@ -214,6 +222,13 @@ for s in $steps; do
     done
     cat "$out/sweep.log"
     ;;
+  shapes)
+    # shellcheck disable=SC2086
+    timeout "${SHAPES_TIMEOUT:-480}" python3 bench/cuda_shapeset.py --harp build-gpu/harp --target "${SHAPES_TARGET:-sm90}" \
+      --out "$out/shapes.md" ${SHAPES_ARGS:-} >"$out/shapes.log" 2>&1 || rc=1
+    if [ -s "$out/shapes.md" ]; then cat "$out/shapes.md"; else tail -20 "$out/shapes.log"; fi
+    grep -q "FAILED" "$out/shapes.md" 2>/dev/null && rc=1
+    ;;
   e2e)
     # shellcheck disable=SC2086
     timeout "${E2E_TIMEOUT:-480}" python3 bench/cuda_e2e.py --harp build-gpu/harp ${E2E_ARGS:-} >"$out/e2e.log" 2>&1 || rc=1
@@ -255,7 +270,7 @@ for s in $steps; do
     timeout 300 make -C bench BUILD="$root/build-gpu" cuda-graphs >"$out/graphs.log" 2>&1 || rc=1
     tail -20 "$out/graphs.log"
     ;;
-  *) echo "gpu_acceptance: unknown step '$s' (build gputests models tests gemm gemm32 sweep splitk plans winograd tune graphs attn sanitize e2e)" >&2; exit 2 ;;
+  *) echo "gpu_acceptance: unknown step '$s' (build gputests models tests gemm gemm32 sweep splitk plans winograd tune graphs shapes attn sanitize e2e)" >&2; exit 2 ;;
   esac
 done
 exit $rc

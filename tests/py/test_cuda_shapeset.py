@@ -294,11 +294,11 @@ def rowlen_rows(s, rng):
             model = os.path.join(tempfile.mkdtemp(prefix="harp_ss_"), name)
             open(model, "w").write(ROWLEN_INLINE[name])
         box = ("--shapeset", f"{sym}={lo}..{hi}")
+        d = None
         for variant in BOTH:
             knobs = NO_TEMPLATES if variant == "loop nests" else ()
-            one_box(s, rng, f"{name}:{sym}", model, sym, hi, at, fixed, (*box, *knobs), variant, 0)
-        p, d = cuda_sim.dump(model, "sm80", syms_of(sym, hi, fixed), extra=box)
-        g = json.load(open(os.path.join(d, "gpu.json")))["gpu"] if p.returncode == 0 else {"kernels": []}
+            d = one_box(s, rng, f"{name}:{sym}", model, sym, hi, at, fixed, (*box, *knobs), variant, 0)  # templates last
+        g = json.load(open(os.path.join(d, "gpu.json")))["gpu"] if d else {"kernels": []}
         s.check(f"{name}:{sym}: the {kind} row kernel reads its row length at run time",
                 any(k.get("kind") == kind for k in g["kernels"]), str([k.get("kind") for k in g["kernels"]]))
 
@@ -369,40 +369,57 @@ def attn_store_guard(s, rng):
 SPLITK_MODEL = "graph<M=64, N=64> main(a: f16[M, 1024], b: f16[1024, N], bias: f16[N]) -> (c: f16[M, N]) {\n" \
                "    c = gelu(a @ b + bias)\n    return c\n}\n"
 SPLITK_FORMS = [("M", "splitk_serial", 4), ("M", "splitk_parallel", 4), ("M", "splitk_reduce", 8), ("M", None, 0),
-                ("N", "splitk_parallel", 4), ("N", "splitk_reduce", 4)]
-SPLITK_BOX = {"M": ((5, 64), (64, 37, 5), {"N": 64}), "N": ((24, 72), (72, 40, 24), {"M": 24})}
+                ("N", "splitk_parallel", 4), ("N", "splitk_reduce", 4),
+                ("K", "splitk_serial", 4), ("K", "splitk_reduce", 4)]  # (over K the forms differ only past the GEMM)
+# over a run-time K (built at 512: 8 k tiles of 64 in 4 slices of 2; 300:
+# 5 tiles, its last 44 wide; 260: 5, 4 wide; 4 slices of 5 tiles in chunks
+# of 2 leave the last slice empty).  Bindings below the corner
+# only (the corner's own size tests no run-time size)
+SPLITK_BOX = {"M": ((5, 64), (37, 5), {"N": 64}), "N": ((24, 72), (40, 24), {"M": 24}),
+              "K": ((257, 512), (300, 260), {"M": 24, "N": 64})}
+SPLITK_K_MODEL = "graph<K=64> main(a: f16[24, K], b: f16[K, 64], bias: f16[64]) -> (c: f16[24, 64]) {\n" \
+                 "    c = gelu(a @ b + bias)\n    return c\n}\n"
 
 
 def splitk_rows(s, rng):
     """SPLITK_FORMS: the build at the box's corner hi at the bindings of
     SPLITK_BOX (one_box), its launches the form's (zero, GEMM, finishing
-    pass)."""
+    pass); the zero kernel reads the binding's M or N (a constant count
+    over a run-time K); over a run-time K the GEMM cuts the binding's k
+    tiles into the slices at run time."""
     only = os.environ.get("HARP_CUDA_SS_MODELS")
     if only and "splitk_m" not in only.split(","):
         return
     d = tempfile.mkdtemp(prefix="harp_ss_")
-    model = os.path.join(d, "splitk_m.harp")
-    open(model, "w").write(SPLITK_MODEL)
+    models = {"M": os.path.join(d, "splitk_m.harp"), "N": os.path.join(d, "splitk_m.harp"), "K": os.path.join(d, "splitk_k.harp")}
+    open(models["M"], "w").write(SPLITK_MODEL)
+    open(models["K"], "w").write(SPLITK_K_MODEL)
     for sym, algo, slices in SPLITK_FORMS:
         (lo, hi), at, fixed = SPLITK_BOX[sym]
+        model = models[sym]
         extra = ("--shapeset", f"{sym}={lo}..{hi}")
         if algo:
-            plan = os.path.join(d, f"{algo}.plan")
-            open(plan, "w").write(f"split m 64; split n 64; split k 64; warp_tile 32x32; predicate_tail m.i.i n.i.i;\n"
+            plan = os.path.join(d, f"{algo}{sym}.plan")
+            tails = "m.i.i n.i.i k.i.i" if sym == "K" else "m.i.i n.i.i"
+            open(plan, "w").write(f"split m 64; split n 64; split k 64; warp_tile 32x32; predicate_tail {tails};\n"
                                   f"algo_choice matmul {algo};\nsplitk {slices};\n")
             extra += ("--plan", f"c={plan}")
-        name = f"splitk_m.harp:{sym} ({algo or 'the default plan'})"
-        one_box(s, rng, name, model, sym, hi, at, fixed, extra, "templates", 1, fixed_kinds=("zero",))
-        p, dd = cuda_sim.dump(model, "sm80", syms_of(sym, hi, fixed), extra=extra)
-        g = json.load(open(os.path.join(dd, "gpu.json")))["gpu"] if p.returncode == 0 else {"kernels": []}
+        name = f"{os.path.basename(model)}:{sym} ({algo or 'the default plan'})"
+        dd = one_box(s, rng, name, model, sym, hi, at, fixed, extra, "templates", 1, fixed_kinds=("zero",) if sym == "K" else ())
+        g = json.load(open(os.path.join(dd, "gpu.json")))["gpu"] if dd else {"kernels": []}
         kinds = [k["kind"] for k in g["kernels"]]
         s.check(f"{name}: split K (the GEMM, its finishing pass or flags)", "mma_gemm" in kinds and
                 ("splitk_finish" in kinds) != (algo == "splitk_serial") and ("zero" in kinds) != (algo == "splitk_reduce"), str(kinds))
+        if algo and sym == "K":
+            gemm = next((k for k in g["kernels"] if k["kind"] == "mma_gemm"), {})
+            s.check(f"{name}: the GEMM splits the binding's k tiles ({slices} slices)", gemm.get("plan", {}).get("splitk") == slices and
+                    "hk_ktp" in open(os.path.join(dd, "model.cu")).read(), str(gemm.get("plan"))[:600])
 
 
 # Winograd F(2x2, 3x3) (from a Plan) over a run-time height, width or
-# images: the transforms read them, the transformed GEMM and the workspace
-# stay the box's corner hi's (launches of constant sizes).  F(4x4)'s fp16
+# images: the transforms read them, and so does the transformed GEMM (its N
+# the binding's tiles P, a CTA past them returns); the workspace stays laid
+# out at the box's corner hi.  F(4x4)'s fp16
 # error leaves one_box's 1e-3 at any size (docs/cuda.md, "Winograd"): its
 # box build is compared with the binding's own build, bit for bit
 # (WINO4_AT)
@@ -413,10 +430,10 @@ WINO_MODELS = {
                      "    y = x + conv2d(x, w, pad=1)\n    return y\n}\n",
 }
 WINO_CASES = [
-    ("wino_bias.harp", "H", (5, 12), (12, 9, 5), {"N": 2, "W": 9}, 2),
-    ("wino_bias.harp", "W", (5, 12), (12, 7, 5), {"N": 2, "H": 6}, 2),
+    ("wino_bias.harp", "H", (5, 12), (9, 5), {"N": 2, "W": 9}, 2),
+    ("wino_bias.harp", "W", (5, 12), (7, 5), {"N": 2, "H": 6}, 2),
     ("wino_bias.harp", "N", (1, 3), (3, 2), {"H": 7, "W": 6}, 2),
-    ("wino_res.harp", "H", (5, 12), (12, 10, 5), {"W": 7}, 2),
+    ("wino_res.harp", "H", (5, 12), (10, 5), {"W": 7}, 2),
 ]
 
 
@@ -464,9 +481,8 @@ def wino_rows(s, rng):
                               f"algo_choice conv winograd_{tile}x{tile}_3x3;\n")
         extra = ("--shapeset", f"{sym}={lo}..{hi}", "--plan", f"y={plan}")
         what = f"{name}:{sym} F({tile}x{tile})"
-        one_box(s, rng, what, model, sym, hi, at, fixed, extra, "templates", 1, fixed_kinds=("wino_filter", "mma_gemm", "ewise"))
-        p, dd = cuda_sim.dump(model, "sm80", syms_of(sym, hi, fixed), extra=extra)
-        g = json.load(open(os.path.join(dd, "gpu.json")))["gpu"] if p.returncode == 0 else {"kernels": []}
+        dd = one_box(s, rng, what, model, sym, hi, at, fixed, extra, "templates", 1, fixed_kinds=("wino_filter", "ewise"))
+        g = json.load(open(os.path.join(dd, "gpu.json")))["gpu"] if dd else {"kernels": []}
         kinds = [k["kind"] for k in g["kernels"]]
         s.check(f"{what}: the Winograd transforms", "wino_input" in kinds and "wino_output" in kinds, str(kinds))
     if not only or "wino4" in only.split(","):

@@ -1,6 +1,7 @@
 /* test_cuda_sim90.c — the SM90 template (TMA, mbarrier, wgmma, warp
  * specialisation, persistent grouped raster, TMA-store epilogue, split-K)
- * executed on the CPU SIMT simulator against the naive GEMM.
+ * executed on the CPU SIMT simulator against the naive GEMM; with sizes
+ * read at run time, a residual epilogue whose strides are formulas.
  *
  * The simulator emulates the mbarrier phase/transaction rules, TMA tiles
  * with the 128-byte swizzle and zero fill out of bounds, and wgmma reading
@@ -24,7 +25,7 @@ typedef struct state {
   cuda_module *m;
   cu_sim sim;
   bool skip;
-  cuda_gemm_spec g[8 + NMUT]; /* 4 + NMUT: the multiplying epilogue; 5..7 + NMUT: TF32 */
+  cuda_gemm_spec g[9 + NMUT]; /* 4 + NMUT: the multiplying epilogue; 5..7 + NMUT: TF32; 8 + NMUT: run-time sizes */
 } state;
 
 static void make_specs(cuda_gemm_spec *g) {
@@ -95,6 +96,23 @@ static void make_specs(cuda_gemm_spec *g) {
   h->tune.arch = CUDA_SM90;
   h->b_sk = 1, h->b_sn = 1024;
   h->tune.splitk = 4, h->tune.splitk_kind = CUDA_SPLITK_ATOMIC;
+  /* 8 + NMUT: a ShapeSet build (sizes hp_sv0 = M, hp_sv1 = the residual's row
+   * length), batch 2, A and C [2][M][64], a residual [2][M][hp_sv1] whose
+   * row stride hp_sv1 and batch stride M x hp_sv1 are read at run time in
+   * the wgmma Epilogue; made at the corner hi M = 96, rows of 96 */
+  h = &g[8 + NMUT];
+  cuda_gemm_spec_init(h, 96, 64, 64, TINY_FP16);
+  h->tune.arch = CUDA_SM90;
+  h->batch[0] = 2;
+  h->a_sb[0] = h->c_sb[0] = 96 * 64, h->b_sb[0] = 0;
+  h->n_epi = 1;
+  h->epi[0].kind = CUDA_EPI_RESIDUAL, h->epi[0].dtype = TINY_FP16;
+  h->epi[0].s_b0 = 96 * 96, h->epi[0].s_m = 96, h->epi[0].s_n = 1;
+  h->nsyms = 2;
+  h->rt_m = (cuda_rtsz){.lit = 1, .n = 1, .sym = {0}};
+  h->rt_sb[0][0] = h->rt_sb[2][0] = (cuda_rtsz){.lit = 64, .n = 1, .sym = {0}};
+  h->rt_epi[0][0] = (cuda_rtsz){.lit = 1, .n = 2, .sym = {0, 1}};
+  h->rt_epi[0][2] = (cuda_rtsz){.lit = 1, .n = 1, .sym = {1}};
 }
 
 static int break_parity(cuda_stmt *st) {
@@ -183,7 +201,7 @@ static int setup(void **vs) {
   make_specs(st->g);
   cu_ok(&e, cuda_module_new(&e, CUDA_SM90, &st->m));
   char nm[16];
-  for (int i = 0; i < 8 + NMUT; i++) {
+  for (int i = 0; i < 9 + NMUT; i++) {
     snprintf(nm, sizeof nm, "h%d", i);
     cu_ok(&e, cuda_gen_gemm(&e, st->m, &st->g[i], nm));
     if (i >= 4 && i < 4 + NMUT) make_mutant((cuda_kernel *)cuda_module_find(st->m, nm), i - 4);
@@ -323,6 +341,50 @@ static void test_wgmma_tf32(void **vs) {
   cuda_module_free(m);
 }
 
+/* Kernel 8 + NMUT (built at M = 96, residual rows of 96) at the binding
+ * M = 40, residual rows of 72: its maps encoded at the binding, the
+ * residual's strides from the sizes, against the naive GEMM at the binding
+ * (the residual's buffer holds the binding's elements only: a stride of
+ * the corner's reads past it, which the simulator refuses). */
+static void test_wgmma_rt_residual(void **vs) {
+  state *st = *vs;
+  SKIP_IF_NO_SIM(st);
+  const int64_t sv[2] = {40, 72};
+  cuda_gemm_spec b = st->g[8 + NMUT]; /* the GEMM at the binding */
+  b.nsyms = 0, b.M = sv[0];
+  b.a_sb[0] = b.c_sb[0] = sv[0] * 64;
+  b.epi[0].s_b0 = sv[0] * sv[1], b.epi[0].s_m = sv[1];
+  cu_rng r = {77};
+  int64_t nc = 2 * sv[0] * 64;
+  cu_buf A = cu_random(TINY_FP16, nc, &r, 1), B = cu_random(TINY_FP16, 64 * 64, &r, 1), C = cu_buf_new(TINY_FP16, nc),
+         Cx = cu_buf_new(TINY_FP16, nc), R = cu_random(TINY_FP16, 2 * sv[0] * sv[1], &r, 1);
+  memset(Cx.p, 0xFF, Cx.bytes);
+  char nm[16];
+  snprintf(nm, sizeof nm, "h%d", 8 + NMUT);
+  const cuda_kernel *k = cuda_module_find(st->m, nm);
+  assert_non_null(k);
+  assert_int_equal(k->params[k->nparams - 1].kind, CUDA_P_LONG);
+  cu_buf blobs[3];
+  cu_buf *args[CUDA_MAX_PARAMS] = {0}, *eb[1] = {&R};
+  for (int p = 0; p < 3; p++) {
+    cuda_tmap_desc d;
+    cuda_tmap_at(k->params[p].tmap, sv, &d);
+    blobs[p] = cu_tmap_blob(&d, 32 + p);
+    args[p] = &blobs[p];
+  }
+  args[3] = &C, args[4] = &R;
+  cu_buf *extra[3] = {&A, &B, &Cx};
+  st->sim.sv = sv;
+  int rc = cu_sim_run_x(&st->sim, k, args, extra, 3, NULL, 5);
+  st->sim.sv = NULL;
+  assert_int_equal(rc, 0);
+  float *want = calloc((size_t)nc, sizeof(float));
+  ref_gemm(&b, &A, &B, eb, want);
+  assert_int_equal(cu_compare("wgmma rt residual", &Cx, want, nc, 1e-3), 0);
+  free(want);
+  cu_buf *all[] = {&A, &B, &C, &Cx, &R, &blobs[0], &blobs[1], &blobs[2]};
+  for (int i = 0; i < 8; i++) cu_buf_free(all[i]);
+}
 static void test_wrong_parity_deadlocks(void **vs) {
   state *st = *vs;
   SKIP_IF_NO_SIM(st);
@@ -381,6 +443,7 @@ int main(void) {
       cmocka_unit_test(test_splitk_parallel),
       cmocka_unit_test(test_wgmma_mul_shift),
       cmocka_unit_test(test_wgmma_tf32),
+      cmocka_unit_test(test_wgmma_rt_residual),
       cmocka_unit_test(test_wrong_parity_deadlocks),
       cmocka_unit_test(test_mutants_stop),
       cmocka_unit_test(test_bad_tensor_map),

@@ -208,6 +208,9 @@ typedef struct cuda_gemm_spec {
   cuda_rtsz rt_st[6];    /* the strides a_sm, a_sk, b_sk, b_sn, c_sm, c_sn */
   cuda_rtsz rt_sb[3][2]; /* the batch strides of A, B, C */
   cuda_rtsz rt_epi[CUDA_MAX_EPI][4]; /* a residual's strides s_b0, s_b1, s_m, s_n */
+  /* N at run time as C text of hp_sv<i> (a count no product formula writes:
+   * Winograd's tiles; N's layout stays the box's), else NULL: rt_n */
+  const char *n_text;
 } cuda_gemm_spec;
 
 /* Row-major contiguous A[M][K], B[K][N], C[M][N], batch 1, C of dtype dt. */
@@ -225,6 +228,19 @@ harp_status cuda_gen_gemm_finish(harp_error *e, cuda_module *m, const cuda_gemm_
 /* Zero `words` 32-bit words at `out` (split-K workspaces and flags, inside
  * the launch list so that a CUDA Graph replays it).  Parameters: (out). */
 harp_status cuda_gen_zero(harp_error *e, cuda_module *m, int64_t words, const char *name);
+/* A ShapeSet build's zeroing of a region of out read at run time: planes
+ * planes (plane_stride words apart) of rows x cols words (rows row_stride
+ * apart), rows = ceil(rows_sz / rows_div) and cols = ceil(cols_sz / cols_div)
+ * at the binding (a formula with no symbol: its literal), each at most its
+ * value at the box's corner hi, hi_rows / hi_cols.  The kernel takes the
+ * sizes hp_sv0..hp_sv{nsyms-1}; its launch's grid.x comes from the same
+ * count (cuda_zero_grid).  Parameters: (out, hp_sv0, ..). */
+typedef struct cuda_zero_at {
+  int64_t planes, plane_stride, row_stride, hi_rows, hi_cols, rows_div, cols_div;
+  cuda_rtsz rows_sz, cols_sz;
+  int nsyms;
+} cuda_zero_at;
+harp_status cuda_gen_zero_at(harp_error *e, cuda_module *m, const cuda_zero_at *z, const char *name);
 /* An fp32 matrix stored N-major, in[b0][b1][K][N] (element strides s_b[0],
  * s_b[1], s_k; 0 broadcasts a batch dimension), into a contiguous K-major
  * copy out[b0][b1][N][K], each value rounded to TF32 (to nearest, ties away:

@@ -179,6 +179,7 @@ static void gemm_rt_batch(cuda_b *b, const cuda_gemm_spec *s, cuda_mma_prob *p, 
 static bool gemm_rt(cuda_b *b, const cuda_gemm_spec *s, cuda_mma_prob *p) {
   p->nsyms = s->nsyms;
   p->Mt = cuda_rtsz_text(b, &s->rt_m), p->Nt = cuda_rtsz_text(b, &s->rt_n), p->Kt = cuda_rtsz_text(b, &s->rt_k);
+  if (s->n_text) p->Nt = cuda_fmt(b, "%s", s->n_text);
   rt_stride(b, &s->rt_st[0], &p->A.s_mn, &p->A.s_mn_t);
   rt_stride(b, &s->rt_st[1], &p->A.s_k, &p->A.s_k_t);
   rt_stride(b, &s->rt_st[2], &p->B.s_k, &p->B.s_k_t);
@@ -241,8 +242,8 @@ static harp_status gemm_prob(harp_error *e, cuda_module *m, const cuda_gemm_spec
   if (tb.oom) return ut_fail(e, HARP_E_NO_MEMORY, name, "out of memory");
   p.c_ss = s->c_ss;
   p.tune = s->tune;
-  if (s->nsyms && ((s->tune.splitk > 1 && (s->rt_k.n || s->rt_b[0].n || s->rt_b[1].n)) || s->tune.arch == CUDA_SM90))
-    return ut_fail(e, HARP_E_UNSUPPORTED, name, "sizes read at run time: the SM80 template, split-K over a constant K and batches only");
+  if (s->nsyms && ((s->tune.splitk > 1 && (s->rt_b[0].n || s->rt_b[1].n)) || s->tune.arch == CUDA_SM90))
+    return ut_fail(e, HARP_E_UNSUPPORTED, name, "sizes read at run time: the SM80 template, split-K over constant batches only");
   if (s->nsyms && gemm_rt(&tb, s, &p)) return ut_fail(e, HARP_E_NO_MEMORY, name, "out of memory");
   cuda_tune_fill_mma(&p.tune, s->M, s->N, s->c_dtype, p.mode);
   *pp = p;

@@ -550,8 +550,15 @@ static void mma_prologue(mma_gen *g) {
     int kt_per = (g->KT + g->splits - 1) / g->splits;
     cuda_decl(b, "const int", "ks", NULL, cuda_fmt(b, "blockIdx.z %% %d", g->splits));
     cuda_decl(b, "const int", "bz", NULL, cuda_fmt(b, "blockIdx.z / %d", g->splits));
-    cuda_decl(b, "const int", "kt0", NULL, cuda_fmt(b, "ks * %d", kt_per));
-    cuda_decl(b, "const int", "nkt", NULL, cuda_fmt(b, "(kt0 + %d < %d ? kt0 + %d : %d) - kt0", kt_per, g->KT, kt_per, g->KT));
+    if (p->Kt) { /* K read at run time: the binding's k tiles in S chunks (an empty chunk adds zeros) */
+      cuda_decl(b, "const int", "hk_ktn", NULL, cuda_fmt(b, "(int)((%s + %d) / %d)", p->Kt, g->BK - 1, g->BK));
+      cuda_decl(b, "const int", "hk_ktp", NULL, cuda_fmt(b, "(hk_ktn + %d) / %d", g->splits - 1, g->splits));
+      cuda_decl(b, "const int", "kt0", NULL, "ks * hk_ktp");
+      cuda_decl(b, "const int", "nkt", NULL, "kt0 + hk_ktp < hk_ktn ? hk_ktp : (hk_ktn > kt0 ? hk_ktn - kt0 : 0)");
+    } else {
+      cuda_decl(b, "const int", "kt0", NULL, cuda_fmt(b, "ks * %d", kt_per));
+      cuda_decl(b, "const int", "nkt", NULL, cuda_fmt(b, "(kt0 + %d < %d ? kt0 + %d : %d) - kt0", kt_per, g->KT, kt_per, g->KT));
+    }
     g->nkt = "nkt";
     cuda_meta_int(g->k, "splitk", g->splits);
     cuda_meta_str(g->k, "algo_choice.matmul", cuda_splitk_name(g->sk));

@@ -1,7 +1,7 @@
 /* cuda_simple.c — the non-contraction kernels: elementwise chains, single
  * axis reductions, row softmax, row layernorm (Welford).
- * Needs: cuda.h.  Gives: cuda_gen_ewise, cuda_gen_reduce, cuda_gen_softmax,
- * cuda_gen_layernorm, cuda_gen_zero, cuda_gen_pack_tf32.
+ * Needs: cuda.h, cuda_int.h (cuda_rtsz_text).  Gives: cuda_gen_ewise, cuda_gen_reduce, cuda_gen_softmax,
+ * cuda_gen_layernorm, cuda_gen_zero, cuda_gen_zero_at, cuda_gen_pack_tf32.
  *
  * All are coalesced (consecutive lanes touch consecutive elements) and
  * vectorised where the layout allows it (16-byte ld/st.global.v4 on
@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "backend/cuda/cuda.h"
+#include "backend/cuda/cuda_int.h"
 #include "tiny/tiny_spell.h"
 
 static void flit(char *buf, size_t cap, double v) {
@@ -583,6 +584,43 @@ harp_status cuda_gen_zero(harp_error *e, cuda_module *m, int64_t words, const ch
   cuda_open(b, cuda_emit_s(b, CU_LOOP, "hk_w", "(hk_i64)blockIdx.x * 256 + threadIdx.x",
                            cuda_fmt(b, "hk_w < %lld", (long long)words), "hk_step"));
   cuda_stmt *st = cuda_emit_s(b, CU_ST_GLOBAL_VEC, "out + hk_w", "0u", NULL, NULL);
+  st->i[0] = 4;
+  cuda_close(b);
+  return cuda_b_finish(b, k);
+}
+
+/* Extent ceil(z / div) of a zeroed region as C text: z's formula at run
+ * time, else its literal. */
+static const char *zero_extent(cuda_b *b, const cuda_rtsz *z, int64_t div) {
+  const char *t = z->n ? cuda_rtsz_text(b, z) : cuda_fmt(b, "%lldL", (long long)z->lit);
+  return div > 1 ? cuda_fmt(b, "((%s + %lld) / %lld)", t, (long long)div - 1, (long long)div) : t;
+}
+
+harp_status cuda_gen_zero_at(harp_error *e, cuda_module *m, const cuda_zero_at *z, const char *name) {
+  int64_t words = z->planes * z->hi_rows * z->hi_cols;
+  if (z->planes < 1 || z->hi_rows < 1 || z->hi_cols < 1 || words > ((int64_t)1 << 40) || z->rows_div < 1 || z->cols_div < 1 ||
+      z->nsyms < 1 || z->nsyms > 8)
+    return ut_fail(e, HARP_E_INVALID_ARG, name, "zero: %lld x %lld x %lld words", (long long)z->planes, (long long)z->hi_rows,
+                   (long long)z->hi_cols);
+  cuda_b bb, *b = &bb;
+  cuda_kernel *k = cuda_kernel_new(b, m, e, name, "zero");
+  if (!k) return e->code;
+  int64_t blocks = (words + 255) / 256;
+  k->grid[0] = blocks < 1024 ? blocks : 1024;
+  k->block[0] = 256;
+  cuda_param_add(k, "out", "hk_u32", CUDA_P_PTR_OUT, TINY_I32);
+  for (int i = 0; i < z->nsyms; i++) cuda_param_add(k, cuda_fmt(b, "hp_sv%d", i), "long", CUDA_P_LONG, TINY_I32);
+  cuda_meta_int(k, "words", words);
+  cuda_meta_str(k, "words_at_run_time", "planes x rows x cols of the binding");
+  cuda_comment(b, "the binding's rows and columns of each plane (laid out at the box's corner hi)");
+  cuda_decl(b, "const hk_i64", "hk_c", NULL, zero_extent(b, &z->cols_sz, z->cols_div));
+  cuda_decl(b, "const hk_i64", "hk_pw", NULL, cuda_fmt(b, "%s * hk_c", zero_extent(b, &z->rows_sz, z->rows_div)));
+  cuda_decl(b, "const hk_i64", "hk_step", NULL, "(hk_i64)gridDim.x * 256");
+  cuda_open(b, cuda_emit_s(b, CU_LOOP, "hk_w", "(hk_i64)blockIdx.x * 256 + threadIdx.x",
+                           cuda_fmt(b, "hk_w < %lld * hk_pw", (long long)z->planes), "hk_step"));
+  const char *at = cuda_fmt(b, "out + hk_w / hk_pw * %lld + hk_w %% hk_pw / hk_c * %lld + hk_w %% hk_c", (long long)z->plane_stride,
+                            (long long)z->row_stride);
+  cuda_stmt *st = cuda_emit_s(b, CU_ST_GLOBAL_VEC, at, "0u", NULL, NULL);
   st->i[0] = 4;
   cuda_close(b);
   return cuda_b_finish(b, k);

@@ -229,7 +229,8 @@ static harp_status gen_input(harp_error *e, cuda_module *m, const cuda_conv_spec
   cuda_meta_int(k, "winograd_tile", d->m);
   cuda_decl(b, "const hk_i64", "p", NULL, "(hk_i64)blockIdx.x * 256 + threadIdx.x");
   cuda_decl(b, "const hk_i64", "c", NULL, "blockIdx.y");
-  cuda_if(b, cuda_fmt(b, "p < %lld", (long long)d->Pp));
+  /* the tiles to Pp (zeros past P), in a ShapeSet build the binding's P only (the GEMM reads no column past it) */
+  cuda_if(b, s->nsyms ? cuda_fmt(b, "p < %s", tx.P) : cuda_fmt(b, "p < %lld", (long long)d->Pp));
   tile_origin(b, d, &tx, "iy0", "ix0", s->pad);
   cuda_decl(b, "const bool", "live", NULL, cuda_fmt(b, "p < %s && c < %lld", tx.P, (long long)s->c));
   cuda_decl(b, "float", "dd", cuda_fmt(b, "[%d][%d]", d->a, d->a), NULL);
@@ -327,6 +328,13 @@ static harp_status gen_tgemm(harp_error *e, cuda_module *m, const cuda_conv_spec
   g.tune = s->tune;
   g.tune.arch = CUDA_SM80;
   g.tune.splitk = 0, g.tune.persistent = false;
+  if (s->nsyms) { /* the binding's tiles P as N: a CTA past them returns, B's columns past them zero-filled */
+    cuda_b tb = {.a = m->arena};
+    wino_txt tx;
+    wino_texts(&tb, s, d, &tx);
+    if (tb.oom) return ut_fail(e, HARP_E_NO_MEMORY, name, "out of memory");
+    g.nsyms = s->nsyms, g.n_text = tx.P;
+  }
   if (cuda_gen_gemm(e, m, &g, name)) return e->code;
   cuda_kernel *k = m->k[m->n - 1];
   cuda_meta_str(k, "algo_choice.conv", d->m == 2 ? "winograd_2x2_3x3" : "winograd_4x4_3x3");

@@ -138,6 +138,15 @@ void cuda_launch_rows(cuda_rctx *c, const cuda_rownorm_spec *s);
 /* Split-K's GEMM spec g whose C is the fp32 workspace laid out at the box's
  * corner hi: C's strides made constants again. */
 void cuda_splitk_ws_const(cuda_gemm_spec *g);
+/* Split-K's zeroing of GEMM s's fp32 workspace (flags false) or of its
+ * serial flags (a flag per tile of the GEMM kernel's grid) in a ShapeSet
+ * build whose M or N is read at run time (the batches constant): the
+ * binding's rows and columns of that area (laid out at the box's corner hi)
+ * as *z, and true; false to zero the whole area (a constant count). */
+bool cuda_splitk_zero_at(const cuda_gemm_spec *s, bool flags, const int64_t grid[3], cuda_zero_at *z);
+/* Launch li (of a kernel of cuda_gen_zero_at z): its grid.x from the
+ * binding's words. */
+void cuda_zero_grid(cuda_rctx *c, int li, const cuda_zero_at *z);
 /* The launches from l0 on: their size parameters bound to the symbols. */
 void cuda_launches_sym_args(cuda_rctx *c, int l0);
 /* Argument of the buffer at the kernel's slot (reads, then writes), + elements of dtype. */

@@ -176,9 +176,11 @@ static harp_status splitk_launches(cuda_rctx *c, int r, int n0, int l0, bool ser
  *   splitk_serial    zero the flags; GEMM slices add up in order through
  *                    [batch][M][N], the last applies the epilogue
  * The finishing pass applies the whole epilogue, so any epilogue fuses.
- * A ShapeSet build's sizes (s0->nsyms: M, N read at run time; K and the
- * batches constant, else refused) leave the workspace and the flags laid
- * out at the box's corner hi (constant strides, zeroed whole), each kernel
+ * A ShapeSet build's sizes (s0->nsyms: M, N, K read at run time, the GEMM
+ * cutting the binding's k tiles in S chunks; the batches constant, else
+ * refused) leave the workspace and the flags laid
+ * out at the box's corner hi (constant strides; the zero kernel clears the
+ * binding's rows and columns of it, cuda_splitk_zero_at), each kernel
  * guarding the binding's rows and columns.
  * *done false (module and launches as before) when a kernel refuses. */
 static harp_status gemm_splitk(cuda_rctx *c, int r, const cuda_gemm_spec *s0, const named_arg *io, int nio, int64_t ws_off,
@@ -186,8 +188,8 @@ static harp_status gemm_splitk(cuda_rctx *c, int r, const cuda_gemm_spec *s0, co
   int n0 = c->mod->n, l0 = c->nlaunch;
   *done = false;
   cuda_splitk kind = s0->tune.splitk_kind;
-  if (s0->nsyms && (s0->rt_k.n || s0->rt_b[0].n || s0->rt_b[1].n))
-    return *why = "split-K with sizes read at run time: over a constant K and batches only", HARP_OK;
+  if (s0->nsyms && (s0->rt_b[0].n || s0->rt_b[1].n))
+    return *why = "split-K with sizes read at run time: over constant batches only", HARP_OK;
   int64_t nz = s0->batch[0] * s0->batch[1], MN = s0->M * s0->N;
   cuda_gemm_spec g = *s0; /* the GEMM kernel's spec */
   if (kind != CUDA_SPLITK_SERIAL) { /* C = the workspace, fp32, contiguous; no epilogue */
@@ -213,7 +215,11 @@ static harp_status gemm_splitk(cuda_rctx *c, int r, const cuda_gemm_spec *s0, co
     end = flags.offset + up256(zero_words * 4);
   }
   harp_error e2 = {0};
-  if (zero_words && cuda_gen_zero(&e2, c->mod, zero_words, cr_kname(c, r, "splitk_zero")) == HARP_OK) zk = c->mod->k[c->mod->n - 1];
+  cuda_zero_at za; /* a ShapeSet build: the binding's part of the area only */
+  bool zat = zero_words && cuda_splitk_zero_at(s0, kind == CUDA_SPLITK_SERIAL, gk->grid, &za);
+  if (zero_words && (zat ? cuda_gen_zero_at(&e2, c->mod, &za, cr_kname(c, r, "splitk_zero"))
+                         : cuda_gen_zero(&e2, c->mod, zero_words, cr_kname(c, r, "splitk_zero"))) == HARP_OK)
+    zk = c->mod->k[c->mod->n - 1];
   if ((kind != CUDA_SPLITK_SERIAL && !fk) || (zero_words && !zk)) {
     if (!*why) *why = e2.msg[0] ? cr_fmt_note(c, "the zero kernel refused: %s", e2.msg) : "a split-K kernel refused";
     c->mod->n = n0;
@@ -225,6 +231,7 @@ static harp_status gemm_splitk(cuda_rctx *c, int r, const cuda_gemm_spec *s0, co
                                    io, nio, &ok, why);
   if (st || !ok) return st;
   if (s0->nsyms) cuda_launches_sym_args(c, l0);
+  if (zat) cuda_zero_grid(c, l0, &za);
   if (end > c->scratch_bytes) c->scratch_bytes = end;
   cuda_kernel *k = c->mod->k[n0];
   cuda_meta_int(k, "splitk_workspace_bytes", end - ws_off);

@@ -12,7 +12,8 @@
  * Gives: cuda_gen_sym, cuda_sizes_printed, cuda_rows_at_run_time,
  * cuda_gemm_at_run_time, cuda_conv_at_run_time, cuda_attn_at_run_time,
  * cuda_launch_sym_args,
- * cuda_launch_rows, cuda_splitk_ws_const, cuda_launches_sym_args. */
+ * cuda_launch_rows, cuda_splitk_ws_const, cuda_splitk_zero_at, cuda_zero_grid,
+ * cuda_launches_sym_args. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -241,6 +242,37 @@ void cuda_launch_rows(cuda_rctx *c, const cuda_rownorm_spec *s) {
 void cuda_splitk_ws_const(cuda_gemm_spec *g) {
   g->rt_st[4].n = g->rt_st[5].n = 0; /* C's strides c_sm, c_sn */
   g->rt_sb[2][0].n = g->rt_sb[2][1].n = 0; /* and its batch strides */
+}
+
+/* A formula of the constant v (no symbol). */
+static cuda_rtsz rtsz_const(int64_t v) { return (cuda_rtsz){.lit = v}; }
+
+bool cuda_splitk_zero_at(const cuda_gemm_spec *s, bool flags, const int64_t grid[3], cuda_zero_at *z) {
+  if (!s->nsyms || s->rt_b[0].n || s->rt_b[1].n || !(s->rt_m.n || s->rt_n.n)) return false;
+  memset(z, 0, sizeof *z);
+  z->nsyms = s->nsyms;
+  z->planes = s->batch[0] * s->batch[1];
+  if (!flags) { /* the workspace [batch][M][N] at hi: the binding's M rows of N words */
+    z->plane_stride = s->M * s->N, z->row_stride = s->N, z->hi_rows = s->M, z->hi_cols = s->N, z->rows_div = z->cols_div = 1;
+    z->rows_sz = s->rt_m.n ? s->rt_m : rtsz_const(s->M);
+    z->cols_sz = s->rt_n.n ? s->rt_n : rtsz_const(s->N);
+    return true;
+  }
+  /* a flag per tile [batch][grid y][grid x] at hi: the binding's tiles (M tiles along y unless rastered along x) */
+  bool mx = s->tune.raster_m_x;
+  const cuda_rtsz *ry = mx ? &s->rt_n : &s->rt_m, *rx = mx ? &s->rt_m : &s->rt_n;
+  int64_t hy = mx ? s->N : s->M, hx = mx ? s->M : s->N, by = mx ? s->tune.bn : s->tune.bm, bx = mx ? s->tune.bm : s->tune.bn;
+  z->plane_stride = grid[0] * grid[1], z->row_stride = grid[0], z->hi_rows = grid[1], z->hi_cols = grid[0];
+  z->rows_sz = ry->n ? *ry : rtsz_const(hy), z->rows_div = by;
+  z->cols_sz = rx->n ? *rx : rtsz_const(hx), z->cols_div = bx;
+  return by > 0 && bx > 0 && (hy + by - 1) / by == grid[1] && (hx + bx - 1) / bx == grid[0];
+}
+
+void cuda_zero_grid(cuda_rctx *c, int li, const cuda_zero_at *z) {
+  cuda_launch *l = &c->launch[li];
+  l->grid_div = 256 * z->rows_div * z->cols_div, l->grid_lit = z->planes * z->rows_sz.lit * z->cols_sz.lit, l->ngrid_sym = 0;
+  for (int i = 0; i < z->rows_sz.n; i++) l->grid_sym[l->ngrid_sym++] = z->rows_sz.sym[i];
+  for (int i = 0; i < z->cols_sz.n; i++) l->grid_sym[l->ngrid_sym++] = z->cols_sz.sym[i];
 }
 
 void cuda_launches_sym_args(cuda_rctx *c, int l0) {
