@@ -312,7 +312,10 @@ for tag, amx in (("amx", "auto"), ("no-amx", "off")):
 # (no im2col): odd H and W, channels not a multiple of 32 (77: an odd channel paired with 0 and pairs
 # rounded up to 16 with zero planes), padding 1, 0 and 2 (dilation 2), two groups, batch 2, bias + Relu and a residual Add + Relu epilogue, a weight given as an input
 # (packed per run), a 2x3 window with padding 0 1 1 1; 48 channels (24 pairs in 32); a 5-channel stem (3
-# pairs in 16: more than half the products on zero pairs) stays on the im2col path.  Stride 2 (the input as
+# pairs in 16: more than half the products on zero pairs) stays on the im2col path; 512 channels at 17x18
+# with 80 outputs and a residual (340 grid columns: two column blocks of 256 and a tail, three row panels
+# the last one of 16 rows): the kernel stores a tile's rows while the next tile's products run, across
+# panels and blocks.  Stride 2 (the input as
 # even / odd row / column phase planes): odd H and W with batch 2 and padding 1, padding 0 with a residual,
 # two groups with asymmetric padding and the weight an input, dilation 2, and strides 2 x 1; a 24x24
 # output (600 grid columns: more than 512) stays on the im2col path.
@@ -352,6 +355,7 @@ IP = (("ip_c64_13x11_b2_relu", (2, 64, 13, 11), 48, (3, 3), (1, 1, 1, 1), 1, 1, 
       ("ip_groups2_dil2", (1, 128, 12, 12), 64, (3, 3), (2, 2, 2, 2), 2, 2, False, False, (1, 1)),
       ("ip_2x3_weight_input", (1, 96, 10, 17), 32, (2, 3), (0, 1, 1, 1), 1, 1, True, False, (1, 1)),
       ("ip_c48_24_pairs", (1, 48, 10, 10), 32, (3, 3), (1, 1, 1, 1), 1, 1, False, False, (1, 1)),
+      ("ip_c512_m80_two_blocks_residual", (1, 512, 17, 18), 80, (3, 3), (1, 1, 1, 1), 1, 1, False, True, (1, 1)),
       ("ip_stem5_stays_im2col", (1, 5, 20, 22), 40, (3, 3), (1, 1, 1, 1), 1, 1, False, False, (1, 1)),
       ("ip_s2_c64_13x11_b2_pad1", (2, 64, 13, 11), 48, (3, 3), (1, 1, 1, 1), 1, 1, False, False, (2, 2)),
       ("ip_s2_c77_pad0_residual", (1, 77, 15, 17), 40, (3, 3), (0, 0, 0, 0), 1, 1, False, True, (2, 2)),
