@@ -180,7 +180,8 @@ static void emit_kernel(cg_out *o, const cg_mm *q, const ipg *g) {
   cg_emit(o, "      const char *a = A + m * %ldL, *xb = X + c * 4;\n      const float *pb = cb[h ^ 1];\n      int r = 0;\n",
           g->kp * 4);
   cg_emit(o, "      _tile_zero(4); _tile_zero(5); _tile_zero(6); _tile_zero(7);\n");
-  /* the first pair block's taps store the previous tile's rows, rp a tap; the other blocks have no epilogue */
+  /* the first pair block's taps store the previous tile's rows, rp a tap (rp taps >= 32 rows); the other
+   * blocks have no epilogue */
   long rp = (CG_AMX_MR + g->taps - 1) / g->taps;
   cg_emit(o, "      for (long b = 0; b < %ldL; b++, a += %ldL, xb += %ldL) {\n", g->p16 / 16, g->taps * 64, 16 * g->ps * 4);
   cg_emit(o, "        if (b == 0) {\n");
@@ -188,7 +189,6 @@ static void emit_kernel(cg_out *o, const cg_mm *q, const ipg *g) {
   cg_emit(o, "        } else {\n");
   emit_taps(o, g, 0);
   cg_emit(o, "        }\n      }\n");
-  cg_emit(o, "      for (; r < pr; r++) $P_krow(pb, tt, pm, r, &po);\n");
   cg_emit(o, "      _tile_stored(4, cb[h], 128); _tile_stored(5, cb[h] + 16, 128);\n");
   cg_emit(o, "      _tile_stored(6, cb[h] + 512, 128); _tile_stored(7, cb[h] + 528, 128);\n");
   cg_emit(o, "      pr = $P_kout(c, qe, &po) ? mr : 0, pm = m;\n    }\n  }\n");
