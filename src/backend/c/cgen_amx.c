@@ -102,7 +102,9 @@ void cg_emit_amx_kernel(cg_out *o, int mr, int nv, bool pairs) {
   cg_emit(o, "static " CG_AMX_ATTR " void $P_k%d_%d(long kc, const float *restrict a, const float *restrict b,\n"
              "    const $F_tt *tt, long m, long n, int nr, int first, int last) {\n", mr, nv);
   cg_emit(o, "  long kp = %s, ks = kp & ~15L;\n", pairs ? "kc" : "(kc + 1) >> 1");
-  cg_emit(o, "  $P_pend *pd = ($P_pend *)tt->pd;\n  float *cb = pd->cb[pd->h];\n  int r = 0, pr = pd->pr;\n");
+  /* the pending rows spread over the 16-pair steps: rs a step */
+  cg_emit(o, "  $P_pend *pd = ($P_pend *)tt->pd;\n  float *cb = pd->cb[pd->h];\n  int r = 0, pr = pd->pr, ns = (int)(ks >> 4);\n");
+  cg_emit(o, "  int rs = ns ? (pr + ns - 1) / ns : 0;\n");
   /* the tiles as $P_tcfg configured them at the task's start */
   cg_emit(o, "  _tile_zero(4); _tile_zero(5); _tile_zero(6); _tile_zero(7);\n");
   cg_emit(o, "  const char *ab = (const char *)a, *bb = (const char *)b;\n  long as = kp * 4;\n");
@@ -110,7 +112,7 @@ void cg_emit_amx_kernel(cg_out *o, int mr, int nv, bool pairs) {
   cg_emit(o, "    _tile_loadd(0, ab + k * 4, as);\n    _tile_loadd(1, ab + (%dL * kp + k) * 4, as);\n", R / 2);
   cg_emit(o, "    _tile_loadd(2, bb + k * %d, %d);\n    _tile_loadd(3, bb + k * %d + 64, %d);\n", R * 4, R * 4, R * 4, R * 4);
   cg_emit(o, "    _tile_dpbf16ps(4, 0, 2); _tile_dpbf16ps(5, 0, 3); _tile_dpbf16ps(6, 1, 2); _tile_dpbf16ps(7, 1, 3);\n");
-  cg_emit(o, "    for (int e = 0; e < 2 && r < pr; e++, r++) $P_prow(pd, r);\n  }\n");
+  cg_emit(o, "    for (int e = 0; e < rs && r < pr; e++, r++) $P_prow(pd, r);\n  }\n");
   cg_emit(o, "  for (; r < pr; r++) $P_prow(pd, r);\n");
   cg_emit(o, "  _tile_stored(4, cb, %d); _tile_stored(5, cb + 16, %d);\n", R * 4, R * 4);
   cg_emit(o, "  _tile_stored(6, cb + %d, %d); _tile_stored(7, cb + %d, %d);\n", 16 * R, R * 4, 16 * R + 16, R * 4);
