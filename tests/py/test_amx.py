@@ -316,7 +316,9 @@ for tag, amx in (("amx", "auto"), ("no-amx", "off")):
 # of the input rows that window row reads (cgen_bf16.c's emit_ilv_rows), as a 3-channel 7x7/2 stem (14
 # virtual pairs in 16), 4 channels 5x3 with dilation 2, asymmetric padding and strides 2 x 1, and 5
 # channels 5x3 with batch 2 and the weight an input; 2 channels 5x5/2 (5 virtual pairs in 16) stays on
-# the im2col path.  Stride 2 (the input as
+# the im2col path; 512 channels at 17x18 with 80 outputs and a residual (340 grid columns: two column
+# blocks of 256 and a tail, three row panels the last one of 16 rows): the kernel stores a tile's rows while
+# the next tile's products run, across panels and blocks.  Stride 2 (the input as
 # even / odd row / column phase planes): odd H and W with batch 2 and padding 1, padding 0 with a residual,
 # two groups with asymmetric padding and the weight an input, dilation 2, and strides 2 x 1; a 24x24
 # output (600 grid columns: more than 512) stays on the im2col path.  Where every tap reads phase (0, 0)
@@ -366,6 +368,7 @@ IP = (("ip_c64_13x11_b2_relu", (2, 64, 13, 11), 48, (3, 3), (1, 1, 1, 1), 1, 1, 
       ("ip_rows_c4_5x3_dil2_s21", (1, 4, 30, 27), 40, (5, 3), (3, 1, 2, 0), 2, 1, False, False, (2, 1)),
       ("ip_rows_c5_5x3_b2_w_input", (2, 5, 20, 22), 40, (5, 3), (1, 1, 1, 1), 1, 1, True, False, (1, 1)),
       ("ip_rows_c2_5x5_s2_stays_im2col", (1, 2, 40, 40), 64, (5, 5), (2, 2, 2, 2), 1, 1, False, False, (2, 2)),
+      ("ip_c512_m80_two_blocks_residual", (1, 512, 17, 18), 80, (3, 3), (1, 1, 1, 1), 1, 1, False, True, (1, 1)),
       ("ip_s2_c64_13x11_b2_pad1", (2, 64, 13, 11), 48, (3, 3), (1, 1, 1, 1), 1, 1, False, False, (2, 2)),
       ("ip_s2_c77_pad0_residual", (1, 77, 15, 17), 40, (3, 3), (0, 0, 0, 0), 1, 1, False, True, (2, 2)),
       ("ip_s2_groups2_weight_input", (1, 128, 20, 26), 64, (3, 3), (0, 1, 1, 1), 1, 2, True, False, (2, 2)),

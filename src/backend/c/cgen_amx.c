@@ -3,7 +3,7 @@
  * cg_set_amx) that the selector runs where the CPU has AMX-BF16 and Linux
  * grants the tile state (hprt_amx_ok), else the AVX-512 BF16 variant runs.
  * Needs: cgen_gemm_int.h (cg_mm, cg_tile; cgen_int.h).  Gives: cg_amx_pays,
- * cg_emit_amx_runtime, cg_emit_amx_kernel, cg_emit_amx_tilecfg,
+ * cg_emit_amx_runtime, cg_emit_amx_pend, cg_emit_amx_kernel, cg_emit_amx_tilecfg,
  * cg_emit_amx_pack_a (declared in cgen_int.h), cg_amx_a_direct,
  * cg_emit_amx_pack_a_direct (cgen_gemm_int.h).
  *
@@ -23,8 +23,9 @@
  * (tmm2-3: columns 0-15, 16-31): four tdpbf16ps per 16 pairs.  The pairs
  * past the last multiple of 16 (kp % 16) are added with vdpbf16ps to the
  * stored fp32 tile, whose rows then go through the template's epilogue
- * ($P_row<nv>): rows past mr and columns past nr are computed (on zero or
- * padding lanes) but never stored.  The tile configuration is loaded once a
+ * ($P_row2) during the next call's products ($P_pend: the task's pending
+ * tile, flushed at its end): rows past mr and columns past nr are computed
+ * (on zero or padding lanes) but never stored.  The tile configuration is loaded once a
  * compute task ($P_tcfg), not per micro-kernel call.
  * A stride-1 conv's AMX variant is cgen_amx_conv.c's where it applies
  * (cg_amx_conv_inplace): its B tiles read in place, no B panels. */
@@ -74,23 +75,45 @@ bool cg_amx_pays(int64_t M, int64_t N, int64_t K) {
   return M >= 16 && N >= 16 && K >= 32 && (double)M * (double)N * (double)K >= 262144.0;
 }
 
+/* $P_pend, $P_prow(pd, i) and $P_pflush(pd): a stored 32x32 tile whose
+ * rows wait for the template's epilogue ($P_row2 at the call's m, n, nr,
+ * first, last and tt, mr rows), row i of it stored, all of them stored;
+ * two buffers, one the pending tile's, the other the next call's.  The
+ * task holds one (tt.pd) and flushes it before releasing the tiles. */
+void cg_emit_amx_pend(cg_out *o) {
+  cg_emit(o, "typedef struct { float cb[2][%d] __attribute__((aligned(64))); $F_tt tt; long m, n; int nr, first, last, pr, h; }"
+             " $P_pend;\n", CG_AMX_MR * CG_AMX_MR);
+  cg_emit(o, "$I void $P_prow($P_pend *pd, int i) {\n  const float *c = pd->cb[pd->h ^ 1] + i * %d;\n", CG_AMX_MR);
+  cg_emit(o, "  $P_row2(&pd->tt, pd->m + i, pd->n, pd->nr, pd->first, pd->last, _mm512_load_ps(c), _mm512_load_ps(c + 16));\n}\n");
+  cg_emit(o, "$I void $P_pflush($P_pend *pd) {\n  for (int i = 0; i < pd->pr; i++) $P_prow(pd, i);\n  pd->pr = 0;\n}\n");
+}
+
 /* $P_k<mr>_<nv>(kc, a, b, tt, m, n, nr, first, last): the AMX micro-kernel
  * over an A panel [32][kp] and a B panel [kp][32] of pair words (kp = kc
- * when `pairs` counts them already, else (kc + 1) / 2); mr rows and nv
- * vectors of 16 columns of the 32x32 result reach $P_row<nv>. */
+ * when `pairs` counts them already, else (kc + 1) / 2); the 32x32 result is
+ * stored into tt->pd's free buffer and its mr rows (nv vectors of 16
+ * columns, $P_row2 storing only nr) become the pending tile.  Software-
+ * pipelined: the previous call's pending rows are stored two a 16-pair step
+ * of this call's products (the vector epilogue overlaps the tile unit), the
+ * rest after the loop. */
 void cg_emit_amx_kernel(cg_out *o, int mr, int nv, bool pairs) {
   const int R = CG_AMX_MR;
+  (void)nv;
   cg_emit(o, "static " CG_AMX_ATTR " void $P_k%d_%d(long kc, const float *restrict a, const float *restrict b,\n"
              "    const $F_tt *tt, long m, long n, int nr, int first, int last) {\n", mr, nv);
   cg_emit(o, "  long kp = %s, ks = kp & ~15L;\n", pairs ? "kc" : "(kc + 1) >> 1");
-  cg_emit(o, "  float cb[%d] __attribute__((aligned(64)));\n", R * R);
+  /* the pending rows spread over the 16-pair steps: rs a step */
+  cg_emit(o, "  $P_pend *pd = ($P_pend *)tt->pd;\n  float *cb = pd->cb[pd->h];\n  int r = 0, pr = pd->pr, ns = (int)(ks >> 4);\n");
+  cg_emit(o, "  int rs = ns ? (pr + ns - 1) / ns : 0;\n");
   /* the tiles as $P_tcfg configured them at the task's start */
   cg_emit(o, "  _tile_zero(4); _tile_zero(5); _tile_zero(6); _tile_zero(7);\n");
   cg_emit(o, "  const char *ab = (const char *)a, *bb = (const char *)b;\n  long as = kp * 4;\n");
   cg_emit(o, "  for (long k = 0; k < ks; k += 16) {\n");
   cg_emit(o, "    _tile_loadd(0, ab + k * 4, as);\n    _tile_loadd(1, ab + (%dL * kp + k) * 4, as);\n", R / 2);
   cg_emit(o, "    _tile_loadd(2, bb + k * %d, %d);\n    _tile_loadd(3, bb + k * %d + 64, %d);\n", R * 4, R * 4, R * 4, R * 4);
-  cg_emit(o, "    _tile_dpbf16ps(4, 0, 2); _tile_dpbf16ps(5, 0, 3); _tile_dpbf16ps(6, 1, 2); _tile_dpbf16ps(7, 1, 3);\n  }\n");
+  cg_emit(o, "    _tile_dpbf16ps(4, 0, 2); _tile_dpbf16ps(5, 0, 3); _tile_dpbf16ps(6, 1, 2); _tile_dpbf16ps(7, 1, 3);\n");
+  cg_emit(o, "    for (int e = 0; e < rs && r < pr; e++, r++) $P_prow(pd, r);\n  }\n");
+  cg_emit(o, "  for (; r < pr; r++) $P_prow(pd, r);\n");
   cg_emit(o, "  _tile_stored(4, cb, %d); _tile_stored(5, cb + 16, %d);\n", R * 4, R * 4);
   cg_emit(o, "  _tile_stored(6, cb + %d, %d); _tile_stored(7, cb + %d, %d);\n", 16 * R, R * 4, 16 * R + 16, R * 4);
   /* the last kp % 16 pairs, rows < mr: vdpbf16ps onto the stored tile */
@@ -101,9 +124,8 @@ void cg_emit_amx_kernel(cg_out *o, int mr, int nv, bool pairs) {
   cg_emit(o, "          c = _mm512_dpbf16_ps(c, (__m512bh)_mm512_set1_epi32(aw[i * kp + k]), "
              "(__m512bh)_mm512_loadu_ps(b + k * %d + j * 16));\n", R);
   cg_emit(o, "        _mm512_store_ps(cb + i * %d + j * 16, c);\n      }\n  }\n", R);
-  cg_emit(o, "  for (int i = 0; i < %d; i++)\n    $P_row%d(tt, m + i, n, nr, first, last", mr, nv);
-  for (int j = 0; j < nv; j++) cg_emit(o, ", _mm512_load_ps(cb + i * %d + %d)", R, 16 * j);
-  cg_emit(o, ");\n}\n");
+  cg_emit(o, "  pd->tt = *tt, pd->m = m, pd->n = n, pd->nr = nr, pd->first = first, pd->last = last;\n");
+  cg_emit(o, "  pd->pr = %d, pd->h ^= 1;\n}\n", mr);
 }
 
 /* $P_tcfg: the tile configuration the micro-kernels use (palette 1, tiles

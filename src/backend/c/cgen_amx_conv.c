@@ -39,7 +39,10 @@
  * stored, the columns of the tile that are outputs (ox < ow, inside the
  * task) are compressed into a contiguous run of outputs (consecutive grid
  * columns that are outputs are consecutive outputs) and go through the
- * template's epilogue ($P_row2).  Words read past a group's last plane
+ * template's epilogue ($P_row2), software-pipelined: a tile's rows are
+ * stored during the first pair block of the next tile's products (a kernel
+ * call runs a task block's panels and tiles), so the vector epilogue and
+ * the tile unit overlap (64->64 at 56: -20% CPU in the kernel).  Words read past a group's last plane
  * (at most 31 + (kw - 1) dw / s) are the next group's or a zeroed slack:
  * finite, and only in columns that are never stored.
  * The sums' order differs from the im2col variant's (its chunks are 16
@@ -149,52 +152,90 @@ static void emit_pack_w(cg_out *o, const ipg *g) {
   cg_emit(o, "  $P_amxcw((const uint32_t *)cx->A, (uint32_t *)cx->Ap, task);\n}\n");
 }
 
-/* $P_kip(ab, xb, tt, m, mr, q0, qe): the 32x32 tile of C at rows m.. (mr
- * of them stored) and grid columns q0..: A's panel at ab, the planes at xb
- * (column q0), all of K; the tile's columns below qe that are outputs
- * stored through $P_row2, compressed into a run. */
+/* $P_ko, $P_kout(q0, qe, o) and $P_krow(cb, tt, m, i, o): a stored 32x32
+ * tile's outputs (the columns q0.. below qe that are outputs, ox < ow:
+ * their compress masks, the run's first output index and length; 0 when
+ * none), and row i of the stored tile cb (row m + i of C) compressed into
+ * that run and stored through $P_row2. */
+static void emit_outs(cg_out *o, const ipg *g) {
+  cg_emit(o, "typedef struct { __m512i i0, i1; long n; int nr; __mmask16 k0, k1; } $P_ko;\n");
+  cg_emit(o, "$I int $P_kout(long q0, long qe, $P_ko *o) {\n");
+  cg_emit(o, "  unsigned msk = 0;\n  long n = -1;\n");
+  cg_emit(o, "  for (int j = 0; j < 32; j++) {\n    long c = q0 + j, ox = c %% %ldL;\n", g->wp);
+  cg_emit(o, "    if (c < qe && ox < %ldL) { msk |= 1u << j; if (n < 0) n = c / %ldL * %ldL + ox; }\n  }\n", g->ow, g->wp, g->ow);
+  cg_emit(o, "  if (!msk) return 0;\n");
+  cg_emit(o, "  o->k0 = (__mmask16)(msk & 0xffffu), o->k1 = (__mmask16)(msk >> 16);\n");
+  cg_emit(o, "  int c0 = __builtin_popcount(msk & 0xffffu);\n  o->nr = __builtin_popcount(msk), o->n = n;\n");
+  /* lane l of the run: lanes l < c0 of the first half's compress, then the second's from its lane 0 */
+  cg_emit(o, "  const __m512i io = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);\n");
+  cg_emit(o, "  o->i0 = _mm512_mask_add_epi32(io, _mm512_cmpge_epi32_mask(io, _mm512_set1_epi32(c0)), io, "
+             "_mm512_set1_epi32(16 - c0));\n");
+  cg_emit(o, "  o->i1 = _mm512_add_epi32(io, _mm512_set1_epi32(32 - c0));\n  return 1;\n}\n");
+  cg_emit(o, "$I void $P_krow(const float *cb, const $F_tt *tt, long m, int i,"
+             " const $P_ko *o) {\n");
+  cg_emit(o, "  __m512 v0 = _mm512_maskz_compress_ps(o->k0, _mm512_load_ps(cb + i * 32));\n");
+  cg_emit(o, "  __m512 v1 = _mm512_maskz_compress_ps(o->k1, _mm512_load_ps(cb + i * 32 + 16));\n");
+  cg_emit(o, "  $P_row2(tt, m + i, o->n, o->nr, 1, 1, _mm512_permutex2var_ps(v0, o->i0, v1), "
+             "_mm512_permutex2var_ps(v0, o->i1, v1));\n}\n");
+}
+
+/* One pair block's tap steps of $P_kip (a, xb, off of the block; two A
+ * and two B tiles, four products a tap), each followed by rp rows of the
+ * previous tile's epilogue while rows are left (none when rp is 0). */
+static void emit_taps(cg_out *o, const ipg *g, long rp) {
+  cg_emit(o, "#pragma GCC unroll 9\n          for (int t = 0; t < %ld; t++) {\n", g->taps);
+  cg_emit(o, "            _tile_loadd(0, a + t * 64, %ldL);\n            _tile_loadd(1, a + %ldL + t * 64, %ldL);\n", g->kp * 4,
+          16 * g->kp * 4, g->kp * 4);
+  cg_emit(o, "            _tile_loadd(2, xb + off[t], %ldL);\n            _tile_loadd(3, xb + off[t] + 64, %ldL);\n",
+          g->ps * 4, g->ps * 4);
+  cg_emit(o, "            _tile_dpbf16ps(4, 0, 2); _tile_dpbf16ps(5, 0, 3); _tile_dpbf16ps(6, 1, 2); _tile_dpbf16ps(7, 1, 3);\n");
+  if (rp) cg_emit(o, "            for (int e = 0; e < %ld && r < pr; e++, r++) $P_krow(pb, tt, pm, r, &po);\n", rp);
+  cg_emit(o, "          }\n");
+}
+
+/* $P_kip(A, X, tt, m0, m1, c0, ce, qe): the 32x32 tiles of C at rows
+ * m0.. below m1 (A's panels from A, 32 rows each) and grid columns c0,
+ * c0 + 32, .. below ce (the planes at X, column 0), panel by panel, all of
+ * K; each tile's columns below qe that are outputs stored through $P_krow.
+ * Software-pipelined: a tile's rows are stored one per tap step of the next
+ * tile's products (the epilogue's vector work runs while the tile unit
+ * multiplies; tiles stored into two buffers in turn), the last tile's
+ * after the loops. */
 static void emit_kernel(cg_out *o, const cg_mm *q, const ipg *g) {
-  cg_emit(o, "static " CG_AMX_ATTR " void $P_kip(const char *ab, const char *xb, const $F_tt *tt, long m, int mr, long q0,"
-             " long qe) {\n");
+  cg_emit(o, "static " CG_AMX_ATTR " void $P_kip(const char *A, const char *X, const $F_tt *tt, long m0, long m1, long c0,"
+             " long ce, long qe) {\n");
   cg_emit(o, "  static const long off[%ld] = {", g->taps);
   long sh = g->sh, sw = g->sw;
   for (long t = 0; t < g->taps; t++) { /* the tap's row and column in the padded image: phase (ry % sh, rx % sw) */
     long ry = t / g->kw * g->dh, rx = t % g->kw * g->dw;
     cg_emit(o, "%s%ldL", t ? ", " : "", ((ry % sh * sw + rx % sw) * g->hp * g->wp + ry / sh * g->wp + rx / sw) * 4);
   }
-  cg_emit(o, "};\n  float cb[%d] __attribute__((aligned(64)));\n", CG_AMX_MR * CG_AMX_MR);
-  cg_emit(o, "  _tile_zero(4); _tile_zero(5); _tile_zero(6); _tile_zero(7);\n");
-  cg_emit(o, "  for (long b = 0; b < %ldL; b++, ab += %ldL, xb += %ldL) {\n", g->p16 / 16, g->taps * 64, 16 * g->ps * 4);
-  cg_emit(o, "#pragma GCC unroll 9\n    for (int t = 0; t < %ld; t++) {\n", g->taps);
-  cg_emit(o, "      _tile_loadd(0, ab + t * 64, %ldL);\n      _tile_loadd(1, ab + %ldL + t * 64, %ldL);\n", g->kp * 4,
-          16 * g->kp * 4, g->kp * 4);
-  cg_emit(o, "      _tile_loadd(2, xb + off[t], %ldL);\n      _tile_loadd(3, xb + off[t] + 64, %ldL);\n", g->ps * 4, g->ps * 4);
-  cg_emit(o, "      _tile_dpbf16ps(4, 0, 2); _tile_dpbf16ps(5, 0, 3); _tile_dpbf16ps(6, 1, 2); _tile_dpbf16ps(7, 1, 3);\n"
-             "    }\n  }\n");
-  cg_emit(o, "  _tile_stored(4, cb, 128); _tile_stored(5, cb + 16, 128);\n");
-  cg_emit(o, "  _tile_stored(6, cb + 512, 128); _tile_stored(7, cb + 528, 128);\n");
-  /* the outputs among the columns: ox = q % wp below ow, q below qe; the first one's output index */
-  cg_emit(o, "  unsigned msk = 0;\n  long n = -1;\n");
-  cg_emit(o, "  for (int j = 0; j < 32; j++) {\n    long c = q0 + j, ox = c %% %ldL;\n", g->wp);
-  cg_emit(o, "    if (c < qe && ox < %ldL) { msk |= 1u << j; if (n < 0) n = c / %ldL * %ldL + ox; }\n  }\n", g->ow, g->wp, g->ow);
-  cg_emit(o, "  if (!msk) return;\n");
-  cg_emit(o, "  __mmask16 k0 = (__mmask16)(msk & 0xffffu), k1 = (__mmask16)(msk >> 16);\n");
-  cg_emit(o, "  int c0 = __builtin_popcount(msk & 0xffffu), nr = __builtin_popcount(msk);\n");
-  /* lane l of the run: lanes l < c0 of the first half's compress, then the second's from its lane 0 */
-  cg_emit(o, "  const __m512i io = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);\n");
-  cg_emit(o, "  __m512i i0 = _mm512_mask_add_epi32(io, _mm512_cmpge_epi32_mask(io, _mm512_set1_epi32(c0)), io, "
-             "_mm512_set1_epi32(16 - c0));\n");
-  cg_emit(o, "  __m512i i1 = _mm512_add_epi32(io, _mm512_set1_epi32(32 - c0));\n");
-  cg_emit(o, "  for (int i = 0; i < mr; i++) {\n");
-  cg_emit(o, "    __m512 v0 = _mm512_maskz_compress_ps(k0, _mm512_load_ps(cb + i * 32));\n");
-  cg_emit(o, "    __m512 v1 = _mm512_maskz_compress_ps(k1, _mm512_load_ps(cb + i * 32 + 16));\n");
-  cg_emit(o, "    $P_row2(tt, m + i, n, nr, 1, 1, _mm512_permutex2var_ps(v0, i0, v1), _mm512_permutex2var_ps(v0, i1, v1));\n");
-  cg_emit(o, "  }\n}\n");
+  cg_emit(o, "};\n  float cb[2][%d] __attribute__((aligned(64)));\n", CG_AMX_MR * CG_AMX_MR);
+  cg_emit(o, "  $P_ko po;\n  long pm = 0;\n  int pr = 0, h = 0; /* the previous tile's rows (pm.., pr left) in cb[h ^ 1] */\n");
+  cg_emit(o, "  for (long m = m0; m < m1; m += %d) {\n", CG_AMX_MR);
+  cg_emit(o, "    int mr = m1 - m < %d ? (int)(m1 - m) : %d;\n", CG_AMX_MR, CG_AMX_MR);
+  cg_emit(o, "    for (long c = c0; c < ce; c += 32, h ^= 1) {\n");
+  cg_emit(o, "      const char *a = A + m * %ldL, *xb = X + c * 4;\n      const float *pb = cb[h ^ 1];\n      int r = 0;\n",
+          g->kp * 4);
+  cg_emit(o, "      _tile_zero(4); _tile_zero(5); _tile_zero(6); _tile_zero(7);\n");
+  /* the first pair block's taps store the previous tile's rows, rp a tap (rp taps >= 32 rows); the other
+   * blocks have no epilogue */
+  long rp = (CG_AMX_MR + g->taps - 1) / g->taps;
+  cg_emit(o, "      for (long b = 0; b < %ldL; b++, a += %ldL, xb += %ldL) {\n", g->p16 / 16, g->taps * 64, 16 * g->ps * 4);
+  cg_emit(o, "        if (b == 0) {\n");
+  emit_taps(o, g, rp);
+  cg_emit(o, "        } else {\n");
+  emit_taps(o, g, 0);
+  cg_emit(o, "        }\n      }\n");
+  cg_emit(o, "      _tile_stored(4, cb[h], 128); _tile_stored(5, cb[h] + 16, 128);\n");
+  cg_emit(o, "      _tile_stored(6, cb[h] + 512, 128); _tile_stored(7, cb[h] + 528, 128);\n");
+  cg_emit(o, "      pr = $P_kout(c, qe, &po) ? mr : 0, pm = m;\n    }\n  }\n");
+  cg_emit(o, "  for (int r = 0; r < pr; r++) $P_krow(cb[h ^ 1], tt, pm, r, &po);\n}\n");
 }
 
 /* $P_task(vc, task, tid): batch x group x M split x grid split (t's), the
  * tile configuration loaded once; blocks of g->nc grid columns, in each
- * the task's 32-row panels, in each the block's 32-column tiles. */
+ * the task's 32-row panels and the block's 32-column tiles ($P_kip). */
 static void emit_task(cg_out *o, const cg_mm *q, const cg_tile *t, const ipg *g) {
   cg_emit(o, "static $T void $P_task(void *vc, int task, int tid) {\n  const $F_ctx *cx = (const $F_ctx *)vc;\n  (void)tid;\n");
   cg_emit(o, "  $P_tcfg(); /* released at the end */\n");
@@ -209,11 +250,7 @@ static void emit_task(cg_out *o, const cg_mm *q, const cg_tile *t, const ipg *g)
   cg_mm_tt_setup(o, q);
   cg_emit(o, "  for (long jc = n0; jc < n1; jc += %ldL) {\n", g->nc);
   cg_emit(o, "    long je = jc + %ldL < n1 ? jc + %ldL : n1;\n", g->nc, g->nc);
-  cg_emit(o, "    for (long ir = m0; ir < m1; ir += %d) {\n", CG_AMX_MR);
-  cg_emit(o, "      int mr = m1 - ir < %d ? (int)(m1 - ir) : %d;\n", CG_AMX_MR, CG_AMX_MR);
-  cg_emit(o, "      for (long c = jc; c < je; c += %d) $P_kip(Ab + ir * %ldL, X + c * 4, &tt, ir, mr, c, n1);\n", CG_AMX_MR,
-          g->kp * 4);
-  cg_emit(o, "    }\n  }\n  _tile_release();\n}\n");
+  cg_emit(o, "    $P_kip(Ab, X, &tt, m0, m1, jc, je, n1);\n  }\n  _tile_release();\n}\n");
 }
 
 /* $P_pack_a_run / $P_pack_a_bytes_run (a constant weight, at model_init),
@@ -258,6 +295,7 @@ void cg_emit_amx_conv_variant(cg_out *o, const cg_mm *q, const cg_tile *t) {
   cg_emit_isa_helpers(o);
   cg_emit(o, "/* bf16 conv on AMX, B tiles read in place from the padded channel-pair planes (cgen_amx_conv.c) */\n");
   cg_mm_emit_row(o, q, &t1, 2);
+  emit_outs(o, &g);
   emit_kernel(o, q, &g);
   cg_emit_amx_tilecfg(o);
   emit_pack_w(o, &g);

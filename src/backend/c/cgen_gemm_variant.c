@@ -327,6 +327,7 @@ static void emit_task(cg_out *o, const cg_mm *p, const cg_tile *t) {
   cg_emit(o, "  const float *Ab = cx->Ap + ((%s) * %ldL + (%s)) * cx->K * %ldL;\n",
           t->nba[0] > 1 ? "b0" : "0", (long)t->nba[1], t->nba[1] > 1 ? "b1" : "0", (long)t->mp);
   cg_mm_tt_setup(o, p);
+  if (o->amx) cg_emit(o, "  $P_pend pd;\n  pd.pr = pd.h = 0;\n  tt.pd = &pd;\n"); /* cgen_amx.c's pending tile */
   if (t->ws) cg_emit(o, "  tt.ws = Bs + %ldL;\n  tt.wm0 = m0;\n", p->prepack_b ? 0L : (long)t->kc * t->ncp);
   int64_t nps = p->full ? (t->nkb + p->tune.splitk - 1) / p->tune.splitk : 0; /* K blocks a slice */
   if (p->full)
@@ -391,7 +392,7 @@ static void emit_task(cg_out *o, const cg_mm *p, const cg_tile *t) {
     else if (mt) cg_emit(o, "          }\n");
   }
   if (p->m_expr) cg_emit(o, "          }\n");
-  cg_emit(o, "        }\n      }\n      }\n    }\n  }\n%s}\n", o->amx ? "  _tile_release();\n" : "");
+  cg_emit(o, "        }\n      }\n      }\n    }\n  }\n%s}\n", o->amx ? "  $P_pflush(&pd);\n  _tile_release();\n" : "");
 }
 
 /* The depth K, its block KC, A's row stride and the number of blocks
@@ -539,6 +540,7 @@ void cg_mm_emit_variant(cg_out *o, const cg_mm *p, const cg_tile *t) {
   cg_mm_emit_row(o, p, t, t->nv);
   if (nvt != t->nv) cg_mm_emit_row(o, p, t, nvt);
   if (cg_mm_use_bfcv(p, o)) cg_emit_bf16_cvt(o);
+  if (o->amx) cg_emit_amx_pend(o);
   int mrs[2] = {t->mr, mt}, nvs[2] = {t->nv, nvt};
   for (int a = 0; a < (p->m_expr ? t->mr : 2); a++) { /* M at run time: every row tail */
     if (a == 1 && mt == 0 && !p->m_expr) break;

@@ -109,6 +109,8 @@ bool cg_amx_pays(int64_t M, int64_t N, int64_t K);
 /* HPRT_AMX (the compiler knows AMX) and hprt_amx_ok() (this process may use it), once per source. */
 void cg_emit_amx_runtime(cg_out *o);
 void cg_emit_amx_kernel(cg_out *o, int mr, int nv, bool pairs);
+/* $P_pend (the AMX kernels' pending tile, tt.pd), $P_prow, $P_pflush: before the kernels. */
+void cg_emit_amx_pend(cg_out *o);
 void cg_emit_amx_pack_a(cg_out *o, int64_t groups, int64_t span, int64_t mp, int kc, bool pairs);
 /* $P_tcfg: loads the micro-kernels' tile configuration (once a compute task). */
 void cg_emit_amx_tilecfg(cg_out *o);
