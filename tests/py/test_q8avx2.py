@@ -32,6 +32,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import harp_test as ht  # noqa: E402
 
 ht.onnx_or_skip()
+import onnx  # noqa: E402
 import onnxruntime as ort  # noqa: E402
 from onnx import TensorProto as T  # noqa: E402
 from onnx import helper as h  # noqa: E402
