@@ -5,8 +5,8 @@ DequantizeLinear that makes an output, the C `harp compile` makes, and the
 check of harp's outputs against onnxruntime's on each backend.
 
 Needs: numpy, onnx, onnxruntime (the caller checks with
-harp_test.onnx_or_skip() first); harp_test.  Gives: model, ort_run, vi,
-init, quantize_random, out_step, compile_sources, compiled_c,
+harp_test.onnx_or_skip() first); harp_test.  Gives: suite, model, ort_run,
+vi, init, quantize_random, out_step, compile_sources, compiled_c,
 held_maps, same, Q8_FORCE,
 Q8_FUSED.
 """
@@ -29,6 +29,18 @@ Q8_FORCE = ["--knob", "int8=force"]
 # default, qdq_add=exact, computes it as onnxruntime's QLinearAdd does, bit for bit, as the conv's
 # epilogue step CT_EPI_RESFMA: src/region/resfma.c)
 Q8_FUSED = Q8_FORCE + ["--knob", "qdq_add=fused"]
+
+
+def suite(name):
+    """The Suite of a test_onnx_quant*.py file, after what they all set:
+    the compiled C's numbers, not tier 0's (harp run answers its first run
+    from tier 0: harp_test.compiled_only), and the kernels at -O1 (the knob
+    cc_opt): these tests check what the kernels compute, not their speed,
+    and CI compiles them with a cold cache (-O3: 1.7x the compiler's time,
+    bench/RESULTS.md "health3"); the ISA flags and the C are the same."""
+    ht.compiled_only()
+    os.environ.setdefault("HARP_CC_OPT", "1")
+    return ht.Suite(name)
 
 
 def model(nodes, inputs, outputs, inits=(), ms=False, opset=21):

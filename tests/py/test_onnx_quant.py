@@ -19,14 +19,9 @@ import harp_test as ht  # noqa: E402
 ht.onnx_or_skip()
 from onnx import TensorProto as T  # noqa: E402
 from onnx import helper as h  # noqa: E402
-from quant_models import init, model, same, vi  # noqa: E402
+from quant_models import init, model, same, suite, vi  # noqa: E402
 
-S = ht.Suite("onnx_quant")
-ht.compiled_only()  # the compiled C's numbers, not tier 0's (harp run answers its first run from tier 0)
-# The kernels at -O1 (the knob cc_opt): this test checks what they compute, not
-# their speed, and CI compiles them with a cold cache (-O3: 1.7x the compiler's
-# time, bench/RESULTS.md "health3"); the ISA flags and the C are the same.
-os.environ.setdefault("HARP_CC_OPT", "1")
+S = suite("onnx_quant")  # compiled_only, HARP_CC_OPT=1 (quant_models.suite)
 RNG = np.random.default_rng(7)
 
 
