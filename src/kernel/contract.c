@@ -212,113 +212,134 @@ static int map_resfma(const ct_src *c, const fn_kernel *K, const rg_info *info, 
   return 1;
 }
 
+/* Epilogue cast n as a step into *out (last: it ends the chain): 1 a
+ * rounding to fp16 / bf16 in the middle of the chain; 0 no step (the last
+ * cast, which the store makes, or an exact widening); -1 no template step. */
+static int map_cast(const tiny_graph *g, const tiny_node *n, bool last, ct_epi *out) {
+  if (last) return 0; /* the store converts to C's dtype */
+  tiny_dtype from = g->nodes[n->src[0].node].dtype, to = n->a.cast.to;
+  if (to == TINY_FP32 && (from == TINY_FP16 || from == TINY_BF16 || from == TINY_FP32)) return 0; /* exact */
+  if (from != TINY_FP32 || (to != TINY_FP16 && to != TINY_BF16)) return -1;
+  out->kind = CT_EPI_ROUND; /* a rounding in the middle of the chain */
+  out->dtype = to;
+  return 1;
+}
+
+/* Epilogue op ep, a max (ek TE_LOWER) or min (TE_UPPER) with a constant, as
+ * a clamp (ReLU6 = min(max(x, 0), 6)) into *out: 1 a new step; 0 the min
+ * merged into the previous step em->epi[em->n - 1] (a max then a min are
+ * one step, min(max(x, lo), hi) in that order); -1 no constant. */
+static int map_clamp(const ct_src *c, const rg_epi *ep, tiny_epi ek, epi_map *em, ct_epi *out) {
+  float v;
+  if (!epi_const(c, ep, &v)) return -1;
+  ct_epi *prev = em->n ? &em->epi[em->n - 1] : NULL;
+  if (ek == TE_UPPER && prev && prev->kind == CT_EPI_CLAMP && prev->hi == INFINITY) {
+    prev->hi = v;
+    return 0;
+  }
+  out->kind = CT_EPI_CLAMP;
+  out->lo = ek == TE_LOWER ? v : -INFINITY;
+  out->hi = ek == TE_UPPER ? v : INFINITY;
+  return 1;
+}
+
+/* Epilogue op ep, an add (ek TE_SHIFT) or multiply (TE_SCALE) by one
+ * affine operand, into *out: by a float constant, a CT_EPI_SCALE; by an
+ * fp32 / fp16 / bf16 tensor of kernel K, a CT_EPI_RESIDUAL whose operand
+ * goes to *x.  False when it is neither. */
+static bool map_scale(const ct_src *c, const fn_kernel *K, const rg_epi *ep, tiny_epi ek, ct_epi *out, const rg_operand **x) {
+  const tiny_graph *g = c->g;
+  if (ep->nextra != 1 || !ep->extra[0].affine) return false;
+  if (ep->extra[0].cast >= 0) { /* only the exact widening of a half operand */
+    const tiny_node *cv = &g->nodes[ep->extra[0].cast];
+    if (cv->op != TINY_CAST || cv->a.cast.to != TINY_FP32) return false;
+  }
+  const rg_operand *xo = &ep->extra[0];
+  const tiny_node *t = &g->nodes[xo->node];
+  if (t->op == TINY_CONST) {
+    if (!tiny_dtype_is_float(t->dtype)) return false;
+    out->kind = CT_EPI_SCALE;
+    out->scale = ek == TE_SCALE ? (float)t->a.cnst.value : 1.0f;
+    out->shift = ek == TE_SHIFT ? (float)t->a.cnst.value : 0.0f;
+    return true;
+  }
+  int s = ct_slot_of(K, c->f, xo->node);
+  if (s < 0) return false;
+  tiny_dtype dt = c->f->buffers[c->f->buffer_of[xo->node]].dtype;
+  if (dt != TINY_FP32 && dt != TINY_FP16 && dt != TINY_BF16) return false;
+  out->kind = CT_EPI_RESIDUAL;
+  out->mul = ek == TE_SCALE;
+  out->dtype = dt;
+  out->slot = s;
+  out->off = xo->offset;
+  *x = xo;
+  return true;
+}
+
+/* Epilogue op ep by the op table's epilogue column into *out (its tensor,
+ * if any, to *x; the previous steps em): 1 a step, 0 merged into the
+ * previous one, -1 no template step. */
+static int map_table_op(const ct_src *c, const fn_kernel *K, const rg_epi *ep, epi_map *em, ct_epi *out, const rg_operand **x) {
+  tiny_epi ek = tiny_op_epi(c->g->nodes[ep->node].op);
+  switch (ek) {
+  case TE_RELU: out->kind = CT_EPI_RELU; return 1;
+  case TE_GELU: out->kind = CT_EPI_GELU; return 1;
+  case TE_RINT: out->kind = CT_EPI_RINT; return 1;
+  case TE_LOWER:
+  case TE_UPPER: return map_clamp(c, ep, ek, em, out);
+  case TE_SHIFT:
+  case TE_SCALE: return map_scale(c, K, ep, ek, out, x) ? 1 : -1;
+  default: return -1;
+  }
+}
+
+/* Epilogue op *i of the region (info) as the next step of em into *out;
+ * *i moves past the ops the step spans (a silu spelled out, a gate).
+ * reshape_ok: as for map_epilogue.  1 a step, 0 none, -1 no template step. */
+static int map_step(const ct_src *c, const fn_kernel *K, const rg_info *info, int *i, bool reshape_ok, epi_map *em, ct_epi *out) {
+  const tiny_graph *g = c->g;
+  const rg_epi *ep = &info->epi[*i];
+  const tiny_node *n = &g->nodes[ep->node];
+  /* a silu spelled out is several ops: one step, up to the MUL by the
+   * RECIP that ends it (silu(silu(x)) is two steps, not one) */
+  if (ep->role == PLAN_EPI_SILU) {
+    int j = *i;
+    while (j + 1 < info->nepi && info->epi[j + 1].role == PLAN_EPI_SILU && !rg_silu_last(g, info->epi[j].node)) j++;
+    out->kind = CT_EPI_SILU;
+    *i = j;
+    return 1;
+  }
+  if (ep->role == RG_ROLE_GATE) return map_gate(c, info, i, out) ? 1 : -1;
+  if (n->op == TINY_FDIV) { /* x / c (rg_options.gate_epilogues) */
+    float v;
+    if (!epi_const(c, ep, &v)) return -1;
+    out->kind = CT_EPI_DIV;
+    out->scale = v;
+    return 1;
+  }
+  if (n->op == TINY_RESHAPE && reshape_ok) return 0;
+  if (n->op == TINY_CAST) return map_cast(g, n, *i == info->nepi - 1, out);
+  if (n->op == TINY_MULADD) { /* the exact QDQ Add: one step of its two MULADDs */
+    int st = map_resfma(c, K, info, *i, out, &em->x[em->n]);
+    return st ? st == 1 : -1;
+  }
+  return map_table_op(c, K, ep, em, out, &em->x[em->n]);
+}
+
 /* The region's epilogue as template steps; additions of a tensor are left
  * as CT_EPI_RESIDUAL with x[] set, for the caller to place.  reshape_ok: a
  * RESHAPE is no step (the grouped conv's [n, g, oc/g, oh, ow] -> [n, oc, oh, ow]:
  * the same elements in the same order, which the caller checks; the added
  * tensors' strides are over the anchor's variables either way). */
 static bool map_epilogue(const ct_src *c, const fn_kernel *K, const rg_info *info, bool reshape_ok, epi_map *em) {
-  const tiny_graph *g = c->g;
   memset(em, 0, sizeof *em);
   for (int i = 0; i < info->nepi; i++) {
-    const rg_epi *ep = &info->epi[i];
-    const tiny_node *n = &g->nodes[ep->node];
     if (em->n >= CT_MAX_EPI) return false;
     ct_epi *out = &em->epi[em->n];
     out->slot = -1;
-    bool last = i == info->nepi - 1;
-    /* a silu spelled out is several ops: one step, up to the MUL by the
-     * RECIP that ends it (silu(silu(x)) is two steps, not one) */
-    if (ep->role == PLAN_EPI_SILU) {
-      int j = i;
-      while (j + 1 < info->nepi && info->epi[j + 1].role == PLAN_EPI_SILU && !rg_silu_last(g, info->epi[j].node)) j++;
-      out->kind = CT_EPI_SILU;
-      em->n++;
-      i = j;
-      continue;
-    }
-    if (ep->role == RG_ROLE_GATE) {
-      if (!map_gate(c, info, &i, out)) return false;
-      em->n++;
-      continue;
-    }
-    if (n->op == TINY_FDIV) { /* x / c (rg_options.gate_epilogues) */
-      float v;
-      if (!epi_const(c, ep, &v)) return false;
-      out->kind = CT_EPI_DIV;
-      out->scale = v;
-      em->n++;
-      continue;
-    }
-    if (n->op == TINY_RESHAPE && reshape_ok) continue;
-    if (n->op == TINY_CAST) {
-      if (last) continue; /* the store converts to C's dtype */
-      tiny_dtype from = g->nodes[n->src[0].node].dtype, to = n->a.cast.to;
-      if (to == TINY_FP32 && (from == TINY_FP16 || from == TINY_BF16 || from == TINY_FP32)) continue; /* exact */
-      if (from != TINY_FP32 || (to != TINY_FP16 && to != TINY_BF16)) return false;
-      out->kind = CT_EPI_ROUND; /* a rounding in the middle of the chain */
-      out->dtype = to;
-      em->n++;
-      continue;
-    }
-    if (n->op == TINY_MULADD) { /* the exact QDQ Add: one step of its two MULADDs */
-      int st = map_resfma(c, K, info, i, out, &em->x[em->n]);
-      if (!st) return false;
-      em->n += st == 1;
-      continue;
-    }
-    tiny_epi ek = tiny_op_epi(n->op); /* the op table's epilogue column */
-    switch (ek) {
-    case TE_RELU: out->kind = CT_EPI_RELU; break;
-    case TE_GELU: out->kind = CT_EPI_GELU; break;
-    case TE_RINT: out->kind = CT_EPI_RINT; break;
-    case TE_LOWER:
-    case TE_UPPER: {
-      /* with a constant: a clamp (ReLU6 = min(max(x, 0), 6)); a max then a
-       * min are one step, min(max(x, lo), hi) in that order */
-      float v;
-      if (!epi_const(c, ep, &v)) return false;
-      ct_epi *prev = em->n ? &em->epi[em->n - 1] : NULL;
-      if (ek == TE_UPPER && prev && prev->kind == CT_EPI_CLAMP && prev->hi == INFINITY) {
-        prev->hi = v;
-        continue;
-      }
-      out->kind = CT_EPI_CLAMP;
-      out->lo = ek == TE_LOWER ? v : -INFINITY;
-      out->hi = ek == TE_UPPER ? v : INFINITY;
-      break;
-    }
-    case TE_SHIFT:
-    case TE_SCALE: {
-      if (ep->nextra != 1 || !ep->extra[0].affine) return false;
-      if (ep->extra[0].cast >= 0) { /* only the exact widening of a half operand */
-        const tiny_node *cv = &g->nodes[ep->extra[0].cast];
-        if (cv->op != TINY_CAST || cv->a.cast.to != TINY_FP32) return false;
-      }
-      const rg_operand *x = &ep->extra[0];
-      const tiny_node *t = &g->nodes[x->node];
-      if (t->op == TINY_CONST) {
-        if (!tiny_dtype_is_float(t->dtype)) return false;
-        out->kind = CT_EPI_SCALE;
-        out->scale = ek == TE_SCALE ? (float)t->a.cnst.value : 1.0f;
-        out->shift = ek == TE_SHIFT ? (float)t->a.cnst.value : 0.0f;
-        break;
-      }
-      int s = ct_slot_of(K, c->f, x->node);
-      if (s < 0) return false;
-      tiny_dtype dt = c->f->buffers[c->f->buffer_of[x->node]].dtype;
-      if (dt != TINY_FP32 && dt != TINY_FP16 && dt != TINY_BF16) return false;
-      out->kind = CT_EPI_RESIDUAL;
-      out->mul = ek == TE_SCALE;
-      out->dtype = dt;
-      out->slot = s;
-      out->off = x->offset;
-      em->x[em->n] = x;
-      break;
-    }
-    default: return false;
-    }
-    em->n++;
+    int st = map_step(c, K, info, &i, reshape_ok, em, out);
+    if (st < 0) return false;
+    em->n += st;
   }
   return true;
 }

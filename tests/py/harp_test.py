@@ -21,7 +21,7 @@ package's sessions compile to their object before the first run anyway).
 
 Needs: numpy; the harp CLI (HARP_BIN); the package where built.  Gives:
 Suite, run, run_model, package, run_cpu_and_interp, compiled_only, close,
-write_model, shapeset_run, shapeset_built, HARP, SRC, MODELS, BACKENDS.
+onnx_or_skip, write_model, shapeset_run, shapeset_built, HARP, SRC, MODELS, BACKENDS.
 """
 import atexit
 import os
@@ -74,6 +74,19 @@ def compiled_only():
     subprocesses) runs the compiled object from its first run, not tier 0
     (HARP_TIER0=off; the module's docstring says why)."""
     os.environ["HARP_TIER0"] = "off"
+
+
+def onnx_or_skip(runtime=True):
+    """The preamble of a test that builds ONNX models: exit 77 (ctest's skip)
+    with a line saying what is missing unless onnx and, with runtime,
+    onnxruntime import (scripts/install-deps.sh installs both)."""
+    try:
+        import onnx  # noqa: F401
+        if runtime:
+            import onnxruntime  # noqa: F401
+    except ImportError as ex:
+        print(f"{ex.name or 'onnx'} not installed (scripts/install-deps.sh): skipped")
+        sys.exit(77)
 
 
 def run(model, inputs=None, syms=(), extra=(), outdir=None, backend="interp", params=(), indir=None):

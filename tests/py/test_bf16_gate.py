@@ -26,20 +26,16 @@ the values spread over [-8, 8] so that every clamp bound is crossed.
 import os
 import re
 import subprocess
-import sys
 import tempfile
 
 import numpy as np
 
-from harp_test import HARP, Suite, run
+from harp_test import HARP, Suite, run, onnx_or_skip
 
-try:
-    import onnx
-    import onnxruntime as ort
-    from onnx import TensorProto, helper, numpy_helper
-except ImportError:
-    print("skip: no onnx / onnxruntime")
-    sys.exit(77)
+onnx_or_skip()
+import onnx  # noqa: E402
+import onnxruntime as ort  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 s = Suite("bf16_gate")
 rng = np.random.default_rng(2811)

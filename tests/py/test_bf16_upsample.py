@@ -24,15 +24,12 @@ import tempfile
 
 import numpy as np
 
-from harp_test import Suite, run
+from harp_test import Suite, run, onnx_or_skip
 
-try:
-    import onnx
-    import onnxruntime as ort
-    from onnx import TensorProto, helper, numpy_helper
-except ImportError:
-    print("skip: no onnx / onnxruntime")
-    sys.exit(77)
+onnx_or_skip()
+import onnx  # noqa: E402
+import onnxruntime as ort  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 if "avx512_bf16" not in open("/proc/cpuinfo").read():
     print("skip: this CPU has no AVX512_BF16")

@@ -36,12 +36,9 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(__file__))
 import harp_test as ht  # noqa: E402
 
-try:
-    import onnx
-    from onnx import numpy_helper
-except ImportError:
-    print("onnx not installed (scripts/install-deps.sh)")
-    sys.exit(77)
+ht.onnx_or_skip(runtime=False)
+import onnx  # noqa: E402
+from onnx import numpy_helper  # noqa: E402
 
 DATA = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data")
 SUITES = ("light", "pytorch-converted", "pytorch-operator", "simple")

@@ -14,12 +14,9 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(__file__))
 import harp_test as ht  # noqa: E402
 
-try:
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
-except ImportError:
-    print("onnx not installed (scripts/install-deps.sh)")
-    sys.exit(77)
+ht.onnx_or_skip(runtime=False)
+import onnx  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from onnx_models import mk, model, vi  # noqa: E402
 
 S = ht.Suite("onnx_external")

@@ -26,13 +26,10 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(__file__))
 import harp_test as ht  # noqa: E402
 
-try:
-    import onnx
-    import onnxruntime as ort
-    from onnx import TensorProto, helper
-except ImportError:
-    print("onnx / onnxruntime not installed (scripts/install-deps.sh)")
-    sys.exit(77)
+ht.onnx_or_skip()
+import onnx  # noqa: E402
+import onnxruntime as ort  # noqa: E402
+from onnx import TensorProto, helper  # noqa: E402
 import flow_models as fm  # noqa: E402
 from flow_models import B, I64, graph, model, vr  # noqa: E402
 from onnx_models import init, mk, vi  # noqa: E402

@@ -16,12 +16,9 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(__file__))
 import harp_test as ht  # noqa: E402
 
-try:
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
-except ImportError:
-    print("onnx not installed (scripts/install-deps.sh)")
-    sys.exit(77)
+ht.onnx_or_skip(runtime=False)
+import onnx  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 if os.environ.get("HARP_SANITIZE") == "1":
     print("skipped under the sanitizers")
     sys.exit(77)

@@ -11,12 +11,9 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(__file__))
 import harp_test as ht  # noqa: E402
 
-try:
-    import onnx  # noqa: F401
-    import onnxruntime as ort
-except ImportError:
-    print("onnx / onnxruntime not installed (scripts/install-deps.sh)")
-    sys.exit(77)
+ht.onnx_or_skip()
+import onnx  # noqa: E402
+import onnxruntime as ort  # noqa: E402
 import onnx_models as om  # noqa: E402
 from model_weights import bert_weights, resnet18_weights  # noqa: E402
 

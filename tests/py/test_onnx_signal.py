@@ -13,13 +13,10 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(__file__))
 import harp_test as ht  # noqa: E402
 
-try:
-    import onnx
-    import onnxruntime as ort
-    from onnx import TensorProto
-except ImportError:
-    print("onnx / onnxruntime not installed (scripts/install-deps.sh)")
-    sys.exit(77)
+ht.onnx_or_skip()
+import onnx  # noqa: E402
+import onnxruntime as ort  # noqa: E402
+from onnx import TensorProto  # noqa: E402
 from onnx_models import init, mk, model, vi  # noqa: E402
 
 rng = np.random.default_rng(9)

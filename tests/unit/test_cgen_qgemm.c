@@ -10,7 +10,16 @@
  * convolutions (im2col per call: padding reads the zero point, strides,
  * dilations, 1x1) against a direct conv; the scalar, AVX2 and VNNI variants
  * (each where the CPU has it; AVX2 also built with -mavx2 -mfma alone and
- * checked free of AVX-512 code), threads, -O3; bad specs. */
+ * checked free of AVX-512 code), threads, -O3; bad specs.
+ *
+ * Each variant runs every case once in CI: the scalar one at -O0, the best
+ * vector one at -O3 (the level harp builds kernels at), AVX2 at -O2 alone,
+ * AMX and VNNI beside it at -O2.  HARP_TEST_SLOW=1 also runs the rows those
+ * cover (the vector variants at -O0, AVX2 at -O3 beside VNNI).  The
+ * sanitizer build (HARP_QGEMM_LIGHT) compiles its kernels without them (no
+ * CT_FLAGS: tests/CMakeLists.txt), so it emits every row (the generator
+ * under the sanitizers) but compiles and runs only the scalar one: the
+ * others would repeat the plain build's run exactly. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -241,6 +250,19 @@ static bool has_avx2(void) {
   return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 }
 
+/* HARP_TEST_SLOW=1: also the rows that another row covers (the file's comment). */
+static bool slow_rows(void) { return getenv("HARP_TEST_SLOW") && !strcmp(getenv("HARP_TEST_SLOW"), "1"); }
+
+/* Whether a vector row only emits its kernels (the sanitizer build: the
+ * file's comment), unless HARP_TEST_SLOW=1. */
+static bool emit_only(void) {
+#ifdef HARP_QGEMM_LIGHT
+  return !slow_rows();
+#else
+  return false;
+#endif
+}
+
 /* The variants check_all runs: scalar, AVX2, VNNI (a tag, its force_isa). */
 static const char *const VTAG[] = {"s", "a", "v"};
 static const int VISA[] = {CGEN_ISA_SCALAR, CGEN_ISA_AVX2, CGEN_ISA_AVX512};
@@ -268,7 +290,8 @@ static void emit_case(const cgen_qgemm_spec *s, const char *name, bool novec, ut
 
 /* Every case in the variants v0 .. v1 (0 scalar, 1 AVX2, 2 VNNI) that the
  * CPU has, each against the reference bit for bit (so the variants agree
- * with one another bit for bit). */
+ * with one another bit for bit); a row with a vector variant only emits its
+ * kernels where emit_only(). */
 static void check_all(const char *flags, int v0, int v1) {
   ut_str src;
   ut_str_init(&src);
@@ -285,6 +308,10 @@ static void check_all(const char *flags, int v0, int v1) {
       snprintf(name, sizeof name, "q%s%d", VTAG[v], i);
       emit_case(&s, name, v > 0, &src);
     }
+  if (v1 > 0 && emit_only()) {
+    ut_str_free(&src);
+    return;
+  }
   void *h = ct_compile_flags(src.buf, flags);
   assert_non_null(h);
   hprt_pool *pool = ct_pool_create(h, 3);
@@ -351,6 +378,10 @@ static void test_cases_amx(void **st) {
       assert_int_equal(cgen_qgemm(&e, &s, name, &src), HARP_OK);
       assert_non_null(strstr(src.buf, v ? "qf0_amx_run" : "qa0_amx_run"));
     }
+  if (emit_only()) {
+    ut_str_free(&src);
+    return;
+  }
   void *h = ct_compile_flags(src.buf, getenv("CT_FLAGS") ? getenv("CT_FLAGS") : "-O2");
   assert_non_null(h);
   hprt_pool *pool = ct_pool_create(h, 3);
@@ -370,14 +401,17 @@ static void test_cases_amx(void **st) {
   ut_str_free(&src);
 }
 
+/* The scalar variant (all three with HARP_TEST_SLOW=1). */
 static void test_cases(void **st) {
   (void)st;
-  check_all(getenv("CT_FLAGS") ? getenv("CT_FLAGS") : "-O0", 0, 2);
+  check_all(getenv("CT_FLAGS") ? getenv("CT_FLAGS") : "-O0", 0, slow_rows() ? 2 : 0);
 }
 
+/* The best vector variant the CPU has (VNNI, else AVX2; the scalar one where
+ * it is all there is); with HARP_TEST_SLOW=1 AVX2 beside VNNI too. */
 static void test_cases_o3(void **st) {
   (void)st;
-  check_all("-O3", 1, 2); /* the vector variants (the scalar one where it is all there is) */
+  check_all("-O3", slow_rows() || !has_vnni() ? 1 : 2, 2);
 }
 
 /* One bad call (spec s, name fn): the status, a message, nothing emitted;
@@ -447,5 +481,6 @@ int main(void) {
       cmocka_unit_test(test_cases_amx),
       cmocka_unit_test(test_cases_avx2),
   };
+  if (getenv("HARP_QGEMM_ONLY")) cmocka_set_test_filter(getenv("HARP_QGEMM_ONLY")); /* one test, e.g. test_cases_avx2 */
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
