@@ -8,8 +8,8 @@ of the activations (0 and 255: |q - z| reaches 255), the outputs' zero
 point 128 or 0 (the form of a Relu that quantize_static folds into the Q:
 the epilogue's clamp at the zero point): a 3x3 conv read in place
 (stride 1; K = 37 * 9 = 333, not a multiple of 4 or of the tile's 64 bytes;
-45 output channels: a second panel of 13 rows), a strided 3x3 conv (B
-gathered from its padded image), a 1x1 conv (the GEMM form, K = 96), a MatMul (the weight as B: 75
+45 output channels: a second panel of 13 rows), a strided 3x3 conv (the
+im2col), a 1x1 conv (the GEMM form, K = 96), a MatMul (the weight as B: 75
 rows, 3 panels; 99 columns: a last block of 35; K = 300), a Gemm with
 transB (130 columns: a last block of 2) and ResNet's 1x1 pair at 13x11
 (143 pixels: a last block of 15): 64 -> 256 (K = 64, one tile step), then
@@ -23,8 +23,7 @@ element (the sums are exact integers either way); the generated C with
 AMX on has the AMX variant in exactly the seven kernels above the line (its
 tile loads, tdpbusd and tdpbsud, the selector's hprt_amx8_ok), off has none;
 the 1x1 convs read as GEMMs of their images (cgen_qgemm.c: no padded copy,
-$F_pad, but the two 3x3 convs': the one read in place, the strided one's
-gather)."""
+$F_pad, but for the 3x3 conv read in place)."""
 import os
 import re
 import subprocess
@@ -177,7 +176,7 @@ def check_c(path):
     S.check("AMX off: no AMX variant", "_tile_dp" not in off and "_amx_on(void)" not in off and off.count("_q8(pool, bufs);") == q8,
             "")
     pads = len(re.findall(r"static void \w+_pad\(const uint8_t \*x", on))
-    S.check("the 1x1 convs as GEMMs of their images: two padded copies (the 3x3 convs')", pads == 2, f"{pads} padded copies")
+    S.check("the 1x1 convs as GEMMs of their images: one padded copy (the 3x3 conv's)", pads == 1, f"{pads} padded copies")
 
 
 for zx, zy in ((0, 128), (255, 0)):

@@ -7,9 +7,8 @@
  * (NCHW conv form) and as B, K-major and channel-major weights, operands at
  * their extremes with K past 4096, nothing written past the output and
  * nothing read past the activation (a guard page after it);
- * convolutions (padding reads the zero point, strides, dilations, 1x1;
- * strided ones gathered from x in place up to its last byte) against a
- * direct conv; the scalar, AVX2 and VNNI variants
+ * convolutions (im2col per call: padding reads the zero point, strides,
+ * dilations, 1x1) against a direct conv; the scalar, AVX2 and VNNI variants
  * (each where the CPU has it; AVX2 also built with -mavx2 -mfma alone and
  * checked free of AVX-512 code), threads, -O3; bad specs. */
 #include <setjmp.h>
@@ -81,12 +80,11 @@ static const ccase CCASES[] = {
     {70, 64, 10, 13, 1, 1, 1, 1, 0, 0, 1, 1, U8, U8, 7, 0, 0, 255},       /* 1x1 unpadded: the GEMM of the image, 130 pixels */
     {40, 256, 7, 19, 1, 1, 1, 1, 0, 0, 3, 2, I8, U8, -9, 4, 4, 255},      /* the same, K = 256, dilations (no effect), 133 pixels */
     {9, 5, 4, 6, 1, 1, 1, 1, 1, 1, 1, 1, U8, U8, 200, 3, 0, 255},         /* 1x1 padded: still a conv (its border reads za) */
-    {12, 16, 9, 11, 1, 1, 2, 2, 0, 0, 1, 1, U8, U8, 3, 0, 0, 255},        /* 1x1 stride 2: B gathered from x in place
-                                                                             (qg_dims.px), its last rows end at the guard */
-    {24, 32, 15, 13, 3, 3, 2, 2, 1, 1, 1, 1, U8, U8, 77, 5, 0, 255},      /* 3x3/2, 32 channels: gathered from the padded image */
-    {10, 8, 7, 70, 1, 1, 3, 3, 0, 0, 1, 1, I8, U8, -3, 9, 0, 255},        /* 1x1/3 in place: stretches by a loop of their count */
-    {33, 20, 12, 150, 2, 2, 2, 2, 0, 0, 1, 1, U8, I8, 250, -4, -128, 127}, /* 2x2/2 in place, rows of 75 (a block in one row) */
-    {16, 64, 7, 7, 1, 1, 2, 2, 0, 0, 1, 1, U8, U8, 0, 128, 0, 255},       /* 1x1/2 at 7x7 -> 4x4: one block, za past N */
+    {12, 16, 9, 11, 1, 1, 2, 2, 0, 0, 1, 1, U8, U8, 3, 0, 0, 255},        /* 1x1 stride 2: still a conv (its im2col) */
+    {24, 32, 15, 13, 3, 3, 2, 2, 1, 1, 1, 1, U8, U8, 77, 5, 0, 255},      /* 3x3/2, 32 channels (the im2col) */
+    {10, 8, 7, 70, 1, 1, 3, 3, 0, 0, 1, 1, I8, U8, -3, 9, 0, 255},        /* 1x1/3, rows of 24 */
+    {33, 20, 12, 150, 2, 2, 2, 2, 0, 0, 1, 1, U8, I8, 250, -4, -128, 127}, /* 2x2/2, rows of 75 (a block in one row) */
+    {16, 64, 7, 7, 1, 1, 2, 2, 0, 0, 1, 1, U8, U8, 0, 128, 0, 255},       /* 1x1/2 at 7x7 -> 4x4: one block */
 };
 #define NCCASE ((int)(sizeof CCASES / sizeof CCASES[0]))
 

@@ -168,7 +168,7 @@ static void emit_run(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d) {
   long K4p = k4p_of(d), MP = panels_of(d);
   bool conv = s->conv.kh > 0;
   long img = (long)s->conv.c * d->Hp * d->Wp;
-  long col = d->cd ? (img + d->Wp + 64 + 63) / 64 * 64 : conv && !d->px ? (d->K * d->N + 63) / 64 * 64 : 0;
+  long col = d->cd ? (img + d->Wp + 64 + 63) / 64 * 64 : conv ? (d->K * d->N + 63) / 64 * 64 : 0;
   long xp = s->weight_a ? 0 : MP * QX_R * K4p * 4, bb = s->weight_a ? K4p * QG_NR * 4 : 0;
   long nrow = d->cd ? (long)s->conv.c : d->K;
   if (!s->weight_a) emit_apack(o, s, d);
@@ -179,8 +179,7 @@ static void emit_run(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d) {
   cg_emit(o, "  cx.col = (uint8_t *)cx.sc.shared;\n  cx.xp = (int32_t *)(cx.sc.shared + %ldL);\n  cx.at = NULL;\n", col);
   bool small = (double)d->M * (double)d->N * (double)d->K < 2e6; /* as the VNNI variant */
   cg_emit(o, "  hprt_pool *p = %s;\n  int P = hprt_pool_size(p);\n", small ? "NULL" : "pool");
-  if (d->px) cg_emit(o, "  cx.col = (uint8_t *)(uintptr_t)x;\n"); /* gathered in place */
-  else if (conv) {
+  if (conv) {
     cg_emit(o, "  cx.nct = 4 * P < %ldL ? 4 * P : %ldL;\n", nrow, nrow);
     if (d->cd) cg_emit(o, "  memset(cx.col + %ldL, 0, %ldUL);\n", img, col - img);
     cg_emit(o, "  hprt_pool_run(P > 1 ? p : NULL, (int)cx.nct, %s_avx512_ctask, &cx);\n", o->F);

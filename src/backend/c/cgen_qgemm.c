@@ -27,11 +27,10 @@
  * Convolution: B is the im2col of one NCHW image.  1x1, stride 1, no
  * padding: the image itself, [K][N], as a GEMM's (conv1x1_as_gemm); other
  * stride-1 convs: read in place from the padded image over a padded-width
- * grid of columns (emit_pad); other strides: each B block's rows gathered
- * from x itself without padding, else from the padded image (qg_dims.pg,
- * emit_gather), no im2col; where the padded image would outgrow the im2col
- * (or sw > 4): the im2col built per call ($F_col, the padding za) into
- * scratch and packed from there as a [K][N] matrix.
+ * grid of columns (emit_pad); other strides: built per call ($F_col, the
+ * padding za) into scratch and packed from there as a [K][N] matrix; or,
+ * with few input channels (a stem: qg_dims.pg), each B block's rows
+ * gathered from the padded image (emit_gather), no im2col.
  *
  * Epilogue (MLAS's requantization): v = float(acc + c0) * mult; fp32 out: v;
  * else v clamped to [lo - zy, hi - zy], rounded to nearest even, + zy, stored
@@ -47,12 +46,12 @@
  * thread's scratch between blocks.  A K4 of at most QG_KC4 * 5 / 4 is one block. */
 #define QG_KC4 128L
 
-/* A strided conv gathers B's blocks from its image (qg_dims.pg: in place
- * without padding, else from the zero-point-padded copy) instead of building
- * the im2col: that is kh kw / (sh sw) times the image (12x for a 7x7/2 stem:
- * 1.8 MB against 159 KB for ResNet's; 2.25x for a 3x3/2, 903 KB against
- * 430 KB at ResNet-50's 128 x 56 x 56), written and read again, a byte at
- * a time at stride 2, where the gather packs 64 columns from two loads. */
+/* A strided conv of at most this many input channels gathers B's blocks
+ * from the zero-point-padded image (qg_dims.pg) instead of building the
+ * im2col: with few channels the im2col is kh kw / (sh sw) times the image
+ * (12x for a 7x7/2 stem: 1.8 MB against 159 KB for ResNet's), written and
+ * read again, while the padded image stays in L2. */
+#define QG_PG_C 4
 /* The bytes a gather reads past the padded image (a row's 64 columns at
  * stride sw <= 4, not stored) */
 #define QG_PG_SLACK 320L
@@ -80,11 +79,9 @@ qg_dims cg_qg_dims(const cgen_qgemm_spec *s) {
   d.Hp = (long)(s->conv.h + 2 * s->conv.ph), d.Wp = (long)(s->conv.w + 2 * s->conv.pw);
   d.OW = d.Wp - (long)(s->conv.dw * (s->conv.kw - 1));
   d.NT = d.cd ? d.N / (d.OW > 0 ? d.OW : 1) * d.Wp : d.N;
-  /* a strided conv gathers B: from x in place where it has no padding (px), else from the padded image
-   * where that (and its slack) fits where the AMX variant keeps an im2col (cgen_qamx.c: K N bytes) */
-  bool sg = s->conv.kh > 0 && !d.cd && s->conv.sw <= 4 && s->weight_a;
-  d.px = sg && s->conv.ph == 0 && s->conv.pw == 0;
-  d.pg = d.px || (sg && (long)s->conv.c * d.Hp * d.Wp + QG_PG_SLACK <= d.K * d.N);
+  /* the padded image (and its slack) fits where the AMX variant keeps an im2col (cgen_qamx.c: K N bytes) */
+  d.pg = s->conv.kh > 0 && !d.cd && s->conv.c <= QG_PG_C && s->conv.sw <= 4 && s->weight_a &&
+         (long)s->conv.c * d.Hp * d.Wp + QG_PG_SLACK <= d.K * d.N;
   d.MB = (d.M + QG_MR - 1) / QG_MR, d.NB = (d.NT + QG_NR - 1) / QG_NR;
   d.wrows = s->weight_a ? d.M : d.N;
   d.wblk = s->weight_a ? QG_MR : QG_NR;
@@ -192,14 +189,13 @@ static void emit_il4(cg_out *o, bool vec) {
 }
 
 /* d->pg's $P_pkb(cx, jb, B): block jb of B, each row k = (c, ky, kx) of
- * the im2col gathered from the padded image in cx->col ($F_pad; d->px: x
- * itself): its columns n0 .. n0 + 63 run along output rows, each row's
- * stretch 64 bytes at stride sw (AVX-512, sw <= 2: one or two 64-byte
- * loads, the even bytes packed; else a loop of constant count; the next
- * stretch overwrites the excess, the slack past the image and past rw's 64
- * bytes absorbs the last; d->px, without that slack: masked loads and a
- * loop of the stretch's count, nothing read past the bytes it takes), za
- * past N; four rows interleaved by $P_il4.  (c, ky, kx) advance as counters. */
+ * the im2col gathered from the padded image in cx->col ($F_pad): its
+ * columns n0 .. n0 + 63 run along output rows, each row's stretch 64
+ * bytes at stride sw (AVX-512, sw <= 2: one or two 64-byte loads, the even
+ * bytes packed; else a loop of constant count; the next stretch
+ * overwrites the excess, the slack past the image and past rw's 64 bytes
+ * absorbs the last), za past N; four rows interleaved by $P_il4.  (c, ky,
+ * kx) advance as counters. */
 static void emit_gather(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, bool vec) {
   unsigned x = s->x_dtype == TINY_I8 ? 0x80u : 0u;
   long sh = (long)s->conv.sh, sw = (long)s->conv.sw;
@@ -215,22 +211,13 @@ static void emit_gather(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, b
   cg_emit(o, "      for (int i = 0; i < %d; oy++, ox = 0) {\n", QG_NR);
   cg_emit(o, "        if (oy >= %ldL) { memset(dj + i, %d, (size_t)(%d - i)); break; }\n", OH, (int)s->za, QG_NR);
   cg_emit(o, "        const uint8_t *restrict r = b + oy * %ldL + ox * %ldL;\n", sh * d->Wp, sw);
-  cg_emit(o, "        long n = %ldL - ox < %d - i ? %ldL - ox : %d - i;\n", OW, QG_NR, OW, QG_NR);
-  /* d->px: the loads' masks, the stretch's bytes 0 .. sw (n - 1) */
-  const char *l0 = "_mm512_loadu_si512((const void *)r)", *l1 = "_mm512_loadu_si512((const void *)(r + 64))";
-  if (vec && d->px && sw <= 2) {
-    cg_emit(o, "        unsigned long long e = (unsigned long long)(%ld * n - %ld);\n", sw, sw - 1);
-    cg_emit(o, "        __mmask64 m0 = _cvtu64_mask64(e >= 64 ? ~0ULL : (1ULL << e) - 1), m1 = _cvtu64_mask64(e > 64 ? (1ULL << (e - 64)) - 1 : 0);\n");
-    l0 = "_mm512_maskz_loadu_epi8(m0, r)", l1 = "_mm512_maskz_loadu_epi8(m1, r + 64)";
-  }
-  if (vec && sw == 1) cg_emit(o, "        _mm512_storeu_si512((void *)(dj + i), %s);\n", l0);
+  if (vec && sw == 1) cg_emit(o, "        _mm512_storeu_si512((void *)(dj + i), _mm512_loadu_si512((const void *)r));\n");
   else if (vec && sw == 2) /* the even bytes of 128: the low byte of each word, packed, the lanes' qwords put in order */
     cg_emit(o, "        _mm512_storeu_si512((void *)(dj + i), _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7),\n"
-               "            _mm512_packus_epi16(_mm512_and_si512(%s, _mm512_set1_epi16(255)),\n"
-               "                                _mm512_and_si512(%s, _mm512_set1_epi16(255)))));\n", l0, l1);
-  else if (d->px) cg_emit(o, "        for (long u = 0; u < n; u++) dj[i + u] = r[u * %ldL];\n", sw);
+               "            _mm512_packus_epi16(_mm512_and_si512(_mm512_loadu_si512((const void *)r), _mm512_set1_epi16(255)),\n"
+               "                                _mm512_and_si512(_mm512_loadu_si512((const void *)(r + 64)), _mm512_set1_epi16(255)))));\n");
   else cg_emit(o, "        for (int u = 0; u < %d; u++) dj[i + u] = r[u * %ldL];\n", QG_NR, sw);
-  cg_emit(o, "        i += (int)n;\n      }\n");
+  cg_emit(o, "        i += (int)(%ldL - ox < %d - i ? %ldL - ox : %d - i);\n      }\n", OW, QG_NR, OW, QG_NR);
   cg_emit(o, "      if (++kx == %ldL) { kx = 0; if (++ky == %ldL) ky = 0, c++; }\n    }\n", (long)s->conv.kw, (long)s->conv.kh);
   cg_emit(o, "    if (nj == 4) { $P_il4(rw[0], rw[1], rw[2], rw[3], %uu, t); continue; }\n", x);
   cg_emit(o, "    for (int r = 0; r < %d; r++)\n      for (int j = 0; j < 4; j++) t[r * 4 + j] = j < nj ? (uint8_t)(rw[j][r] ^ %uu) : 0;\n  }\n}\n",
@@ -505,7 +492,6 @@ typedef struct qg_scr {
 static qg_scr scr_of(const cgen_qgemm_spec *s, const qg_dims *d, bool vec) {
   qg_scr r; /* vec: the VNNI or the AVX2 tile (the same contract) */
   r.col = d->cd   ? ((long)s->conv.c * d->Hp * d->Wp + d->Wp + 64 + 63) / 64 * 64
-          : d->px ? 0 /* x read in place */
           : d->pg ? ((long)s->conv.c * d->Hp * d->Wp + QG_PG_SLACK + 63) / 64 * 64
           : s->conv.kh > 0 ? (d->K * d->N + 63) / 64 * 64 : 0;
   r.ain = vec && !s->weight_a && s->x_dtype == TINY_U8;
@@ -575,7 +561,7 @@ static void emit_run(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d) {
     cg_emit(o, "static void $P_xtask(void *vc, int task, int tid) {\n  const $F_ctx *cx = (const $F_ctx *)vc;\n  (void)tid;\n"
                "  $F_pk((const uint8_t *)cx->x, %ldL, 1L, %ldL, %d, %uu, task, cx->xp + task * %ldL);\n}\n",
             d->K, d->M, QG_MR, x, d->K4 * QG_MR);
-  if (conv && !d->px) emit_ctask(o, d, nrow);
+  if (conv) emit_ctask(o, d, nrow);
   emit_task(o, s, d, &r);
   cg_emit(o, "static int $P_run(hprt_pool *pool, const void *wp, const void *x, void *y) {\n  $F_ctx cx;\n");
   cg_emit(o, "  cx.wp = (const int32_t *)wp; cx.x = x; cx.y = y;\n  for (int t = 0; t < HPRT_MAXT; t++) cx.pjb[t] = -1;\n");
@@ -585,8 +571,7 @@ static void emit_run(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d) {
   /* below ~2M multiply-adds a pool wake-up costs more than it saves */
   bool small = (double)d->M * (double)d->N * (double)d->K < 2e6;
   cg_emit(o, "  hprt_pool *p = %s;\n  int P = hprt_pool_size(p);\n", small ? "NULL" : "pool");
-  if (d->px) cg_emit(o, "  cx.col = (uint8_t *)(uintptr_t)x;\n");
-  else if (conv) {
+  if (conv) {
     cg_emit(o, "  cx.nct = 4 * P < %ldL ? 4 * P : %ldL;\n", nrow, nrow);
     if (d->cd) /* the slack past the image: defined bytes in the columns not stored */
       cg_emit(o, "  memset(cx.col + %ldL, 0, %ldUL);\n", (long)s->conv.c * d->Hp * d->Wp, r.col - (long)s->conv.c * d->Hp * d->Wp);
@@ -675,12 +660,11 @@ harp_status cgen_qgemm(harp_error *e, const cgen_qgemm_spec *s0, const char *fn,
   if (d.amx) cg_emit_amx_runtime(&o); /* hprt_amx_ok for $F_sel */
   cg_emit(&o, "/* ---- %s: int8 GEMM %ld x %ld x %ld, %s x s8 (weight %s) -> %s ---- */\n", fn, d.M, d.N, d.K,
           tiny_dtype_name(s->x_dtype), s->weight_a ? "A" : "B", tiny_dtype_name(s->y_dtype));
-  if (d.pg) cg_emit(&o, "/* the conv's B blocks %s (no im2col) */\n", d.px ? "gathered from x in place" : "gathered from the padded image");
   cg_emit(&o, "#include <math.h>\n#include <string.h>\n");
   cg_emit(&o, "typedef struct { const int32_t *wp; const void *x; void *y; int32_t *xp; uint8_t *col, *at; long mc, nct, pjb[HPRT_MAXT]; hprt_scratch sc; } $F_ctx;\n");
   emit_pack(&o, d.K, d.K4);
-  if (d.cd || (d.pg && !d.px)) emit_pad(&o, s, &d);
-  else if (s->conv.kh > 0 && !d.pg) emit_im2col(&o, s, d.N);
+  if (d.cd || d.pg) emit_pad(&o, s, &d);
+  else if (s->conv.kh > 0) emit_im2col(&o, s, d.N);
   emit_wpack(&o, s, &d);
   emit_requant(&o, &d);
   cg_set_isa(&o, cg_isa_get(CGEN_ISA_SCALAR));

@@ -22,9 +22,8 @@
 typedef struct qg_dims {
   long M, N, K, K4, MB, NB; /* blocks of A (MR rows) and of B (NR rows) */
   bool cd;                   /* a stride-1 conv read in place (the padded-width grid) */
-  bool pg;                   /* a strided conv: B's blocks gathered from the padded image ($F_pad into
-                                col), no im2col (cgen_qgemm.c's emit_gather) */
-  bool px;                   /* pg without padding: gathered from x in place (no $F_pad, no col) */
+  bool pg;                   /* a strided conv of few channels: B's blocks gathered from the padded image
+                                ($F_pad into col), no im2col (cgen_qgemm.c's emit_gather) */
   long NT, Hp, Wp, OW;       /* the tiles' columns (N, or OH Wp), the padded image, OW */
   long wrows, wblk, wblocks; /* the weight's rows (channels), block width, blocks */
   long chpad;                /* channels padded to the blocks */
