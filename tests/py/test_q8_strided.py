@@ -11,7 +11,6 @@ image's end.  Needs: HARP_BIN, onnx, onnxruntime.
 import os
 import re
 import sys
-import tempfile
 
 import numpy as np
 
@@ -19,14 +18,13 @@ sys.path.insert(0, os.path.dirname(__file__))
 import harp_test as ht  # noqa: E402
 
 try:
-    import onnx
-    from onnx import TensorProto as T
+    import onnxruntime  # noqa: F401  (test_q8_stem's reference)
     from onnx import helper as h
     from onnx import numpy_helper as nh
 except ImportError:
     print("onnx / onnxruntime not installed: skipped")
     sys.exit(77)
-import test_q8_stem as st  # noqa: E402  (conv_q, harp_out, ort_out, kernels_c: the stem test's QDQ pieces)
+import test_q8_stem as st  # noqa: E402  (conv_q, save_model, harp_out, ort_out, kernels_c: the stem test's QDQ pieces)
 
 ht.compiled_only()  # the compiled C's numbers, not tier 0's (harp run answers its first run from tier 0)
 S = ht.Suite("q8_strided")
@@ -50,13 +48,7 @@ def strided_model(shape, pow2=True, zx=128):
         nodes += n2
         inits += i2
     outs = ["b_d", "d_d"]
-    g = h.make_graph(nodes, "strided", [h.make_tensor_value_info("x", T.FLOAT, list(shape))],
-                     [h.make_tensor_value_info(o, T.FLOAT, None) for o in outs], inits)
-    m = h.make_model(g, opset_imports=[h.make_opsetid("", 13)])
-    m.ir_version = 8
-    path = os.path.join(tempfile.mkdtemp(prefix="harp_q8strided_"), "m.onnx")
-    onnx.save(m, path)
-    return path, outs
+    return st.save_model("strided", nodes, inits, shape, outs), outs
 
 
 def case(name, shape, pow2=True, **kw):
