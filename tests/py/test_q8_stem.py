@@ -82,13 +82,19 @@ def stem_model(shape, sc, pool_s, pool_z, pow2=True, zx=128, zc=0, to_output=Fal
         inits += i2
         if not (to_output and name == "a"):
             outs.append(f"{name}_d")
-    g = h.make_graph(nodes, "stem", [h.make_tensor_value_info("x", T.FLOAT, list(shape))],
+    return save_model("stem", nodes, inits, shape, outs), outs
+
+
+def save_model(name, nodes, inits, shape, outs):
+    """The opset-13 model of nodes and inits, float input x of shape, float outputs outs, saved to a new
+    temporary file: its path."""
+    g = h.make_graph(nodes, name, [h.make_tensor_value_info("x", T.FLOAT, list(shape))],
                      [h.make_tensor_value_info(o, T.FLOAT, None) for o in outs], inits)
     m = h.make_model(g, opset_imports=[h.make_opsetid("", 13)])
     m.ir_version = 8
-    path = os.path.join(tempfile.mkdtemp(prefix="harp_q8stem_"), "m.onnx")
+    path = os.path.join(tempfile.mkdtemp(prefix=f"harp_q8{name}_"), "m.onnx")
     onnx.save(m, path)
-    return path, outs
+    return path
 
 
 def harp_out(path, outs, x, extra):

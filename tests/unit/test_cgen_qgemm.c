@@ -90,6 +90,10 @@ static const ccase CCASES[] = {
     {40, 256, 7, 19, 1, 1, 1, 1, 0, 0, 3, 2, I8, U8, -9, 4, 4, 255},      /* the same, K = 256, dilations (no effect), 133 pixels */
     {9, 5, 4, 6, 1, 1, 1, 1, 1, 1, 1, 1, U8, U8, 200, 3, 0, 255},         /* 1x1 padded: still a conv (its border reads za) */
     {12, 16, 9, 11, 1, 1, 2, 2, 0, 0, 1, 1, U8, U8, 3, 0, 0, 255},        /* 1x1 stride 2: still a conv (its im2col) */
+    {24, 32, 15, 13, 3, 3, 2, 2, 1, 1, 1, 1, U8, U8, 77, 5, 0, 255},      /* 3x3/2, 32 channels (the im2col) */
+    {10, 8, 7, 70, 1, 1, 3, 3, 0, 0, 1, 1, I8, U8, -3, 9, 0, 255},        /* 1x1/3, rows of 24 */
+    {33, 20, 12, 150, 2, 2, 2, 2, 0, 0, 1, 1, U8, I8, 250, -4, -128, 127}, /* 2x2/2, rows of 75 (a block in one row) */
+    {16, 64, 7, 7, 1, 1, 2, 2, 0, 0, 1, 1, U8, U8, 0, 128, 0, 255},       /* 1x1/2 at 7x7 -> 4x4: one block */
 };
 #define NCCASE ((int)(sizeof CCASES / sizeof CCASES[0]))
 
