@@ -409,6 +409,21 @@ bool cc_has_resfma(const ct_epi *epi, int n) {
   return false;
 }
 
+/* The body of a task over output row t that applies j's epilogue steps
+ * from `from` on to the fp32 values at x->acc (laid out like the output)
+ * and stores y (C type yt, store conversion ys); closes the function. */
+static bool q8_rows(ut_str *o, const q8_job *j, int from, const char *yt, const char *ys) {
+  if (!q8_epilogue(o, j, from, true)) return false;
+  ut_str_printf(o,
+                "  const float *restrict acc = (const float *)x->acc + (long)t * %" PRId64 "L;\n"
+                "  %s *restrict y = (%s *)x->y + (long)t * %" PRId64 "L;\n"
+                "  for (long col = 0; col < %" PRId64 "L; col++) {\n    float v = acc[col];\n",
+                j->ylen, yt, yt, j->ylen, j->ylen);
+  if (!q8_epilogue(o, j, from, false)) return false;
+  ut_str_printf(o, "    y[col] = %s(v);\n  }\n}\n", ys);
+  return true;
+}
+
 /* The per-batch tasks of job j: the input as u8 (x + za, clamped; a NaN
  * flags the context, and the caller then runs the template, which
  * propagates it) and the epilogue, on local restrict pointers so that the
@@ -454,14 +469,31 @@ static bool q8_tasks(ut_str *o, const char *fn, const q8_job *j) {
                   j->ylen, yt, yt, j->ylen, j->ylen, ys, j->rq.lo + j->rq.off);
     return true;
   }
-  if (!q8_epilogue(o, j, 0, true)) return false;
+  return q8_rows(o, j, 0, yt, ys);
+}
+
+/* <fn>_q8tail(pool, bufs, v) of job j, whose epilogue has an exact QDQ Add
+ * step (CT_EPI_RESFMA): the steps from the first such on applied to v, the
+ * values of the template whose epilogue stops before it (fp32, laid out
+ * like the output: cc_emit_resfma's fallback), stored as the output.  The
+ * tensors are read as stored: a held buffer's kernel reaches it through
+ * <fn>_q8fb, on converted copies. */
+static bool q8_tail(ut_str *o, const char *fn, const q8_job *j0) {
+  q8_job j = *j0;
+  j.held_in = j.held_out = j.held_res = false;
+  int from = 0;
+  while (from < j.nepi && j.epi[from].kind != CT_EPI_RESFMA) from++;
+  const char *yt = j.Y.dtype == TINY_FP32 ? "float" : "uint16_t";
+  const char *ys = j.Y.dtype == TINY_FP32 ? "" : j.Y.dtype == TINY_BF16 ? "hp_f2b" : "hp_f2h";
+  ut_str_printf(o, "static void %s_q8tl(void *ctx, int t, int tid) {\n  (void)tid;\n  %s_q8ctx *x = (%s_q8ctx *)ctx;\n", fn, fn, fn);
+  if (!q8_rows(o, &j, from, yt, ys)) return false;
+  ut_str_printf(o, "static int %s_q8tail(hprt_pool *pool, void *const *bufs, const float *v) {\n", fn);
+  cc_ep_array(o, j.epi, j.nepi);
   ut_str_printf(o,
-                "  const float *restrict acc = (const float *)x->acc + (long)t * %" PRId64 "L;\n"
-                "  %s *restrict y = (%s *)x->y + (long)t * %" PRId64 "L;\n"
-                "  for (long col = 0; col < %" PRId64 "L; col++) {\n    float v = acc[col];\n",
-                j->ylen, yt, yt, j->ylen, j->ylen);
-  if (!q8_epilogue(o, j, 0, false)) return false;
-  ut_str_printf(o, "    y[col] = %s(v);\n  }\n}\n", ys);
+                "  for (long n = 0; n < %" PRId64 "L; n++) {\n"
+                "    %s_q8ctx cx = {NULL, NULL, v + n * %" PRId64 "L, (char *)bufs[%d] + (%" PRId64 "L + n * %" PRId64 "L) * %d, ep, 0, n};\n"
+                "    hprt_pool_run(pool, %d, %s_q8tl, &cx);\n  }\n  return 0;\n}\n",
+                j.nb, fn, j.y_bs, j.Y.slot, j.Y.offset, j.y_bs, tiny_dtype_size(j.Y.dtype), (int)j.yrows, fn);
   return true;
 }
 
@@ -575,7 +607,8 @@ static void q8_wrapper(ut_str *out, const rc_ctx *c, int r, const char *fn, cons
   ut_str_printf(out, "static int %s_q8(hprt_pool *pool, void *const *bufs) {\n  int *wp = (int *)bufs[%d];\n", fn,
                 K->nreads + K->nwrites + 1);
   if (held) ut_str_printf(out, "  if (wp == %s_q8off) return -1; /* <fn>_q8fb's call of the template */\n", fn);
-  ut_str_printf(out, "  if (!wp[0]) %s;\n", no);
+  if (rt_knobs_or_default(c->knobs)->int8_decline) ut_str_printf(out, "  if (wp) %s; /* the knob int8_decline */\n", no);
+  else ut_str_printf(out, "  if (!wp[0]) %s;\n", no);
   cc_ep_array(out, j->epi, j->nepi);
   if (j->rq.ok) ut_str_printf(out, "  if (!wp[1] && %s_q8rq(wp, ep)) return 2;\n  if (wp[1] != 1) %s;\n", fn, no);
   ut_str_printf(out,
@@ -664,7 +697,8 @@ static bool q8_emit(rc_ctx *c, int r, const char *fn, ut_str *out, const q8_job 
   ut_str_init(&body);
   ut_str_init(&tasks);
   harp_error e2 = {0};
-  bool ok = cgen_qgemm(&e2, &j->q, kfn, &body) == HARP_OK && q8_tasks(&tasks, fn, j);
+  bool ok = cgen_qgemm(&e2, &j->q, kfn, &body) == HARP_OK && q8_tasks(&tasks, fn, j) &&
+            (!cc_has_resfma(j->epi, j->nepi) || q8_tail(&tasks, fn, j));
   double mnk = (double)j->q.m * (double)j->q.n * (double)j->q.k * (j->direct ? Q8_DIRECT : 1.0) * (j->q.amx ? Q8_AMX : 1.0);
   double xel = (double)j->xrows * j->xlen, yel = (double)j->yrows * j->ylen;
   /* an exact QDQ Add step: no template applies it (cc_emit_resfma), the int8 kernel whether it pays or not */
