@@ -198,12 +198,12 @@ def harp_source(path, knobs):
 
 def test_conv_epilogue_fallback():
     """The int8 kernel's run-time fallback for a conv with the QDQ Add step
-    (contract_resfma_c.c: the fp32 template with its epilogue cut before
-    the step, then <fn>_q8tail, the step and the rest per output row), reached
+    (contract_resfma_c.c: <fn>_q8slow, the sums in plain fp32 loops, then
+    the whole epilogue per output row as the output pass applies it), reached
     with the knob int8_decline (every int8 kernel declines as for a weight
     that is no int8): equal to onnxruntime's int8 run on all 65,536 (a, b)
-    pairs, bit for bit.  A 1x1 conv (the GEMM template) and a 3x3 one (the
-    conv template), either operand, with and without the Relu; the input
+    pairs, bit for bit.  A 1x1 conv (read as a GEMM) and a 3x3 one, either
+    operand, with and without the Relu; the input
     held as bytes (the fallback then runs on converted copies, <fn>_q8fb)
     or not (x's DQ also read by a grouped conv: the input a bf16 tensor);
     no region's loop nest in the C."""
@@ -224,9 +224,9 @@ def test_conv_epilogue_fallback():
             S.check(f"{name}: all 65,536 pairs equal to onnxruntime", got.shape == want.shape and np.array_equal(got, want),
                     f"{int(np.sum(got != want)) if got.shape == want.shape else got.shape} differ")
         src, err = harp_source(path, knobs)
-        S.check(f"{name}: the template and the step's pass its fallback, no loop nest",
-                src.count("the int8 kernel declined: the template up to the exact QDQ Add step") == 1 and
-                src.count("_q8tail(pool, bufs, v)") == 1 and "_ln(pool, bufs)" not in src and
+        S.check(f"{name}: the fallback the shared sums and the epilogue pass, no loop nest",
+                src.count("the int8 kernel declined: fp32 sums, the same epilogue") == 1 and
+                src.count("#define HP_Q8_SLOW") == 1 and "_ln(pool, bufs)" not in src and
                 "the knob int8_decline" in src and ("the input proven u8" in src) == grouped, err[-300:])
 
 
@@ -256,8 +256,8 @@ def test_conv_epilogue_fallback_nan():
                     np.array_equal(np.isnan(got), nan_px) and np.array_equal(got[~nan_px], want[~nan_px]),
                     f"{int(np.isnan(got).sum())} NaN, {int(np.sum(got[~nan_px] != want[~nan_px]))} differ")
         src, err = harp_source(path, ["--knob", "int8=force"])
-        S.check(f"{name}: the input not held, the fallback the template's",
-                "the input proven u8" in src and "_q8tail(pool, bufs, v)" in src and "_ln(pool, bufs)" not in src, err[-300:])
+        S.check(f"{name}: the input not held, the fallback the shared sums'",
+                "the input proven u8" in src and "_q8slow(pool, bufs)" in src and "_ln(pool, bufs)" not in src, err[-300:])
 
 
 def test_conv_epilogue_nan_xd_output():
