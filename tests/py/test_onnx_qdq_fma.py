@@ -175,6 +175,33 @@ def test_add_in_conv_epilogue():
                     src.count("_q8slow(pool, bufs)") == 1, p.stderr[-300:])
 
 
+def matmul_add_model(sa, za, sb, zb, sc, zc):
+    """y = DQ(Q(Add(DQ(Q(DQ(Q(x)) @ DQ(W))), DQ(Q(b))))) on [1, 8192, 8], W a
+    permutation of the 8 columns (int8 0 / 1, scale 1: not symmetric, so
+    that W and its transpose differ), x quantized as the product: the sum
+    in the epilogue of an int8 x W (the weight B) sees all (a, b) pairs,
+    a's columns permuted."""
+    u8 = lambda v: np.array(v, np.uint8)  # noqa: E731
+    f32 = lambda v: np.array(v, np.float32)  # noqa: E731
+    w = np.roll(np.eye(8, dtype=np.int8), 1, axis=1)
+    inits = [nh.from_array(v, nm) for nm, v in (("sa", f32(sa)), ("za", u8(za)), ("sb", f32(sb)), ("zb", u8(zb)), ("sc", f32(sc)),
+                                                ("zc", u8(zc)), ("w", w), ("ws", f32(1.0)), ("wz", np.array(0, np.int8)))]
+    nodes = [h.make_node("QuantizeLinear", ["x", "sa", "za"], ["xq"]), h.make_node("DequantizeLinear", ["xq", "sa", "za"], ["xd"]),
+             h.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"]), h.make_node("MatMul", ["xd", "wd"], ["c"]),
+             h.make_node("QuantizeLinear", ["c", "sa", "za"], ["cq"]), h.make_node("DequantizeLinear", ["cq", "sa", "za"], ["cd"]),
+             h.make_node("QuantizeLinear", ["b", "sb", "zb"], ["bq"]), h.make_node("DequantizeLinear", ["bq", "sb", "zb"], ["bd"]),
+             h.make_node("Add", ["cd", "bd"], ["s"]), h.make_node("QuantizeLinear", ["s", "sc", "zc"], ["yq"]),
+             h.make_node("DequantizeLinear", ["yq", "sc", "zc"], ["y"])]
+    shape = [1, 8192, 8]
+    g = h.make_graph(nodes, "fma_matmul", [h.make_tensor_value_info(i, T.FLOAT, shape) for i in "xb"],
+                     [h.make_tensor_value_info("y", T.FLOAT, shape)], initializer=inits)
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 13)])
+    m.ir_version = 8
+    path = os.path.join(tempfile.mkdtemp(), "m.onnx")
+    onnx.save(m, path)
+    return path
+
+
 def with_grouped_reader(path):
     """The model at path with a second reader of x's DQ that no int8 kernel
     takes (a grouped conv, requantized: output g), so that the conv's input
@@ -204,20 +231,21 @@ def test_conv_epilogue_fallback():
     the whole epilogue per output row as the output pass applies it), reached
     with the knob int8_decline (every int8 kernel declines as for a weight
     that is no int8): equal to onnxruntime's int8 run on all 65,536 (a, b)
-    pairs, bit for bit.  A 1x1 conv (read as a GEMM) and a 3x3 one, either
-    operand, with and without the Relu; the input
+    pairs, bit for bit.  A 1x1 conv (read as a GEMM), a 3x3 one and x W
+    (MatMul, the weight B), either operand, with and without the Relu; the input
     held as bytes (the fallback then runs on converted copies, <fn>_q8fb)
     or not (x's DQ also read by a grouped conv: the input a bf16 tensor);
     no region's loop nest in the C."""
     knobs = ["--knob", "int8=force", "--knob", "int8_decline=1"]
     for k, prm, conv_first, relu, grouped in ((1, U8[0], True, True, False), (1, U8[1], False, False, True),
-                                              (3, U8[2], True, False, False), (3, U8[3], False, True, True)):
-        name = (f"fallback, {k}x{k} conv {'first' if conv_first else 'second'}{', Relu' if relu else ''}"
+                                              (3, U8[2], True, False, False), (3, U8[3], False, True, True), (0, U8[1], True, False, False)):
+        name = (f"fallback, {f'{k}x{k} conv' if k else 'x W'} {'first' if conv_first else 'second'}{', Relu' if relu else ''}"
                 f"{', its input not held' if grouped else ''}")
-        path = conv_add_model(*prm, conv_first, relu, k=k)
+        path = conv_add_model(*prm, conv_first, relu, k=k) if k else matmul_add_model(*prm)
         path = with_grouped_reader(path) if grouped else path
         _, _, xf, bf = all_pairs(np.uint8, *prm[:4])
-        feeds = {"x": xf.reshape(1, 8, 64, 128), "b": bf.reshape(1, 8, 64, 128)}
+        shape = (1, 8, 64, 128) if k else (1, 8192, 8)
+        feeds = {"x": xf.reshape(shape), "b": bf.reshape(shape)}
         want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(["y"], feeds)[0]
         p, d = ht.run(path, feeds, backend="cpu", extra=knobs)
         S.check(f"{name}: runs", p.returncode == 0, p.stderr[-600:])
