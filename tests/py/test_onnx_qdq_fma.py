@@ -245,7 +245,8 @@ def test_conv_epilogue_fallback():
         path = with_grouped_reader(path) if grouped else path
         _, _, xf, bf = all_pairs(np.uint8, *prm[:4])
         shape = (1, 8, 64, 128) if k else (1, 8192, 8)
-        feeds = {"x": xf.reshape(shape), "b": bf.reshape(shape)}
+        # x W: the pairs transposed, so that a varies along each row of 8 (the columns W permutes)
+        feeds = {"x": xf.reshape(shape), "b": bf.reshape(shape)} if k else {"x": xf.T.reshape(shape), "b": bf.T.reshape(shape)}
         want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(["y"], feeds)[0]
         p, d = ht.run(path, feeds, backend="cpu", extra=knobs)
         S.check(f"{name}: runs", p.returncode == 0, p.stderr[-600:])
