@@ -25,7 +25,11 @@
  * most the largest kernel's input + sums), freed when the thread exits or,
  * for the thread that unloads the object, with it (Q8_SCRATCH_SRC).
  * HARP_INT8=off leaves them on the template alone (A/B), =force takes
- * the int8 kernel wherever it fits, not only where it pays (q8_emit). */
+ * the int8 kernel wherever it fits, not only where it pays (q8_emit).  A
+ * kernel with an exact QDQ Add step, which no template applies, gets
+ * <fn>_q8slow as its run-time fallback (q8_slow, cc_emit_resfma); the knob
+ * int8_decline (HARP_INT8_DECLINE) makes every int8 kernel decline at run
+ * time, so that tests reach the fallbacks. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
