@@ -55,6 +55,7 @@ typedef struct rt_knobs {
   int conv;                     /* HARP_CONV: rt_knob_conv */
   int amx;                      /* HARP_AMX: rt_knob_amx */
   int int8_isa;                 /* HARP_INT8_ISA: rt_knob_int8_isa */
+  bool int8_decline;            /* HARP_INT8_DECLINE: int8 kernels decline at run time (their fallbacks tested) */
   bool bf16_fp32_temps;         /* HARP_BF16_FP32_TEMPS: --precision bf16 stores no temp in bf16 */
   bool no_gate_epilogues;       /* HARP_NO_GATE_EPILOGUES: CPU gates and / c stay maps (A/B) */
   bool no_dedup;                /* HARP_NO_DEDUP: every kernel its own code */

@@ -33,7 +33,7 @@ bool cc_epi_to_cgen(const ct_epi *in, int n, cgen_epi *out);
 /* Whether kernel r may take the operand in `slot` packed once (a param read as stored). */
 bool cc_packs_once(const rc_ctx *c, int r, int slot);
 /* Kernel r (conv cv, else GEMM g) with an exact QDQ Add step: the int8
- * kernel, the loop nest its fallback (contract_resfma_c.c); *handled false
+ * kernel, <fn>_q8slow its fallback (contract_resfma_c.c); *handled false
  * (*why) when the int8 kernel does not take it. */
 harp_status cc_emit_resfma(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_conv *cv, const ct_gemm *g, bool *handled,
                            const char **why, rc_packed *pk);

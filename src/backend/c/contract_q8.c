@@ -25,7 +25,11 @@
  * most the largest kernel's input + sums), freed when the thread exits or,
  * for the thread that unloads the object, with it (Q8_SCRATCH_SRC).
  * HARP_INT8=off leaves them on the template alone (A/B), =force takes
- * the int8 kernel wherever it fits, not only where it pays (q8_emit). */
+ * the int8 kernel wherever it fits, not only where it pays (q8_emit).  A
+ * kernel with an exact QDQ Add step, which no template applies, gets
+ * <fn>_q8slow as its run-time fallback (q8_slow, cc_emit_resfma); the knob
+ * int8_decline (HARP_INT8_DECLINE) makes every int8 kernel decline at run
+ * time, so that tests reach the fallbacks. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -409,6 +413,21 @@ bool cc_has_resfma(const ct_epi *epi, int n) {
   return false;
 }
 
+/* The body of a task over output row t that applies j's epilogue steps
+ * from `from` on to the fp32 values at x->acc (laid out like the output)
+ * and stores y (C type yt, store conversion ys); closes the function. */
+static bool q8_rows(ut_str *o, const q8_job *j, int from, const char *yt, const char *ys) {
+  if (!q8_epilogue(o, j, from, true)) return false;
+  ut_str_printf(o,
+                "  const float *restrict acc = (const float *)x->acc + (long)t * %" PRId64 "L;\n"
+                "  %s *restrict y = (%s *)x->y + (long)t * %" PRId64 "L;\n"
+                "  for (long col = 0; col < %" PRId64 "L; col++) {\n    float v = acc[col];\n",
+                j->ylen, yt, yt, j->ylen, j->ylen);
+  if (!q8_epilogue(o, j, from, false)) return false;
+  ut_str_printf(o, "    y[col] = %s(v);\n  }\n}\n", ys);
+  return true;
+}
+
 /* The per-batch tasks of job j: the input as u8 (x + za, clamped; a NaN
  * flags the context, and the caller then runs the template, which
  * propagates it) and the epilogue, on local restrict pointers so that the
@@ -454,14 +473,75 @@ static bool q8_tasks(ut_str *o, const char *fn, const q8_job *j) {
                   j->ylen, yt, yt, j->ylen, j->ylen, ys, j->rq.lo + j->rq.off);
     return true;
   }
-  if (!q8_epilogue(o, j, 0, true)) return false;
-  ut_str_printf(o,
-                "  const float *restrict acc = (const float *)x->acc + (long)t * %" PRId64 "L;\n"
-                "  %s *restrict y = (%s *)x->y + (long)t * %" PRId64 "L;\n"
-                "  for (long col = 0; col < %" PRId64 "L; col++) {\n    float v = acc[col];\n",
-                j->ylen, yt, yt, j->ylen, j->ylen);
-  if (!q8_epilogue(o, j, 0, false)) return false;
-  ut_str_printf(o, "    y[col] = %s(v);\n  }\n}\n", ys);
+  return q8_rows(o, j, 0, yt, ys);
+}
+
+/* The sums of the fallback of an int8 kernel with an exact QDQ Add step
+ * (q8_slow): one copy per unit, the sizes arguments, fp32 products and
+ * sums of the operands as stored (fp32, bf16 or fp16: dtype code 0, 1, 2)
+ * in plain loops, small C for the compiler (a conv template per kernel was
+ * ~100 KB of C, the region's loop nest ~1 s of isl each).  A conv (a 1x1
+ * conv in NCHW too, one row of pixels) a task per output channel of one
+ * image; x W (W[k][n] at k wsk + n wsn) a task per row. */
+static const char Q8_SLOW_SRC[] =
+    "#ifndef HP_Q8_SLOW\n#define HP_Q8_SLOW\n"
+    "static inline float hp_q8s_ld(const void *p, int t, long i) {\n"
+    "  return t == 0 ? ((const float *)p)[i] : t == 1 ? hp_b2f(((const uint16_t *)p)[i]) : hp_h2f(((const uint16_t *)p)[i]);\n}\n"
+    "typedef struct {\n  const void *x, *w;\n  float *y;\n  int xt, wt;\n"
+    "  long c, h, wd, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, m, n, k, wsk, wsn;\n} hp_q8s_arg;\n"
+    "static void hp_q8s_conv(void *ctx, int o, int tid) {\n  (void)tid;\n  const hp_q8s_arg *a = (const hp_q8s_arg *)ctx;\n"
+    "  float *y = a->y + (long)o * a->oh * a->ow;\n  for (long i = 0; i < a->oh * a->ow; i++) y[i] = 0.0f;\n"
+    "  for (long c = 0; c < a->c; c++)\n    for (long ky = 0; ky < a->kh; ky++)\n      for (long kx = 0; kx < a->kw; kx++) {\n"
+    "        float wv = hp_q8s_ld(a->w, a->wt, (((long)o * a->c + c) * a->kh + ky) * a->kw + kx);\n"
+    "        for (long oy = 0; oy < a->oh; oy++) {\n          long iy = oy * a->sh - a->ph + ky * a->dh;\n"
+    "          if (iy < 0 || iy >= a->h) continue;\n          for (long ox = 0; ox < a->ow; ox++) {\n"
+    "            long ix = ox * a->sw - a->pw + kx * a->dw;\n"
+    "            if (ix >= 0 && ix < a->wd) y[oy * a->ow + ox] += wv * hp_q8s_ld(a->x, a->xt, (c * a->h + iy) * a->wd + ix);\n"
+    "          }\n        }\n      }\n}\n"
+    "static void hp_q8s_xw(void *ctx, int r, int tid) {\n  (void)tid;\n  const hp_q8s_arg *a = (const hp_q8s_arg *)ctx;\n"
+    "  float *y = a->y + (long)r * a->n;\n  for (long j = 0; j < a->n; j++) y[j] = 0.0f;\n"
+    "  for (long k = 0; k < a->k; k++) {\n    float xv = hp_q8s_ld(a->x, a->xt, (long)r * a->k + k);\n"
+    "    for (long j = 0; j < a->n; j++) y[j] += xv * hp_q8s_ld(a->w, a->wt, k * a->wsk + j * a->wsn);\n  }\n}\n"
+    "#endif\n";
+
+/* A dtype's code in Q8_SLOW_SRC. */
+static int q8_dt(tiny_dtype t) { return t == TINY_FP32 ? 0 : t == TINY_BF16 ? 1 : 2; }
+
+/* <fn>_q8slow(pool, bufs) of job j, whose epilogue has an exact QDQ Add
+ * step (CT_EPI_RESFMA; no template applies it): the fallback where the
+ * int8 kernel declines at run time (cc_emit_resfma), per batch element the
+ * sums in fp32 (Q8_SLOW_SRC, exact integers as the kernel's below 2^24; a
+ * NaN propagated) and the whole epilogue on them per output row, the same
+ * steps as the output pass (its fmaf).  The tensors are read as stored: a
+ * held buffer's kernel reaches it through <fn>_q8fb, on converted copies. */
+static bool q8_slow(ut_str *o, const char *fn, const q8_job *j0) {
+  q8_job j = *j0;
+  j.held_in = j.held_out = j.held_res = false;
+  j.rq.ok = false;
+  const char *yt = j.Y.dtype == TINY_FP32 ? "float" : "uint16_t";
+  const char *ys = j.Y.dtype == TINY_FP32 ? "" : j.Y.dtype == TINY_BF16 ? "hp_f2b" : "hp_f2h";
+  ut_str_puts(o, Q8_SLOW_SRC);
+  ut_str_printf(o, "static void %s_q8sl(void *ctx, int t, int tid) {\n  (void)tid;\n  %s_q8ctx *x = (%s_q8ctx *)ctx;\n", fn, fn, fn);
+  if (!q8_rows(o, &j, 0, yt, ys)) return false;
+  const cgen_qgemm_spec *q = &j.q;
+  int64_t oh = j.q.weight_a ? (q->conv.h + 2 * q->conv.ph - q->conv.dh * (q->conv.kh - 1) - 1) / q->conv.sh + 1 : 0;
+  int64_t ow = j.q.weight_a ? (q->conv.w + 2 * q->conv.pw - q->conv.dw * (q->conv.kw - 1) - 1) / q->conv.sw + 1 : 0;
+  ut_str_printf(o, "static int %s_q8slow(hprt_pool *pool, void *const *bufs) {\n  float *acc = (float *)malloc(%" PRId64 "UL * 4);\n"
+                   "  if (!acc) return 2;\n", fn, j.y_bs);
+  cc_ep_array(o, j.epi, j.nepi);
+  ut_str_printf(o, "  for (long n = 0; n < %" PRId64 "L; n++) {\n"
+                   "    hp_q8s_arg a = {(const char *)bufs[%d] + (%" PRId64 "L + n * %" PRId64 "L) * %d, (const char *)bufs[%d] + %" PRId64 "L * %d,"
+                   " acc, %d, %d,\n                    %" PRId64 "L, %" PRId64 "L, %" PRId64 "L, %" PRId64 "L, %" PRId64 "L, %" PRId64 "L, %" PRId64
+                   "L, %" PRId64 "L, %" PRId64 "L, %" PRId64 "L, %" PRId64 "L, %" PRId64 "L, %" PRId64 "L, %" PRId64 "L, %" PRId64 "L, %" PRId64
+                   "L, %" PRId64 "L, %" PRId64 "L};\n",
+                j.nb, j.X.slot, j.X.offset, j.x_bs, tiny_dtype_size(j.X.dtype), j.W.slot, j.W.offset, tiny_dtype_size(j.W.dtype),
+                q8_dt(j.X.dtype), q8_dt(j.W.dtype), q->conv.c, q->conv.h, q->conv.w, q->conv.kh, q->conv.kw, q->conv.sh, q->conv.sw,
+                q->conv.ph, q->conv.pw, q->conv.dh, q->conv.dw, oh, ow, q->m, q->n, q->k, q->w_kmajor ? q->n : 1,
+                q->w_kmajor ? 1 : q->k);
+  ut_str_printf(o, "    hprt_pool_run(pool, %d, hp_q8s_%s, &a);\n", (int)(j.q.weight_a ? q->m : j.yrows), j.q.weight_a ? "conv" : "xw");
+  ut_str_printf(o, "    %s_q8ctx cx = {NULL, NULL, acc, (char *)bufs[%d] + (%" PRId64 "L + n * %" PRId64 "L) * %d, ep, 0, n};\n"
+                   "    hprt_pool_run(pool, %d, %s_q8sl, &cx);\n  }\n  free(acc);\n  return 0;\n}\n",
+                fn, j.Y.slot, j.Y.offset, j.y_bs, tiny_dtype_size(j.Y.dtype), (int)j.yrows, fn);
   return true;
 }
 
@@ -575,7 +655,8 @@ static void q8_wrapper(ut_str *out, const rc_ctx *c, int r, const char *fn, cons
   ut_str_printf(out, "static int %s_q8(hprt_pool *pool, void *const *bufs) {\n  int *wp = (int *)bufs[%d];\n", fn,
                 K->nreads + K->nwrites + 1);
   if (held) ut_str_printf(out, "  if (wp == %s_q8off) return -1; /* <fn>_q8fb's call of the template */\n", fn);
-  ut_str_printf(out, "  if (!wp[0]) %s;\n", no);
+  if (rt_knobs_or_default(c->knobs)->int8_decline) ut_str_printf(out, "  if (wp) %s; /* the knob int8_decline */\n", no);
+  else ut_str_printf(out, "  if (!wp[0]) %s;\n", no);
   cc_ep_array(out, j->epi, j->nepi);
   if (j->rq.ok) ut_str_printf(out, "  if (!wp[1] && %s_q8rq(wp, ep)) return 2;\n  if (wp[1] != 1) %s;\n", fn, no);
   ut_str_printf(out,
@@ -664,7 +745,8 @@ static bool q8_emit(rc_ctx *c, int r, const char *fn, ut_str *out, const q8_job 
   ut_str_init(&body);
   ut_str_init(&tasks);
   harp_error e2 = {0};
-  bool ok = cgen_qgemm(&e2, &j->q, kfn, &body) == HARP_OK && q8_tasks(&tasks, fn, j);
+  bool ok = cgen_qgemm(&e2, &j->q, kfn, &body) == HARP_OK && q8_tasks(&tasks, fn, j) &&
+            (!cc_has_resfma(j->epi, j->nepi) || q8_slow(&tasks, fn, j));
   double mnk = (double)j->q.m * (double)j->q.n * (double)j->q.k * (j->direct ? Q8_DIRECT : 1.0) * (j->q.amx ? Q8_AMX : 1.0);
   double xel = (double)j->xrows * j->xlen, yel = (double)j->yrows * j->ylen;
   /* an exact QDQ Add step: no template applies it (cc_emit_resfma), the int8 kernel whether it pays or not */
