@@ -18,11 +18,9 @@ at the box's upper corner whose leading slice the kernels read.
     onnxruntime at three bindings;
   - an ONNX model whose table is computed from Range(0, S) (cos / sin of
     positions times frequencies, what the importer folds into a weight at
-    a fixed binding): right at every binding against onnxruntime; its Cos
-    and Sin (a gather whose kernel prints its point count; the iota reads
-    S at run time) still make the code depend on the binding, so it
-    compiles per binding (recorded: when it becomes one object this row
-    must be updated).
+    a fixed binding): one object (its iota reads S at run time, and so does
+    the gather of its Cos and Sin, its point count S * E), against
+    onnxruntime at three bindings, the box's ends among them.
 A binding past the box is refused."""
 import os
 import subprocess
@@ -140,7 +138,7 @@ def onnx_model(name, table_from):
 if ort is None:
     print("onnxruntime not installed: the ONNX rows skipped")
 else:
-    for kind, expect in (("slice", "one object"), ("range", "depends on the binding")):
+    for kind, expect in (("slice", "one object"), ("range", "one object")):
         p = onnx_model(f"table_{kind}", kind)
         ref = ort.InferenceSession(p, providers=["CPUExecutionProvider"])
         sess = harp.InferenceSession(p, {"progress": False, "cache_dir": CACHE}, shapesets={"S": (16, TOP)})

@@ -23,7 +23,19 @@ static const char *storage_type(tiny_dtype t) { return tiny_dtype_c(t); } /* the
 
 static tiny_dtype xs_dt_of(emit *m, int node) { return m->c->f->buffers[m->c->f->buffer_of[node]].dtype; }
 
-static harp_status emit_gather(emit *m, const char *fn, long *chunk_len) {
+/* Size `want` of dims [d0, d1) of s as C text into buf (48 bytes): in a
+ * ShapeSet object (c's symbols) the expression of the symbols that is
+ * read at run time (rc_size_expr), else the constant. */
+static const char *gather_size(const rc_ctx *c, const tiny_shape *s, int d0, int d1, int64_t want, char *buf) {
+  if (!rc_size_expr(c, s, d0, d1, want, buf, 48)) snprintf(buf, 48, "%" PRId64 "L", want);
+  return buf;
+}
+
+/* Region m's GATHER as fn over the output's points, the output's sizes
+ * through c (gather_size: read at run time in a ShapeSet object); the
+ * table's sizes stay constants (one that moves with a symbol makes the
+ * code differ between the box's corners: a compile per binding). */
+static harp_status emit_gather(const rc_ctx *c, emit *m, const char *fn, long *chunk_len) {
   const tiny_graph *g = m->c->g;
   int node = m->R->out_values[0];
   const tiny_node *n = &g->nodes[node], *x = &g->nodes[n->src[0].node], *ix = &g->nodes[n->src[1].node];
@@ -34,12 +46,14 @@ static harp_status emit_gather(emit *m, const char *fn, long *chunk_len) {
   ut_str *o = m->o;
   int axis = n->a.gather.axis, r = n->shape.rank;
   ut_str_printf(o, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
-  ut_str_printf(o, "  (void)pool;\n  long total = %" PRId64 "L;\n", tiny_shape_numel(&n->shape));
+  char b1[48];
+  ut_str_printf(o, "  (void)pool;\n  long total = %s;\n", gather_size(c, &n->shape, 0, r, tiny_shape_numel(&n->shape), b1));
   ut_str_puts(o, "  for (long i = 0; i < total; i++) {\n    long rest = i, off = 0;\n");
   int64_t xs[TINY_MAX_RANK], st = 1;
   for (int d = x->shape.rank - 1; d >= 0; d--) xs[d] = st, st *= x->shape.d[d].n;
   for (int d = r - 1; d >= 0; d--) {
-    ut_str_printf(o, "    long i%d = rest %% %" PRId64 "L; rest /= %" PRId64 "L;\n", d, n->shape.d[d].n, n->shape.d[d].n);
+    gather_size(c, &n->shape, d, d + 1, n->shape.d[d].n, b1);
+    ut_str_printf(o, "    long i%d = rest %% %s; rest /= %s;\n", d, b1, b1);
     if (d != axis) ut_str_printf(o, "    off += i%d * %" PRId64 "L;\n", d, xs[d]);
   }
   ut_str_printf(o, "    const %s *restrict p%d = bufs[%d];\n", storage_type(xs_dt_of(m, n->src[0].node)), sx, sx);
@@ -70,7 +84,7 @@ harp_status rc_emit_gather(rc_ctx *c, int r, const char *fn, ut_str *out, long *
   rc_nest_ctx nc = {c->e, c->g, c->pv, c->f, c->arena, c->gpu, .half_rows = false};
   emit m;
   if (rc_emit_init(&m, &nc, r, out)) return c->e->code;
-  harp_status st = emit_gather(&m, fn, chunk_len);
+  harp_status st = emit_gather(c, &m, fn, chunk_len);
   rc_emit_free(&m);
   return st;
 }
