@@ -180,7 +180,14 @@ SM90_CASES = [
     ("wg_bmm_b.harp", "B", (3, 4), (4, 3), 1),
     # two batches of M rows: A's and C's batch strides M x 64 at run time
     ("wg_bmm_m.harp", "M", (33, 64), (64, 40, 33), 1),
+    # fp32 at TF32 (the transformer block's QKV GEMM, 4 x S rows): B packed
+    # K-major for wgmma from 2^20 multiply-adds, M = 256 at the corner hi;
+    # decided there, so the rows below it (and the corner lo) take the same
+    # template, one unit for the box (issue 25)
+    ("wg_tf32_m.harp", "M", (129, 256), (256, 200, 160, 129), 1),
 ]
+# launches of an SM90 case that take no size (B's pack: [64][64] at every M)
+SM90_FIXED = {"wg_tf32_m.harp": ("pack",)}
 SM90_INLINE = {
     "wg_mm_m.harp": "graph<M=4> main(x: f16[M, 64], w: f16[64, 128]) -> (y: f16[M, 128]) {\n"
                     "    y = x @ w\n    return y\n}\n",
@@ -190,6 +197,8 @@ SM90_INLINE = {
                      "    y = x @ w\n    return y\n}\n",
     "wg_bmm_m.harp": "graph<M=4> main(x: f16[2, M, 64], w: f16[2, 64, 64]) -> (y: f16[2, M, 64]) {\n"
                      "    y = x @ w\n    return y\n}\n",
+    "wg_tf32_m.harp": "graph<M=4> main(x: f32[M, 64], w: f32[64, 64]) -> (y: f32[M, 64]) {\n"
+                      "    y = x @ w\n    return y\n}\n",
     # B's row stride N (2 bytes x N: not 16-byte aligned at every binding):
     # the wgmma GEMM prints its sizes, the corners differ
     "wg_mm_n.harp": "graph<N=4> main(x: f16[64, 64], w: f16[64, N]) -> (y: f16[64, N]) {\n"
@@ -242,7 +251,7 @@ def sm90_boxes(s, rng):
     for name, sym, (lo, hi), at, nwg in SM90_CASES:
         what = f"{name}:{sym} (sm90)"
         dhi = one_box(s, rng, what, os.path.join(work, name), sym, hi, at, {}, ("--shapeset", f"{sym}={lo}..{hi}"),
-                    "templates", nwg, target="sm90")
+                    "templates", nwg, target="sm90", fixed_kinds=SM90_FIXED.get(name, ()))
         if not dhi:
             continue
         g = json.load(open(os.path.join(dhi, "gpu.json")))["gpu"]
