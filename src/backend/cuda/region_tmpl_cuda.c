@@ -472,8 +472,11 @@ harp_status cr_print_gemm(cuda_rctx *c, int r, const ct_gemm *read, bool *done, 
   na[2] = (named_arg){"C", targ(c, r, &gm.C)};
   char epn[CT_MAX_EPI][16];
   epi_args(c, r, gm.epi, gm.nepi, na + 3, epn);
-  /* a ShapeSet build's M, N, K and strides (A: its slot unless repacked) */
-  const int slots[3] = {gm.nrep ? -1 : gm.A.slot, b_arg.kind == CUDA_ARG_BUF ? gm.B.slot : -1, gm.C.slot};
+  /* a ShapeSet build's M, N, K and strides (A: its slot unless repacked;
+   * B's packed copy: its slot while B's sizes are the box's constants, so
+   * its strides, the copy's, stay constants) */
+  bool b_fixed = b_arg.kind == CUDA_ARG_BUF || !cuda_sizes_printed(c, r, gm.B.slot);
+  const int slots[3] = {gm.nrep ? -1 : gm.A.slot, b_fixed ? gm.B.slot : -1, gm.C.slot};
   int eslots[CT_MAX_EPI];
   for (int i = 0; i < gm.nepi; i++) eslots[i] = gm.epi[i].slot;
   bool rt = cuda_gemm_at_run_time(c, r, slots, eslots, &s);
