@@ -117,6 +117,11 @@ const char *cuda_sizes_printed(const cuda_rctx *c, int r, int slot);
  * the strides (a residual's too: the shortest suffixes of its tensor), s
  * reads them at run time (nsyms, rt_*; the sizes the box's most) and true. */
 bool cuda_gemm_at_run_time(const cuda_rctx *c, int r, const int slot[3], const int *epi_slot, cuda_gemm_spec *s);
+/* The multiply-adds of GEMM s of Function kernel r (A, B, C at slot[0..2])
+ * at the box's corner hi in a ShapeSet build (C's elements there times K
+ * there), else at the binding: what a choice between templates reads, so
+ * that every binding of a box makes the same one. */
+int64_t cuda_gemm_macs_hi(const cuda_rctx *c, int r, const int slot[3], const cuda_gemm_spec *s);
 /* The implicit-GEMM conv s of Function kernel r (its input at x_slot, a
  * dense NCHW buffer; no split-K, no Winograd; a residual laid out like the
  * output reads its strides at run time too): in a ShapeSet build, when a

@@ -269,14 +269,15 @@ static harp_status repack_a(cuda_rctx *c, int r, const ct_gemm *gm, int n0, int6
  * B stored N-major ([K][N]: how ONNX MatMul stores a weight) at TF32: wgmma
  * .tf32 reads K-major operands only, and mma.sync .tf32 on Hopper runs at
  * 0.30-0.37x cuBLAS TF32 (H200).  Yes when the SM90 template takes s with B
- * K-major and the GEMM has PACK_MIN_MACS multiply-adds or more: below that
+ * K-major and the GEMM has PACK_MIN_MACS multiply-adds or more (`macs`: a
+ * ShapeSet build's at its box's corner hi, so every binding agrees): below that
  * the SM80 template fills the GPU as well, rounds A to TF32 where wgmma
  * truncates it (half the error), and needs no copy. */
 #define PACK_MIN_MACS ((int64_t)1 << 20)
-static bool want_pack_b(const cuda_rctx *c, const cuda_gemm_spec *s) {
+static bool want_pack_b(const cuda_rctx *c, const cuda_gemm_spec *s, int64_t macs) {
   if (c->mod->arch != CUDA_SM90 || s->a_dtype != TINY_FP32 || s->math != CUDA_MATH_TF32 || s->b_sn != 1 || s->b_sk == 1)
     return false;
-  if (s->M * s->N * s->K * s->batch[0] * s->batch[1] < PACK_MIN_MACS) return false;
+  if (macs < PACK_MIN_MACS) return false;
   cuda_gemm_spec k = *s;
   k.b_sk = 1, k.b_sn = s->K;
   cuda_tune_default(&k.tune, CUDA_SM90);
@@ -367,7 +368,9 @@ static harp_status gemm_pack_operands(cuda_rctx *c, int r, const ct_gemm *gm, cu
     if (st || !ok) return st;
   }
   *b_arg = targ(c, r, &gm->B);
-  if (want_pack_b(c, s)) { /* scratch: [A's copy | B's | split-K workspace] */
+  /* decided at the box's corner hi: the same template at every binding */
+  const int slots[3] = {gm->nrep ? -1 : gm->A.slot, gm->B.slot, gm->C.slot};
+  if (want_pack_b(c, s, cuda_gemm_macs_hi(c, r, slots, s))) { /* scratch: [A's copy | B's | split-K workspace] */
     bool ok;
     const char *pwhy = NULL; /* a pack refused (e.g. > 65535 batches): B as it is, on SM80 */
     int64_t b_bytes = 0, b_off = up256(*a_bytes);
@@ -469,8 +472,11 @@ harp_status cr_print_gemm(cuda_rctx *c, int r, const ct_gemm *read, bool *done, 
   na[2] = (named_arg){"C", targ(c, r, &gm.C)};
   char epn[CT_MAX_EPI][16];
   epi_args(c, r, gm.epi, gm.nepi, na + 3, epn);
-  /* a ShapeSet build's M, N, K and strides (A: its slot unless repacked) */
-  const int slots[3] = {gm.nrep ? -1 : gm.A.slot, b_arg.kind == CUDA_ARG_BUF ? gm.B.slot : -1, gm.C.slot};
+  /* a ShapeSet build's M, N, K and strides (A: its slot unless repacked;
+   * B's packed copy: its slot while B's sizes are the box's constants, so
+   * its strides, the copy's, stay constants) */
+  bool b_fixed = b_arg.kind == CUDA_ARG_BUF || !cuda_sizes_printed(c, r, gm.B.slot);
+  const int slots[3] = {gm.nrep ? -1 : gm.A.slot, b_fixed ? gm.B.slot : -1, gm.C.slot};
   int eslots[CT_MAX_EPI];
   for (int i = 0; i < gm.nepi; i++) eslots[i] = gm.epi[i].slot;
   bool rt = cuda_gemm_at_run_time(c, r, slots, eslots, &s);

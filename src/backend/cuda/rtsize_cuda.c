@@ -10,7 +10,7 @@
  * aligned at every binding (cuda_sm90_rt_aligned), else it prints.
  * Needs: region_cuda.h (cuda_rctx: the box's symbols, their values now).
  * Gives: cuda_gen_sym, cuda_sizes_printed, cuda_rows_at_run_time,
- * cuda_gemm_at_run_time, cuda_conv_at_run_time, cuda_attn_at_run_time,
+ * cuda_gemm_at_run_time, cuda_gemm_macs_hi, cuda_conv_at_run_time, cuda_attn_at_run_time,
  * cuda_launch_sym_args,
  * cuda_launch_rows, cuda_splitk_ws_const, cuda_splitk_zero_at, cuda_zero_grid,
  * cuda_launches_sym_args. */
@@ -171,6 +171,18 @@ bool cuda_gemm_at_run_time(const cuda_rctx *c, int r, const int slot[3], const i
   t.nsyms = c->gen.n;
   *s = t;
   return true;
+}
+
+int64_t cuda_gemm_macs_hi(const cuda_rctx *c, int r, const int slot[3], const cuda_gemm_spec *s) {
+  int64_t now = s->M * s->N * s->K * s->batch[0] * s->batch[1];
+  const tiny_shape *sa = c->gen.n ? slot_shape(c, r, slot[0]) : NULL, *sb = c->gen.n ? slot_shape(c, r, slot[1]) : NULL;
+  const tiny_shape *sc = c->gen.n ? slot_shape(c, r, slot[2]) : NULL;
+  cuda_rtsz z;
+  int64_t c_hi, k_hi = s->K; /* K: the binding's unless A's or B's dims give it */
+  if (!sc || span_now(sc, 0, sc->rank) != s->M * s->N * s->batch[0] * s->batch[1] || !span_formula(c, sc, 0, sc->rank, &z, &c_hi))
+    return now; /* not a ShapeSet build, or C not this shape: the binding's */
+  if (sa && sb && !k_formula(c, s, sa, sb, &z, &k_hi)) k_hi = s->K;
+  return c_hi * k_hi;
 }
 
 bool cuda_conv_at_run_time(const cuda_rctx *c, int r, int x_slot, cuda_conv_spec *s) {
