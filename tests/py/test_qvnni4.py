@@ -15,7 +15,8 @@ of 2 images of 23 x 21 (483 pixels: a last block of 35 columns):
   D  1x1 96 -> 128, into F 1x1 128 -> 64 plus C's output (a QDQ Add);
   G  3x3 conv of stride 2 (the im2col) 64 -> 64, into H 1x1 64 -> 256
      (K = 64: one tile step in place);
-  I  3x3 conv 64 -> 70 (70 channels: no VNNI-4 writer), into J 1x1 70 -> 64.
+  I  3x3 conv 64 -> 70 (70 channels: no VNNI-4 writer), into J 1x1 70 -> 64;
+  L  1x1 64 -> 64 into M, a 3x3 conv (no VNNI-4 reader).
 So A, B, D, G write VNNI-4 and B, C, D, F, H read it; the rest stays NCHW.
 Checked: every output equal to onnxruntime's int8 run (>= 99.9% of the
 elements exactly, none more than one step off, as test_qamx.py) with AMX
@@ -117,6 +118,8 @@ def qdq_model(zx, zy, sc):
     conv("H", g, weight((256, 64, 1, 1)), out=True)
     i = conv("I", xd, weight((70, 64, 3, 3)), **p3)
     conv("J", i, weight((64, 70, 1, 1)), out=True)
+    lo = conv("L", xd, weight((64, 64, 1, 1)))
+    conv("M", lo, weight((32, 64, 3, 3)), out=True, **p3)
     gr = h.make_graph(nodes, "qvnni4", [h.make_tensor_value_info("x", T.FLOAT, x.shape)], outs, inits)
     m = h.make_model(gr, opset_imports=[h.make_opsetid("", 13)])
     m.ir_version = 8
