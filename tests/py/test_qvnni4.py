@@ -12,7 +12,8 @@ of 2 images of 23 x 21 (483 pixels: a last block of 35 columns):
   C  1x1 96 -> 64 (K = 96: not a multiple of 64, B copied), whose output
      (NCHW: other readers) goes to a 3x3 conv E, a max pool P and as the
      residual of F;
-  D  1x1 96 -> 128, into F 1x1 128 -> 64 plus C's output (a QDQ Add);
+  D  1x1 96 -> 128, into F 1x1 128 -> 64 plus C's output (a QDQ Add: F's
+     output pass stores the bytes, no VNNI-4 writer), into S 1x1 64 -> 64;
   G  3x3 conv of stride 2 (the im2col) 64 -> 64, into H 1x1 64 -> 256
      (K = 64: one tile step in place);
   I  3x3 conv 64 -> 70 (70 channels: no VNNI-4 writer), into J 1x1 70 -> 64;
@@ -113,7 +114,7 @@ def qdq_model(zx, zy, sc):
     d = conv("D", b, weight((128, 96, 1, 1)))
     f = conv("F", d, weight((64, 128, 1, 1)))
     nodes.append(h.make_node("Add", [f[0], c[0]], ["R"]))
-    q("R", True)
+    conv("S", q("R", False), weight((64, 64, 1, 1)), out=True)
     g = conv("G", xd, weight((64, 64, 3, 3)), strides=[2, 2], **p3)
     conv("H", g, weight((256, 64, 1, 1)), out=True)
     i = conv("I", xd, weight((70, 64, 3, 3)), **p3)
