@@ -18,7 +18,10 @@
  * consecutive k (the VNNI B layout):
  *   weight A: panels of 32 rows [32][K4p] words, packed once ($F_amxpk);
  *             B (the activation) per task as the VNNI variant's block
- *             ($F_avx512_pkb, [K4][64] words; rows to K4p unwritten);
+ *             ($F_avx512_pkb, [K4][64] words; rows to K4p unwritten),
+ *             or, x held VNNI-4 ([K4][N] words: a producer's y_vnni4)
+ *             and K4 whole tiles, its full blocks read in place (rows
+ *             4 N bytes apart), no packing;
  *   weight B: blocks [K4p][64] words ($F_pk, packed once); A (the
  *             activation) per call as panels [32][K4p] words (x ^ 0x80 for
  *             s8), a pool task per panel.
@@ -111,20 +114,26 @@ static void emit_apack(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d) {
 }
 
 /* The tile loop of $P_task: the 32x32 sums of half h of the block (B at
- * bb) and the panel at ab, over K4p words, stored into cb. */
+ * bb, its rows of 4-byte words bs bytes apart) and the panel at ab, over
+ * K4p words, stored into cb. */
 static void emit_tiles(cg_out *o, const cgen_qgemm_spec *s, long K4p) {
   const char *dp = s->weight_a ? "_tile_dpbsud" : "_tile_dpbusd";
   cg_emit(o, "      _tile_zero(4); _tile_zero(5); _tile_zero(6); _tile_zero(7);\n");
   cg_emit(o, "      for (long k = 0; k < %ldL; k += 16) {\n", K4p);
   cg_emit(o, "        _tile_loadd(0, ab + k * 4, %ld);\n        _tile_loadd(1, ab + %ldL + k * 4, %ld);\n", K4p * 4, 16 * K4p * 4,
           K4p * 4);
-  cg_emit(o, "        _tile_loadd(2, bb + k * %d + h * %d, %d);\n        _tile_loadd(3, bb + k * %d + h * %d + 64, %d);\n", QG_NR * 4,
-          QX_R * 4, QG_NR * 4, QG_NR * 4, QX_R * 4, QG_NR * 4);
+  cg_emit(o, "        _tile_loadd(2, bb + k * bs + h * %d, bs);\n        _tile_loadd(3, bb + k * bs + h * %d + 64, bs);\n", QX_R * 4,
+          QX_R * 4);
   cg_emit(o, "        %s(4, 0, 2); %s(5, 0, 3); %s(6, 1, 2); %s(7, 1, 3);\n      }\n", dp, dp, dp, dp);
   cg_emit(o, "      _tile_stored(4, cb + h * %d, %d); _tile_stored(5, cb + h * %d + 16, %d);\n", QX_R, QG_NR * 4, QX_R, QG_NR * 4);
   cg_emit(o, "      _tile_stored(6, cb + %d + h * %d, %d); _tile_stored(7, cb + %d + h * %d + 16, %d);\n", 16 * QG_NR, QX_R,
           QG_NR * 4, 16 * QG_NR, QX_R, QG_NR * 4);
 }
+
+/* Whether B's blocks are read in place: x held VNNI-4 (cgen_qgemm.h) with
+ * no depth past it (K4 whole tiles); the full blocks then, a partial last
+ * one packed (its tile rows would run past x). */
+static bool b_in_place(const cgen_qgemm_spec *s, const qg_dims *d) { return s->x_vnni4 && d->K4 % 16 == 0; }
 
 /* $P_task(vc, task, tid): B block jb = task / mc times the panels of chunk
  * task % mc; the tile configuration loaded once for the task. */
@@ -138,8 +147,12 @@ static void emit_task(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d) {
   /* rows 32-35: read by the last group of 6 (never stored) */
   cg_emit(o, "  int32_t cb[%d] __attribute__((aligned(64)));\n  memset(cb + %d, 0, %dU);\n", (QX_R + 4) * QG_NR, QX_R * QG_NR,
           4 * QG_NR * 4);
+  cg_emit(o, "  long bs = %d;\n", QG_NR * 4);
   if (s->weight_a) {
     cg_emit(o, "  int32_t *B = (int32_t *)cx->sc.thr[tid];\n");
+    if (b_in_place(s, d)) /* a full block of a VNNI-4 x: its rows in place, 4 N bytes apart */
+      cg_emit(o, "  if (jb < %ldL) B = (int32_t *)((uint8_t *)cx->x + jb * %dL), bs = %ldL;\n  else\n", d->N / QG_NR, QG_NR * 4,
+              4 * d->N);
     /* its rows K4 .. K4p are never written: the weight's zeros there null them */
     cg_emit(o, "  if (cx->pjb[tid] != jb) %s_avx512_pkb(cx, jb, B), cx->pjb[tid] = jb;\n", o->F);
   } else

@@ -18,6 +18,10 @@
  * nothing past x is read).  vpdpbusd takes the u8 operand first: the
  * broadcast A word when the activation is A, the B vector when it is B.
  * The VNNI tile's depth loop is one asm block (emit_vnni_loop).
+ * VNNI-4 (x_vnni4, y_vnni4; a held buffer's layout, q8_hold.c): x is B's
+ * words already, [K4][N], each block's rows copied (the AMX variant reads
+ * full blocks in place); y rows stored as byte (m & 3) of the words of row
+ * m / 4 (byte-masked stores of the shifted lanes).
  *
  * Compensation.  sum_k (x - za) w = sum_k u w - (za + off) sum_k w with u the
  * packed u8 (off = 128 for s8, else 0): F_pack folds bias - (za + off) sum_k w
@@ -233,6 +237,15 @@ static void emit_bpack(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, bo
   unsigned x = s->x_dtype == TINY_I8 ? 0x80u : 0u;
   long plane = d->Hp * d->Wp;
   const char *src = s->conv.kh > 0 ? "cx->col" : "(const uint8_t *)cx->x";
+  if (s->x_vnni4) { /* x is B's words already: rows of the block copied, 0 past N */
+    cg_emit(o, "static %s void $P_pkb(const $F_ctx *cx, long jb, int32_t *B) {\n", vec ? QG_ATTR : "");
+    cg_emit(o, "  const uint8_t *p = (const uint8_t *)cx->x + jb * %dL;\n  long nn = %ldL - jb * %dL < %d ? %ldL - jb * %dL : %d;\n",
+            QG_NR * 4, d->N, QG_NR, QG_NR, d->N, QG_NR, QG_NR);
+    cg_emit(o, "  for (long k4 = 0; k4 < %ldL; k4++) {\n    memcpy(B + k4 * %d, p + k4 * %ldL, (size_t)nn * 4u);\n", d->K4, QG_NR,
+            4 * d->N);
+    cg_emit(o, "    if (nn < %d) memset(B + k4 * %d + nn, 0, (size_t)(%d - nn) * 4u);\n  }\n}\n", QG_NR, QG_NR, QG_NR);
+    return;
+  }
   emit_il4(o, vec);
   if (d->pg) {
     emit_gather(o, s, d, vec);
@@ -318,11 +331,22 @@ static void emit_store(cg_out *o, const cgen_qgemm_spec *s, bool vec, bool compr
     cg_emit(o, "      __m512i r = _mm512_add_epi32(_mm512_cvtps_epi32(v), _mm512_set1_epi32(%d));\n", (int)s->zy);
     if (compress) /* the lanes on the image, packed to the front: the output is contiguous across rows */
       cg_emit(o, "      r = _mm512_maskz_compress_epi32(mk, r);\n      mk = (__mmask16)((1u << __builtin_popcount(mk)) - 1u);\n");
+    if (s->y_vnni4) { /* lane l's byte to byte (row & 3) of word l: a byte-masked store of the shifted lanes */
+      cg_emit(o, "      { __m128i sh = _mm_cvtsi32_si128(8 * (int)((%s) & 3));\n", row);
+      cg_emit(o, "        __m512i t = _mm512_sll_epi32(_mm512_maskz_mov_epi32(mk, _mm512_set1_epi32(255)), sh);\n");
+      cg_emit(o, "        _mm512_mask_storeu_epi8((uint8_t *)y + ((%s) >> 2) * %ldL + (%s) * 4, _mm512_test_epi8_mask(t, t),\n"
+                 "                                _mm512_sll_epi32(_mm512_and_si512(r, _mm512_set1_epi32(255)), sh)); }\n",
+              row, 4 * N, col);
+      return;
+    }
     cg_emit(o, "      _mm512_mask_cvtepi32_storeu_epi8((%s *)y + (%s) * %ldL + %s, mk, r);\n", yt, row, N, col);
     return;
   }
   cg_emit(o, "      v = v < %.1ff ? %.1ff : v > %.1ff ? %.1ff : v;\n", (double)flo, (double)flo, (double)fhi, (double)fhi);
-  cg_emit(o, "      ((%s *)y)[(%s) * %ldL + %s] = (%s)((int)nearbyintf(v) + %d);\n", yt, row, N, col, yt, (int)s->zy);
+  if (s->y_vnni4)
+    cg_emit(o, "      ((%s *)y)[((%s) >> 2) * %ldL + (%s) * 4 + ((%s) & 3)] = (%s)((int)nearbyintf(v) + %d);\n", yt, row, 4 * N, col, row,
+            yt, (int)s->zy);
+  else cg_emit(o, "      ((%s *)y)[(%s) * %ldL + %s] = (%s)((int)nearbyintf(v) + %d);\n", yt, row, N, col, yt, (int)s->zy);
 }
 
 /* The depth loop of the VNNI tile in one asm block (GCC 12 spilled the
@@ -431,7 +455,7 @@ void cg_qg_emit_epilogue(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, 
       cg_emit(o, "    for (int l = 0; l < 16; l++, r = r + 1 == %ldL ? 0 : r + 1) if (r < %ldL && q + l < %ldL) vm%d |= (__mmask16)(1u << l); }\n",
               d->Wp, d->OW, d->NT, j);
     }
-  bool b64 = !d->cd && nv == QG_NV && s->y_dtype != TINY_FP32;
+  bool b64 = !d->cd && nv == QG_NV && s->y_dtype != TINY_FP32 && !s->y_vnni4;
   for (int i = 0; i < QG_MR; i++) {
     cg_emit(o, "  if (m0 + %d < %s) {\n", i, mlim);
     if (b64) { /* a row of 64 bytes in one store where all its columns are there */
@@ -615,6 +639,11 @@ static harp_status check_spec(harp_error *e, const cgen_qgemm_spec *s) {
     return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_qgemm: output zero point %d / clamp [%d, %d] out of range", (int)s->zy,
                    (int)s->lo, (int)s->hi);
   if (s->conv.kh > 0 && check_conv(e, s)) return e->code;
+  bool c11 = s->conv.kh == 0 || (s->conv.kh == 1 && s->conv.kw == 1 && s->conv.sh == 1 && s->conv.sw == 1 && !s->conv.ph && !s->conv.pw);
+  if (s->x_vnni4 && !(s->weight_a && s->x_dtype == TINY_U8 && s->k % 4 == 0 && c11))
+    return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_qgemm: a VNNI-4 x needs the weight as A, u8, K %% 4 == 0, no conv but 1x1 stride 1");
+  if (s->y_vnni4 && !(s->weight_a && s->y_dtype != TINY_FP32 && s->m % 4 == 0))
+    return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_qgemm: a VNNI-4 y needs the weight as A, bytes out, M %% 4 == 0");
   if (s->amx < 0 || s->amx > 2) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_qgemm: amx must be 0, 1 or 2");
   if (s->force_isa != -1 && s->force_isa != CGEN_ISA_SCALAR && s->force_isa != CGEN_ISA_AVX2 && s->force_isa != CGEN_ISA_AVX512)
     return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_qgemm: force_isa must be -1, scalar, avx2 or avx512");
@@ -658,8 +687,9 @@ harp_status cgen_qgemm(harp_error *e, const cgen_qgemm_spec *s0, const char *fn,
   cg_set_isa(&o, NULL);
   cg_emit_runtime(out);
   if (d.amx) cg_emit_amx_runtime(&o); /* hprt_amx_ok for $F_sel */
-  cg_emit(&o, "/* ---- %s: int8 GEMM %ld x %ld x %ld, %s x s8 (weight %s) -> %s ---- */\n", fn, d.M, d.N, d.K,
-          tiny_dtype_name(s->x_dtype), s->weight_a ? "A" : "B", tiny_dtype_name(s->y_dtype));
+  cg_emit(&o, "/* ---- %s: int8 GEMM %ld x %ld x %ld, %s x s8 (weight %s) -> %s%s%s ---- */\n", fn, d.M, d.N, d.K,
+          tiny_dtype_name(s->x_dtype), s->weight_a ? "A" : "B", tiny_dtype_name(s->y_dtype), s->x_vnni4 ? ", x VNNI-4" : "",
+          s->y_vnni4 ? ", y VNNI-4" : "");
   cg_emit(&o, "#include <math.h>\n#include <string.h>\n");
   cg_emit(&o, "typedef struct { const int32_t *wp; const void *x; void *y; int32_t *xp; uint8_t *col, *at; long mc, nct, pjb[HPRT_MAXT]; hprt_scratch sc; } $F_ctx;\n");
   emit_pack(&o, d.K, d.K4);

@@ -21,7 +21,8 @@
  *        -1 (wp unchanged) when a bias is no integer below 2^30;
  *   int  F_amx_on(void)                   (only with the AMX variant) 1 when it is the one that runs;
  *   int  F(hprt_pool *pool, const void *wp, const void *x, void *y)
- *        x row-major ([M][K] as A, [K][N] as B; a conv's image), y row-major [M][N]. */
+ *        x row-major ([M][K] as A, [K][N] as B; a conv's image), y row-major [M][N]
+ *        (or VNNI-4: x_vnni4, y_vnni4). */
 #ifndef HARP_CGEN_QGEMM_H
 #define HARP_CGEN_QGEMM_H
 
@@ -43,6 +44,10 @@ typedef struct cgen_qgemm_spec {
                            tiles), run where the CPU has AMX-INT8 and Linux grants the tile
                            state, else the VNNI one: 0 none, 1 where it pays (cg_qamx_pays),
                            2 always (tests, bench) */
+  bool x_vnni4;         /* x is held VNNI-4 (weight_a, K % 4 == 0, no conv but 1x1 stride 1 unpadded):
+                           [K / 4][N][4] bytes, the 4 bytes of k = 4 k4 .. + 3 of column n adjacent
+                           (AMX's B rows: its tiles read B there, no packing) */
+  bool y_vnni4;         /* y written so: [M / 4][N][4] bytes (weight_a, u8 / s8 out, M % 4 == 0) */
   struct {              /* kh > 0: a convolution; x is one NCHW image [c][h][w] (the caller
                            steps the batch and the groups) and B its im2col [c kh kw][oh ow],
                            the padding reading za (x - za = 0, as onnxruntime pads); needs

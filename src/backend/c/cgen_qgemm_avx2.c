@@ -59,7 +59,13 @@ static void emit_vstore(cg_out *o, const cgen_qgemm_spec *s, const char *off) {
 static void emit_st(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d) {
   long N = (long)s->n;
   cg_emit(o, "static inline " QG_ATTR2 " void $P_st(void *y, __m256 v, long row, long q) {\n");
-  if (d->cd) {
+  if (s->y_vnni4) { /* y VNNI-4 (cgen_qgemm.h): lane by lane, each to byte row & 3 of its column's word */
+    cg_emit(o, "  float t[8];\n  _mm256_storeu_ps(t, v);\n  for (int l = 0; l < 8; l++) {\n    long col = q + l;\n");
+    cg_emit(o, "    if (col >= %ldL) break;\n", d->NT);
+    if (d->cd)
+      cg_emit(o, "    if (col %% %ldL >= %ldL) continue;\n    col = col / %ldL * %ldL + col %% %ldL;\n", d->Wp, d->OW, d->Wp, d->OW, d->Wp);
+    cg_emit(o, "    long off = (row >> 2) * %ldL + col * 4 + (row & 3);\n    ", 4 * N);
+  } else if (d->cd) {
     cg_emit(o, "  long rr = q %% %ldL;\n  if (rr + 8 <= %ldL && q + 8 <= %ldL) {\n    long off = row * %ldL + q / %ldL * %ldL + rr;\n", d->Wp, d->OW,
             d->NT, N, d->Wp, d->OW);
     emit_vstore(o, s, "off");

@@ -117,7 +117,11 @@ bool cc_emit_q8dw(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_conv *
  * their u8 input of zero point zo, no conversion pass on either side.
  * The kernels are emitted once recording what each int8 kernel is
  * (cc_q8_fact), the held buffers decided from that, emitted again holding
- * them, and once more without, should a kernel not have taken its part. */
+ * them, and once more without, should a kernel not have taken its part.
+ * A held buffer whose readers are all 1x1 convs of stride 1 reading it as
+ * their input, written by an int8 conv's own epilogue, holds its bytes
+ * VNNI-4 (cc_q8_plan.v4): the AMX variant reads its B tiles there, no
+ * packing pass. */
 typedef struct cc_q8_fact {
   bool q8;                /* emitted with the int8 kernel */
   bool cand;              /* would be, but its conversion passes cost more than it saves (cc_q8_pays)
@@ -134,12 +138,17 @@ typedef struct cc_q8_fact {
   float xs;               /* the ys it needs of its input's writer (0 for the int8 convs) */
   int xz;                 /* pair: the zero point it needs its input's bytes at */
   bool pair;              /* it holds its input and its output as bytes, or neither (cc_emit_q8pool) */
+  bool v4r, v4w;          /* it can read its input (x only) / write its output held VNNI-4 (cgen_qgemm.h's
+                             x_vnni4 / y_vnni4: a 1x1 conv of stride 1 / an int8 conv storing its bytes) */
+  bool v4_in, v4_out;     /* emitted holding its input / output VNNI-4 */
   bool qmap;              /* a map kernel (a QuantizeLinear's x / s + z, rint, clamp, ...) whose output, ybuf,
                              provably holds integers x with x + zo in [0, 255]: it may write them as held bytes */
 } cc_q8_fact;
 typedef struct cc_q8_plan {
   cc_q8_fact *k; /* per kernel */
   int *hold;     /* per buffer: -1, or the zero point of the bytes it holds */
+  bool *v4;      /* per held buffer: its bytes laid out VNNI-4 ([C / 4][H W][4] per image: cgen_qgemm.h's
+                    x_vnni4), where its writer and every reader can take that (cc_q8_fact.v4w, v4r) */
   int nk, nb;
 } cc_q8_plan;
 /* Whether the int8 kernel pays for mnk multiply-adds with passes over

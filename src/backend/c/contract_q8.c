@@ -572,26 +572,30 @@ static void q8_rq_setup(ut_str *out, const char *fn, const char *kfn, const q8_j
 /* A conversion loop over the n elements of tensor `to` (dtype dt) from
  * bytes `from` (x = byte - z) or, back, to bytes (a NaN becomes byte 0, as
  * onnxruntime's QuantizeLinear makes q = 0 of it); s > 0: x = s (byte - z),
- * back rint(x / s) + z. */
-static void q8_convert(ut_str *out, tiny_dtype dt, const char *to, const char *from, int64_t n, int z, float s, bool back) {
+ * back rint(x / s) + z.  v4 > 0: the bytes VNNI-4 (cgen_qgemm.h's
+ * x_vnni4), planes of v4 elements, channels a multiple of 4. */
+static void q8_convert(ut_str *out, tiny_dtype dt, const char *to, const char *from, int64_t n, int z, float s, bool back, int64_t v4) {
+  char bi[160]; /* the byte of element i */
+  if (v4) snprintf(bi, sizeof bi, "i / %" PRId64 "L * %" PRId64 "L + i %% %" PRId64 "L * 4 + i / %" PRId64 "L %% 4", 4 * v4, 4 * v4, v4, v4);
+  else snprintf(bi, sizeof bi, "i");
   const char *t = dt == TINY_FP32 ? "float" : "uint16_t";
   const char *ld = dt == TINY_FP32 ? "" : dt == TINY_BF16 ? "hp_b2f" : "hp_h2f", *st = dt == TINY_FP32 ? "" : dt == TINY_BF16 ? "hp_f2b" : "hp_f2h";
   if (!back) {
-    ut_str_printf(out, "    for (long i = 0; i < %" PRId64 "L; i++) ((%s *)%s)[i] = %s((float)((const uint8_t *)%s)[i] - %d.0f);\n", n, t, to, st,
-                  from, z);
+    ut_str_printf(out, "    for (long i = 0; i < %" PRId64 "L; i++) ((%s *)%s)[i] = %s((float)((const uint8_t *)%s)[%s] - %d.0f);\n", n, t, to, st,
+                  from, bi, z);
     return;
   }
   if (s > 0.0f) { /* the bytes of a requantization dequantized by s (q8_dq_zo): integers again */
     ut_str_printf(out,
                   "    for (long i = 0; i < %" PRId64 "L; i++) {\n      float v = hp_rint(%s(((const %s *)%s)[i]) / %#.9gf) + %d.0f;\n"
-                  "      ((uint8_t *)%s)[i] = v == v ? (uint8_t)(v < 0.0f ? 0.0f : v > 255.0f ? 255.0f : v) : 0;\n    }\n",
-                  n, ld, t, from, s, z, to);
+                  "      ((uint8_t *)%s)[%s] = v == v ? (uint8_t)(v < 0.0f ? 0.0f : v > 255.0f ? 255.0f : v) : 0;\n    }\n",
+                  n, ld, t, from, s, z, to, bi);
     return;
   }
   ut_str_printf(out,
                 "    for (long i = 0; i < %" PRId64 "L; i++) {\n      float v = %s(((const %s *)%s)[i]) + %d.0f;\n"
-                "      ((uint8_t *)%s)[i] = v == v ? (uint8_t)(v < 0.0f ? 0.0f : v > 255.0f ? 255.0f : v) : 0;\n    }\n",
-                n, ld, t, from, z, to);
+                "      ((uint8_t *)%s)[%s] = v == v ? (uint8_t)(v < 0.0f ? 0.0f : v > 255.0f ? 255.0f : v) : 0;\n    }\n",
+                n, ld, t, from, z, to, bi);
 }
 
 /* <fn>_q8fb(pool, bufs) of job j (kernel r) holding its input or output as
@@ -616,19 +620,19 @@ static void q8_fallback(ut_str *out, const rc_ctx *c, int r, const char *fn, con
   ut_str_printf(out, "  if (%s && %s && %s) {\n", j->held_in ? "xs" : "1", j->held_out ? "ys" : "1", j->held_res ? "rs" : "1");
   if (j->held_in) {
     ut_str_printf(out, "    b2[%d] = xs;\n", j->X.slot);
-    q8_convert(out, j->X.dtype, "xs", xsrc, nx, (int)j->q.za, 0.0f, false);
+    q8_convert(out, j->X.dtype, "xs", xsrc, nx, (int)j->q.za, 0.0f, false, j->q.x_vnni4 ? j->xlen : 0);
   }
   if (j->held_res) { /* the residual's tensor (laid out like y, q8_res_buf) */
     char rsrc[64];
     snprintf(rsrc, sizeof rsrc, "bufs[%d]", j->epi[j->ri].slot);
     ut_str_printf(out, "    b2[%d] = rs;\n", j->epi[j->ri].slot);
-    q8_convert(out, j->epi[j->ri].dtype, "rs", rsrc, ny, j->rz, 0.0f, false);
+    q8_convert(out, j->epi[j->ri].dtype, "rs", rsrc, ny, j->rz, 0.0f, false, 0);
   }
   if (j->held_out) ut_str_printf(out, "    b2[%d] = ys;\n", j->Y.slot);
   ut_str_printf(out, "    b2[%d] = (void *)%s_q8off;\n    rc = %s(pool, b2);\n", K->nreads + K->nwrites + 1, fn, fn);
   if (j->held_out) {
     ut_str_puts(out, "    if (!rc) {\n");
-    q8_convert(out, j->Y.dtype, ydst, "ys", ny, j->zo, j->ys, true);
+    q8_convert(out, j->Y.dtype, ydst, "ys", ny, j->zo, j->ys, true, j->q.y_vnni4 ? j->ylen : 0);
     ut_str_puts(out, "    }\n");
   }
   ut_str_puts(out, "  }\n  free(xs);\n  free(ys);\n  free(rs);\n  return rc;\n}\n");
@@ -728,6 +732,11 @@ static bool q8_emit(rc_ctx *c, int r, const char *fn, ut_str *out, const q8_job 
   if (isa != RT_INT8_ISA_AUTO) jr.q.amx = 0, jr.q.force_isa = isa == RT_INT8_ISA_AVX2 ? CGEN_ISA_AVX2 : CGEN_ISA_SCALAR;
   if (q8_requant(j->epi, j->nepi, j->bias_col, j->Y.dtype, &jr.rq))
     jr.q.y_dtype = TINY_U8, jr.q.zy = -jr.rq.lo, jr.q.lo = 0, jr.q.hi = jr.rq.hi - jr.rq.lo;
+  /* VNNI-4 bytes (cc_q8_plan.v4): a 1x1 conv of stride 1 reads them, an int8 conv storing its own writes them */
+  const cgen_qgemm_spec *q = &j->q;
+  bool v4r = q->weight_a && q->k % 4 == 0 && (q->conv.kh == 0 || (q->conv.kh == 1 && q->conv.kw == 1 && q->conv.sh == 1 &&
+                                                                  q->conv.sw == 1 && !q->conv.ph && !q->conv.pw));
+  bool v4w = q->weight_a && q->m % 4 == 0 && jr.rq.ok && jr.rq.post < 0;
   int zo = jr.zo = jr.rq.post >= 0 ? q8_post_zo(j->epi, j->nepi, &jr.rq) : q8_zo(&jr.rq);
   if (zo < 0) zo = jr.zo = q8_dq_zo(j->epi, j->nepi, &jr.rq, &jr.ys);
   jr.xbuf = cc_q8_whole(c, r, &j->X, j->nb * j->x_bs, j->epi, j->nepi);
@@ -738,6 +747,8 @@ static bool q8_emit(rc_ctx *c, int r, const char *fn, ut_str *out, const q8_job 
   if (hp && jr.rbuf >= 0 && hp->hold[jr.rbuf] >= 0) jr.held_res = true, jr.rz = hp->hold[jr.rbuf];
   if (hp && jr.ybuf >= 0 && hp->hold[jr.ybuf] >= 0 && hp->hold[jr.ybuf] == zo) jr.held_out = true;
   if (jr.held_out && jr.ys > 0) jr.rq.post = -1; /* the DQ is the readers' (q8_hold.c checked they take it) */
+  jr.q.x_vnni4 = jr.held_in && v4r && hp->v4[jr.xbuf];
+  jr.q.y_vnni4 = jr.held_out && v4w && hp->v4[jr.ybuf];
   j = &jr;
   char kfn[160];
   snprintf(kfn, sizeof kfn, "%s_q", fn);
@@ -755,7 +766,7 @@ static bool q8_emit(rc_ctx *c, int r, const char *fn, ut_str *out, const q8_job 
     ok = false; /* a candidate should buffers it touches be held */
     if (c->q8)
       c->q8->k[r] = (cc_q8_fact){.cand = true, .mnk = mnk, .xel = xel, .yel = yel, .xbuf = j->xbuf, .ybuf = j->ybuf, .zo = zo,
-                                 .has_r = j->rbuf >= 0, .rbuf = j->rbuf, .ys = j->ys};
+                                 .has_r = j->rbuf >= 0, .rbuf = j->rbuf, .ys = j->ys, .v4r = v4r, .v4w = v4w};
   }
   if (ok) {
     cc_q8_scratch(out);
@@ -767,7 +778,8 @@ static bool q8_emit(rc_ctx *c, int r, const char *fn, ut_str *out, const q8_job 
     pk->n = 2, pk->slot[1] = j->W.slot, pk->key[1][0] = 0;
     if (c->q8)
       c->q8->k[r] = (cc_q8_fact){.q8 = true, .xbuf = j->xbuf, .ybuf = j->ybuf, .zo = zo, .held_in = j->held_in, .held_out = j->held_out,
-                                 .has_r = j->rbuf >= 0, .rbuf = j->rbuf, .held_res = j->held_res, .ys = j->ys};
+                                 .has_r = j->rbuf >= 0, .rbuf = j->rbuf, .held_res = j->held_res, .ys = j->ys, .v4r = v4r,
+                                 .v4w = v4w, .v4_in = j->q.x_vnni4, .v4_out = j->q.y_vnni4};
   }
   ut_str_free(&body);
   ut_str_free(&tasks);

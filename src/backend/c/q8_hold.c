@@ -2,6 +2,8 @@
  * (contract_c.h's cc_q8_plan): the decision over the Function, from what
  * the int8 kernels were (contract_q8.c records a cc_q8_fact per kernel),
  * and the check that the kernels emitted holding a buffer all did.
+ * The layout of a held buffer's bytes: NCHW, or VNNI-4 where its writer
+ * and readers all can (cc_q8_plan.v4).
  * Needs: contract_c.h, the Function.  Gives: cc_q8_plan_new / _free /
  * _decide / _kept / _clear. */
 #include <stdlib.h>
@@ -15,7 +17,8 @@ cc_q8_plan *cc_q8_plan_new(const fn_function *f) {
   p->nk = f->nkernels, p->nb = f->nbuffers;
   p->k = calloc((size_t)p->nk + 1, sizeof *p->k);
   p->hold = malloc(sizeof(int) * ((size_t)p->nb + 1));
-  if (!p->k || !p->hold) {
+  p->v4 = calloc((size_t)p->nb + 1, sizeof *p->v4);
+  if (!p->k || !p->hold || !p->v4) {
     cc_q8_plan_free(p);
     return NULL;
   }
@@ -27,11 +30,12 @@ void cc_q8_plan_free(cc_q8_plan *p) {
   if (!p) return;
   free(p->k);
   free(p->hold);
+  free(p->v4);
   free(p);
 }
 
 void cc_q8_plan_clear(cc_q8_plan *p) {
-  for (int b = 0; b < p->nb; b++) p->hold[b] = -1;
+  for (int b = 0; b < p->nb; b++) p->hold[b] = -1, p->v4[b] = false;
   for (int k = 0; k < p->nk; k++) p->k[k] = (cc_q8_fact){.xbuf = -1, .ybuf = -1, .zo = -1};
 }
 
@@ -72,6 +76,17 @@ static int holdable(const cc_q8_plan *p, const fn_function *f, int b) {
   return w->zo;
 }
 
+/* Whether held buffer b may hold its bytes VNNI-4 (cc_q8_plan.v4): its
+ * writer can write them so, every reader can read them so as its input. */
+static bool v4_ok(const cc_q8_plan *p, const fn_function *f, int b) {
+  for (int k = 0; k < f->nkernels; k++) {
+    const cc_q8_fact *q = &p->k[k];
+    if (touches(f, k, b, true) && !q->v4w) return false;
+    if (touches(f, k, b, false) && !(q->v4r && q->xbuf == b && !(q->has_r && q->rbuf == b))) return false;
+  }
+  return true;
+}
+
 /* The buffers held, the candidates (cc_q8_fact.cand) counted as int8
  * kernels; then those that would still not pay with what they hold are
  * struck off, and so on until none is. */
@@ -87,6 +102,7 @@ bool cc_q8_plan_decide(cc_q8_plan *p, const fn_function *f) {
       if (q->pair && q->q8 && !(hin && hout)) q->q8 = false, changed = true; /* both sides held, or neither */
     }
   }
+  for (int b = 0; b < p->nb; b++) p->v4[b] = p->hold[b] >= 0 && v4_ok(p, f, b);
   for (int k = 0; k < p->nk; k++) p->k[k] = (cc_q8_fact){.xbuf = -1, .ybuf = -1, .zo = -1};
   return any;
 }
@@ -95,8 +111,9 @@ bool cc_q8_plan_kept(const cc_q8_plan *p, const fn_function *f) {
   for (int b = 0; b < p->nb; b++) {
     if (p->hold[b] < 0) continue;
     for (int k = 0; k < f->nkernels; k++) {
-      if (touches(f, k, b, true) && !(p->k[k].held_out && p->k[k].ybuf == b)) return false;
+      if (touches(f, k, b, true) && !(p->k[k].held_out && p->k[k].ybuf == b && p->k[k].v4_out == p->v4[b])) return false;
       const cc_q8_fact *q = &p->k[k];
+      if (touches(f, k, b, false) && p->v4[b] && !(q->v4_in && q->xbuf == b)) return false;
       if (touches(f, k, b, false) && !((q->held_in && q->xbuf == b) || (q->held_res && q->has_r && q->rbuf == b))) return false;
     }
   }

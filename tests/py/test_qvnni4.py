@@ -1,0 +1,215 @@
+"""Held int8 activations in the VNNI-4 layout (q8_hold.c's cc_q8_plan.v4,
+cgen_qgemm.h's x_vnni4 / y_vnni4): a buffer that an int8 conv writes through
+its own requantizing epilogue and that only 1x1 convs of stride 1 read, as
+their input, holds [C / 4][H W][4] bytes, where the AMX variant reads its B
+tiles in place (K a multiple of 64), the other variants copy B's blocks.
+
+One QDQ model (uint8 activations of zero point zx, per-channel int8 weights
+with -128 / 127 among them, int32 biases, outputs at zero point zy), a batch
+of 2 images of 23 x 21 (483 pixels: a last block of 35 columns):
+  A  3x3 conv (stride 1, read in place) 64 -> 128, into
+  B  1x1 128 -> 96 (K = 128: B in place on AMX), read by two 1x1 convs:
+  C  1x1 96 -> 64 (K = 96: not a multiple of 64, B copied), whose output
+     (NCHW: other readers) goes to a 3x3 conv E, a max pool P and as the
+     residual of F;
+  D  1x1 96 -> 128, into F 1x1 128 -> 64 plus C's output (a QDQ Add: F's
+     output pass stores the bytes, no VNNI-4 writer), into S 1x1 64 -> 64;
+  G  3x3 conv of stride 2 (the im2col) 64 -> 64, into H 1x1 64 -> 256
+     (K = 64: one tile step in place);
+  I  3x3 conv 64 -> 70 (70 channels: no VNNI-4 writer), into J 1x1 70 -> 64;
+  L  1x1 64 -> 64 into M, a 3x3 conv (no VNNI-4 reader).
+So A, B, D, G write VNNI-4 and B, C, D, F, H read it; the rest stays NCHW.
+Checked: every output equal to onnxruntime's int8 run (>= 99.9% of the
+elements exactly, none more than one step off, as test_qamx.py) with AMX
+on (auto), off, and the AVX2 and scalar variants forced (int8_isa); the
+four runs equal on every element; the generated C has exactly the VNNI-4
+kernels above (their header comments) and, AMX on, B's tiles read in place
+in the three whose K is a multiple of 64.  Skips (77) on a CPU without
+AMX-INT8 or without onnxruntime."""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+import harp_test as ht  # noqa: E402
+
+try:
+    import onnx  # noqa: F401
+    import onnxruntime as ort
+    from onnx import TensorProto as T
+    from onnx import helper as h
+    from onnx import numpy_helper as nh
+except ImportError:
+    print("onnx / onnxruntime not installed: skipped")
+    sys.exit(77)
+
+if "amx_int8" not in open("/proc/cpuinfo").read():
+    print("skip: this CPU has no AMX-INT8 (the in-place B tiles are not taken here)")
+    sys.exit(77)
+
+S = ht.Suite("qvnni4")
+ht.compiled_only()
+os.environ.setdefault("HARP_CC_OPT", "1")  # what the kernels compute, not their speed (test_qamx.py)
+Q8_FORCE = ["--knob", "int8=force"]
+V4_OUT = {"A", "B", "D", "G"}  # the kernels writing VNNI-4
+V4_IN = {"B", "C", "D", "F", "H"}  # reading it
+IN_PLACE = {"B", "F", "H"}  # K a multiple of 64: AMX's B tiles in place
+
+
+def init(name, arr):
+    return nh.from_array(np.asarray(arr), name)
+
+
+def qdq_model(zx, zy, sc):
+    """The model (the module's comment) with output scales sc (name -> scale;
+    2.0 where missing), the same weights and input on every call; its path,
+    feeds, each output's step and the names of the convs' fp32 outputs."""
+    rng = np.random.default_rng(4)
+    sx = np.float32(0.02)
+    nodes, inits, outs, steps = [], [init("sx", sx), init("zx", np.uint8(zx)), init("zy", np.uint8(zy))], [], {}
+
+    def weight(shape):
+        w = rng.integers(-128, 128, shape, dtype=np.int8)
+        w.reshape(shape[0], -1)[:, :5] = rng.choice(np.array([-128, 127], np.int8), (shape[0], 5))
+        return w
+
+    def q(v, out):
+        sy = np.float32(sc.get(v, 2.0))
+        inits.append(init(v + "_sy", sy))
+        nodes.append(h.make_node("QuantizeLinear", [v, v + "_sy", "zy"], [v + "_q"]))
+        nodes.append(h.make_node("DequantizeLinear", [v + "_q", v + "_sy", "zy"], [v + "_o"]))
+        if out:
+            outs.append(h.make_tensor_value_info(v + "_o", T.FLOAT, None))
+            steps[v + "_o"] = float(sy)
+        return v + "_o", sy
+
+    def conv(name, xin, w, out=False, **attrs):
+        xname, sin = xin
+        ws = (rng.random(w.shape[0]) * 0.01 + 0.001).astype(np.float32)
+        inits.extend([init(name + "_w", w), init(name + "_ws", ws), init(name + "_wz", np.zeros(w.shape[0], np.int8))])
+        nodes.append(h.make_node("DequantizeLinear", [name + "_w", name + "_ws", name + "_wz"], [name + "_wd"], axis=0))
+        ch = w.shape[0]
+        inits.extend([init(name + "_b", rng.integers(-3000, 3000, ch).astype(np.int32)),
+                      init(name + "_bs", (np.float32(sin) * ws).astype(np.float32)), init(name + "_bz", np.zeros(ch, np.int32))])
+        nodes.append(h.make_node("DequantizeLinear", [name + "_b", name + "_bs", name + "_bz"], [name + "_bd"], axis=0))
+        nodes.append(h.make_node("Conv", [xname, name + "_wd", name + "_bd"], [name], **attrs))
+        return q(name, out)
+
+    x = (rng.standard_normal((2, 64, 23, 21)) * 3).astype(np.float32)
+    x.flat[::4] = rng.choice(np.array([-1e3, 1e3], np.float32), x.flat[::4].shape)
+    nodes.append(h.make_node("QuantizeLinear", ["x", "sx", "zx"], ["x_q"]))
+    nodes.append(h.make_node("DequantizeLinear", ["x_q", "sx", "zx"], ["x_d"]))
+    xd, p3 = ("x_d", sx), dict(pads=[1, 1, 1, 1])
+    a = conv("A", xd, weight((128, 64, 3, 3)), **p3)
+    b = conv("B", a, weight((96, 128, 1, 1)))
+    c = conv("C", b, weight((64, 96, 1, 1)))
+    conv("E", c, weight((32, 64, 3, 3)), out=True, **p3)
+    nodes.append(h.make_node("MaxPool", [c[0]], ["P"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]))
+    sc["P"] = float(c[1])  # a pool keeps its input's scale
+    q("P", True)
+    d = conv("D", b, weight((128, 96, 1, 1)))
+    f = conv("F", d, weight((64, 128, 1, 1)))
+    nodes.append(h.make_node("Add", [f[0], c[0]], ["R"]))
+    conv("S", q("R", False), weight((64, 64, 1, 1)), out=True)
+    g = conv("G", xd, weight((64, 64, 3, 3)), strides=[2, 2], **p3)
+    conv("H", g, weight((256, 64, 1, 1)), out=True)
+    i = conv("I", xd, weight((70, 64, 3, 3)), **p3)
+    conv("J", i, weight((64, 70, 1, 1)), out=True)
+    lo = conv("L", xd, weight((64, 64, 1, 1)))
+    conv("M", lo, weight((32, 64, 3, 3)), out=True, **p3)
+    gr = h.make_graph(nodes, "qvnni4", [h.make_tensor_value_info("x", T.FLOAT, x.shape)], outs, inits)
+    m = h.make_model(gr, opset_imports=[h.make_opsetid("", 13)])
+    m.ir_version = 8
+    path = os.path.join(tempfile.mkdtemp(prefix="harp_py_qvnni4_"), "qdq.onnx")
+    onnx.save(m, path)
+    return path, {"x": x}, steps
+
+
+def calibrated(zx, zy):
+    """qdq_model with each requantized tensor's scale set from onnxruntime's
+    fp32 value of it (its spread over ~60 steps, so few saturate), layer by
+    layer (each scale moves the ones after it)."""
+    sc = {}
+    for _ in range(5):
+        path, feeds, _ = qdq_model(zx, zy, sc)
+        m = onnx.load(path)
+        names = [n.input[0] for n in m.graph.node if n.op_type == "QuantizeLinear" and n.input[0] not in ("x", "P")]
+        for n in names:
+            m.graph.output.append(h.make_tensor_value_info(n, T.FLOAT, None))
+        sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+        for n, v in zip(names, sess.run(names, feeds)):
+            sc[n] = max(float(np.std(v)), 1e-3) / 30
+    return qdq_model(zx, zy, sc)
+
+
+RUNS = (("amx", {"HARP_AMX": "auto"}), ("no-amx", {"HARP_AMX": "off"}), ("avx2", {"HARP_INT8_ISA": "avx2"}),
+        ("scalar", {"HARP_INT8_ISA": "scalar"}))
+
+
+def run_case(zx, zy):
+    name = f"zx={zx} zy={zy}"
+    path, feeds, steps = calibrated(zx, zy)
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    want = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
+    got = {}
+    for tag, env in RUNS:
+        os.environ.update(env)
+        p, dd = ht.run(path, feeds, backend="cpu", extra=Q8_FORCE)
+        for k in env:
+            os.environ.pop(k)
+        S.check(f"{name} {tag}: runs", p.returncode == 0, p.stderr[-600:])
+        if p.returncode:
+            continue
+        for k, step in steps.items():
+            y = got[(tag, k)] = np.load(os.path.join(dd, k + ".npy"))
+            err = np.abs(y.astype(np.float64) - want[k]) / step
+            eq = float(np.mean(err <= 1e-3))
+            qv = np.rint(want[k] / step)
+            inside = float(np.mean((qv > -zy) & (qv < 255 - zy)))
+            S.check(f"{name} {tag} {k}: equal to onnxruntime's int8 run", y.shape == want[k].shape and eq >= 0.999 and err.max() <= 1
+                    and inside > 0.3, f"{eq:.4%} equal, max {err.max():.2f} steps, {inside:.1%} unsaturated")
+    for tag, _ in RUNS[1:]:
+        if all((t, k) in got for t in ("amx", tag) for k in steps):
+            diff = [k for k in steps if not np.array_equal(got[("amx", k)], got[(tag, k)])]
+            S.check(f"{name}: amx and {tag} equal", not diff, f"differ in {diff}")
+    return path
+
+
+def compiled_c(path, env):
+    out = tempfile.mkdtemp(prefix="harp_py_qvnni4_c_")
+    p = subprocess.run([ht.HARP, "compile", path, "--target", "cpu", "--sources-only", "-o", out, *Q8_FORCE], capture_output=True,
+                       text=True, timeout=300, env={**os.environ, **env})
+    S.check(f"harp compile {env}: runs", p.returncode == 0, p.stderr[-600:])
+    return "".join(open(os.path.join(r, f)).read() for r, _, fs in os.walk(out) for f in fs if f.endswith(".c"))
+
+
+def shapes(src, mark):
+    """The (M, N, K) of the int8 GEMMs whose header comment carries mark."""
+    return sorted((int(a), int(b), int(c)) for a, b, c, hdr in
+                  re.findall(r"int8 GEMM (\d+) x (\d+) x (\d+), ([^\n]*) ---- \*/", src) if mark in hdr)
+
+
+def check_c(path):
+    # the convs by their GEMM sizes (M = out channels, N = pixels, K = c kh kw); 483 pixels, 132 after G's stride 2
+    size = {"A": (128, 483, 576), "B": (96, 483, 128), "C": (64, 483, 96), "D": (128, 483, 96), "F": (64, 483, 128),
+            "G": (64, 132, 576), "H": (256, 132, 64)}
+    on = compiled_c(path, {"HARP_AMX": "auto"})
+    yv, xv = shapes(on, "y VNNI-4"), shapes(on, "x VNNI-4")
+    S.check("the VNNI-4 writers: A, B, D, G", yv == sorted(size[k] for k in V4_OUT), f"{yv}")
+    S.check("the VNNI-4 readers: B, C, D, F, H", xv == sorted(size[k] for k in V4_IN), f"{xv}")
+    inplace = len(re.findall(r"B = \(int32_t \*\)\(\(uint8_t \*\)cx->x \+ jb \*", on))
+    S.check("AMX: B's tiles in place in the three readers of K % 64 == 0", inplace == len(IN_PLACE), f"{inplace}")
+    scalar = compiled_c(path, {"HARP_INT8_ISA": "scalar"})
+    S.check("scalar: the same layouts", shapes(scalar, "y VNNI-4") == yv and shapes(scalar, "x VNNI-4") == xv, "")
+
+
+for zx, zy in ((0, 128), (255, 0)):
+    p = run_case(zx, zy)
+check_c(p)
+S.close()
