@@ -293,14 +293,10 @@ void cg_mm_tt_setup(cg_out *o, const cg_mm *p) {
   }
 }
 
-static void emit_task(cg_out *o, const cg_mm *p, const cg_tile *t) {
-  int w = o->isa->w;
-  int mt = (int)(p->M % t->mr);                  /* row tail of the last task */
-  int nrt = (int)(p->N % t->nr);                 /* column tail */
-  int nvt = nrt ? (nrt + w - 1) / w : t->nv;     /* vectors the tail needs */
-  cg_emit(o, "static $T void $P_task(void *vc, int task, int tid) {\n");
-  cg_emit(o, "  const $F_ctx *cx = (const $F_ctx *)vc;\n");
-  if (o->amx) cg_emit(o, "  $P_tcfg(); /* released at the end */\n");
+/* The task's place: its batch (b0, b1), rows [m0, m1) and columns [n0, n1)
+ * from `task`, with M or the batches read at run time where p says so, and
+ * a split-K slice s first where p->full. */
+static void emit_task_range(cg_out *o, const cg_mm *p, const cg_tile *t) {
   if (p->m_expr) { /* batch 1; the rows and their split of this run */
     cg_emit(o, "  long tn = task %% cx->sn, tm = task / cx->sn, b0 = 0, b1 = 0;\n");
     cg_emit(o, "  long m0 = tm * cx->tm, m1 = m0 + cx->tm < cx->M ? m0 + cx->tm : cx->M;\n");
@@ -322,6 +318,20 @@ static void emit_task(cg_out *o, const cg_mm *p, const cg_tile *t) {
     cg_emit(o, "  long n0 = tn * %ldL, n1 = n0 + %ldL < %ldL ? n0 + %ldL : %ldL;\n", (long)t->tn, (long)t->tn, (long)p->N,
             (long)t->tn, (long)p->N);
   }
+}
+
+/* The compute task of p under tile t: its range (emit_task_range), the K
+ * blocks with B packed per block, the row panels and their micro-kernel
+ * calls (a switch over every row tail where M is read at run time). */
+static void emit_task(cg_out *o, const cg_mm *p, const cg_tile *t) {
+  int w = o->isa->w;
+  int mt = (int)(p->M % t->mr);                  /* row tail of the last task */
+  int nrt = (int)(p->N % t->nr);                 /* column tail */
+  int nvt = nrt ? (nrt + w - 1) / w : t->nv;     /* vectors the tail needs */
+  cg_emit(o, "static $T void $P_task(void *vc, int task, int tid) {\n");
+  cg_emit(o, "  const $F_ctx *cx = (const $F_ctx *)vc;\n");
+  if (o->amx) cg_emit(o, "  $P_tcfg(); /* released at the end */\n");
+  emit_task_range(o, p, t);
   if (p->prepack_b && !t->ws) cg_emit(o, "  (void)tid;\n");
   else cg_emit(o, "  float *Bs = (float *)cx->sc.thr[tid];\n");
   cg_emit(o, "  const float *Ab = cx->Ap + ((%s) * %ldL + (%s)) * cx->K * %ldL;\n",
