@@ -36,14 +36,11 @@ import tempfile
 import numpy as np
 
 from bf16_ref import bf16, check_products
-from harp_test import HARP, Suite, run
+from harp_test import HARP, Suite, onnx_or_skip, run
 
-try:
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
-except ImportError:
-    print("skip: no onnx")
-    sys.exit(77)
+onnx_or_skip(runtime=False)
+import onnx  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 if "amx_bf16" not in open("/proc/cpuinfo").read():
     print("skip: this CPU has no AMX-BF16 (the AMX variant is not chosen here)")

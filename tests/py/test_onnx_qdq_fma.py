@@ -18,15 +18,12 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(__file__))
 import harp_test as ht  # noqa: E402
 
-try:
-    import onnx
-    import onnxruntime as ort
-    from onnx import TensorProto as T
-    from onnx import helper as h
-    from onnx import numpy_helper as nh
-except ImportError:
-    print("onnx / onnxruntime not installed: skipped")
-    sys.exit(77)
+ht.onnx_or_skip()
+import onnx  # noqa: E402
+import onnxruntime as ort  # noqa: E402
+from onnx import TensorProto as T  # noqa: E402
+from onnx import helper as h  # noqa: E402
+from onnx import numpy_helper as nh  # noqa: E402
 
 S = ht.Suite("onnx_qdq_fma")
 ht.compiled_only()  # the compiled C's numbers, not tier 0's

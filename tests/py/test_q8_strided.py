@@ -17,13 +17,10 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(__file__))
 import harp_test as ht  # noqa: E402
 
-try:
-    import onnxruntime  # noqa: F401  (test_q8_stem's reference)
-    from onnx import helper as h
-    from onnx import numpy_helper as nh
-except ImportError:
-    print("onnx / onnxruntime not installed: skipped")
-    sys.exit(77)
+ht.onnx_or_skip()
+import onnxruntime  # noqa: F401  (test_q8_stem's reference)
+from onnx import helper as h  # noqa: E402
+from onnx import numpy_helper as nh  # noqa: E402
 import test_q8_stem as st  # noqa: E402  (conv_q, save_model, harp_out, ort_out, kernels_c: the stem test's QDQ pieces)
 
 ht.compiled_only()  # the compiled C's numbers, not tier 0's (harp run answers its first run from tier 0)

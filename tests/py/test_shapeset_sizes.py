@@ -20,15 +20,12 @@ import tempfile
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harp_test import Suite, close, shapeset_built as built, shapeset_run  # noqa: E402
+from harp_test import Suite, close, onnx_or_skip, shapeset_built as built, shapeset_run  # noqa: E402
 
-try:
-    import onnx  # noqa: F401
-    import onnxruntime as ort
-    from onnx import TensorProto
-except ImportError:
-    print("onnx / onnxruntime not installed (scripts/install-deps.sh)")
-    sys.exit(77)
+onnx_or_skip()
+import onnx  # noqa: F401
+import onnxruntime as ort  # noqa: E402
+from onnx import TensorProto  # noqa: E402
 from onnx_models import init, mk, model, vi  # noqa: E402
 
 s = Suite("shapeset_sizes")
