@@ -81,14 +81,28 @@ static bool same_launches(const cuda_model_tu *a, const cuda_model_tu *b) {
   return true;
 }
 
-/* Why sources a and b (the two corners) differ: the kernel around their
- * first difference and its line, into why[cap]. */
+/* The next kernel's header after p in a unit's source (NULL: none). */
+static const char *next_kernel(const char *p) { return p ? strstr(p + 1, "\n/* kernel ") : NULL; }
+
+/* Why sources a and b (the two corners) differ: the first kernel whose
+ * code differs (a difference in the prelude, e.g. an MMA helper, is that
+ * of the kernel that calls it) and its first differing line, into
+ * why[cap]; the prelude when no kernel differs. */
 static void differing_kernel(const char *a, const char *b, char *why, size_t cap) {
-  size_t at = 0;
-  while (a[at] && a[at] == b[at]) at++;
+  const char *ka = strstr(a, "\n/* kernel "), *kb = strstr(b, "\n/* kernel "), *xa = a, *xb = b;
   const char *k = NULL;
-  for (const char *p = strstr(a, "\n/* kernel "); p && (size_t)(p - a) <= at; p = strstr(p + 1, "\n/* kernel ")) k = p + 11;
-  const char *line = a + at;
+  for (; ka && kb && !k; ka = next_kernel(ka), kb = next_kernel(kb)) {
+    const char *na = next_kernel(ka), *nb = next_kernel(kb);
+    size_t la = na ? (size_t)(na - ka) : strlen(ka), lb = nb ? (size_t)(nb - kb) : strlen(kb);
+    if (la != lb || memcmp(ka, kb, la)) k = ka + 11, xa = ka, xb = kb;
+  }
+  if (!k && (ka || kb)) {
+    snprintf(why, cap, "the kernels depend on the binding: the corners generate %s kernels", ka ? "fewer" : "more");
+    return;
+  }
+  size_t at = 0;
+  while (xa[at] && xa[at] == xb[at]) at++;
+  const char *line = xa + at;
   while (line > a && line[-1] != '\n') line--;
   int len = (int)strcspn(line, "\n");
   int klen = k ? (int)strcspn(k, ":") : 0;
