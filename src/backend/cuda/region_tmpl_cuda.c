@@ -245,10 +245,12 @@ static harp_status gemm_splitk(cuda_rctx *c, int r, const cuda_gemm_spec *s0, co
  * its bytes, or *why the copy kernel or its launch refused (n0: the
  * module's kernels before this region's). */
 static harp_status repack_a(cuda_rctx *c, int r, const ct_gemm *gm, int n0, int64_t *a_bytes, bool *ok, const char **why) {
-  cuda_copy_at ca; /* a ShapeSet build: the copy at the binding's sizes, laid out at hi */
-  if (cuda_repack_at_run_time(c, r, gm, &ca)) {
+  cuda_copy_at ca; /* a ShapeSet build: the copy at the binding's sizes (refused: the constant one below) */
+  const char *cwhy = NULL;
+  if (cuda_repack_at_run_time(c, r, gm, &ca) && cr_try_gen(c, gen_copy_at, &ca, cr_kname(c, r, "repack_a"), &cwhy))
+    memset(&c->rep_a, 0, sizeof c->rep_a);
+  else if (c->rep_a.rank) {
     *ok = false;
-    if (cr_try_gen(c, gen_copy_at, &ca, cr_kname(c, r, "repack_a"), why)) return HARP_OK;
     named_arg na[] = {{"in0", targ(c, r, &gm->A0)}, {"out", {CUDA_ARG_SCRATCH, -1, 0}}};
     harp_status st = cr_launch_last(c, r, n0, na, 2, ok, why);
     int64_t numel = 1;
