@@ -221,6 +221,14 @@ static void session_print(const cli_opts *o, const bench_args *a, const session 
            "%d ShapeSets (%d served by one build), %d models built, graphs: %d captured, %d instantiated, %d updated, %d replays\n",
            o->model, x->n, a->graphs ? ", graphs" : "", median, repeat, t[0], t[repeat - 1], st.clusters, st.box_builds,
            st.builds, st.captures, st.instantiations, st.updates, st.replays);
+  for (int i = 0; i < x->n; i++) { /* a ShapeSet built per binding: why, once (its first binding) */
+    const char *why = NULL, *other = NULL;
+    if (!rt_gpu_session_model(x->s, &x->ms[i].syms) || rt_gpu_session_box(x->s, &x->ms[i].syms, &why) || !why || !why[0])
+      continue; /* evicted (no record), or one build */
+    bool seen = false; /* the same box (its reason, the same string) at an earlier binding */
+    for (int k = 0; k < i && !seen; k++) seen = !rt_gpu_session_box(x->s, &x->ms[k].syms, &other) && other == why;
+    if (!seen) fprintf(stderr, "harp: the ShapeSet of --bind %s builds per binding: %s\n", a->binds[i], why);
+  }
 }
 
 /* Every binding runs once (uploads its inputs), then each round launches

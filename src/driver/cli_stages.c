@@ -6,6 +6,8 @@
  * by default) that stops after the last stage those dumps need.  So
  * `--dump region` is the partition the backend compiles: the compile that
  * forms it is the backend's.
+ * A GPU dump with --shapeset is the box's build at the binding: the regions
+ * and plans its corner hi decides (box_upper), as a session's box build.
  * Needs: harp/pipeline.h, each layer's JSON writer.  Gives: cli_dumps_*,
  * cli_compile, cli_print_stage_times, cli_target_of. */
 #include <stdio.h>
@@ -176,6 +178,32 @@ static harp_status gpu_box_syms(harp_error *e, const cli_opts *o, const cli_mode
   return HARP_OK;
 }
 
+/* The box's corner hi of a GPU dump with --shapeset (co's symbols at their
+ * hi, the rest as m binds them): m's model before binding (m->raw) into
+ * *ghi, *shi, compiled for t up to its final regions and plans (*chi);
+ * nothing (*chi NULL) when m is bound at that corner already. */
+static harp_status box_upper(harp_error *e, const cli_model *m, const rt_target *t, const rt_compile_opts *co,
+                             tiny_graph **ghi, tiny_symtab *shi, rt_compile **chi) {
+  bool at_hi = true;
+  for (int k = 0; k < co->ngen_syms; k++) {
+    int64_t v = 0;
+    at_hi = at_hi && tiny_symtab_get(&m->syms, co->gen_syms[k], &v) && v == co->gen_hi[k];
+  }
+  if (at_hi || !m->raw) return HARP_OK;
+  for (int i = 0; i < m->syms.n; i++) { /* derived symbols: computed from the others */
+    int64_t v = m->syms.values[i];
+    for (int k = 0; k < co->ngen_syms; k++)
+      if (!strcmp(co->gen_syms[k], m->syms.names[i])) v = co->gen_hi[k];
+    if (tiny_dsym_find(m->g, m->syms.names[i]) < 0 && tiny_symtab_set(e, shi, m->syms.names[i], v)) return e->code;
+  }
+  if (tiny_load_json(e, m->raw, strlen(m->raw), "<the box's corner hi>", ghi) || tiny_dsym_bind(e, *ghi, shi) ||
+      tiny_prepare(e, *ghi, shi, false))
+    return e->code;
+  rt_compile_opts ho = *co;
+  ho.until = t->regions_final, ho.after_stage = NULL, ho.hook_ctx = NULL, ho.keep_analysis = false;
+  return rt_compile_run(e, t, *ghi, shi, &ho, chi);
+}
+
 harp_status cli_compile(harp_error *e, const cli_opts *o, cli_model *m, const cli_plans *pl, const rt_target *t,
                       const char *arch, rt_stage until, cli_dumps *d, rt_compile **out) {
   *out = NULL;
@@ -190,9 +218,20 @@ harp_status cli_compile(harp_error *e, const cli_opts *o, cli_model *m, const cl
   char names[CLI_MAX_LIST][CLI_NAME_MAX];
   const char *ptrs[CLI_MAX_LIST];
   int64_t hi[CLI_MAX_LIST];
-  if (t == &rt_target_cuda && o->nshapesets && gpu_box_syms(e, o, m, names, ptrs, hi, &co)) return e->code;
-  harp_status st = rt_compile_run(e, t, m->g, &m->syms, &co, out);
+  tiny_graph *ghi = NULL;
+  tiny_symtab shi;
+  tiny_symtab_init(&shi);
+  rt_compile *chi = NULL; /* a GPU box: its corner hi decides the regions and plans, this binding replays them */
+  harp_status st = HARP_OK;
+  if (t == &rt_target_cuda && o->nshapesets && gpu_box_syms(e, o, m, names, ptrs, hi, &co)) st = e->code;
+  if (!st && co.ngen_syms && (until == RT_STAGE_LOAD || until >= RT_STAGE_REGIONS)) st = box_upper(e, m, t, &co, &ghi, &shi, &chi);
+  if (chi) co.replay_regions = chi->part, co.replay_plans = &chi->plans;
+  if (!st) st = rt_compile_run(e, t, m->g, &m->syms, &co, out);
+  if (!st) (*out)->opts.replay_regions = NULL, (*out)->opts.replay_plans = NULL; /* chi's, freed below */
   if (!st) cli_print_stage_times(o, m, *out);
+  rt_compile_free(chi);
+  tiny_graph_free(ghi);
+  tiny_symtab_free(&shi);
   return st;
 }
 

@@ -72,11 +72,11 @@ void gpu_knobs(const rt_gpu_opts *o, rt_knobs *k) {
 
 harp_status gpu_build_on(harp_error *e, const tiny_graph *g, const tiny_symtab *syms, const rt_gpu_opts *o, cuda_rt *rt,
                        rt_gpu_model **out) {
-  return gpu_build_gen(e, g, syms, o, rt, NULL, out);
+  return gpu_build_gen(e, g, syms, o, rt, NULL, NULL, out);
 }
 
 harp_status gpu_build_gen(harp_error *e, const tiny_graph *g, const tiny_symtab *syms, const rt_gpu_opts *o, cuda_rt *rt,
-                          const cuda_syms *gen, rt_gpu_model **out) {
+                          const cuda_syms *gen, const rt_compile *replay, rt_gpu_model **out) {
   *out = NULL;
   rt_gpu_model *m = ut_xcalloc(1, sizeof *m);
   if (!m) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
@@ -102,6 +102,7 @@ harp_status gpu_build_gen(harp_error *e, const tiny_graph *g, const tiny_symtab 
                         .after_stage = o ? o->after_stage : NULL,
                         .hook_ctx = o ? o->hook_ctx : NULL};
   if (gen) co.gen_syms = gen->names, co.gen_hi = gen->hi, co.ngen_syms = gen->n;
+  if (replay) co.replay_regions = replay->part, co.replay_plans = &replay->plans;
   if ((st = rt_compile_run(e, &rt_target_cuda, (tiny_graph *)g, syms, &co, &m->comp))) goto fail;
   m->f = m->comp->f, m->tu = m->comp->tu, m->source = m->comp->source;
   *out = m;

@@ -8,9 +8,14 @@
  * symbol at v in 3..2^k runs from 2^(k-1) + 1 to 2^k; one at 1 or 2 is
  * fixed.  Both corners are generated with the box's symbols as run-time
  * sizes (cuda_syms: the generic loop nests take them as parameters hp_sv<i>,
- * their grids computed from the binding at launch); when the two
- * translation units are the same text, with the same launch list and
- * Function, the upper corner's build serves the box (its arena, the largest).
+ * their grids computed from the binding at launch), the upper first: it
+ * decides the regions and the plans (tiles, stages, template, split-K) by
+ * the cost model at the box's largest sizes, and the lower replays them
+ * (rt_compile_opts.replay_regions / replay_plans), so one decision serves
+ * the box; a choice the lower corner's templates refuse makes its text
+ * differ.  When the two translation units are the same text, with the same
+ * launch list and Function, the upper corner's build serves the box (its
+ * arena, the largest).
  * An SM90 GEMM's tensor maps are compared by their run-time formulas
  * (cuda_tmap_same): the runtime encodes them at each binding.
  * Where a kernel still prints a size (a split-K or Winograd template, a
@@ -76,14 +81,28 @@ static bool same_launches(const cuda_model_tu *a, const cuda_model_tu *b) {
   return true;
 }
 
-/* Why sources a and b (the two corners) differ: the kernel around their
- * first difference and its line, into why[cap]. */
+/* The next kernel's header after p in a unit's source (NULL: none). */
+static const char *next_kernel(const char *p) { return p ? strstr(p + 1, "\n/* kernel ") : NULL; }
+
+/* Why sources a and b (the two corners) differ: the first kernel whose
+ * code differs (a difference in the prelude, e.g. an MMA helper, is that
+ * of the kernel that calls it) and its first differing line, into
+ * why[cap]; the prelude when no kernel differs. */
 static void differing_kernel(const char *a, const char *b, char *why, size_t cap) {
-  size_t at = 0;
-  while (a[at] && a[at] == b[at]) at++;
+  const char *ka = strstr(a, "\n/* kernel "), *kb = strstr(b, "\n/* kernel "), *xa = a, *xb = b;
   const char *k = NULL;
-  for (const char *p = strstr(a, "\n/* kernel "); p && (size_t)(p - a) <= at; p = strstr(p + 1, "\n/* kernel ")) k = p + 11;
-  const char *line = a + at;
+  for (; ka && kb && !k; ka = next_kernel(ka), kb = next_kernel(kb)) {
+    const char *na = next_kernel(ka), *nb = next_kernel(kb);
+    size_t la = na ? (size_t)(na - ka) : strlen(ka), lb = nb ? (size_t)(nb - kb) : strlen(kb);
+    if (la != lb || memcmp(ka, kb, la)) k = ka + 11, xa = ka, xb = kb;
+  }
+  if (!k && (ka || kb)) {
+    snprintf(why, cap, "the kernels depend on the binding: the corners generate %s kernels", ka ? "fewer" : "more");
+    return;
+  }
+  size_t at = 0;
+  while (xa[at] && xa[at] == xb[at]) at++;
+  const char *line = xa + at;
   while (line > a && line[-1] != '\n') line--;
   int len = (int)strcspn(line, "\n");
   int klen = k ? (int)strcspn(k, ":") : 0;
@@ -91,23 +110,27 @@ static void differing_kernel(const char *a, const char *b, char *why, size_t cap
            k ? k : "the prelude", len > 100 ? 100 : len, line);
 }
 
-/* The box's corners lo and hi generated; b->m the upper's build when they
- * agree, else b->why says why not.  Errors of a corner are reasons. */
+/* The box's corners lo and hi generated, hi first: it decides the regions
+ * and plans (the cost model at the box's largest sizes), and lo replays them
+ * (a choice taken at every binding alike); b->m the upper's build when the
+ * two agree, else b->why says why not.  Errors of a corner are reasons. */
 static harp_status compare_corners(harp_error *e, gpu_box *b, const char *json, const char *const *names,
                                    const int64_t *lo, const int64_t *hi, int n, const rt_gpu_opts *o, cuda_rt *rt) {
   tiny_graph *glo = NULL;
   tiny_symtab slo;
+  tiny_symtab_init(&slo);
   rt_gpu_model *mlo = NULL, *mhi = NULL;
   harp_error ce = {0};
   harp_status st = HARP_OK;
-  const char *which = "lower";
-  bool ok = !gpu_prepare_at(&ce, json, names, lo, n, &glo, &slo) && !gpu_build_gen(&ce, glo, &slo, o, rt, &b->gen, &mlo);
-  if (ok) which = "upper";
-  ok = ok && !gpu_prepare_at(&ce, json, names, hi, n, &b->g, &b->syms) && !gpu_build_gen(&ce, b->g, &b->syms, o, rt, &b->gen, &mhi);
+  const char *which = "upper";
+  bool ok = !gpu_prepare_at(&ce, json, names, hi, n, &b->g, &b->syms) && !gpu_build_gen(&ce, b->g, &b->syms, o, rt, &b->gen, NULL, &mhi);
+  if (ok) which = "lower";
+  ok = ok && !gpu_prepare_at(&ce, json, names, lo, n, &glo, &slo) && !gpu_build_gen(&ce, glo, &slo, o, rt, &b->gen, mhi->comp, &mlo);
   if (!ok && ce.code == HARP_E_NO_MEMORY) {
     st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   } else if (!ok) {
-    snprintf(b->why, sizeof b->why, "the box's %s corner does not build: %.400s", which, ce.msg);
+    snprintf(b->why, sizeof b->why, "the box's %s corner does not build%s: %.400s", which,
+             mhi ? " with the upper's regions and plans" : "", ce.msg);
   } else if (strcmp(mlo->source, mhi->source)) {
     differing_kernel(mhi->source, mlo->source, b->why, sizeof b->why);
   } else if (!same_launches(mlo->tu, mhi->tu)) {

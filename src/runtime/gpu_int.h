@@ -52,9 +52,11 @@ harp_status gpu_build_on(harp_error *e, const tiny_graph *g, const tiny_symtab *
                        rt_gpu_model **out);
 /* gpu_build_on for a ShapeSet box: the kernels that can read the sizes of
  * gen's symbols at run time do (generic loop nests); g prepared at a
- * binding of the box (gen->hi its corner hi). */
+ * binding of the box (gen->hi its corner hi).  replay (NULL: none): the
+ * compile of the box's corner hi, whose regions and plans this build takes
+ * instead of forming and choosing its own (decided once per box). */
 harp_status gpu_build_gen(harp_error *e, const tiny_graph *g, const tiny_symtab *syms, const rt_gpu_opts *o, cuda_rt *rt,
-                          const cuda_syms *gen, rt_gpu_model **out);
+                          const cuda_syms *gen, const rt_compile *replay, rt_gpu_model **out);
 
 /* cuda_rt_open with the libraries of knobs k (nvrtc, libcuda; NULL: the
  * defaults) and NVRTC's cache under cache_dir/cuda (created; NULL: no cache). */

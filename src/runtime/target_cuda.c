@@ -45,10 +45,16 @@ static harp_status cuda_dtypes_ok(rt_compile *c) {
   return HARP_OK;
 }
 
+/* Regions for the GPU; a ShapeSet build's lower corner replays its upper
+ * corner's (opts.replay_regions: the same units in the same regions, the
+ * attentions formed or split as there), so the box is decided once. */
 static harp_status cuda_regions(rt_compile *c) {
   if (cuda_dtypes_ok(c)) return c->e->code;
   plan_machine_get(c->arch == CUDA_SM90 ? PLAN_ARCH_SM90 : PLAN_ARCH_SM80, &c->machine);
-  rg_options ro = {.no_operand_casts = true, .half_attention_only = c->split_attention, .algo_mask = cuda_plan_algo_mask()};
+  const rg_formed *replay = c->opts.replay_regions ? c->opts.replay_regions->formed : NULL;
+  if (replay) c->split_attention = replay->opt.half_attention_only;
+  rg_options ro = {.no_operand_casts = true, .half_attention_only = c->split_attention, .algo_mask = cuda_plan_algo_mask(),
+                   .replay = replay};
   return rt_form_regions(c, &ro);
 }
 

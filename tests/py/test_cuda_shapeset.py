@@ -16,9 +16,11 @@ its size would have corners that differ (the session then builds per
 binding).  Each HI unit compiles with nvcc for sm_80 and sm_90a when nvcc
 is there.  Further rows in their own functions: the row kernels' run-time
 row length (rowlen_rows), the attention's store guard (attn_store_guard),
-split-K (splitk_rows) and Winograd (wino_rows) over run-time sizes.
+split-K (splitk_rows) and Winograd (wino_rows) over run-time sizes, and the
+transformer block over S (transformer_rows: the regions and plans decided
+at the box's corner hi, one unit and one session build on sm90 and sm80).
 HARP_CUDA_SS_MODELS=name[:SYM],... runs some only (attn_guard, splitk_m,
-wino4 name those functions' rows).  Skips (77) without g++."""
+wino4, transformer name those functions' rows).  Skips (77) without g++."""
 import json
 import os
 import shutil
@@ -30,7 +32,7 @@ import warnings
 import numpy as np
 
 import cuda_sim
-from harp_test import MODELS, Suite, close, run
+from harp_test import MODELS, SRC, Suite, close, run
 
 NO_TEMPLATES = ("--knob", "no_templates=1")
 BOTH = ("loop nests", "templates")
@@ -117,12 +119,12 @@ def nvcc_compiles(s, units, sm90_only=False):
         s.check(f"{what}: {tag}", q.returncode == 0, q.stderr[-2000:])
 
 
-def one_box(s, rng, name, model, sym, hi, at, fixed, extra, variant, ntemplate, target="sm80", fixed_kinds=()):
+def one_box(s, rng, name, model, sym, hi, at, fixed, extra, variant, ntemplate, target="sm80", fixed_kinds=(), tol=(1e-3, 1e-3)):
     """The box unit of `model` at its corner hi for target, the same text at
     every binding of `at`, run on the simulator there against the
-    interpreter (launches of kernels of fixed_kinds may take no size:
-    split-K's zeroing of its workspace laid out at hi); returns the corner's
-    dump directory (None: no dump)."""
+    interpreter within tol (rtol, atol) (launches of kernels of fixed_kinds
+    may take no size: split-K's zeroing of its workspace laid out at hi);
+    returns the corner's dump directory (None: no dump)."""
     p, dhi = cuda_sim.dump(model, target, syms_of(sym, hi, fixed), extra=extra)
     s.check(f"{name} ({variant}): dump at {sym}={hi}", p.returncode == 0, p.stderr)
     if p.returncode:
@@ -155,13 +157,13 @@ def one_box(s, rng, name, model, sym, hi, at, fixed, extra, variant, ntemplate, 
         q, e = run(model, feeds, syms_of(sym, v, fixed), backend="interp")
         s.check(f"{what}: interpreter", q.returncode == 0, q.stderr)
         for out, a in got.items():
-            ok, detail = close(a, np.load(os.path.join(e, f"{out}.npy")).astype(np.float64))
+            ok, detail = close(a, np.load(os.path.join(e, f"{out}.npy")).astype(np.float64), *tol)
             s.check(f"{what}: {out} vs interpreter", ok, detail)
         if v != hi and v == at[1]:
             # must fail: one row short of the binding leaves poison (NaN) in the output
             bad, err = cuda_sim.run(dhi, feeds, sv=[v - 1], out_shapes=outs)
             s.check(f"{what}: a size one short gives another result", err is not None or not all(
-                close(a, np.load(os.path.join(e, f"{o}.npy")).astype(np.float64))[0] for o, a in bad.items()))
+                close(a, np.load(os.path.join(e, f"{o}.npy")).astype(np.float64), *tol)[0] for o, a in bad.items()))
     (NVCC_UNITS_90 if target == "sm90" else NVCC_UNITS).append((f"{name} ({variant})", os.path.join(dhi, "model.cu")))
     print(f"{name} ({variant}): {ghi['launch_kinds']}", flush=True)
     return dhi
@@ -182,10 +184,10 @@ SM90_CASES = [
     ("wg_bmm_m.harp", "M", (33, 64), (64, 40, 33), 1),
     # fp32 at TF32 (the transformer block's QKV GEMM, 4 x S rows): B packed
     # K-major for wgmma from 2^20 multiply-adds, M = 256 at the corner hi;
-    # decided there, so the rows below it take the same template, one unit
-    # (the corner lo, 129: the same template, the Plan's tiles its own:
-    # tf32_corner_lo)
-    ("wg_tf32_m.harp", "M", (129, 256), (256, 200, 160), 1),
+    # decided there, so the rows below it take the same template and the
+    # Plan's tiles, one unit down to the corner lo (129: below 2^20
+    # multiply-adds, B packed all the same)
+    ("wg_tf32_m.harp", "M", (129, 256), (256, 200, 129), 1),
 ]
 # launches of an SM90 case that take no size (B's pack: [64][64] at every M)
 SM90_FIXED = {"wg_tf32_m.harp": ("pack",)}
@@ -241,19 +243,6 @@ def persistent_row(s, rng, what, model, dhi, sym, v):
         s.check(f"{what} [{sym}={v}]: 2 CTAs: {out} vs interpreter", ok, detail)
 
 
-def tf32_corner_lo(s, model):
-    """The fp32 GEMM's box M = 129..256 at its corner lo: below 2^20
-    multiply-adds there, B is packed for wgmma all the same (the choice is
-    the corner hi's).  Its unit is not yet the corner hi's text: the Plan
-    picks the tiles at each corner (issue 25, left open)."""
-    p, d = cuda_sim.dump(model, "sm90", ["M=129"], extra=("--shapeset", "M=129..256"))
-    s.check("wg_tf32_m.harp (sm90) [M=129]: dump", p.returncode == 0, p.stderr)
-    if p.returncode == 0:
-        kinds = sorted(k["kind"] for k in json.load(open(os.path.join(d, "gpu.json")))["gpu"]["kernels"])
-        s.check("wg_tf32_m.harp (sm90) [M=129]: B packed, the wgmma template, as at the corner hi",
-                kinds == ["pack", "wgmma_gemm"], str(kinds))
-
-
 def sm90_boxes(s, rng):
     """SM90_CASES: each box unit for sm90 on the wgmma template, one text at
     every binding, run on the simulator against the interpreter (one_box);
@@ -279,7 +268,6 @@ def sm90_boxes(s, rng):
         # the maps are launch parameters, not text: one build needs them alike at the corners (gpu_box.c same_maps)
         p, dlo = cuda_sim.dump(os.path.join(work, name), "sm90", [f"{sym}={at[-1]}"], extra=("--shapeset", f"{sym}={lo}..{hi}"))
         s.check(f"{what}: the same tensor maps at {sym}={at[-1]}", p.returncode == 0 and tmaps_of(dlo) == maps, p.stderr)
-    tf32_corner_lo(s, os.path.join(work, "wg_tf32_m.harp"))
     box = ("--shapeset", "N=33..64")
     p, d64 = cuda_sim.dump(os.path.join(work, "wg_mm_n.harp"), "sm90", ["N=64"], extra=box)
     q, d40 = cuda_sim.dump(os.path.join(work, "wg_mm_n.harp"), "sm90", ["N=40"], extra=box)
@@ -513,6 +501,112 @@ def wino_rows(s, rng):
         wino4_rows(s, rng, d)
 
 
+# the transformer block (examples/transformer_block.harp) over the box a
+# session gives B = 4, S = 33..64 (B: 3..4): the box's corner hi decides the
+# regions (the output projection's residual add stays out of its GEMM, as
+# at S = 64) and the plans (the QKV GEMM's tiles), the corner lo replays
+# them, the output projection's A (heads merged back) is copied at the
+# binding's sizes and the attention returns past the binding's batches: one
+# unit at (S, B) = (64, 4), (33, 4), (33, 3) on sm90 and sm80 (on sm90 the
+# cost model alone would fuse that residual at (33, 4)), the corner
+# hi's build run on the simulator there (TF32: within 5e-3 of the
+# interpreter's fp32), one session build on the fake libcuda (its NVRTC
+# compile the unit's compile check)
+TRANSFORMER_BOX = {"S": (33, 64), "B": (3, 4)}
+TRANSFORMER_AT = [{"S": 64, "B": 4}, {"S": 33, "B": 4}, {"S": 33, "B": 3}]
+
+
+def session_counts(s, what, model, target, binds, fixed=()):
+    """`harp bench --bind` over binds (one session, graphs) on the fake
+    libcuda as a device of target: its counters and stderr (None when the
+    fake or NVRTC is not there)."""
+    fake = os.path.join(os.path.dirname(os.path.abspath(cuda_sim.HARP)), "tests", "libharp_fake_cuda.so")
+    if not os.path.exists(fake):
+        print(f"{what}: no fake libcuda ({fake}), the session not checked")
+        return None, ""
+    args = [cuda_sim.HARP, "bench", model, "--backend", "cuda", "--target", target, "--graphs", "--repeat", "1",
+            "--warmup", "0", "--json", *[x for f in fixed for x in ("--sym", f)], *[x for b in binds for x in ("--bind", b)]]
+    env = {**os.environ, "HARP_LIBCUDA": fake, "HARP_FAKE_CUDA_CC": "9.0" if target == "sm90" else "8.0"}
+    p = subprocess.run(args, capture_output=True, text=True, timeout=600, env=env)
+    if p.returncode and "NVRTC" in p.stderr:
+        print(f"{what}: no NVRTC, the session not checked: {p.stderr.strip()[-300:]}")
+        return None, p.stderr
+    s.check(f"{what}: the session runs on the fake libcuda", p.returncode == 0, p.stderr[-2000:])
+    try:
+        return json.loads(p.stdout.strip().splitlines()[-1])["session"], p.stderr
+    except (ValueError, IndexError, KeyError):
+        s.check(f"{what}: the session's JSON", False, p.stdout[-1000:])
+        return None, p.stderr
+
+
+def transformer_box(s, rng, model, target):
+    """TRANSFORMER_BOX on target: the corner hi's unit is the text at every
+    binding of TRANSFORMER_AT and runs there on the simulator against the
+    interpreter; a size one short (S - 1 at the middle binding) fails."""
+    what = f"transformer_block ({target})"
+    box = tuple(x for k, (lo, hi) in TRANSFORMER_BOX.items() for x in ("--shapeset", f"{k}={lo}..{hi}"))
+    at = lambda b: [f"{k}={v}" for k, v in b.items()]
+    p, dhi = cuda_sim.dump(model, target, at(TRANSFORMER_AT[0]), extra=box)
+    s.check(f"{what}: dump at the corner hi", p.returncode == 0, p.stderr)
+    if p.returncode:
+        return
+    ghi = json.load(open(os.path.join(dhi, "gpu.json")))["gpu"]
+    src_hi = open(os.path.join(dhi, "model.cu")).read()
+    names = [x["name"] for x in ghi["syms"]]
+    kinds = {k["name"]: k["kind"] for k in ghi["kernels"]}
+    s.check(f"{what}: the box's symbols are the unit's", sorted(names) == ["B", "S"], str(names))
+    s.check(f"{what}: every launch but B's packs reads the sizes at run time", all(
+        any(a["space"] == "sym" for a in l["args"]) for l in ghi["launches"] if kinds[l["kernel"]] != "pack"),
+        str(ghi["launches"])[:2000])
+    s.check(f"{what}: 3+ template launches", ghi["launch_kinds"]["template"] >= 3, str(ghi["launch_kinds"]))
+    s.check(f"{what}: the output projection's A copied at the binding's sizes",
+            "a strided copy at the binding's sizes" in src_hi, "")
+    for b in TRANSFORMER_AT:
+        w = f"{what} {at(b)}"
+        p, dv = cuda_sim.dump(model, target, at(b), extra=box)
+        s.check(f"{w}: dump", p.returncode == 0, p.stderr)
+        if p.returncode:
+            continue
+        s.check(f"{w}: the same CUDA C as at the corner hi", open(os.path.join(dv, "model.cu")).read() == src_hi)
+        feeds, outs = feeds_outs(dv, rng)
+        got, err = cuda_sim.run(dhi, feeds, sv=[b[n] for n in names], out_shapes=outs)
+        s.check(f"{w}: the corner hi's build runs on the simulator", err is None, err)
+        q, e = run(model, feeds, at(b), backend="interp")
+        s.check(f"{w}: interpreter", q.returncode == 0, q.stderr)
+        for out, a in (got if q.returncode == 0 and got else {}).items():
+            ok, detail = close(a, np.load(os.path.join(e, f"{out}.npy")).astype(np.float64), 5e-3, 5e-3)
+            s.check(f"{w}: {out} vs interpreter", ok, detail)
+        if b is TRANSFORMER_AT[1] and target == "sm90":  # must fail: one row of S short
+            bad, err = cuda_sim.run(dhi, feeds, sv=[b[n] - (n == "S") for n in names], out_shapes=outs)
+            s.check(f"{w}: S one short gives another result", err is not None or not all(
+                close(a, np.load(os.path.join(e, f"{o}.npy")).astype(np.float64), 5e-3, 5e-3)[0] for o, a in bad.items()))
+
+
+def transformer_rows(s, rng):
+    """The transformer block's box on sm90 and sm80 (transformer_box), the
+    session over its corners and between one build; a box that still prints
+    a size (wg_mm_n: an unaligned TMA stride) builds per binding and says
+    which kernel, once."""
+    only = os.environ.get("HARP_CUDA_SS_MODELS")
+    if only and "transformer" not in only.split(","):
+        return
+    model = os.path.join(SRC, "examples", "transformer_block.harp")
+    for target in ("sm90", "sm80"):
+        transformer_box(s, rng, model, target)
+        st, err = session_counts(s, f"transformer_block ({target}) session", model, target, ["S=33", "S=48", "S=64"], ["B=4"])
+        if st:
+            s.check(f"transformer_block ({target}) session: one build, no fallback", st["clusters"] == 1 and st["builds"] == 1 and
+                    st["box_builds"] == 1 and st["box_fallbacks"] == 0 and "builds per binding" not in err, f"{st} {err[-800:]}")
+    work = tempfile.mkdtemp(prefix="harp_ss_")
+    mm_n = os.path.join(work, "wg_mm_n.harp")
+    open(mm_n, "w").write(SM90_INLINE["wg_mm_n.harp"])
+    st, err = session_counts(s, "wg_mm_n.harp (sm90)", mm_n, "sm90", ["N=40", "N=64"])
+    if st:
+        s.check("wg_mm_n.harp (sm90): per binding, the reason said once, naming the kernel",
+                st["box_fallbacks"] == 1 and st["builds"] == 2 and err.count("builds per binding") == 1 and
+                "--bind N=40 builds per binding: the code of k0_gemm" in err, err[-1500:])
+
+
 def main():
     warnings.simplefilter("ignore", RuntimeWarning)
     s = Suite("cuda_shapeset")
@@ -546,6 +640,7 @@ def main():
     attn_store_guard(s, rng)
     splitk_rows(s, rng)
     wino_rows(s, rng)
+    transformer_rows(s, rng)
     nvcc_compiles(s, NVCC_UNITS)
     nvcc_compiles(s, NVCC_UNITS_90, sm90_only=True)
     s.close()

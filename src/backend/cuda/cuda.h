@@ -241,6 +241,22 @@ typedef struct cuda_zero_at {
   int nsyms;
 } cuda_zero_at;
 harp_status cuda_gen_zero_at(harp_error *e, cuda_module *m, const cuda_zero_at *z, const char *name);
+/* A strided copy whose sizes are read at run time (a ShapeSet build's
+ * repacked GEMM operand, cuda_copy_at.c): out[i0]..[i(rank-1)] dense from
+ * in0 at sum i_j x src_stride[j], dims outermost first; each size and
+ * stride a formula of the symbols (n 0: its lit), hi[j] the size at the
+ * box's corner hi (the grid).  Converted to out_dtype on the store.  The
+ * launch's grid.x comes from the binding's elements (cuda_copy_grid).
+ * Parameters: (in0, out, hp_sv0, ..). */
+#define CUDA_COPY_THREADS 256 /* per CTA; an element each */
+typedef struct cuda_copy_at {
+  int rank;
+  int64_t hi[CUDA_MAX_RANK];
+  cuda_rtsz size[CUDA_MAX_RANK], src_stride[CUDA_MAX_RANK];
+  tiny_dtype in_dtype, out_dtype;
+  int nsyms;
+} cuda_copy_at;
+harp_status cuda_gen_copy_at(harp_error *e, cuda_module *m, const cuda_copy_at *s, const char *name);
 /* An fp32 matrix stored N-major, in[b0][b1][K][N] (element strides s_b[0],
  * s_b[1], s_k; 0 broadcasts a batch dimension), into a contiguous K-major
  * copy out[b0][b1][N][K], each value rounded to TF32 (to nearest, ties away:
@@ -312,9 +328,10 @@ typedef struct cuda_attn_spec {
   /* A ShapeSet build (issue 25): nsyms > 0 adds the size parameters
    * hp_sv0.. (const long); m and n (then the box's largest: the grid) and
    * the strides q_s, k_s, v_s, o_s, mask_s read as these formulas (n 0: the
-   * constant above); a CTA past the binding's m returns at once. */
+   * constant above); a CTA past the binding's m returns at once, and so
+   * does one past its batches rt_b (then b is the box's largest: grid.y). */
   int nsyms;
-  cuda_rtsz rt_m, rt_n, rt_st[4][3], rt_mask[4];
+  cuda_rtsz rt_m, rt_n, rt_st[4][3], rt_mask[4], rt_b;
 } cuda_attn_spec;
 
 void cuda_attn_spec_init(cuda_attn_spec *s, int64_t b, int64_t h, int64_t m, int64_t n, int64_t d,

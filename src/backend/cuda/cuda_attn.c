@@ -386,6 +386,8 @@ static void attn_decls(attn_gen *a) {
   cuda_decl(b, "const int", "warp", NULL, "tid >> 5");
   cuda_decl(b, "const int", "q0", NULL, cuda_fmt(b, "blockIdx.x * %d", a->BM));
   if (s->nsyms) cuda_call(b, cuda_fmt(b, "if (q0 >= %s) return", a->Mt)); /* past the binding's m: the whole CTA */
+  if (s->nsyms && s->rt_b.n) /* past the binding's batches (grid.y: the box's b x h) */
+    cuda_call(b, cuda_fmt(b, "if ((hk_i64)blockIdx.y >= %s * %lldL) return", cuda_rtsz_text(b, &s->rt_b), (long long)s->h));
   cuda_decl(b, "const int", "bh", NULL, "blockIdx.y");
   /* (b, h) = (bh / H, bh % H) through the strides */
   const char *bb = cuda_fmt(b, "(hk_i64)(bh / %lld)", (long long)s->h), *hh = cuda_fmt(b, "(hk_i64)(bh %% %lld)", (long long)s->h);

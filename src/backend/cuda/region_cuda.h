@@ -88,7 +88,10 @@ typedef struct cuda_rctx {
   const struct rt_knobs *knobs; /* NULL: the defaults */
   cuda_syms gen;               /* a ShapeSet build's symbols (gen.n 0: none) */
   int64_t *gen_now;            /* their values in g */
+  tiny_shape rep_a;            /* the GEMM's A copied at run-time sizes (cuda_repack_at_run_time): slot CUDA_SLOT_REP_A */
 } cuda_rctx;
+/* The slot that names cuda_rctx.rep_a, the dense copy of a repacked A. */
+#define CUDA_SLOT_REP_A (-2)
 
 /* Append the kernels and launches of Function kernel r. */
 harp_status cuda_emit_region(cuda_rctx *c, int r);
@@ -129,9 +132,11 @@ int64_t cuda_gemm_macs_hi(const cuda_rctx *c, int r, const int slot[3], const cu
  * time (nsyms, rt_n, rt_h, rt_w; n, h, w the box's most) and true. */
 bool cuda_conv_at_run_time(const cuda_rctx *c, int r, int x_slot, cuda_conv_spec *s);
 /* A ShapeSet build's attention (issue 25): the sequence lengths m (out's
- * rows) and n (k's rows) and the strides of q, k, v, mask, out (at slot[0..4]
- * of Function kernel r; slot[3] read when s has a mask) as formulas of c's
- * symbols in s (rt_*, nsyms; m and n then the box's largest).  False when
+ * rows) and n (k's rows), the batches b (out's dims before its batch
+ * stride's suffix, when found: else b prints) and the strides of q, k, v,
+ * mask, out (at slot[0..4] of Function kernel r; slot[3] read when s has a
+ * mask) as formulas of c's symbols in s (rt_*, nsyms; m, n and b then the
+ * box's largest).  False when
  * none varies or one cannot be written so (the sizes print, the box falls
  * back). */
 bool cuda_attn_at_run_time(const cuda_rctx *c, int r, const int slot[5], cuda_attn_spec *s);
@@ -149,6 +154,16 @@ void cuda_splitk_ws_const(cuda_gemm_spec *g);
  * binding's rows and columns of that area (laid out at the box's corner hi)
  * as *z, and true; false to zero the whole area (a constant count). */
 bool cuda_splitk_zero_at(const cuda_gemm_spec *s, bool flags, const int64_t grid[3], cuda_zero_at *z);
+struct ct_gemm; /* kernel/contract.h */
+/* A ShapeSet build's copy of region r's repacked A (gm->nrep; A0 at its
+ * slot, dense): each copied dim the run of A0's dims it spans (dims of 1
+ * dropped), sizes and source strides as formulas into *s and the copy's
+ * shape into c->rep_a (the GEMM's A at CUDA_SLOT_REP_A); false when a
+ * dim is no such run or no size varies. */
+bool cuda_repack_at_run_time(cuda_rctx *c, int r, const struct ct_gemm *gm, cuda_copy_at *s);
+/* The last launch (of a kernel of cuda_gen_copy_at s): its grid.x from the
+ * binding's elements, its sizes bound. */
+void cuda_copy_grid(cuda_rctx *c, const cuda_copy_at *s);
 /* Launch li (of a kernel of cuda_gen_zero_at z): its grid.x from the
  * binding's words. */
 void cuda_zero_grid(cuda_rctx *c, int li, const cuda_zero_at *z);

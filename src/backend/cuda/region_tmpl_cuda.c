@@ -49,6 +49,7 @@ static harp_status gen_conv_finish(harp_error *e, cuda_module *m, const void *s,
 }
 static harp_status gen_attn(harp_error *e, cuda_module *m, const void *s, const char *n) { return cuda_gen_attn(e, m, s, n); }
 static harp_status gen_pack(harp_error *e, cuda_module *m, const void *s, const char *n) { return cuda_gen_pack_tf32(e, m, s, n); }
+static harp_status gen_copy_at(harp_error *e, cuda_module *m, const void *s, const char *n) { return cuda_gen_copy_at(e, m, s, n); }
 
 static harp_status try_gen_finish(cuda_rctx *c, const cuda_gemm_spec *s, const char *name, const char **why) {
   return cr_try_gen(c, gen_finish, s, name, why);
@@ -244,6 +245,19 @@ static harp_status gemm_splitk(cuda_rctx *c, int r, const cuda_gemm_spec *s0, co
  * its bytes, or *why the copy kernel or its launch refused (n0: the
  * module's kernels before this region's). */
 static harp_status repack_a(cuda_rctx *c, int r, const ct_gemm *gm, int n0, int64_t *a_bytes, bool *ok, const char **why) {
+  cuda_copy_at ca; /* a ShapeSet build: the copy at the binding's sizes (refused: the constant one below) */
+  const char *cwhy = NULL;
+  if (cuda_repack_at_run_time(c, r, gm, &ca) && cr_try_gen(c, gen_copy_at, &ca, cr_kname(c, r, "repack_a"), &cwhy))
+    memset(&c->rep_a, 0, sizeof c->rep_a);
+  else if (c->rep_a.rank) {
+    *ok = false;
+    named_arg na[] = {{"in0", targ(c, r, &gm->A0)}, {"out", {CUDA_ARG_SCRATCH, -1, 0}}};
+    harp_status st = cr_launch_last(c, r, n0, na, 2, ok, why);
+    int64_t numel = 1;
+    for (int d = 0; d < ca.rank; d++) numel *= ca.hi[d];
+    if (!st && *ok) *a_bytes = numel * tiny_dtype_size(ca.out_dtype), cuda_copy_grid(c, &ca);
+    return st;
+  }
   cuda_ew_spec cp;
   memset(&cp, 0, sizeof cp);
   *ok = false;
@@ -472,11 +486,12 @@ harp_status cr_print_gemm(cuda_rctx *c, int r, const ct_gemm *read, bool *done, 
   na[2] = (named_arg){"C", targ(c, r, &gm.C)};
   char epn[CT_MAX_EPI][16];
   epi_args(c, r, gm.epi, gm.nepi, na + 3, epn);
-  /* a ShapeSet build's M, N, K and strides (A: its slot unless repacked;
+  /* a ShapeSet build's M, N, K and strides (A: its slot, or its copy's
+   * shape when the copy reads the sizes at run time, else constants;
    * B's packed copy: its slot while B's sizes are the box's constants, so
    * its strides, the copy's, stay constants) */
   bool b_fixed = b_arg.kind == CUDA_ARG_BUF || !cuda_sizes_printed(c, r, gm.B.slot);
-  const int slots[3] = {gm.nrep ? -1 : gm.A.slot, b_fixed ? gm.B.slot : -1, gm.C.slot};
+  const int slots[3] = {gm.nrep ? (c->rep_a.rank ? CUDA_SLOT_REP_A : -1) : gm.A.slot, b_fixed ? gm.B.slot : -1, gm.C.slot};
   int eslots[CT_MAX_EPI];
   for (int i = 0; i < gm.nepi; i++) eslots[i] = gm.epi[i].slot;
   bool rt = cuda_gemm_at_run_time(c, r, slots, eslots, &s);

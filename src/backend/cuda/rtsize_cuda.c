@@ -13,11 +13,12 @@
  * cuda_gemm_at_run_time, cuda_gemm_macs_hi, cuda_conv_at_run_time, cuda_attn_at_run_time,
  * cuda_launch_sym_args,
  * cuda_launch_rows, cuda_splitk_ws_const, cuda_splitk_zero_at, cuda_zero_grid,
- * cuda_launches_sym_args. */
+ * cuda_launches_sym_args, cuda_repack_at_run_time, cuda_copy_grid. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend/cuda/region_cuda.h"
+#include "kernel/contract.h"
 
 int cuda_gen_sym(const cuda_rctx *c, const tiny_dim *d) {
   for (int i = 0; d->sym && i < c->gen.n; i++)
@@ -25,8 +26,10 @@ int cuda_gen_sym(const cuda_rctx *c, const tiny_dim *d) {
   return -1;
 }
 
-/* The shape of the buffer at Function kernel r's slot, or NULL. */
+/* The shape of the buffer at Function kernel r's slot (CUDA_SLOT_REP_A:
+ * the repacked A's copy), or NULL. */
 static const tiny_shape *slot_shape(const cuda_rctx *c, int r, int slot) {
+  if (slot == CUDA_SLOT_REP_A) return c->rep_a.rank ? &c->rep_a : NULL;
   const fn_kernel *K = &c->f->kernels[r];
   int buf = slot < 0 ? -1 : slot < K->nreads ? K->reads[slot] : slot < K->nreads + K->nwrites ? K->writes[slot - K->nreads] : -1;
   return buf < 0 ? NULL : &c->g->nodes[c->f->buffers[buf].node].shape;
@@ -199,6 +202,17 @@ bool cuda_conv_at_run_time(const cuda_rctx *c, int r, int x_slot, cuda_conv_spec
   return true;
 }
 
+/* The dims [d0, d1) of dense sh spanning `size` elements at stride `src`
+ * (the suffix after them: a copied dim of a repacked A, an attention's
+ * batches), or false. */
+static bool rep_run(const tiny_shape *sh, int64_t size, int64_t src, int *d0, int *d1) {
+  int j1 = src >= 1 ? suffix_of(sh, src) : -1, j0 = j1;
+  int64_t p = 1;
+  while (j0 > 0 && p < size) p *= sh->d[--j0].n;
+  *d0 = j0, *d1 = j1;
+  return j1 >= 0 && p == size;
+}
+
 /* The sequence length of a row dimension whose row stride is `rs` in a
  * tensor of shape sh (the dim just before the suffix of rs elements) as
  * *z (*hi at the corner hi); false when no such dim is `want` long. */
@@ -214,10 +228,12 @@ bool cuda_attn_at_run_time(const cuda_rctx *c, int r, const int slot[5], cuda_at
   cuda_attn_spec t = *s;
   /* m: out's rows (q's alike), n: k's rows */
   if (!seq_formula(c, sh[4], s->o_s[2], s->m, &t.rt_m, &t.m) || !seq_formula(c, sh[1], s->k_s[2], s->n, &t.rt_n, &t.n)) return false;
+  int b0, b1; /* b: out's dims before its batch stride's suffix (not found: a constant, which prints) */
+  if (s->b > 1 && rep_run(sh[4], s->b, s->o_s[0], &b0, &b1) && !span_formula(c, sh[4], b0, b1, &t.rt_b, &t.b)) return false;
   const tiny_shape *of[4] = {sh[0], sh[1], sh[2], sh[4]};
   const int64_t *st[4] = {s->q_s, s->k_s, s->v_s, s->o_s};
   int64_t al = s->q_dtype == TINY_FP32 ? 4 : 8; /* a 16-byte cp.async chunk's elements; out's pairs: 2 */
-  bool any = t.rt_m.n || t.rt_n.n;
+  bool any = t.rt_m.n || t.rt_n.n || t.rt_b.n;
   for (int o = 0; o < 4; o++)
     for (int i = 0; i < 3; i++) {
       if (!stride_formula(c, of[o], st[o][i], &t.rt_st[o][i]) || (t.rt_st[o][i].n && t.rt_st[o][i].lit % (o == 3 ? 2 : al)))
@@ -289,4 +305,45 @@ void cuda_zero_grid(cuda_rctx *c, int li, const cuda_zero_at *z) {
 
 void cuda_launches_sym_args(cuda_rctx *c, int l0) {
   for (int i = l0; i < c->nlaunch; i++) bind_sym_args(&c->launch[i]);
+}
+
+bool cuda_repack_at_run_time(cuda_rctx *c, int r, const ct_gemm *gm, cuda_copy_at *s) {
+  memset(&c->rep_a, 0, sizeof c->rep_a);
+  const tiny_shape *sh = c->gen.n && gm->nrep ? slot_shape(c, r, gm->A0.slot) : NULL;
+  if (!sh) return false;
+  memset(s, 0, sizeof *s);
+  tiny_shape a = {0};
+  bool any = false;
+  for (int j = 0; j < gm->nrep; j++) {
+    int d0, d1;
+    if (!rep_run(sh, gm->rep_size[j], gm->rep_src[j], &d0, &d1)) return false;
+    for (int d = d0; d < d1; d++) {
+      if (sh->d[d].n == 1) continue;
+      int64_t hi;
+      if (s->rank == CUDA_MAX_RANK || !span_formula(c, sh, d, d + 1, &s->size[s->rank], &s->hi[s->rank]) ||
+          !span_formula(c, sh, d + 1, sh->rank, &s->src_stride[s->rank], &hi))
+        return false;
+      any = any || s->size[s->rank].n || s->src_stride[s->rank].n;
+      a.d[a.rank++] = sh->d[d];
+      s->rank++;
+    }
+  }
+  int nsym = 0; /* the launch's grid formula takes them all */
+  for (int d = 0; d < s->rank; d++) nsym += s->size[d].n;
+  if (!any || nsym > CUDA_MAX_PARAMS) return false;
+  s->in_dtype = gm->A0.dtype;
+  s->out_dtype = gm->a_round != TINY_FP32 ? gm->a_round : gm->A0.dtype;
+  s->nsyms = c->gen.n;
+  c->rep_a = a;
+  return true;
+}
+
+void cuda_copy_grid(cuda_rctx *c, const cuda_copy_at *s) {
+  cuda_launch *l = &c->launch[c->nlaunch - 1];
+  l->grid_lit = 1, l->grid_div = CUDA_COPY_THREADS, l->ngrid_sym = 0;
+  for (int d = 0; d < s->rank; d++) { /* a constant dim's formula is its size (lit) */
+    l->grid_lit *= s->size[d].lit;
+    for (int i = 0; i < s->size[d].n; i++) l->grid_sym[l->ngrid_sym++] = s->size[d].sym[i];
+  }
+  cuda_launch_sym_args(c);
 }
