@@ -184,6 +184,17 @@ def tmap_blob(tm, buf_id, offset, sv=None):
     return struct.pack("<32Q", *v)
 
 
+def serves(kernel, sv):
+    """Whether kernel (one of a pair: its "serves") serves the binding sv,
+    as the runtime decides (cuda_kernel_own_at): every stride a multiple of
+    16 bytes there (an aligned kernel), or one not (the other)."""
+    own = kernel.get("serves")
+    if not own or sv is None:
+        return True
+    aligned = all(z["lit"] * int(np.prod([sv[j] for j in z["syms"]])) % 16 == 0 for z in own["strides_bytes"])
+    return aligned == own["aligned"]
+
+
 def grid_x(launch, kernel, sv):
     """grid.x of a launch: the kernel's, or at the symbols' values sv (a
     ShapeSet build's run-time grid, region_cuda.h cuda_launch_grid)."""
@@ -251,7 +262,8 @@ def run(gpu_dir, inputs, seed=1, timeout=600, edit=None, reverse=False, sv=None,
             if prm["kind"] == "tensor_map":
                 path = os.path.join(work, f"m{nextid}.bin")
                 try:
-                    blob = tmap_blob(prm["tensor_map"], bid, off, sv)
+                    # a pair's kernel at a binding it does not serve: the map as generated (it returns at once)
+                    blob = tmap_blob(prm["tensor_map"], bid, off, sv if serves(k, sv) else None)
                 except ValueError as ex:
                     return None, str(ex)
                 open(path, "wb").write(blob)

@@ -142,6 +142,34 @@ static void test_tmap_rt(void **s) {
   assert_false(cuda_sm90_rt_aligned(&g));
   harp_error_clear(&e);
   assert_int_equal(cuda_gen_gemm(&e, m, &g, "g_rt_unaligned"), HARP_E_UNSUPPORTED);
+  /* a pair: the wgmma kernel serves the bindings where 2 x hp_sv0 is a multiple of 16, the SM80 one the others */
+  const int64_t sv40[2] = {40, 2}, sv37[2] = {37, 2};
+  g.own = 1;
+  cu_ok(&e, cuda_gen_gemm(&e, m, &g, "g_pair_wgmma"));
+  k = m->k[m->n - 1];
+  assert_non_null(k->own);
+  assert_true(k->own->aligned);
+  assert_int_equal(k->own->n, 1);
+  assert_int_equal(k->own->st[0].lit, 2);
+  assert_int_equal(k->own->st[0].sym[0], 0);
+  assert_true(cuda_kernel_own_at(k, sv40));
+  assert_false(cuda_kernel_own_at(k, sv37));
+  assert_true(cuda_kernel_own_at(k, NULL));
+  g.own = -1;
+  harp_error_clear(&e);
+  assert_int_equal(cuda_gen_gemm(&e, m, &g, "g_pair_wrong"), HARP_E_UNSUPPORTED); /* the wgmma kernel serves aligned ones */
+  cuda_tune_default(&g.tune, CUDA_SM80);
+  cu_ok(&e, cuda_gen_gemm(&e, m, &g, "g_pair_mma"));
+  k = m->k[m->n - 1];
+  assert_string_equal(k->kind, "mma_gemm");
+  assert_false(k->own->aligned);
+  assert_false(cuda_kernel_own_at(k, sv40));
+  assert_true(cuda_kernel_own_at(k, sv37));
+  g.own = 1;
+  harp_error_clear(&e);
+  assert_int_equal(cuda_gen_gemm(&e, m, &g, "g_pair_wrong2"), HARP_E_INVALID_ARG);
+  g.own = 0;
+  cuda_tune_default(&g.tune, CUDA_SM90);
   g.rt_st[0].lit = 8; /* 16 bytes x hp_sv0 */
   assert_true(cuda_sm90_rt_aligned(&g));
   g.K = 256, g.tune.splitk = 2, g.tune.splitk_kind = CUDA_SPLITK_ATOMIC, g.c_dtype = TINY_FP32; /* 4 k tiles */

@@ -48,6 +48,13 @@ static const char wgmma_b_src[] = "graph<B=4> main(x: f16[B, 64], w: f16[64, 64]
                                   "    y = x @ w\n"
                                   "    return y\n"
                                   "}\n";
+/* an fp16 GEMM whose B and C row strides are B elements (2B bytes: a TMA
+ * stride 16-byte aligned at B = 64, 48, 40, not at 37 or 33): on sm90 a
+ * pair, the wgmma kernel and the SM80 one */
+static const char wgmma_pair_src[] = "graph<B=4> main(x: f16[B, 64], w: f16[64, B]) -> (y: f16[B, B]) {\n"
+                                     "    y = x @ w\n"
+                                     "    return y\n"
+                                     "}\n";
 /* the module target of the sessions open_session_with opens */
 static const char *session_target = "sm80";
 
@@ -261,6 +268,55 @@ static void test_wgmma_box(void **vs) {
   const char *why = NULL;
   assert_true(rt_gpu_session_box(t.s, &b48, &why));
   tiny_symtab_free(&b48);
+  assert_driver_agrees(&t, &s0);
+  close_session(&t);
+  unsetenv("HARP_FAKE_CUDA_CC");
+  assert_released(&s0);
+  (void)vs;
+}
+
+/* A GEMM whose TMA strides are 16-byte aligned at some bindings only (the
+ * weight's and the output's rows of B fp16): one build of the box 33..64
+ * (B = 64, 40, 37, 33), a pair of kernels launched at every binding (each
+ * returns at once at a binding not its own, the graph's topology the same,
+ * updated in place); the runtime encodes the wgmma kernel's maps at the
+ * binding where its strides are aligned (64, 40), as generated at the
+ * box's corner hi where not (37, 33: the fake, as the driver, refuses a
+ * stride not a multiple of 16); both kernels read B. */
+static void test_wgmma_pair(void **vs) {
+  NEED_NVRTC();
+  S->reset();
+  snap s0 = snapshot();
+  sess t;
+  setenv("HARP_FAKE_CUDA_CC", "9.0", 1); /* a Hopper */
+  session_target = "sm90";
+  open_session_with(&t, NULL, wgmma_pair_src, true, &S->knobs, false);
+  session_target = "sm80";
+  int (*launch)(int, const void **, unsigned long long *, int);
+  *(void **)&launch = dlsym(S->lib, "harp_fake_cuda_launch");
+  assert_non_null(launch);
+  static const long Bs[4] = {64, 40, 37, 33};
+  for (int i = 0; i < 4; i++) {
+    unsigned long long args[16];
+    int n = first_launch_args(&t, Bs[i], wgmma_pair_src, args, 16);
+    assert_int_equal(n, 5); /* the wgmma kernel: tmA, tmB, tmC, C, hp_sv0 */
+    unsigned long long b = (unsigned long long)(Bs[i] % 8 ? 64 : Bs[i]); /* the maps' B */
+    assert_int_equal(args[0], b | (128 * b / 16) << 32);         /* A [B][64] */
+    assert_int_equal(args[1], 64ull | (64 * 2 * b / 16) << 32);  /* w [64][B] */
+    /* y [B][B]: its batch stride packed, at a binding the formula's (its literal 2 rounded up to 16 bytes: 16 B^2),
+     * as generated the corner's 2 x 64 x 64 bytes */
+    assert_int_equal(args[2], b | (Bs[i] % 8 ? 512 : b * b) << 32);
+    assert_int_equal(args[4], Bs[i]);
+    const void *where;
+    assert_int_equal(launch(1, &where, args, 16), 4); /* the SM80 kernel: A, B, C, hp_sv0 */
+    assert_int_equal(args[3], Bs[i]);
+    assert_int_equal(launch(2, &where, args, 16), -1);
+  }
+  record(0);
+  expect(&t, 1, 1, 4, 1, 3, 4);
+  assert_int_equal(stats(&t).box_builds, 1);
+  assert_int_equal(stats(&t).box_fallbacks, 0);
+  assert_int_equal(delta(&s0, FAKE_CUDA_MODULES_LOADED), 1);
   assert_driver_agrees(&t, &s0);
   close_session(&t);
   unsetenv("HARP_FAKE_CUDA_CC");
@@ -582,7 +638,7 @@ int main(void) {
       cmocka_unit_test(test_update_refused),         cmocka_unit_test(test_eviction),
       cmocka_unit_test(test_errors),                 cmocka_unit_test(test_cli_bench_bind),
       cmocka_unit_test(test_cli_bench_profile),      cmocka_unit_test(test_one_build_per_box),
-      cmocka_unit_test(test_wgmma_box),
+      cmocka_unit_test(test_wgmma_box),              cmocka_unit_test(test_wgmma_pair),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -652,6 +652,7 @@ harp_status cuda_mma_emit(harp_error *e, cuda_module *m, const cuda_mma_prob *p,
    * SGEMM on an H200 where one CTA of 183 registers ran 0.79x) */
   k->min_blocks = p->tune.min_blocks;
   mma_params_meta(&g, k);
+  if (p->pair && !cuda_own_guard(b, k, p->pair)) return ut_fail(e, HARP_E_NO_MEMORY, name, "out of memory");
   mma_prologue(&g);
   mma_mainloop(&g);
   /* ---- epilogue on the fragments, then the stores ---- */

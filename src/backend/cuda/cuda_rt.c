@@ -721,8 +721,8 @@ harp_status cuda_rt_launch_kernel_at(harp_error *e, cuda_rt *rt, void *fn, const
     if (k->params[i].kind == CUDA_P_TMAP) {
       if (!k->params[i].tmap) s = ut_fail(e, HARP_E_INTERNAL, k->name, "tensor map parameter without a descriptor");
       else {
-        cuda_tmap_desc d; /* a ShapeSet build's map: at the binding sv */
-        cuda_tmap_at(k->params[i].tmap, sv, &d);
+        cuda_tmap_desc d; /* a ShapeSet build's map: at the binding sv; as generated where a pair's other kernel runs */
+        cuda_tmap_at(k->params[i].tmap, cuda_kernel_own_at(k, sv) ? sv : NULL, &d);
         s = cuda_rt_encode_tmap(e, rt, &d, args[i], maps[i].b);
       }
       params[i] = maps[i].b;

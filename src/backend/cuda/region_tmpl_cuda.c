@@ -415,17 +415,30 @@ static harp_status gemm_plan_splitk(cuda_rctx *c, int r, const ct_gemm *gm, cuda
   return HARP_OK;
 }
 
+/* cuda_gen_gemm of region r's GEMM s (its kernel k<r>_gemm, *why on a
+ * refusal); a pair's wgmma kernel (s->own 1) from s with its run-time
+ * strides at the box's corner hi (the binding's constants may be
+ * unaligned; its maps as generated are the hi's), alike at every binding. */
+static harp_status try_gemm(cuda_rctx *c, int r, const cuda_gemm_spec *s, const char **why) {
+  cuda_gemm_spec t = *s;
+  if (s->own > 0) cuda_gemm_strides_at(&t, c->gen.hi);
+  return cr_try_gen(c, gen_gemm, &t, cr_kname(c, r, "gemm"), why);
+}
+
 /* Region r's GEMM kernel of spec s: the Plan's tiles pt (has_plan; a
  * refusal noted in *refused), then SM90's defaults, then SM80's (why).
+ * pair: s's TMA strides are aligned at some bindings only, so a wgmma
+ * kernel is the first of a pair (s->own 1; an SM80 one serves them all).
  * *gst gets HARP_OK when one generated; the return is a hard failure. */
 static harp_status gemm_generate(cuda_rctx *c, int r, cuda_gemm_spec *s, const cuda_tune *pt, bool has_plan, bool split_refused,
-                                 const char *pnote, const char **refused, const char **why, harp_status *gst) {
+                                 bool pair, const char *pnote, const char **refused, const char **why, harp_status *gst) {
   harp_status st = HARP_E_UNSUPPORTED;
   if (has_plan) {
     s->tune = *pt;
     if (pt->arch == CUDA_SM90 && c->mod->arch != CUDA_SM90) s->tune.arch = CUDA_SM80;
+    s->own = pair && s->tune.arch == CUDA_SM90;
     *refused = NULL;
-    st = cr_try_gen(c, gen_gemm, s, cr_kname(c, r, "gemm"), refused);
+    st = try_gemm(c, r, s, refused);
     if (st && (st = plan_refused(c, r, *refused, "the template's own tiles ran")) != HARP_OK) return st;
     if (!*refused && !split_refused) plan_mark(c, r, true, pnote);
     st = *refused ? HARP_E_UNSUPPORTED : HARP_OK;
@@ -433,13 +446,35 @@ static harp_status gemm_generate(cuda_rctx *c, int r, cuda_gemm_spec *s, const c
   if (st && c->mod->arch == CUDA_SM90) { /* SM90 without (or against) the Plan */
     cuda_tune_default(&s->tune, CUDA_SM90);
     s->tune.persistent = has_plan && pt->persistent; /* the Plan's scheduling holds for the template's tiles too */
-    st = cr_try_gen(c, gen_gemm, s, cr_kname(c, r, "gemm"), why);
+    s->own = pair;
+    st = try_gemm(c, r, s, why);
   }
   if (st) {
     cuda_tune_default(&s->tune, CUDA_SM80);
+    s->own = 0;
     st = cr_try_gen(c, gen_gemm, s, cr_kname(c, r, "gemm"), why);
   }
   *gst = st;
+  return HARP_OK;
+}
+
+/* The second kernel of region r's GEMM pair (s: the wgmma kernel's spec,
+ * just launched with the arguments na[0..n)): the SM80 template at its
+ * defaults for the bindings whose TMA strides are not 16-byte aligned,
+ * launched after it with the same arguments; *ok false (nothing added,
+ * *why) when it refuses. */
+static harp_status gemm_pair_sm80(cuda_rctx *c, int r, const ct_gemm *gm, const cuda_gemm_spec *s, const named_arg *na, int n,
+                                  bool *ok, const char **why) {
+  cuda_gemm_spec t = *s;
+  cuda_tune_default(&t.tune, CUDA_SM80);
+  t.own = -1;
+  int n0 = c->mod->n;
+  *ok = false;
+  if (cr_try_gen(c, gen_gemm, &t, cr_kname(c, r, "gemm_unaligned"), why)) return HARP_OK;
+  harp_status st = cr_launch_last(c, r, n0, na, n, ok, why);
+  if (st || !*ok) return st;
+  gemm_meta(c, r, c->mod->k[c->mod->n - 1], gm, "none: the SM80 kernel of a pair, the bindings whose TMA strides are not 16-byte aligned");
+  cuda_launch_sym_args(c);
   return HARP_OK;
 }
 
@@ -485,8 +520,9 @@ harp_status cr_print_gemm(cuda_rctx *c, int r, const ct_gemm *read, bool *done, 
     if (st || *done) return st;
   }
   bool split_refused = has_plan && refused; /* the split-K above: marked already */
+  bool pair = rt && c->mod->arch == CUDA_SM90 && !cuda_sm90_rt_aligned(&s);
   harp_status gst;
-  if ((st = gemm_generate(c, r, &s, &pt, has_plan, split_refused, pnote, &refused, why, &gst)) || gst) {
+  if ((st = gemm_generate(c, r, &s, &pt, has_plan, split_refused, pair, pnote, &refused, why, &gst)) || gst) {
     gemm_undo(c, &mk);
     return st;
   }
@@ -502,6 +538,14 @@ harp_status cr_print_gemm(cuda_rctx *c, int r, const ct_gemm *read, bool *done, 
             : refused ? cr_fmt_note(c, "%s; the template's defaults", refused)
                       : "tiles, stages, warp tile, vector width from the Plan");
   if (rt) cuda_launch_sym_args(c);
+  if (s.own > 0) { /* the wgmma kernel of a pair: the SM80 one serves the other bindings */
+    if ((st = gemm_pair_sm80(c, r, &gm, &s, na, 3 + gm.nepi, &ok, why))) return st;
+    if (!ok) {
+      gemm_undo(c, &mk);
+      plan_mark(c, r, false, *why);
+      return HARP_OK;
+    }
+  }
   if (a_bytes > c->scratch_bytes) c->scratch_bytes = a_bytes;
   *done = true;
   return HARP_OK;

@@ -6,8 +6,9 @@
  * the box's two corners then differ and the session builds per binding,
  * naming the kernel (gpu_box.c).  A residual epilogue's strides are
  * formulas of its own tensor's shape (a GEMM's) or the output's (a conv's).
- * In an sm90 module a GEMM's run-time TMA strides must stay 16-byte
- * aligned at every binding (cuda_sm90_rt_aligned), else it prints.
+ * In an sm90 module a GEMM whose run-time TMA strides are 16-byte aligned
+ * at some bindings only (cuda_sm90_rt_aligned) is a pair of kernels
+ * (region_tmpl_cuda.c, cuda_gemm_spec.own).
  * Needs: region_cuda.h (cuda_rctx: the box's symbols, their values now).
  * Gives: cuda_gen_sym, cuda_sizes_printed, cuda_rows_at_run_time,
  * cuda_gemm_at_run_time, cuda_gemm_macs_hi, cuda_conv_at_run_time, cuda_attn_at_run_time,
@@ -167,7 +168,7 @@ bool cuda_gemm_at_run_time(const cuda_rctx *c, int r, const int slot[3], const i
     any = any || t.rt_sb[i / 2][i % 2].n;
   }
   if (!epi_formulas(c, r, epi_slot, s, &t, &any) || !any) return false;
-  if (c->mod->arch == CUDA_SM90 && !cuda_sm90_rt_aligned(&t)) return false; /* the wgmma template's TMA strides */
+  /* on sm90, TMA strides aligned at some bindings only: a pair (cuda_gemm_spec.own) */
   t.nsyms = c->gen.n;
   *s = t;
   return true;
