@@ -501,6 +501,39 @@ def wino_rows(s, rng):
         wino4_rows(s, rng, d)
 
 
+# Winograd's grids at the binding (sscuda9): the input and output
+# transforms' grid.x (256 and 128 tiles a block) and the transformed GEMM's
+# N tiles (64 columns, grid.y: its M tiles are along x) come from the
+# binding's tile count P = N x ceil(oh / 2) x ceil(ow / 2) at launch
+# (cuda_wino_grids): H = 32 (P = 512), 20 (320), 17 (288)
+WINO_GRID_AT = ("wino_bias.harp", "H", (17, 32), (32, 20, 17), {"N": 2, "W": 32})
+
+
+def wino_grid_rows(s, rng):
+    """WINO_GRID_AT: one build (one_box: the simulator with the grids at
+    the binding against the interpreter), each grid the binding's tiles."""
+    name, sym, (lo, hi), at, fixed = WINO_GRID_AT
+    d = tempfile.mkdtemp(prefix="harp_ss_")
+    model, plan = os.path.join(d, name), os.path.join(d, "wino2.plan")
+    open(model, "w").write(WINO_MODELS[name])
+    open(plan, "w").write("split m 64; split n 64; split k 64; predicate_tail m.i.i n.i.i k.i.i; "
+                          "algo_choice conv winograd_2x2_3x3;\n")
+    what = f"{name}:{sym} F(2x2) grids"
+    dd = one_box(s, rng, what, model, sym, hi, at, fixed, ("--shapeset", f"{sym}={lo}..{hi}", "--plan", f"y={plan}"),
+                 "templates", 1, fixed_kinds=("wino_filter", "ewise"))
+    if not dd:
+        return
+    g = json.load(open(os.path.join(dd, "gpu.json")))["gpu"]
+    kinds = {k["name"]: k for k in g["kernels"]}
+    per = {"wino_input": (256, 0), "mma_gemm": (64, 1), "wino_output": (128, 0)}  # tiles a block, grid axis
+    for v in at:
+        tiles = fixed["N"] * -(-v // 2) * -(-fixed["W"] // 2)  # pad 1: oh = H, ow = W
+        got = {k["kind"]: cuda_sim.grid_x(l, k, [v], per[k["kind"]][1]) for l in g["launches"]
+               for k in [kinds[l["kernel"]]] if k["kind"] in per}
+        want = {kind: -(-tiles // n) for kind, (n, _) in per.items()}
+        s.check(f"{what} [{sym}={v}]: the grids cover the binding's {tiles} tiles", got == want, f"{got} != {want}")
+
+
 def main():
     warnings.simplefilter("ignore", RuntimeWarning)
     s = Suite("cuda_shapeset")
@@ -534,6 +567,8 @@ def main():
     attn_store_guard(s, rng)
     splitk_rows(s, rng)
     wino_rows(s, rng)
+    if not only or "wino_grid" in only.split(","):
+        wino_grid_rows(s, rng)
     nvcc_compiles(s, NVCC_UNITS)
     nvcc_compiles(s, NVCC_UNITS_90, sm90_only=True)
     s.close()

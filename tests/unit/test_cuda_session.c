@@ -10,6 +10,7 @@
 #include <math.h>
 
 #include "fake_testutil.h"
+#include "harp/tune.h"
 
 /* mlp.harp: two GEMMs and a bias/ReLU; B is the batch. */
 static const char *const mlp_model = "examples/mlp.harp";
@@ -321,6 +322,64 @@ static void test_wgmma_pair(void **vs) {
   close_session(&t);
   unsetenv("HARP_FAKE_CUDA_CC");
   assert_released(&s0);
+  (void)vs;
+}
+
+/* A Winograd conv (the Plan names it) over B images of 32 x 32: the box
+ * 3..4 is one build; the input and output transforms (256 and 128 tiles a
+ * block, grid.x) and the transformed GEMM (64 tiles a block along grid.y,
+ * its M tiles along x, the 16 points along z) are launched over the
+ * binding's tiles P = B x 16 x 16, the graph updated in place to them. */
+static void test_wino_grids(void **vs) {
+  NEED_NVRTC();
+  S->reset();
+  static const char src[] = "graph<B=4> main(x: f16[B, 8, 32, 32], w: f16[16, 8, 3, 3], b: f16[16]) -> (y: f16[B, 16, 32, 32]) {\n"
+                            "    y = conv2d(x, w, bias=b, pad=[1, 1])\n"
+                            "    return y\n"
+                            "}\n";
+  char plan[4200], arg[4300];
+  snprintf(plan, sizeof plan, "%s/wino2.plan", S->cache);
+  FILE *f = fopen(plan, "w");
+  assert_non_null(f);
+  fputs("split m 64; split n 64; split k 64; predicate_tail m.i.i n.i.i k.i.i; algo_choice conv winograd_2x2_3x3;\n", f);
+  fclose(f);
+  snprintf(arg, sizeof arg, "y=%s", plan);
+  harp_error e = {0};
+  rt_plan_override *ov = NULL;
+  char **keep = NULL;
+  int nov = 0, nkeep = 0;
+  assert_ok(&e, rt_plan_overrides_load(&e, arg, PLAN_ARCH_SM80, &ov, &nov, &keep, &nkeep));
+  sess t;
+  memset(&t, 0, sizeof t);
+  assert_ok(&e, hg_harp_load_text(&e, src, strlen(src), "tiny.harp", &t.p));
+  assert_ok(&e, hg_lower(&e, t.p, &t.g, NULL));
+  rt_gpu_opts o = {.knobs = &S->knobs, .target = "sm80", .cache_dir = S->cache, .graphs = true, .plan_overrides = ov,
+                   .nplan_overrides = nov};
+  assert_ok(&e, rt_gpu_session_new(&e, t.g, &o, &t.s));
+  tiny_graph_free(t.g);
+  t.g = NULL;
+  int (*grid)(int, unsigned *);
+  *(void **)&grid = dlsym(S->lib, "harp_fake_cuda_launch_grid");
+  assert_non_null(grid);
+  static const long Bs[3] = {4, 3, 4};
+  for (int i = 0; i < 3; i++) {
+    record(1);
+    assert_ok(&e, run_at(&t, Bs[i], NULL, src, &e));
+    unsigned want[3][3] = {{(unsigned)Bs[i], 8, 1}, {1, 4 * (unsigned)Bs[i], 16}, {2 * (unsigned)Bs[i], 16, 1}};
+    int w = 0; /* the input transform, the GEMM, the output transform, in launch order */
+    unsigned g[3];
+    for (int l = 0; grid(l, g) == 0 && w < 3; l++)
+      if (!memcmp(g, want[w], sizeof g)) w++;
+    assert_int_equal(w, 3);
+  }
+  record(0);
+  assert_int_equal(stats(&t).box_builds, 1);
+  assert_int_equal(stats(&t).box_fallbacks, 0);
+  assert_int_equal(stats(&t).updates, 2);
+  close_session(&t);
+  free(ov);
+  for (int i = 0; i < nkeep; i++) free(keep[i]);
+  free(keep);
   (void)vs;
 }
 
@@ -639,6 +698,7 @@ int main(void) {
       cmocka_unit_test(test_errors),                 cmocka_unit_test(test_cli_bench_bind),
       cmocka_unit_test(test_cli_bench_profile),      cmocka_unit_test(test_one_build_per_box),
       cmocka_unit_test(test_wgmma_box),              cmocka_unit_test(test_wgmma_pair),
+      cmocka_unit_test(test_wino_grids),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

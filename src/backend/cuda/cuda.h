@@ -551,6 +551,12 @@ typedef struct cuda_kernel {
    * that for CUDA_DEFAULT_SMS, the figure without a device) */
   int64_t persistent_tiles;
   const cuda_own *own; /* one kernel of a pair: the bindings it serves; NULL: every one */
+  /* a ShapeSet build's kernel whose grid along axis grid_axis (0 x, 1 y)
+   * covers a count it reads at run time (Winograd's tiles P, a GEMM's N):
+   * that count's items per block (its launch may size that grid at the
+   * binding); 0: none */
+  int64_t grid_items;
+  int grid_axis;
   cuda_stmt *body; /* a Block */
   int nmeta;
   cuda_meta meta[CUDA_MAX_META]; /* the plan as the template read it: tile, stages, ... */
@@ -593,6 +599,8 @@ bool cuda_sm90_tmaps_rt(const cuda_gemm_spec *s, cuda_tmap_desc tm[3]);
 /* The pair's bindings of GEMM s (s->own != 0; NULL otherwise or out of
  * memory, *oom then true) in arena a: s's unaligned TMA strides. */
 const cuda_own *cuda_gemm_own(ut_arena *a, const cuda_gemm_spec *s, bool *oom);
+/* z's value at the binding sv (hp_sv<i> = sv[i]; a constant: z->lit). */
+int64_t cuda_rtsz_at(const cuda_rtsz *z, const int64_t *sv);
 /* s's strides read at run time (rt_st, rt_sb, a residual's rt_epi) set to
  * their values at the binding sv: a pair's wgmma kernel takes the corner
  * hi's, the same at both corners of a box. */

@@ -644,6 +644,7 @@ harp_status cuda_mma_emit(harp_error *e, cuda_module *m, const cuda_mma_prob *p,
   if (!k) return e->code;
   g.k = k;
   k->grid[0] = grid[0], k->grid[1] = grid[1], k->grid[2] = p->nz * g.splits;
+  if (p->Nt) k->grid_items = g.BN, k->grid_axis = p->tune.raster_m_x; /* N's tiles: along y when M's are along x */
   if (k->grid[2] > 65535) return ut_fail(e, HARP_E_LIMIT, name, "batch x split-K slices = %lld > 65535", (long long)k->grid[2]);
   k->block[0] = g.T;
   k->smem_bytes = smem;

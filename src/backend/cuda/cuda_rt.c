@@ -695,6 +695,11 @@ harp_status cuda_rt_launch_kernel(harp_error *e, cuda_rt *rt, void *fn, const cu
 
 harp_status cuda_rt_launch_kernel_at(harp_error *e, cuda_rt *rt, void *fn, const cuda_kernel *k, const cuda_devptr *args,
                                      int64_t grid_x, const int64_t *sv) {
+  return cuda_rt_launch_kernel_xy(e, rt, fn, k, args, grid_x, 0, sv);
+}
+
+harp_status cuda_rt_launch_kernel_xy(harp_error *e, cuda_rt *rt, void *fn, const cuda_kernel *k, const cuda_devptr *args,
+                                     int64_t grid_x, int64_t grid_y, const int64_t *sv) {
   /* alignment first: a misaligned view is the caller's error, GPU or not */
   for (int i = 0; i < k->nparams; i++) {
     const cuda_param *p = &k->params[i];
@@ -730,7 +735,7 @@ harp_status cuda_rt_launch_kernel_at(harp_error *e, cuda_rt *rt, void *fn, const
       params[i] = (void *)&args[i];
     }
   }
-  int64_t grid[3] = {grid_x > 0 ? grid_x : k->grid[0], k->grid[1], k->grid[2]};
+  int64_t grid[3] = {grid_x > 0 ? grid_x : k->grid[0], grid_y > 0 ? grid_y : k->grid[1], k->grid[2]};
   if (!s) s = cuda_rt_launch(e, rt, fn, grid, k->block, k->smem_bytes, params);
   free(raw);
   free(params);

@@ -13,18 +13,20 @@
  * Needs: cuda.h (cuda_gemm_spec, cuda_tmap_desc, cuda_rtsz), cuda_int.h.
  * Gives: cuda_tmap_at, cuda_tmap_same, cuda_sm90_rt_aligned,
  * cuda_sm90_tmaps_rt, cuda_gemm_own, cuda_gemm_strides_at, cuda_kernel_own_at,
- * cuda_own_guard. */
+ * cuda_own_guard, cuda_rtsz_at. */
 #include <string.h>
 
 #include "backend/cuda/cuda.h"
 #include "backend/cuda/cuda_int.h"
 
-/* z's value at the binding sv (hp_sv<i> = sv[i]). */
-static uint64_t rtsz_eval(const cuda_rtsz *z, const int64_t *sv) {
+int64_t cuda_rtsz_at(const cuda_rtsz *z, const int64_t *sv) {
   int64_t v = z->lit;
   for (int i = 0; i < z->n; i++) v *= sv[z->sym[i]];
-  return (uint64_t)v;
+  return v;
 }
+
+/* z's value at the binding sv, unsigned (a map's dim or stride). */
+static uint64_t rtsz_eval(const cuda_rtsz *z, const int64_t *sv) { return (uint64_t)cuda_rtsz_at(z, sv); }
 
 void cuda_tmap_at(const cuda_tmap_desc *d, const int64_t *sv, cuda_tmap_desc *out) {
   *out = *d;

@@ -647,7 +647,8 @@ static harp_status conv_splitk(cuda_rctx *c, int r, const cuda_conv_spec *s, con
  * the output transform with the epilogue; scratch [wv | wm | wu].  A
  * ShapeSet build's images, height and width (the input at x_slot) are read
  * at run time by the transforms, the workspace laid out at the box's corner
- * hi (cuda_wino.c).  *ok false (module and launches as before, *why) when
+ * hi (cuda_wino.c), the grids of the kernels over the tiles at the
+ * binding's (cuda_wino_grids).  *ok false (module and launches as before, *why) when
  * a kernel refuses or an argument breaks an alignment. */
 static harp_status conv_wino(cuda_rctx *c, int r, const cuda_conv_spec *s0, int x_slot, const named_arg *io, int nio, bool *ok,
                              const char **why) {
@@ -687,6 +688,7 @@ static harp_status conv_wino(cuda_rctx *c, int r, const cuda_conv_spec *s0, int 
     return st;
   }
   if (rt) cuda_launches_sym_args(c, l0);
+  if (rt) cuda_wino_grids(c, l0, s, tile);
   int64_t end = once ? u_off : u_off + up256(d.u_bytes);
   if (end > c->scratch_bytes) c->scratch_bytes = end;
   if (once) c->packed_bytes += up256(d.u_bytes);
