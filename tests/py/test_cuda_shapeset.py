@@ -534,6 +534,37 @@ def wino_grid_rows(s, rng):
         s.check(f"{what} [{sym}={v}]: the grids cover the binding's {tiles} tiles", got == want, f"{got} != {want}")
 
 
+# split-K over run-time batches (sscuda9): a batched skinny GEMM over B x 2
+# batches (one batch formula, 2B; K = 256 in 4 slices) through each form;
+# the GEMM's grid.z is batches x slices, a CTA past the binding's batches
+# returns; the workspace and the flags laid out at the box's corner hi
+SPLITK_B_MODEL = "graph<B=4> main(a: f16[B, 2, 24, 256], b: f16[B, 2, 256, 64], bias: f16[64]) -> (c: f16[B, 2, 24, 64]) {\n" \
+                 "    c = gelu(a @ b + bias)\n    return c\n}\n"
+SPLITK_B_FORMS = ("splitk_serial", "splitk_parallel", "splitk_reduce")
+
+
+def splitk_batch_rows(s, rng):
+    """SPLITK_B_FORMS over B = 6, 5 of the box 5..8: one build (one_box:
+    the simulator against the interpreter, B one short must differ), the
+    GEMM split into 4 slices over the run-time batches."""
+    d = tempfile.mkdtemp(prefix="harp_ss_")
+    model = os.path.join(d, "splitk_b.harp")
+    open(model, "w").write(SPLITK_B_MODEL)
+    for algo in SPLITK_B_FORMS:
+        plan = os.path.join(d, f"{algo}.plan")
+        open(plan, "w").write(f"split m 64; split n 64; split k 64; warp_tile 32x32; predicate_tail m.i.i n.i.i;\n"
+                              f"algo_choice matmul {algo};\nsplitk 4;\n")
+        name = f"splitk_b.harp:B ({algo})"
+        dd = one_box(s, rng, name, model, "B", 8, (6, 5), {}, ("--shapeset", "B=5..8", "--plan", f"c={plan}"), "templates", 1,
+                     fixed_kinds=("zero",))
+        g = json.load(open(os.path.join(dd, "gpu.json")))["gpu"] if dd else {"kernels": []}
+        gemm = next((k for k in g["kernels"] if k["kind"] == "mma_gemm"), {})
+        src = open(os.path.join(dd, "model.cu")).read() if dd else ""
+        s.check(f"{name}: 4 slices over the run-time batches (grid.z 16 x 4, the batch guard)",
+                gemm.get("plan", {}).get("splitk") == 4 and gemm.get("grid", [0, 0, 0])[2] == 64 and
+                "if (blockIdx.z >= ((hp_sv0 * 2L) * 1L) * 4) return;" in src, str(gemm.get("grid")))
+
+
 def main():
     warnings.simplefilter("ignore", RuntimeWarning)
     s = Suite("cuda_shapeset")
@@ -569,6 +600,8 @@ def main():
     wino_rows(s, rng)
     if not only or "wino_grid" in only.split(","):
         wino_grid_rows(s, rng)
+    if not only or "splitk_b" in only.split(","):
+        splitk_batch_rows(s, rng)
     nvcc_compiles(s, NVCC_UNITS)
     nvcc_compiles(s, NVCC_UNITS_90, sm90_only=True)
     s.close()

@@ -198,7 +198,7 @@ typedef struct cuda_gemm_spec {
   cuda_epi epi[CUDA_MAX_EPI];
   cuda_math math;                       /* fp32 operands: TF32 (default), strict FP32, FP16 / BF16 */
   cuda_tune tune;
-  /* a ShapeSet build (nsyms > 0, the SM80 or SM90 template without split-K;
+  /* a ShapeSet build (nsyms > 0, the SM80 template, split-K too, or the SM90 one without;
    * the SM90 one's TMA maps then carry the formulas, cuda_tmap_desc): the
    * kernel takes the sizes hp_sv0 .. hp_sv<nsyms-1> (`const long`); a size or stride whose rt_* has n > 0 is read at run time (M, N, K are
    * then the box's most: the grid's tiles; a CTA past the binding's M or N

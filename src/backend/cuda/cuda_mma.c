@@ -330,7 +330,9 @@ static void emit_cta_indices(mma_gen *g) {
   cuda_decl(b, "const int", "bn0", NULL, cuda_fmt(b, "blockIdx.%c * %d", mx ? 'y' : 'x', g->BN));
   if (g->p->Mt) cuda_call(b, cuda_fmt(b, "if (bm0 >= %s) return", g->p->Mt)); /* past the binding's M: the whole CTA */
   if (g->p->Nt) cuda_call(b, cuda_fmt(b, "if (bn0 >= %s) return", g->p->Nt)); /* past its N */
-  if (g->p->NZt) cuda_call(b, cuda_fmt(b, "if (blockIdx.z >= %s) return", g->p->NZt)); /* past its batches */
+  if (g->p->NZt && g->splits > 1) /* past its batches: blockIdx.z is batch x slices + slice */
+    cuda_call(b, cuda_fmt(b, "if (blockIdx.z >= (%s) * %d) return", g->p->NZt, g->splits));
+  else if (g->p->NZt) cuda_call(b, cuda_fmt(b, "if (blockIdx.z >= %s) return", g->p->NZt)); /* past its batches */
 }
 
 /* Parameters C (with the alignment its stores need) and ep0.. */

@@ -176,9 +176,10 @@ static harp_status splitk_launches(cuda_rctx *c, int r, int n0, int l0, bool ser
  *   splitk_serial    zero the flags; GEMM slices add up in order through
  *                    [batch][M][N], the last applies the epilogue
  * The finishing pass applies the whole epilogue, so any epilogue fuses.
- * A ShapeSet build's sizes (s0->nsyms: M, N, K read at run time, the GEMM
- * cutting the binding's k tiles in S chunks; the batches constant, else
- * refused) leave the workspace and the flags laid
+ * A ShapeSet build's sizes (s0->nsyms: M, N, K and the batches read at
+ * run time, the GEMM cutting the binding's k tiles in S chunks, a CTA past
+ * the binding's batches returning; through a workspace the inner batch
+ * batch[1] constant, else refused) leave the workspace and the flags laid
  * out at the box's corner hi (constant strides; the zero kernel clears the
  * binding's rows and columns of it, cuda_splitk_zero_at), each kernel
  * guarding the binding's rows and columns.
@@ -188,8 +189,10 @@ static harp_status gemm_splitk(cuda_rctx *c, int r, const cuda_gemm_spec *s0, co
   int n0 = c->mod->n, l0 = c->nlaunch;
   *done = false;
   cuda_splitk kind = s0->tune.splitk_kind;
-  if (s0->nsyms && (s0->rt_b[0].n || s0->rt_b[1].n))
-    return *why = "split-K with sizes read at run time: over constant batches only", HARP_OK;
+  /* the workspace's plane of batch (z0, z1) is z0 x batch[1] + z1 at hi's
+   * batch[1] (the finishing pass reads plane bz): the inner batch constant */
+  if (s0->nsyms && s0->rt_b[1].n && kind != CUDA_SPLITK_SERIAL)
+    return *why = "split-K through a workspace with sizes read at run time: over a constant inner batch only", HARP_OK;
   int64_t nz = s0->batch[0] * s0->batch[1], MN = s0->M * s0->N;
   cuda_gemm_spec g = *s0; /* the GEMM kernel's spec */
   if (kind != CUDA_SPLITK_SERIAL) { /* C = the workspace, fp32, contiguous; no epilogue */
