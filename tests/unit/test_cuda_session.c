@@ -234,6 +234,29 @@ static int first_launch_args(sess *t, long B, const char *src, unsigned long lon
   return launch(0, &where, args, max);
 }
 
+/* An sm90 session of text (the fake as a 9.0 device, a Hopper), with graphs. */
+static void open_sm90_session(sess *t, const char *text) {
+  setenv("HARP_FAKE_CUDA_CC", "9.0", 1);
+  session_target = "sm90";
+  open_session_with(t, NULL, text, true, &S->knobs, false);
+  session_target = "sm80";
+}
+
+/* After 4 runs of open_sm90_session's session t at bindings of one box:
+ * one build, one module, one graph instantiated and updated 3 times; the
+ * driver agrees, the session closed, everything released (s0: before). */
+static void close_sm90_session(sess *t, snap *s0) {
+  record(0);
+  expect(t, 1, 1, 4, 1, 3, 4);
+  assert_int_equal(stats(t).box_builds, 1);
+  assert_int_equal(stats(t).box_fallbacks, 0);
+  assert_int_equal(delta(s0, FAKE_CUDA_MODULES_LOADED), 1);
+  assert_driver_agrees(t, s0);
+  close_session(t);
+  unsetenv("HARP_FAKE_CUDA_CC");
+  assert_released(s0);
+}
+
 /* The SM90 wgmma GEMM of an sm90 session over a ShapeSet box reads its
  * sizes at run time: one build, one module for B = 48, 64, 40, 33; the
  * runtime encodes its TMA maps at each binding before the launch (the
@@ -244,10 +267,7 @@ static void test_wgmma_box(void **vs) {
   S->reset();
   snap s0 = snapshot();
   sess t;
-  setenv("HARP_FAKE_CUDA_CC", "9.0", 1); /* a Hopper */
-  session_target = "sm90";
-  open_session_with(&t, NULL, wgmma_b_src, true, &S->knobs, false);
-  session_target = "sm80";
+  open_sm90_session(&t, wgmma_b_src);
   static const long Bs[4] = {48, 64, 40, 33};
   for (int i = 0; i < 4; i++) {
     unsigned long long args[16];
@@ -259,20 +279,12 @@ static void test_wgmma_box(void **vs) {
     assert_int_equal(args[2], want); /* C [B][64] fp16 */
     assert_int_equal(args[4], Bs[i]);
   }
-  record(0);
-  expect(&t, 1, 1, 4, 1, 3, 4);
-  assert_int_equal(stats(&t).box_builds, 1);
-  assert_int_equal(stats(&t).box_fallbacks, 0);
-  assert_int_equal(delta(&s0, FAKE_CUDA_MODULES_LOADED), 1);
   tiny_symtab b48;
   bind(&b48, 48);
   const char *why = NULL;
   assert_true(rt_gpu_session_box(t.s, &b48, &why));
   tiny_symtab_free(&b48);
-  assert_driver_agrees(&t, &s0);
-  close_session(&t);
-  unsetenv("HARP_FAKE_CUDA_CC");
-  assert_released(&s0);
+  close_sm90_session(&t, &s0);
   (void)vs;
 }
 
@@ -289,10 +301,7 @@ static void test_wgmma_pair(void **vs) {
   S->reset();
   snap s0 = snapshot();
   sess t;
-  setenv("HARP_FAKE_CUDA_CC", "9.0", 1); /* a Hopper */
-  session_target = "sm90";
-  open_session_with(&t, NULL, wgmma_pair_src, true, &S->knobs, false);
-  session_target = "sm80";
+  open_sm90_session(&t, wgmma_pair_src);
   int (*launch)(int, const void **, unsigned long long *, int);
   *(void **)&launch = dlsym(S->lib, "harp_fake_cuda_launch");
   assert_non_null(launch);
@@ -313,15 +322,7 @@ static void test_wgmma_pair(void **vs) {
     assert_int_equal(args[3], Bs[i]);
     assert_int_equal(launch(2, &where, args, 16), -1);
   }
-  record(0);
-  expect(&t, 1, 1, 4, 1, 3, 4);
-  assert_int_equal(stats(&t).box_builds, 1);
-  assert_int_equal(stats(&t).box_fallbacks, 0);
-  assert_int_equal(delta(&s0, FAKE_CUDA_MODULES_LOADED), 1);
-  assert_driver_agrees(&t, &s0);
-  close_session(&t);
-  unsetenv("HARP_FAKE_CUDA_CC");
-  assert_released(&s0);
+  close_sm90_session(&t, &s0);
   (void)vs;
 }
 
