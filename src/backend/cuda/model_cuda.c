@@ -1,8 +1,8 @@
 /* model_cuda.c — the GPU translation unit of a compiled model: every region
  * of the Function as kernels of one cuda_module, the launch list, and the
  * layout of the model's device memory.
- * Needs: region_cuda.c, cuda_dedup.c.  Gives: cuda_model_build,
- * cuda_model_dump_json, cuda_arg_offset (region_cuda.h).
+ * Needs: region_cuda.c, cuda_dedup.c, cuda_wgmma_rt.c (cuda_rtsz_at).  Gives: cuda_model_build,
+ * cuda_model_dump_json, cuda_arg_offset, cuda_launch_grid (region_cuda.h).
  *
  * Kernels that are the same code (a model's repeated layers) are compiled
  * once: cuda_dedup.c keeps one and points the others' launches at it
