@@ -248,7 +248,8 @@ static harp_status launch_at(harp_error *e, rt_gpu_model *m, int i, int sms) {
   for (int p = 0; p < l->nargs; p++)
     if (l->args[p].kind == CUDA_ARG_SYM) args[p] = (cuda_devptr)sv[l->args[p].buffer];
   int64_t grid = l->grid_div > 0 ? cuda_launch_grid(l, sv) : rt_gpu_persistent_grid(l->k, sms);
-  return cuda_rt_launch_kernel_at(e, m->rt, m->fn[i], l->k, args, grid, sv);
+  bool y = l->grid_div > 0 && l->grid_axis == 1; /* the run-time grid along y */
+  return cuda_rt_launch_kernel_xy(e, m->rt, m->fn[i], l->k, args, y ? 0 : grid, y ? grid : 0, sv);
 }
 
 harp_status gpu_launch_args(harp_error *e, rt_gpu_model *m, int i, const cuda_devptr *args) {

@@ -55,6 +55,18 @@ static bool same_maps(const cuda_kernel *x, const cuda_kernel *y) {
   return true;
 }
 
+/* Whether launches x and y size the same grid axis by the same tile counts. */
+static bool same_tiles(const cuda_launch *x, const cuda_launch *y) {
+  if (x->ngrid_tile != y->ngrid_tile || x->grid_axis != y->grid_axis) return false;
+  for (int j = 0; j < x->ngrid_tile && j < 3; j++) {
+    const cuda_rtsz *a = &x->grid_tile[j], *b = &y->grid_tile[j];
+    if (a->lit != b->lit || a->n != b->n || memcmp(a->sym, b->sym, sizeof a->sym[0] * (size_t)a->n) ||
+        x->grid_tile_add[j] != y->grid_tile_add[j] || x->grid_tile_per[j] != y->grid_tile_per[j])
+      return false;
+  }
+  return true;
+}
+
 /* Whether launch lists a and b are the same up to the arena's layout: the
  * same kernels, arguments (a buffer, its offset inside it), grids or grid
  * formulas, blocks, tensor maps. */
@@ -72,7 +84,7 @@ static bool same_launches(const cuda_model_tu *a, const cuda_model_tu *b) {
         x->grid_lit != y->grid_lit || x->ngrid_sym != y->ngrid_sym ||
         memcmp(x->grid_sym, y->grid_sym, sizeof x->grid_sym[0] * (size_t)x->ngrid_sym) ||
         memcmp(x->k->grid, y->k->grid, sizeof x->k->grid) || memcmp(x->k->block, y->k->block, sizeof x->k->block) ||
-        x->k->smem_bytes != y->k->smem_bytes || !same_maps(x->k, y->k))
+        x->k->smem_bytes != y->k->smem_bytes || !same_maps(x->k, y->k) || !same_tiles(x, y))
       return false;
     for (int p = 0; p < x->nargs; p++)
       if (x->args[p].kind != y->args[p].kind || x->args[p].buffer != y->args[p].buffer || x->args[p].offset != y->args[p].offset)

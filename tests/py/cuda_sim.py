@@ -184,16 +184,30 @@ def tmap_blob(tm, buf_id, offset, sv=None):
     return struct.pack("<32Q", *v)
 
 
-def grid_x(launch, kernel, sv):
-    """grid.x of a launch: the kernel's, or at the symbols' values sv (a
-    ShapeSet build's run-time grid, region_cuda.h cuda_launch_grid)."""
-    gx = launch.get("grid_x")
+def serves(kernel, sv):
+    """Whether kernel (one of a pair: its "serves") serves the binding sv,
+    as the runtime decides (cuda_kernel_own_at): every stride a multiple of
+    16 bytes there (an aligned kernel), or one not (the other)."""
+    own = kernel.get("serves")
+    if not own or sv is None:
+        return True
+    aligned = all(z["lit"] * int(np.prod([sv[j] for j in z["syms"]])) % 16 == 0 for z in own["strides_bytes"])
+    return aligned == own["aligned"]
+
+
+def grid_x(launch, kernel, sv, axis=0):
+    """grid.x (axis 1: grid.y) of a launch: the kernel's, or at the symbols'
+    values sv (a ShapeSet build's run-time grid, region_cuda.h
+    cuda_launch_grid: "grid_x" or "grid_y")."""
+    gx = launch.get("grid_y" if axis else "grid_x")
     if not gx or sv is None:
-        return kernel["grid"][0]
+        return kernel["grid"][axis]
     n = gx["lit"]
     for j in gx["syms"]:
         n *= sv[j]
-    return max(1, min(kernel["grid"][0], -(-n // gx["div"])))
+    for t in gx.get("tiles", []):  # tile counts (Winograd's P): (lit x syms + add) // per
+        n *= (t["lit"] * int(np.prod([sv[j] for j in t["syms"]])) + t["add"]) // t["per"]
+    return max(1, min(kernel["grid"][axis], -(-n // gx["div"])))
 
 
 def run(gpu_dir, inputs, seed=1, timeout=600, edit=None, reverse=False, sv=None, out_shapes=None):
@@ -251,7 +265,8 @@ def run(gpu_dir, inputs, seed=1, timeout=600, edit=None, reverse=False, sv=None,
             if prm["kind"] == "tensor_map":
                 path = os.path.join(work, f"m{nextid}.bin")
                 try:
-                    blob = tmap_blob(prm["tensor_map"], bid, off, sv)
+                    # a pair's kernel at a binding it does not serve: the map as generated (it returns at once)
+                    blob = tmap_blob(prm["tensor_map"], bid, off, sv if serves(k, sv) else None)
                 except ValueError as ex:
                     return None, str(ex)
                 open(path, "wb").write(blob)
@@ -261,7 +276,7 @@ def run(gpu_dir, inputs, seed=1, timeout=600, edit=None, reverse=False, sv=None,
             else:
                 ps.append(f"b{bid}+{off}")
         gr, bl = k["grid"], k["block"]
-        lines.append(f"launch {k['name']} {grid_x(l, k, sv)} {gr[1]} {gr[2]} {bl[0]} {bl[1]} {bl[2]} {k['smem_bytes']} {len(ps)} {' '.join(ps)}")
+        lines.append(f"launch {k['name']} {grid_x(l, k, sv)} {grid_x(l, k, sv, 1)} {gr[2]} {bl[0]} {bl[1]} {bl[2]} {k['smem_bytes']} {len(ps)} {' '.join(ps)}")
     for bid in outs:
         lines.append(f"out {bid} {os.path.join(work, f'o{bid}.bin')}")
     lines.append(f"out {status} {os.path.join(work, 'status.bin')}")

@@ -202,10 +202,6 @@ SM90_INLINE = {
                      "    y = x @ w\n    return y\n}\n",
     "wg_tf32_m.harp": "graph<M=4> main(x: f32[M, 64], w: f32[64, 64]) -> (y: f32[M, 64]) {\n"
                       "    y = x @ w\n    return y\n}\n",
-    # B's row stride N (2 bytes x N: not 16-byte aligned at every binding):
-    # the wgmma GEMM prints its sizes, the corners differ
-    "wg_mm_n.harp": "graph<N=4> main(x: f16[64, 64], w: f16[64, N]) -> (y: f16[64, N]) {\n"
-                    "    y = x @ w\n    return y\n}\n",
 }
 
 
@@ -246,8 +242,7 @@ def persistent_row(s, rng, what, model, dhi, sym, v):
 def sm90_boxes(s, rng):
     """SM90_CASES: each box unit for sm90 on the wgmma template, one text at
     every binding, run on the simulator against the interpreter (one_box);
-    its tensor maps' run-time dims name the box's symbol; a B row stride
-    that TMA cannot take at every binding prints (the corners differ)."""
+    its tensor maps' run-time dims name the box's symbol."""
     work = tempfile.mkdtemp(prefix="harp_ss90_")
     for name, text in SM90_INLINE.items():
         open(os.path.join(work, name), "w").write(text)
@@ -268,15 +263,8 @@ def sm90_boxes(s, rng):
         # the maps are launch parameters, not text: one build needs them alike at the corners (gpu_box.c same_maps)
         p, dlo = cuda_sim.dump(os.path.join(work, name), "sm90", [f"{sym}={at[-1]}"], extra=("--shapeset", f"{sym}={lo}..{hi}"))
         s.check(f"{what}: the same tensor maps at {sym}={at[-1]}", p.returncode == 0 and tmaps_of(dlo) == maps, p.stderr)
-    box = ("--shapeset", "N=33..64")
-    p, d64 = cuda_sim.dump(os.path.join(work, "wg_mm_n.harp"), "sm90", ["N=64"], extra=box)
-    q, d40 = cuda_sim.dump(os.path.join(work, "wg_mm_n.harp"), "sm90", ["N=40"], extra=box)
-    s.check("wg_mm_n.harp (sm90): dumps", p.returncode == 0 and q.returncode == 0, p.stderr + q.stderr)
-    if p.returncode == 0 and q.returncode == 0:
-        g = json.load(open(os.path.join(d64, "gpu.json")))["gpu"]
-        s.check("wg_mm_n.harp (sm90): an unaligned run-time TMA stride prints: the corners' maps differ",
-                any(k["kind"] == "wgmma_gemm" for k in g["kernels"]) and tmaps_of(d64) != tmaps_of(d40) and
-                "hp_sv0" not in open(os.path.join(d64, "model.cu")).read())
+    # a TMA stride aligned at some bindings only (B's row stride N): a pair
+    # of kernels in one build, test_cuda_sm90_pair.py
 
 
 # softmax row kernels whose row length (the last dim) is read at run time:
@@ -585,8 +573,8 @@ def transformer_box(s, rng, model, target):
 def transformer_rows(s, rng):
     """The transformer block's box on sm90 and sm80 (transformer_box), the
     session over its corners and between one build; a box that still prints
-    a size (wg_mm_n: an unaligned TMA stride) builds per binding and says
-    which kernel, once."""
+    a size (pool_pad_hw: a grid of a floor division) builds per binding and
+    says which kernel, once."""
     only = os.environ.get("HARP_CUDA_SS_MODELS")
     if only and "transformer" not in only.split(","):
         return
@@ -597,14 +585,77 @@ def transformer_rows(s, rng):
         if st:
             s.check(f"transformer_block ({target}) session: one build, no fallback", st["clusters"] == 1 and st["builds"] == 1 and
                     st["box_builds"] == 1 and st["box_fallbacks"] == 0 and "builds per binding" not in err, f"{st} {err[-800:]}")
-    work = tempfile.mkdtemp(prefix="harp_ss_")
-    mm_n = os.path.join(work, "wg_mm_n.harp")
-    open(mm_n, "w").write(SM90_INLINE["wg_mm_n.harp"])
-    st, err = session_counts(s, "wg_mm_n.harp (sm90)", mm_n, "sm90", ["N=40", "N=64"])
+    # pool_pad_hw over H: its loop nest's grid is (H - 1) / 2 + 1's, not a
+    # product of the symbols, so the box still builds per binding
+    st, err = session_counts(s, "pool_pad_hw.harp (sm90)", os.path.join(MODELS, "pool_pad_hw.harp"), "sm90", ["H=15", "H=9"])
     if st:
-        s.check("wg_mm_n.harp (sm90): per binding, the reason said once, naming the kernel",
+        s.check("pool_pad_hw.harp (sm90): per binding, the reason said once, naming the kernel",
                 st["box_fallbacks"] == 1 and st["builds"] == 2 and err.count("builds per binding") == 1 and
-                "--bind N=40 builds per binding: the code of k0_gemm" in err, err[-1500:])
+                "--bind H=15 builds per binding: the code of k0_generic" in err, err[-1500:])
+
+
+# Winograd's grids at the binding (sscuda9): the input and output
+# transforms' grid.x (256 and 128 tiles a block) and the transformed GEMM's
+# N tiles (64 columns, grid.y: its M tiles are along x) come from the
+# binding's tile count P = N x ceil(oh / 2) x ceil(ow / 2) at launch
+# (cuda_wino_grids): H = 32 (P = 512), 20 (320), 17 (288)
+WINO_GRID_AT = ("wino_bias.harp", "H", (17, 32), (32, 20, 17), {"N": 2, "W": 32})
+
+
+def wino_grid_rows(s, rng):
+    """WINO_GRID_AT: one build (one_box: the simulator with the grids at
+    the binding against the interpreter), each grid the binding's tiles."""
+    name, sym, (lo, hi), at, fixed = WINO_GRID_AT
+    d = tempfile.mkdtemp(prefix="harp_ss_")
+    model, plan = os.path.join(d, name), os.path.join(d, "wino2.plan")
+    open(model, "w").write(WINO_MODELS[name])
+    open(plan, "w").write("split m 64; split n 64; split k 64; predicate_tail m.i.i n.i.i k.i.i; "
+                          "algo_choice conv winograd_2x2_3x3;\n")
+    what = f"{name}:{sym} F(2x2) grids"
+    dd = one_box(s, rng, what, model, sym, hi, at, fixed, ("--shapeset", f"{sym}={lo}..{hi}", "--plan", f"y={plan}"),
+                 "templates", 1, fixed_kinds=("wino_filter", "ewise"))
+    if not dd:
+        return
+    g = json.load(open(os.path.join(dd, "gpu.json")))["gpu"]
+    kinds = {k["name"]: k for k in g["kernels"]}
+    per = {"wino_input": (256, 0), "mma_gemm": (64, 1), "wino_output": (128, 0)}  # tiles a block, grid axis
+    for v in at:
+        tiles = fixed["N"] * -(-v // 2) * -(-fixed["W"] // 2)  # pad 1: oh = H, ow = W
+        got = {k["kind"]: cuda_sim.grid_x(l, k, [v], per[k["kind"]][1]) for l in g["launches"]
+               for k in [kinds[l["kernel"]]] if k["kind"] in per}
+        want = {kind: -(-tiles // n) for kind, (n, _) in per.items()}
+        s.check(f"{what} [{sym}={v}]: the grids cover the binding's {tiles} tiles", got == want, f"{got} != {want}")
+
+
+# split-K over run-time batches (sscuda9): a batched skinny GEMM over B x 2
+# batches (one batch formula, 2B; K = 256 in 4 slices) through each form;
+# the GEMM's grid.z is batches x slices, a CTA past the binding's batches
+# returns; the workspace and the flags laid out at the box's corner hi
+SPLITK_B_MODEL = "graph<B=4> main(a: f16[B, 2, 24, 256], b: f16[B, 2, 256, 64], bias: f16[64]) -> (c: f16[B, 2, 24, 64]) {\n" \
+                 "    c = gelu(a @ b + bias)\n    return c\n}\n"
+SPLITK_B_FORMS = ("splitk_serial", "splitk_parallel", "splitk_reduce")
+
+
+def splitk_batch_rows(s, rng):
+    """SPLITK_B_FORMS over B = 6, 5 of the box 5..8: one build (one_box:
+    the simulator against the interpreter, B one short must differ), the
+    GEMM split into 4 slices over the run-time batches."""
+    d = tempfile.mkdtemp(prefix="harp_ss_")
+    model = os.path.join(d, "splitk_b.harp")
+    open(model, "w").write(SPLITK_B_MODEL)
+    for algo in SPLITK_B_FORMS:
+        plan = os.path.join(d, f"{algo}.plan")
+        open(plan, "w").write(f"split m 64; split n 64; split k 64; warp_tile 32x32; predicate_tail m.i.i n.i.i;\n"
+                              f"algo_choice matmul {algo};\nsplitk 4;\n")
+        name = f"splitk_b.harp:B ({algo})"
+        dd = one_box(s, rng, name, model, "B", 8, (6, 5), {}, ("--shapeset", "B=5..8", "--plan", f"c={plan}"), "templates", 1,
+                     fixed_kinds=("zero",))
+        g = json.load(open(os.path.join(dd, "gpu.json")))["gpu"] if dd else {"kernels": []}
+        gemm = next((k for k in g["kernels"] if k["kind"] == "mma_gemm"), {})
+        src = open(os.path.join(dd, "model.cu")).read() if dd else ""
+        s.check(f"{name}: 4 slices over the run-time batches (grid.z 16 x 4, the batch guard)",
+                gemm.get("plan", {}).get("splitk") == 4 and gemm.get("grid", [0, 0, 0])[2] == 64 and
+                "if (blockIdx.z >= ((hp_sv0 * 2L) * 1L) * 4) return;" in src, str(gemm.get("grid")))
 
 
 def main():
@@ -641,6 +692,10 @@ def main():
     splitk_rows(s, rng)
     wino_rows(s, rng)
     transformer_rows(s, rng)
+    if not only or "wino_grid" in only.split(","):
+        wino_grid_rows(s, rng)
+    if not only or "splitk_b" in only.split(","):
+        splitk_batch_rows(s, rng)
     nvcc_compiles(s, NVCC_UNITS)
     nvcc_compiles(s, NVCC_UNITS_90, sm90_only=True)
     s.close()

@@ -6,6 +6,7 @@
 
 #include "cuda_models.h"
 #include "cuda_testutil.h"
+#include "backend/cuda/region_cuda.h"
 
 static void collect_ops(json_t *list, char *seen, size_t cap) {
   size_t i;
@@ -142,6 +143,34 @@ static void test_tmap_rt(void **s) {
   assert_false(cuda_sm90_rt_aligned(&g));
   harp_error_clear(&e);
   assert_int_equal(cuda_gen_gemm(&e, m, &g, "g_rt_unaligned"), HARP_E_UNSUPPORTED);
+  /* a pair: the wgmma kernel serves the bindings where 2 x hp_sv0 is a multiple of 16, the SM80 one the others */
+  const int64_t sv40[2] = {40, 2}, sv37[2] = {37, 2};
+  g.own = 1;
+  cu_ok(&e, cuda_gen_gemm(&e, m, &g, "g_pair_wgmma"));
+  k = m->k[m->n - 1];
+  assert_non_null(k->own);
+  assert_true(k->own->aligned);
+  assert_int_equal(k->own->n, 1);
+  assert_int_equal(k->own->st[0].lit, 2);
+  assert_int_equal(k->own->st[0].sym[0], 0);
+  assert_true(cuda_kernel_own_at(k, sv40));
+  assert_false(cuda_kernel_own_at(k, sv37));
+  assert_true(cuda_kernel_own_at(k, NULL));
+  g.own = -1;
+  harp_error_clear(&e);
+  assert_int_equal(cuda_gen_gemm(&e, m, &g, "g_pair_wrong"), HARP_E_UNSUPPORTED); /* the wgmma kernel serves aligned ones */
+  cuda_tune_default(&g.tune, CUDA_SM80);
+  cu_ok(&e, cuda_gen_gemm(&e, m, &g, "g_pair_mma"));
+  k = m->k[m->n - 1];
+  assert_string_equal(k->kind, "mma_gemm");
+  assert_false(k->own->aligned);
+  assert_false(cuda_kernel_own_at(k, sv40));
+  assert_true(cuda_kernel_own_at(k, sv37));
+  g.own = 1;
+  harp_error_clear(&e);
+  assert_int_equal(cuda_gen_gemm(&e, m, &g, "g_pair_wrong2"), HARP_E_INVALID_ARG);
+  g.own = 0;
+  cuda_tune_default(&g.tune, CUDA_SM90);
   g.rt_st[0].lit = 8; /* 16 bytes x hp_sv0 */
   assert_true(cuda_sm90_rt_aligned(&g));
   g.K = 256, g.tune.splitk = 2, g.tune.splitk_kind = CUDA_SPLITK_ATOMIC, g.c_dtype = TINY_FP32; /* 4 k tiles */
@@ -149,6 +178,27 @@ static void test_tmap_rt(void **s) {
   assert_int_equal(cuda_gen_gemm(&e, m, &g, "g_rt_splitk"), HARP_E_UNSUPPORTED);
   assert_non_null(strstr(e.msg, "run time"));
   cuda_module_free(m);
+}
+
+/* A run-time grid over tile counts (Winograd's P = images x ceil(oh / 2)
+ * x ceil(ow / 2), cuda_wino_grids): 64 tiles a block along grid.y, at
+ * most the kernel's 8 (the corner hi's 2 x 16 x 16 tiles). */
+static void test_launch_grid_tiles(void **s) {
+  (void)s;
+  cuda_kernel k = {.grid = {1, 8, 16}};
+  cuda_launch l = {.k = &k, .grid_lit = 1, .grid_div = 64, .ngrid_tile = 3, .grid_axis = 1};
+  l.grid_tile[0] = (cuda_rtsz){.lit = 2}; /* two images */
+  l.grid_tile[1] = (cuda_rtsz){.lit = 1, .n = 1, .sym = {0}}, l.grid_tile_add[1] = 1, l.grid_tile_per[1] = 2; /* ceil(H / 2) */
+  l.grid_tile[2] = (cuda_rtsz){.lit = 32}, l.grid_tile_add[2] = 1, l.grid_tile_per[2] = 2;          /* ceil(32 / 2) */
+  l.grid_tile_per[0] = 1;
+  const int64_t h32[1] = {32}, h20[1] = {20}, h17[1] = {17}, h3[1] = {3};
+  assert_int_equal(cuda_launch_grid(&l, h32), 8);
+  assert_int_equal(cuda_launch_grid(&l, h20), 5); /* 320 tiles */
+  assert_int_equal(cuda_launch_grid(&l, h17), 5); /* 288 */
+  assert_int_equal(cuda_launch_grid(&l, h3), 1);  /* 64 */
+  assert_int_equal(cuda_launch_grid(&l, NULL), 8);
+  l.grid_axis = 0; /* along x: at most grid[0] */
+  assert_int_equal(cuda_launch_grid(&l, h20), 1);
 }
 
 static void test_spec_errors(void **s) {
@@ -410,6 +460,7 @@ int main(void) {
       cmocka_unit_test(test_dump_json),      cmocka_unit_test(test_spec_errors),    cmocka_unit_test(test_verifier),
       cmocka_unit_test(test_alloc_failures), cmocka_unit_test(test_rt_no_driver),   cmocka_unit_test(test_rt_misaligned),   cmocka_unit_test(test_rt_stub_driver),
       cmocka_unit_test(test_rt_no_nvrtc),    cmocka_unit_test(test_cache_key),      cmocka_unit_test(test_tmap_rt),
+      cmocka_unit_test(test_launch_grid_tiles),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

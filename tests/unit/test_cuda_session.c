@@ -10,6 +10,7 @@
 #include <math.h>
 
 #include "fake_testutil.h"
+#include "harp/tune.h"
 
 /* mlp.harp: two GEMMs and a bias/ReLU; B is the batch. */
 static const char *const mlp_model = "examples/mlp.harp";
@@ -48,6 +49,13 @@ static const char wgmma_b_src[] = "graph<B=4> main(x: f16[B, 64], w: f16[64, 64]
                                   "    y = x @ w\n"
                                   "    return y\n"
                                   "}\n";
+/* an fp16 GEMM whose B and C row strides are B elements (2B bytes: a TMA
+ * stride 16-byte aligned at B = 64, 48, 40, not at 37 or 33): on sm90 a
+ * pair, the wgmma kernel and the SM80 one */
+static const char wgmma_pair_src[] = "graph<B=4> main(x: f16[B, 64], w: f16[64, B]) -> (y: f16[B, B]) {\n"
+                                     "    y = x @ w\n"
+                                     "    return y\n"
+                                     "}\n";
 /* the module target of the sessions open_session_with opens */
 static const char *session_target = "sm80";
 
@@ -226,6 +234,29 @@ static int first_launch_args(sess *t, long B, const char *src, unsigned long lon
   return launch(0, &where, args, max);
 }
 
+/* An sm90 session of text (the fake as a 9.0 device, a Hopper), with graphs. */
+static void open_sm90_session(sess *t, const char *text) {
+  setenv("HARP_FAKE_CUDA_CC", "9.0", 1);
+  session_target = "sm90";
+  open_session_with(t, NULL, text, true, &S->knobs, false);
+  session_target = "sm80";
+}
+
+/* After 4 runs of open_sm90_session's session t at bindings of one box:
+ * one build, one module, one graph instantiated and updated 3 times; the
+ * driver agrees, the session closed, everything released (s0: before). */
+static void close_sm90_session(sess *t, snap *s0) {
+  record(0);
+  expect(t, 1, 1, 4, 1, 3, 4);
+  assert_int_equal(stats(t).box_builds, 1);
+  assert_int_equal(stats(t).box_fallbacks, 0);
+  assert_int_equal(delta(s0, FAKE_CUDA_MODULES_LOADED), 1);
+  assert_driver_agrees(t, s0);
+  close_session(t);
+  unsetenv("HARP_FAKE_CUDA_CC");
+  assert_released(s0);
+}
+
 /* The SM90 wgmma GEMM of an sm90 session over a ShapeSet box reads its
  * sizes at run time: one build, one module for B = 48, 64, 40, 33; the
  * runtime encodes its TMA maps at each binding before the launch (the
@@ -236,10 +267,7 @@ static void test_wgmma_box(void **vs) {
   S->reset();
   snap s0 = snapshot();
   sess t;
-  setenv("HARP_FAKE_CUDA_CC", "9.0", 1); /* a Hopper */
-  session_target = "sm90";
-  open_session_with(&t, NULL, wgmma_b_src, true, &S->knobs, false);
-  session_target = "sm80";
+  open_sm90_session(&t, wgmma_b_src);
   static const long Bs[4] = {48, 64, 40, 33};
   for (int i = 0; i < 4; i++) {
     unsigned long long args[16];
@@ -251,20 +279,108 @@ static void test_wgmma_box(void **vs) {
     assert_int_equal(args[2], want); /* C [B][64] fp16 */
     assert_int_equal(args[4], Bs[i]);
   }
-  record(0);
-  expect(&t, 1, 1, 4, 1, 3, 4);
-  assert_int_equal(stats(&t).box_builds, 1);
-  assert_int_equal(stats(&t).box_fallbacks, 0);
-  assert_int_equal(delta(&s0, FAKE_CUDA_MODULES_LOADED), 1);
   tiny_symtab b48;
   bind(&b48, 48);
   const char *why = NULL;
   assert_true(rt_gpu_session_box(t.s, &b48, &why));
   tiny_symtab_free(&b48);
-  assert_driver_agrees(&t, &s0);
+  close_sm90_session(&t, &s0);
+  (void)vs;
+}
+
+/* A GEMM whose TMA strides are 16-byte aligned at some bindings only (the
+ * weight's and the output's rows of B fp16): one build of the box 33..64
+ * (B = 64, 40, 37, 33), a pair of kernels launched at every binding (each
+ * returns at once at a binding not its own, the graph's topology the same,
+ * updated in place); the runtime encodes the wgmma kernel's maps at the
+ * binding where its strides are aligned (64, 40), as generated at the
+ * box's corner hi where not (37, 33: the fake, as the driver, refuses a
+ * stride not a multiple of 16); both kernels read B. */
+static void test_wgmma_pair(void **vs) {
+  NEED_NVRTC();
+  S->reset();
+  snap s0 = snapshot();
+  sess t;
+  open_sm90_session(&t, wgmma_pair_src);
+  int (*launch)(int, const void **, unsigned long long *, int);
+  *(void **)&launch = dlsym(S->lib, "harp_fake_cuda_launch");
+  assert_non_null(launch);
+  static const long Bs[4] = {64, 40, 37, 33};
+  for (int i = 0; i < 4; i++) {
+    unsigned long long args[16];
+    int n = first_launch_args(&t, Bs[i], wgmma_pair_src, args, 16);
+    assert_int_equal(n, 5); /* the wgmma kernel: tmA, tmB, tmC, C, hp_sv0 */
+    unsigned long long b = (unsigned long long)(Bs[i] % 8 ? 64 : Bs[i]); /* the maps' B */
+    assert_int_equal(args[0], b | (128 * b / 16) << 32);         /* A [B][64] */
+    assert_int_equal(args[1], 64ull | (64 * 2 * b / 16) << 32);  /* w [64][B] */
+    /* y [B][B]: its batch stride packed, at a binding the formula's (its literal 2 rounded up to 16 bytes: 16 B^2),
+     * as generated the corner's 2 x 64 x 64 bytes */
+    assert_int_equal(args[2], b | (Bs[i] % 8 ? 512 : b * b) << 32);
+    assert_int_equal(args[4], Bs[i]);
+    const void *where;
+    assert_int_equal(launch(1, &where, args, 16), 4); /* the SM80 kernel: A, B, C, hp_sv0 */
+    assert_int_equal(args[3], Bs[i]);
+    assert_int_equal(launch(2, &where, args, 16), -1);
+  }
+  close_sm90_session(&t, &s0);
+  (void)vs;
+}
+
+/* A Winograd conv (the Plan names it) over B images of 32 x 32: the box
+ * 3..4 is one build; the input and output transforms (256 and 128 tiles a
+ * block, grid.x) and the transformed GEMM (64 tiles a block along grid.y,
+ * its M tiles along x, the 16 points along z) are launched over the
+ * binding's tiles P = B x 16 x 16, the graph updated in place to them. */
+static void test_wino_grids(void **vs) {
+  NEED_NVRTC();
+  S->reset();
+  static const char src[] = "graph<B=4> main(x: f16[B, 8, 32, 32], w: f16[16, 8, 3, 3], b: f16[16]) -> (y: f16[B, 16, 32, 32]) {\n"
+                            "    y = conv2d(x, w, bias=b, pad=[1, 1])\n"
+                            "    return y\n"
+                            "}\n";
+  char plan[4200], arg[4300];
+  snprintf(plan, sizeof plan, "%s/wino2.plan", S->cache);
+  FILE *f = fopen(plan, "w");
+  assert_non_null(f);
+  fputs("split m 64; split n 64; split k 64; predicate_tail m.i.i n.i.i k.i.i; algo_choice conv winograd_2x2_3x3;\n", f);
+  fclose(f);
+  snprintf(arg, sizeof arg, "y=%s", plan);
+  harp_error e = {0};
+  rt_plan_override *ov = NULL;
+  char **keep = NULL;
+  int nov = 0, nkeep = 0;
+  assert_ok(&e, rt_plan_overrides_load(&e, arg, PLAN_ARCH_SM80, &ov, &nov, &keep, &nkeep));
+  sess t;
+  memset(&t, 0, sizeof t);
+  assert_ok(&e, hg_harp_load_text(&e, src, strlen(src), "tiny.harp", &t.p));
+  assert_ok(&e, hg_lower(&e, t.p, &t.g, NULL));
+  rt_gpu_opts o = {.knobs = &S->knobs, .target = "sm80", .cache_dir = S->cache, .graphs = true, .plan_overrides = ov,
+                   .nplan_overrides = nov};
+  assert_ok(&e, rt_gpu_session_new(&e, t.g, &o, &t.s));
+  tiny_graph_free(t.g);
+  t.g = NULL;
+  int (*grid)(int, unsigned *);
+  *(void **)&grid = dlsym(S->lib, "harp_fake_cuda_launch_grid");
+  assert_non_null(grid);
+  static const long Bs[3] = {4, 3, 4};
+  for (int i = 0; i < 3; i++) {
+    record(1);
+    assert_ok(&e, run_at(&t, Bs[i], NULL, src, &e));
+    unsigned want[3][3] = {{(unsigned)Bs[i], 8, 1}, {1, 4 * (unsigned)Bs[i], 16}, {2 * (unsigned)Bs[i], 16, 1}};
+    int w = 0; /* the input transform, the GEMM, the output transform, in launch order */
+    unsigned g[3];
+    for (int l = 0; grid(l, g) == 0 && w < 3; l++)
+      if (!memcmp(g, want[w], sizeof g)) w++;
+    assert_int_equal(w, 3);
+  }
+  record(0);
+  assert_int_equal(stats(&t).box_builds, 1);
+  assert_int_equal(stats(&t).box_fallbacks, 0);
+  assert_int_equal(stats(&t).updates, 2);
   close_session(&t);
-  unsetenv("HARP_FAKE_CUDA_CC");
-  assert_released(&s0);
+  free(ov);
+  for (int i = 0; i < nkeep; i++) free(keep[i]);
+  free(keep);
   (void)vs;
 }
 
@@ -582,7 +698,8 @@ int main(void) {
       cmocka_unit_test(test_update_refused),         cmocka_unit_test(test_eviction),
       cmocka_unit_test(test_errors),                 cmocka_unit_test(test_cli_bench_bind),
       cmocka_unit_test(test_cli_bench_profile),      cmocka_unit_test(test_one_build_per_box),
-      cmocka_unit_test(test_wgmma_box),
+      cmocka_unit_test(test_wgmma_box),              cmocka_unit_test(test_wgmma_pair),
+      cmocka_unit_test(test_wino_grids),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -198,7 +198,7 @@ typedef struct cuda_gemm_spec {
   cuda_epi epi[CUDA_MAX_EPI];
   cuda_math math;                       /* fp32 operands: TF32 (default), strict FP32, FP16 / BF16 */
   cuda_tune tune;
-  /* a ShapeSet build (nsyms > 0, the SM80 or SM90 template without split-K;
+  /* a ShapeSet build (nsyms > 0, the SM80 template, split-K too, or the SM90 one without;
    * the SM90 one's TMA maps then carry the formulas, cuda_tmap_desc): the
    * kernel takes the sizes hp_sv0 .. hp_sv<nsyms-1> (`const long`); a size or stride whose rt_* has n > 0 is read at run time (M, N, K are
    * then the box's most: the grid's tiles; a CTA past the binding's M or N
@@ -211,6 +211,10 @@ typedef struct cuda_gemm_spec {
   /* N at run time as C text of hp_sv<i> (a count no product formula writes:
    * Winograd's tiles; N's layout stays the box's), else NULL: rt_n */
   const char *n_text;
+  /* a ShapeSet build's GEMM whose TMA strides are 16-byte aligned at some
+   * bindings only, built as a pair (cuda_own): 1 the SM90 wgmma kernel of
+   * the aligned bindings, -1 the SM80 kernel of the others, 0 no pair */
+  int own;
 } cuda_gemm_spec;
 
 /* Row-major contiguous A[M][K], B[K][N], C[M][N], batch 1, C of dtype dt. */
@@ -535,6 +539,19 @@ typedef struct cuda_meta {
 /* Invariants: name is a C identifier unique in its module; block[0] is a
  * multiple of 32 (a whole number of warps); grid[i] >= 1; smem_bytes is the
  * dynamic shared memory the launch must request. */
+/* The bindings one kernel of a pair serves (cuda_gemm_spec.own): the
+ * strides st[0..n) in bytes, formulas of the symbols (those of the SM90
+ * GEMM's tensor maps that are not 16-byte aligned at every binding);
+ * aligned: the bindings where every one is a multiple of 16 (the wgmma
+ * kernel), else those where one is not (the SM80 kernel).  At another
+ * binding the kernel returns at once, and the runtime encodes its tensor
+ * maps as generated (at the box's corner hi, where they are aligned). */
+typedef struct cuda_own {
+  bool aligned;
+  int n;
+  cuda_rtsz st[9];
+} cuda_own;
+
 typedef struct cuda_kernel {
   const char *name;
   const char *kind; /* "mma_gemm" | "mma_conv" | "attention" | "ewise" | "reduce" | "softmax" | "layernorm" | "wgmma_gemm"
@@ -550,6 +567,13 @@ typedef struct cuda_kernel {
    * grid.x = min(tiles, SMs x min_blocks) from the device (grid[0] holds
    * that for CUDA_DEFAULT_SMS, the figure without a device) */
   int64_t persistent_tiles;
+  const cuda_own *own; /* one kernel of a pair: the bindings it serves; NULL: every one */
+  /* a ShapeSet build's kernel whose grid along axis grid_axis (0 x, 1 y)
+   * covers a count it reads at run time (Winograd's tiles P, a GEMM's N):
+   * that count's items per block (its launch may size that grid at the
+   * binding); 0: none */
+  int64_t grid_items;
+  int grid_axis;
   cuda_stmt *body; /* a Block */
   int nmeta;
   cuda_meta meta[CUDA_MAX_META]; /* the plan as the template read it: tile, stages, ... */
@@ -589,6 +613,18 @@ bool cuda_sm90_gemm_ok(const cuda_gemm_spec *s, char *why, int cap);
  * hi) from t's formulas, false when one takes more than 8 symbols. */
 bool cuda_sm90_rt_aligned(const cuda_gemm_spec *t);
 bool cuda_sm90_tmaps_rt(const cuda_gemm_spec *s, cuda_tmap_desc tm[3]);
+/* The pair's bindings of GEMM s (s->own != 0; NULL otherwise or out of
+ * memory, *oom then true) in arena a: s's unaligned TMA strides. */
+const cuda_own *cuda_gemm_own(ut_arena *a, const cuda_gemm_spec *s, bool *oom);
+/* z's value at the binding sv (hp_sv<i> = sv[i]; a constant: z->lit). */
+int64_t cuda_rtsz_at(const cuda_rtsz *z, const int64_t *sv);
+/* s's strides read at run time (rt_st, rt_sb, a residual's rt_epi) set to
+ * their values at the binding sv: a pair's wgmma kernel takes the corner
+ * hi's, the same at both corners of a box. */
+void cuda_gemm_strides_at(cuda_gemm_spec *s, const int64_t *sv);
+/* Whether kernel k serves the binding sv (hp_sv<i> = sv[i]; k->own NULL:
+ * every one; sv NULL, no binding: true). */
+bool cuda_kernel_own_at(const cuda_kernel *k, const int64_t *sv);
 harp_status cuda_gen_conv(harp_error *e, cuda_module *m, const cuda_conv_spec *s, const char *name);
 /* The finishing pass of conv s split along K as splitk_parallel
  * (tune.splitk > 1, kind ATOMIC): reads the fp32 workspace ws

@@ -242,9 +242,11 @@ static harp_status gemm_prob(harp_error *e, cuda_module *m, const cuda_gemm_spec
   if (tb.oom) return ut_fail(e, HARP_E_NO_MEMORY, name, "out of memory");
   p.c_ss = s->c_ss;
   p.tune = s->tune;
-  if (s->nsyms && ((s->tune.splitk > 1 && (s->rt_b[0].n || s->rt_b[1].n)) || s->tune.arch == CUDA_SM90))
-    return ut_fail(e, HARP_E_UNSUPPORTED, name, "sizes read at run time: the SM80 template, split-K over constant batches only");
+  if (s->nsyms && s->tune.arch == CUDA_SM90) return ut_fail(e, HARP_E_UNSUPPORTED, name, "sizes read at run time: the SM80 template");
   if (s->nsyms && gemm_rt(&tb, s, &p)) return ut_fail(e, HARP_E_NO_MEMORY, name, "out of memory");
+  if (s->own && (s->own > 0 || s->tune.splitk > 1 || !s->nsyms))
+    return ut_fail(e, HARP_E_INVALID_ARG, name, "the SM80 kernel of a pair serves the unaligned bindings, without split-K");
+  p.pair = s->own ? s : NULL;
   cuda_tune_fill_mma(&p.tune, s->M, s->N, s->c_dtype, p.mode);
   *pp = p;
   return HARP_OK;
@@ -265,6 +267,7 @@ harp_status cuda_gen_gemm_finish(harp_error *e, cuda_module *m, const cuda_gemm_
   cuda_gemm_spec f = *s;
   f.tune.arch = CUDA_SM80;
   f.tune.splitk = 0;
+  f.own = 0;
   cuda_mma_prob p;
   if (gemm_prob(e, m, &f, name, &p)) return e->code;
   return cuda_mma_emit_finish(e, m, &p, s->tune.splitk_kind == CUDA_SPLITK_REDUCE ? cuda_gemm_slices(s) : 1, name);

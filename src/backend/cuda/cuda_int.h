@@ -55,6 +55,7 @@ typedef struct cuda_mma_prob {
   const char *Mt, *Nt, *Kt;          /* M, N, K as C text when read at run time (cuda_gemm_spec.rt_*), else NULL */
   const char *NZt;                   /* the batches (grid.z) at run time: a CTA past them returns; else NULL */
   int nsyms;                         /* then the size parameters hp_sv0 .. */
+  const cuda_gemm_spec *pair;        /* the SM80 kernel of a pair (cuda_gemm_spec.own): its spec, else NULL */
 } cuda_mma_prob;
 
 harp_status cuda_mma_emit(harp_error *e, cuda_module *m, const cuda_mma_prob *p, const char *name);
@@ -128,5 +129,9 @@ harp_status cuda_splitk_check(harp_error *e, const cuda_gemm_spec *s, const char
 /* Size z as C text (hp_sv<i> * .. * lit), or NULL when it is a constant
  * (cuda_front.c; the GEMM, conv and attention templates). */
 const char *cuda_rtsz_text(cuda_b *b, const cuda_rtsz *z);
+/* One kernel of a pair (cuda_wgmma_rt.c): k->own from spec s (nothing when
+ * s->own is 0) and, first in its body, the return at a binding it does
+ * not serve; false when out of memory. */
+bool cuda_own_guard(cuda_b *b, cuda_kernel *k, const cuda_gemm_spec *s);
 
 #endif

@@ -508,6 +508,13 @@ static json_t *kernel_json(const cuda_kernel *k) {
   }
   json_object_set_new(o, "grid", g);
   if (k->persistent_tiles > 0) json_object_set_new(o, "persistent_tiles", json_integer(k->persistent_tiles));
+  if (k->own) { /* one kernel of a pair: the bindings it serves */
+    json_t *ow = json_object(), *st = json_array();
+    json_object_set_new(ow, "aligned", json_boolean(k->own->aligned));
+    for (int i = 0; i < k->own->n; i++) json_array_append_new(st, rtsz_json(&k->own->st[i]));
+    json_object_set_new(ow, "strides_bytes", st);
+    json_object_set_new(o, "serves", ow);
+  }
   json_object_set_new(o, "block", bl);
   json_object_set_new(o, "smem_bytes", json_integer(k->smem_bytes));
   json_t *ps = json_array();

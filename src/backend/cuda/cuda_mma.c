@@ -330,7 +330,9 @@ static void emit_cta_indices(mma_gen *g) {
   cuda_decl(b, "const int", "bn0", NULL, cuda_fmt(b, "blockIdx.%c * %d", mx ? 'y' : 'x', g->BN));
   if (g->p->Mt) cuda_call(b, cuda_fmt(b, "if (bm0 >= %s) return", g->p->Mt)); /* past the binding's M: the whole CTA */
   if (g->p->Nt) cuda_call(b, cuda_fmt(b, "if (bn0 >= %s) return", g->p->Nt)); /* past its N */
-  if (g->p->NZt) cuda_call(b, cuda_fmt(b, "if (blockIdx.z >= %s) return", g->p->NZt)); /* past its batches */
+  if (g->p->NZt && g->splits > 1) /* past its batches: blockIdx.z is batch x slices + slice */
+    cuda_call(b, cuda_fmt(b, "if (blockIdx.z >= (%s) * %d) return", g->p->NZt, g->splits));
+  else if (g->p->NZt) cuda_call(b, cuda_fmt(b, "if (blockIdx.z >= %s) return", g->p->NZt)); /* past its batches */
 }
 
 /* Parameters C (with the alignment its stores need) and ep0.. */
@@ -644,6 +646,7 @@ harp_status cuda_mma_emit(harp_error *e, cuda_module *m, const cuda_mma_prob *p,
   if (!k) return e->code;
   g.k = k;
   k->grid[0] = grid[0], k->grid[1] = grid[1], k->grid[2] = p->nz * g.splits;
+  if (p->Nt) k->grid_items = g.BN, k->grid_axis = p->tune.raster_m_x; /* N's tiles: along y when M's are along x */
   if (k->grid[2] > 65535) return ut_fail(e, HARP_E_LIMIT, name, "batch x split-K slices = %lld > 65535", (long long)k->grid[2]);
   k->block[0] = g.T;
   k->smem_bytes = smem;
@@ -652,6 +655,7 @@ harp_status cuda_mma_emit(harp_error *e, cuda_module *m, const cuda_mma_prob *p,
    * SGEMM on an H200 where one CTA of 183 registers ran 0.79x) */
   k->min_blocks = p->tune.min_blocks;
   mma_params_meta(&g, k);
+  if (p->pair && !cuda_own_guard(b, k, p->pair)) return ut_fail(e, HARP_E_NO_MEMORY, name, "out of memory");
   mma_prologue(&g);
   mma_mainloop(&g);
   /* ---- epilogue on the fragments, then the stores ---- */

@@ -695,6 +695,11 @@ harp_status cuda_rt_launch_kernel(harp_error *e, cuda_rt *rt, void *fn, const cu
 
 harp_status cuda_rt_launch_kernel_at(harp_error *e, cuda_rt *rt, void *fn, const cuda_kernel *k, const cuda_devptr *args,
                                      int64_t grid_x, const int64_t *sv) {
+  return cuda_rt_launch_kernel_xy(e, rt, fn, k, args, grid_x, 0, sv);
+}
+
+harp_status cuda_rt_launch_kernel_xy(harp_error *e, cuda_rt *rt, void *fn, const cuda_kernel *k, const cuda_devptr *args,
+                                     int64_t grid_x, int64_t grid_y, const int64_t *sv) {
   /* alignment first: a misaligned view is the caller's error, GPU or not */
   for (int i = 0; i < k->nparams; i++) {
     const cuda_param *p = &k->params[i];
@@ -721,8 +726,8 @@ harp_status cuda_rt_launch_kernel_at(harp_error *e, cuda_rt *rt, void *fn, const
     if (k->params[i].kind == CUDA_P_TMAP) {
       if (!k->params[i].tmap) s = ut_fail(e, HARP_E_INTERNAL, k->name, "tensor map parameter without a descriptor");
       else {
-        cuda_tmap_desc d; /* a ShapeSet build's map: at the binding sv */
-        cuda_tmap_at(k->params[i].tmap, sv, &d);
+        cuda_tmap_desc d; /* a ShapeSet build's map: at the binding sv; as generated where a pair's other kernel runs */
+        cuda_tmap_at(k->params[i].tmap, cuda_kernel_own_at(k, sv) ? sv : NULL, &d);
         s = cuda_rt_encode_tmap(e, rt, &d, args[i], maps[i].b);
       }
       params[i] = maps[i].b;
@@ -730,7 +735,7 @@ harp_status cuda_rt_launch_kernel_at(harp_error *e, cuda_rt *rt, void *fn, const
       params[i] = (void *)&args[i];
     }
   }
-  int64_t grid[3] = {grid_x > 0 ? grid_x : k->grid[0], k->grid[1], k->grid[2]};
+  int64_t grid[3] = {grid_x > 0 ? grid_x : k->grid[0], grid_y > 0 ? grid_y : k->grid[1], k->grid[2]};
   if (!s) s = cuda_rt_launch(e, rt, fn, grid, k->block, k->smem_bytes, params);
   free(raw);
   free(params);

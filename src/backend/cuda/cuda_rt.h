@@ -101,6 +101,10 @@ harp_status cuda_rt_launch_kernel(harp_error *e, cuda_rt *rt, void *fn, const cu
  * dims and strides encoded at sv (cuda_tmap_at). */
 harp_status cuda_rt_launch_kernel_at(harp_error *e, cuda_rt *rt, void *fn, const cuda_kernel *k, const cuda_devptr *args,
                                      int64_t grid_x, const int64_t *sv);
+/* cuda_rt_launch_kernel_at with grid.y too (grid_y > 0 overrides k's: a
+ * run-time grid along y, cuda_launch.grid_axis). */
+harp_status cuda_rt_launch_kernel_xy(harp_error *e, cuda_rt *rt, void *fn, const cuda_kernel *k, const cuda_devptr *args,
+                                     int64_t grid_x, int64_t grid_y, const int64_t *sv);
 /* cuTensorMapEncodeTiled for one descriptor at base: 128 bytes into out. */
 harp_status cuda_rt_encode_tmap(harp_error *e, cuda_rt *rt, const cuda_tmap_desc *d, cuda_devptr base, void *out);
 

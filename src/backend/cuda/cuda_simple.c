@@ -567,19 +567,28 @@ harp_status cuda_gen_layernorm(harp_error *e, cuda_module *m, const cuda_rownorm
   return cuda_b_finish(b, k);
 }
 
+/* A zero kernel `name` in m (builder b) over at most `words` 32-bit words:
+ * blocks of 256 threads, one per 256 words up to 1024 (grid-stride), the
+ * parameter out; NULL when it cannot be made (e says why). */
+static cuda_kernel *zero_kernel_new(cuda_b *b, cuda_module *m, harp_error *e, const char *name, int64_t words) {
+  cuda_kernel *k = cuda_kernel_new(b, m, e, name, "zero");
+  if (!k) return NULL;
+  int64_t blocks = (words + 255) / 256;
+  k->grid[0] = blocks < 1024 ? blocks : 1024;
+  k->block[0] = 256;
+  cuda_param_add(k, "out", "hk_u32", CUDA_P_PTR_OUT, TINY_I32);
+  cuda_meta_int(k, "words", words);
+  return k;
+}
+
 /* Zero a run of 32-bit words: grid-stride, one word per thread and step.
  * Split-K's workspace and flags are cleared by a launch of the model (not
  * a host memset) so that a CUDA Graph of the launches replays it too. */
 harp_status cuda_gen_zero(harp_error *e, cuda_module *m, int64_t words, const char *name) {
   if (words < 1 || words > ((int64_t)1 << 40)) return ut_fail(e, HARP_E_INVALID_ARG, name, "zero: %lld words", (long long)words);
   cuda_b bb, *b = &bb;
-  cuda_kernel *k = cuda_kernel_new(b, m, e, name, "zero");
+  cuda_kernel *k = zero_kernel_new(b, m, e, name, words);
   if (!k) return e->code;
-  int64_t blocks = (words + 255) / 256;
-  k->grid[0] = blocks < 1024 ? blocks : 1024;
-  k->block[0] = 256;
-  cuda_param_add(k, "out", "hk_u32", CUDA_P_PTR_OUT, TINY_I32);
-  cuda_meta_int(k, "words", words);
   cuda_decl(b, "const hk_i64", "hk_step", NULL, cuda_fmt(b, "%lld", (long long)k->grid[0] * 256));
   cuda_open(b, cuda_emit_s(b, CU_LOOP, "hk_w", "(hk_i64)blockIdx.x * 256 + threadIdx.x",
                            cuda_fmt(b, "hk_w < %lld", (long long)words), "hk_step"));
@@ -603,14 +612,9 @@ harp_status cuda_gen_zero_at(harp_error *e, cuda_module *m, const cuda_zero_at *
     return ut_fail(e, HARP_E_INVALID_ARG, name, "zero: %lld x %lld x %lld words", (long long)z->planes, (long long)z->hi_rows,
                    (long long)z->hi_cols);
   cuda_b bb, *b = &bb;
-  cuda_kernel *k = cuda_kernel_new(b, m, e, name, "zero");
+  cuda_kernel *k = zero_kernel_new(b, m, e, name, words);
   if (!k) return e->code;
-  int64_t blocks = (words + 255) / 256;
-  k->grid[0] = blocks < 1024 ? blocks : 1024;
-  k->block[0] = 256;
-  cuda_param_add(k, "out", "hk_u32", CUDA_P_PTR_OUT, TINY_I32);
   for (int i = 0; i < z->nsyms; i++) cuda_param_add(k, cuda_fmt(b, "hp_sv%d", i), "long", CUDA_P_LONG, TINY_I32);
-  cuda_meta_int(k, "words", words);
   cuda_meta_str(k, "words_at_run_time", "planes x rows x cols of the binding");
   cuda_comment(b, "the binding's rows and columns of each plane (laid out at the box's corner hi)");
   cuda_decl(b, "const hk_i64", "hk_c", NULL, zero_extent(b, &z->cols_sz, z->cols_div));

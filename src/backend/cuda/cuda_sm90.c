@@ -623,9 +623,11 @@ harp_status cuda_sm90_gemm(harp_error *e, cuda_module *m, const cuda_gemm_spec *
   sm90_plan p = {0};
   harp_status st = sm90_plan_sizes(e, s, name, &p);
   if (st != HARP_OK) return st;
-  if (s->nsyms && (p.splitk > 1 || !cuda_sm90_rt_aligned(s)))
+  if (s->own < 0 || (s->own && !s->nsyms)) return unsupported(e, name, "the wgmma kernel of a pair serves the aligned bindings");
+  if (s->nsyms && (p.splitk > 1 || (!s->own && !cuda_sm90_rt_aligned(s))))
     return unsupported(e, name, p.splitk > 1 ? "split-K with sizes read at run time"
-                                             : "a TMA stride read at run time is not 16-byte aligned at every binding");
+                                             : "a TMA stride read at run time is not 16-byte aligned at every binding "
+                                               "(the wgmma kernel of a pair serves the aligned ones)");
   cuda_b bb, *b = &bb;
   cuda_kernel *k = cuda_kernel_new(b, m, e, name, "wgmma_gemm");
   if (!k) return e->code;
@@ -642,6 +644,7 @@ harp_status cuda_sm90_gemm(harp_error *e, cuda_module *m, const cuda_gemm_spec *
   sm90_tmaps(s, &p, tm);
   if (s->nsyms && !sm90_rt_plan(b, s, &p, tm)) return unsupported(e, name, "a tensor map's size takes more than 8 symbols");
   sm90_params_meta(b, k, s, &p, tm);
+  if (!cuda_own_guard(b, k, s)) return ut_fail(e, HARP_E_NO_MEMORY, name, "out of memory");
   sm90_prologue(b, &p);
   cuda_if(b, "wg == 0");
   sm90_producer(b, s, &p);

@@ -5,22 +5,28 @@
  * and strides are formulas too (cuda_tmap_desc.rt_dims / rt_strides), and
  * the runtime encodes the maps at each binding before the launch
  * (cuda_rt_launch_kernel_at; a graph update carries the new parameters).
- * A stride read at run time must stay a multiple of 16 bytes at every
- * binding (its literal factor), else the GEMM prints its sizes and the box
- * builds per binding.
- * Needs: cuda.h (cuda_gemm_spec, cuda_tmap_desc, cuda_rtsz).
+ * A stride read at run time that is not a multiple of 16 bytes at every
+ * binding (its literal factor) makes the GEMM a pair (cuda_own): the
+ * wgmma kernel serves the bindings where it is aligned, the SM80 kernel
+ * (any stride) the others, each returning at once at a binding not its
+ * own; the runtime encodes the wgmma maps at its own bindings only.
+ * Needs: cuda.h (cuda_gemm_spec, cuda_tmap_desc, cuda_rtsz), cuda_int.h.
  * Gives: cuda_tmap_at, cuda_tmap_same, cuda_sm90_rt_aligned,
- * cuda_sm90_tmaps_rt. */
+ * cuda_sm90_tmaps_rt, cuda_gemm_own, cuda_gemm_strides_at, cuda_kernel_own_at,
+ * cuda_own_guard, cuda_rtsz_at. */
 #include <string.h>
 
 #include "backend/cuda/cuda.h"
+#include "backend/cuda/cuda_int.h"
 
-/* z's value at the binding sv (hp_sv<i> = sv[i]). */
-static uint64_t rtsz_eval(const cuda_rtsz *z, const int64_t *sv) {
+int64_t cuda_rtsz_at(const cuda_rtsz *z, const int64_t *sv) {
   int64_t v = z->lit;
   for (int i = 0; i < z->n; i++) v *= sv[z->sym[i]];
-  return (uint64_t)v;
+  return v;
 }
+
+/* z's value at the binding sv, unsigned (a map's dim or stride). */
+static uint64_t rtsz_eval(const cuda_rtsz *z, const int64_t *sv) { return (uint64_t)cuda_rtsz_at(z, sv); }
 
 void cuda_tmap_at(const cuda_tmap_desc *d, const int64_t *sv, cuda_tmap_desc *out) {
   *out = *d;
@@ -50,13 +56,74 @@ bool cuda_tmap_same(const cuda_tmap_desc *a, const cuda_tmap_desc *b) {
   return true;
 }
 
-bool cuda_sm90_rt_aligned(const cuda_gemm_spec *t) {
+/* The run-time strides of t's TMA maps (A's row and batch strides, B's,
+ * C's) that are not a multiple of 16 bytes at every binding, in bytes,
+ * into out[0..9); their count. */
+static int sm90_rt_unaligned(const cuda_gemm_spec *t, cuda_rtsz out[9]) {
   int64_t ab = tiny_dtype_size(t->a_dtype), cb = tiny_dtype_size(t->c_dtype);
   const cuda_rtsz *st[9] = {&t->rt_st[0], &t->rt_sb[0][0], &t->rt_sb[0][1], t->b_sk == 1 ? &t->rt_st[3] : &t->rt_st[2],
                             &t->rt_sb[1][0], &t->rt_sb[1][1], &t->rt_st[4], &t->rt_sb[2][0], &t->rt_sb[2][1]};
+  int n = 0;
   for (int i = 0; i < 9; i++)
-    if (st[i]->n && (st[i]->lit * (i < 6 ? ab : cb)) % 16) return false;
-  return true;
+    if (st[i]->n && (st[i]->lit * (i < 6 ? ab : cb)) % 16) {
+      out[n] = *st[i];
+      out[n++].lit *= i < 6 ? ab : cb;
+    }
+  return n;
+}
+
+bool cuda_sm90_rt_aligned(const cuda_gemm_spec *t) {
+  cuda_rtsz st[9];
+  return sm90_rt_unaligned(t, st) == 0;
+}
+
+const cuda_own *cuda_gemm_own(ut_arena *a, const cuda_gemm_spec *s, bool *oom) {
+  *oom = false;
+  if (!s->own) return NULL;
+  cuda_own *o = ut_arena_alloc(a, sizeof *o);
+  if (!o) return *oom = true, NULL;
+  memset(o, 0, sizeof *o);
+  o->aligned = s->own > 0;
+  cuda_rtsz st[9];
+  int n = sm90_rt_unaligned(s, st);
+  for (int i = 0; i < n; i++) { /* each formula once (B's and C's rows of N elements: one) */
+    bool seen = false;
+    for (int j = 0; j < o->n && !seen; j++) seen = rtsz_same(&o->st[j], &st[i]) && o->st[j].lit == st[i].lit;
+    if (!seen) o->st[o->n++] = st[i];
+  }
+  return o;
+}
+
+void cuda_gemm_strides_at(cuda_gemm_spec *s, const int64_t *sv) {
+  int64_t *st[6] = {&s->a_sm, &s->a_sk, &s->b_sk, &s->b_sn, &s->c_sm, &s->c_sn};
+  int64_t *sb[3] = {s->a_sb, s->b_sb, s->c_sb};
+  for (int i = 0; i < 6; i++) {
+    if (s->rt_st[i].n) *st[i] = (int64_t)rtsz_eval(&s->rt_st[i], sv);
+    if (s->rt_sb[i / 2][i % 2].n) sb[i / 2][i % 2] = (int64_t)rtsz_eval(&s->rt_sb[i / 2][i % 2], sv);
+  }
+  for (int i = 0; i < s->n_epi && i < CUDA_MAX_EPI; i++) {
+    int64_t *es[4] = {&s->epi[i].s_b0, &s->epi[i].s_b1, &s->epi[i].s_m, &s->epi[i].s_n};
+    for (int j = 0; j < 4; j++)
+      if (s->rt_epi[i][j].n) *es[j] = (int64_t)rtsz_eval(&s->rt_epi[i][j], sv);
+  }
+}
+
+bool cuda_kernel_own_at(const cuda_kernel *k, const int64_t *sv) {
+  if (!k->own || !sv) return true;
+  bool all = true;
+  for (int i = 0; i < k->own->n; i++) all = all && rtsz_eval(&k->own->st[i], sv) % 16 == 0;
+  return all == k->own->aligned;
+}
+
+bool cuda_own_guard(cuda_b *b, cuda_kernel *k, const cuda_gemm_spec *s) {
+  bool oom;
+  if (!(k->own = cuda_gemm_own(b->a, s, &oom))) return !oom;
+  const char *all = NULL;
+  for (int i = 0; i < k->own->n; i++)
+    all = cuda_fmt(b, "%s%s%s %% 16 == 0", all ? all : "", all ? " && " : "", cuda_rtsz_text(b, &k->own->st[i]));
+  /* a pair's kernel: at a binding it does not serve, the other one runs */
+  cuda_call(b, cuda_fmt(b, "if (%s(%s)) return", k->own->aligned ? "!" : "", all));
+  return !b->oom;
 }
 
 /* z, or the constant v when z is none. */

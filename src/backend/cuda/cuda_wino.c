@@ -220,6 +220,7 @@ static harp_status gen_input(harp_error *e, cuda_module *m, const cuda_conv_spec
   cuda_kernel *k = cuda_kernel_new(b, m, e, knm(kn, name, "_winput"), "wino_input");
   if (!k) return e->code;
   k->grid[0] = (d->Pp + 255) / 256, k->grid[1] = d->Cp, k->block[0] = 256;
+  if (s->nsyms) k->grid_items = 256; /* the binding's P tiles, 256 a block of grid.x */
   cuda_param_add(k, "x", cuda_ctype(s->x_dtype), CUDA_P_PTR_IN, s->x_dtype);
   cuda_param_add(k, "wv", cuda_ctype(s->x_dtype), CUDA_P_PTR_OUT, s->x_dtype);
   add_syms(b, k, s);
@@ -283,6 +284,7 @@ static harp_status gen_output(harp_error *e, cuda_module *m, const cuda_conv_spe
   cuda_kernel *k = cuda_kernel_new(b, m, e, knm(kn, name, "_woutput"), "wino_output");
   if (!k) return e->code;
   k->grid[0] = (d->P + 127) / 128, k->grid[1] = s->oc, k->block[0] = 128;
+  if (s->nsyms) k->grid_items = 128;
   cuda_param_add(k, "wm", "float", CUDA_P_PTR_IN, TINY_FP32);
   cuda_param_add(k, "y", cuda_ctype(s->y_dtype), CUDA_P_PTR_OUT, s->y_dtype);
   cuda_epi_params(b, k, s->epi, s->n_epi);

@@ -1,8 +1,8 @@
 /* model_cuda.c — the GPU translation unit of a compiled model: every region
  * of the Function as kernels of one cuda_module, the launch list, and the
  * layout of the model's device memory.
- * Needs: region_cuda.c, cuda_dedup.c.  Gives: cuda_model_build,
- * cuda_model_dump_json, cuda_arg_offset (region_cuda.h).
+ * Needs: region_cuda.c, cuda_dedup.c, cuda_wgmma_rt.c (cuda_rtsz_at).  Gives: cuda_model_build,
+ * cuda_model_dump_json, cuda_arg_offset, cuda_launch_grid (region_cuda.h).
  *
  * Kernels that are the same code (a model's repeated layers) are compiled
  * once: cuda_dedup.c keeps one and points the others' launches at it
@@ -118,11 +118,14 @@ static harp_status gen_setup(harp_error *e, cuda_model_tu *t, const cuda_syms *g
 }
 
 int64_t cuda_launch_grid(const cuda_launch *l, const int64_t *sv) {
-  if (l->grid_div <= 0 || !sv) return l->k->grid[0];
+  int ax = l->grid_axis == 1 ? 1 : 0;
+  if (l->grid_div <= 0 || !sv) return l->k->grid[ax];
   int64_t n = l->grid_lit;
   for (int j = 0; j < l->ngrid_sym; j++) n *= sv[l->grid_sym[j]];
+  for (int j = 0; j < l->ngrid_tile && j < 3; j++)
+    n *= (cuda_rtsz_at(&l->grid_tile[j], sv) + l->grid_tile_add[j]) / (l->grid_tile_per[j] > 0 ? l->grid_tile_per[j] : 1);
   n = (n + l->grid_div - 1) / l->grid_div;
-  return n < 1 ? 1 : n > l->k->grid[0] ? l->k->grid[0] : n;
+  return n < 1 ? 1 : n > l->k->grid[ax] ? l->k->grid[ax] : n;
 }
 
 harp_status cuda_model_build(harp_error *e, const tiny_graph *g, const poly_view *pv, const fn_function *f,
@@ -243,7 +246,20 @@ static json_t *launch_json(const cuda_model_tu *t, const cuda_launch *l) {
     json_object_set_new(gr, "lit", json_integer(l->grid_lit));
     json_object_set_new(gr, "syms", gs);
     json_object_set_new(gr, "div", json_integer(l->grid_div));
-    json_object_set_new(x, "grid_x", gr);
+    if (l->ngrid_tile) { /* times tile counts: (lit x syms + add) / per each */
+      json_t *ts = json_array();
+      for (int j = 0; j < l->ngrid_tile && j < 3; j++) {
+        json_t *tj = json_object(), *ss = json_array();
+        for (int i = 0; i < l->grid_tile[j].n; i++) json_array_append_new(ss, json_integer(l->grid_tile[j].sym[i]));
+        json_object_set_new(tj, "lit", json_integer(l->grid_tile[j].lit));
+        json_object_set_new(tj, "syms", ss);
+        json_object_set_new(tj, "add", json_integer(l->grid_tile_add[j]));
+        json_object_set_new(tj, "per", json_integer(l->grid_tile_per[j]));
+        json_array_append_new(ts, tj);
+      }
+      json_object_set_new(gr, "tiles", ts);
+    }
+    json_object_set_new(x, l->grid_axis == 1 ? "grid_y" : "grid_x", gr);
   }
   return x;
 }

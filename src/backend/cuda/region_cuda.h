@@ -54,6 +54,13 @@ typedef struct cuda_launch {
   int64_t grid_lit, grid_div;
   int grid_sym[CUDA_MAX_PARAMS];
   int ngrid_sym;
+  /* and times each tile count j < ngrid_tile: (grid_tile[j] at the binding
+   * + grid_tile_add[j]) / grid_tile_per[j], rounded down (Winograd's tiles
+   * P = images x ceil(oh / m) x ceil(ow / m): cuda_wino_grids) */
+  cuda_rtsz grid_tile[3];
+  int64_t grid_tile_add[3], grid_tile_per[3];
+  int ngrid_tile;
+  int grid_axis; /* the grid the formula sizes: 0 grid.x (at most k->grid[0]), 1 grid.y (k->grid[1]) */
 } cuda_launch;
 
 /* A ShapeSet build's symbols (cuda_model_build; n 0: every size a constant):
@@ -66,7 +73,7 @@ typedef struct cuda_syms {
   const int64_t *hi;
 } cuda_syms;
 
-/* grid.x of launch l at the symbols' values sv (a constant grid: k's). */
+/* grid.x (grid.y: l->grid_axis 1) of launch l at the symbols' values sv (a constant grid: k's). */
 int64_t cuda_launch_grid(const cuda_launch *l, const int64_t *sv);
 
 /* What the region emitters share. */
@@ -169,6 +176,11 @@ void cuda_copy_grid(cuda_rctx *c, const cuda_copy_at *s);
 void cuda_zero_grid(cuda_rctx *c, int li, const cuda_zero_at *z);
 /* The launches from l0 on: their size parameters bound to the symbols. */
 void cuda_launches_sym_args(cuda_rctx *c, int l0);
+/* The launches from l0 on of Winograd conv s (tile m, a ShapeSet build):
+ * each kernel whose grid covers the tiles P (k->grid_items a block, along
+ * k->grid_axis) gets it at the binding's P = images x ceil(oh / m) x
+ * ceil(ow / m). */
+void cuda_wino_grids(cuda_rctx *c, int l0, const cuda_conv_spec *s, int m);
 /* Argument of the buffer at the kernel's slot (reads, then writes), + elements of dtype. */
 cuda_arg cuda_arg_slot(const cuda_rctx *c, int r, int slot, int64_t elem_offset, tiny_dtype dt);
 

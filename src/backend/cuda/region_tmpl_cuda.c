@@ -177,9 +177,10 @@ static harp_status splitk_launches(cuda_rctx *c, int r, int n0, int l0, bool ser
  *   splitk_serial    zero the flags; GEMM slices add up in order through
  *                    [batch][M][N], the last applies the epilogue
  * The finishing pass applies the whole epilogue, so any epilogue fuses.
- * A ShapeSet build's sizes (s0->nsyms: M, N, K read at run time, the GEMM
- * cutting the binding's k tiles in S chunks; the batches constant, else
- * refused) leave the workspace and the flags laid
+ * A ShapeSet build's sizes (s0->nsyms: M, N, K and the batches read at
+ * run time, the GEMM cutting the binding's k tiles in S chunks, a CTA past
+ * the binding's batches returning; through a workspace the inner batch
+ * batch[1] constant, else refused) leave the workspace and the flags laid
  * out at the box's corner hi (constant strides; the zero kernel clears the
  * binding's rows and columns of it, cuda_splitk_zero_at), each kernel
  * guarding the binding's rows and columns.
@@ -189,8 +190,10 @@ static harp_status gemm_splitk(cuda_rctx *c, int r, const cuda_gemm_spec *s0, co
   int n0 = c->mod->n, l0 = c->nlaunch;
   *done = false;
   cuda_splitk kind = s0->tune.splitk_kind;
-  if (s0->nsyms && (s0->rt_b[0].n || s0->rt_b[1].n))
-    return *why = "split-K with sizes read at run time: over constant batches only", HARP_OK;
+  /* the workspace's plane of batch (z0, z1) is z0 x batch[1] + z1 at hi's
+   * batch[1] (the finishing pass reads plane bz): the inner batch constant */
+  if (s0->nsyms && s0->rt_b[1].n && kind != CUDA_SPLITK_SERIAL)
+    return *why = "split-K through a workspace with sizes read at run time: over a constant inner batch only", HARP_OK;
   int64_t nz = s0->batch[0] * s0->batch[1], MN = s0->M * s0->N;
   cuda_gemm_spec g = *s0; /* the GEMM kernel's spec */
   if (kind != CUDA_SPLITK_SERIAL) { /* C = the workspace, fp32, contiguous; no epilogue */
@@ -429,17 +432,30 @@ static harp_status gemm_plan_splitk(cuda_rctx *c, int r, const ct_gemm *gm, cuda
   return HARP_OK;
 }
 
+/* cuda_gen_gemm of region r's GEMM s (its kernel k<r>_gemm, *why on a
+ * refusal); a pair's wgmma kernel (s->own 1) from s with its run-time
+ * strides at the box's corner hi (the binding's constants may be
+ * unaligned; its maps as generated are the hi's), alike at every binding. */
+static harp_status try_gemm(cuda_rctx *c, int r, const cuda_gemm_spec *s, const char **why) {
+  cuda_gemm_spec t = *s;
+  if (s->own > 0) cuda_gemm_strides_at(&t, c->gen.hi);
+  return cr_try_gen(c, gen_gemm, &t, cr_kname(c, r, "gemm"), why);
+}
+
 /* Region r's GEMM kernel of spec s: the Plan's tiles pt (has_plan; a
  * refusal noted in *refused), then SM90's defaults, then SM80's (why).
+ * pair: s's TMA strides are aligned at some bindings only, so a wgmma
+ * kernel is the first of a pair (s->own 1; an SM80 one serves them all).
  * *gst gets HARP_OK when one generated; the return is a hard failure. */
 static harp_status gemm_generate(cuda_rctx *c, int r, cuda_gemm_spec *s, const cuda_tune *pt, bool has_plan, bool split_refused,
-                                 const char *pnote, const char **refused, const char **why, harp_status *gst) {
+                                 bool pair, const char *pnote, const char **refused, const char **why, harp_status *gst) {
   harp_status st = HARP_E_UNSUPPORTED;
   if (has_plan) {
     s->tune = *pt;
     if (pt->arch == CUDA_SM90 && c->mod->arch != CUDA_SM90) s->tune.arch = CUDA_SM80;
+    s->own = pair && s->tune.arch == CUDA_SM90;
     *refused = NULL;
-    st = cr_try_gen(c, gen_gemm, s, cr_kname(c, r, "gemm"), refused);
+    st = try_gemm(c, r, s, refused);
     if (st && (st = plan_refused(c, r, *refused, "the template's own tiles ran")) != HARP_OK) return st;
     if (!*refused && !split_refused) plan_mark(c, r, true, pnote);
     st = *refused ? HARP_E_UNSUPPORTED : HARP_OK;
@@ -447,13 +463,35 @@ static harp_status gemm_generate(cuda_rctx *c, int r, cuda_gemm_spec *s, const c
   if (st && c->mod->arch == CUDA_SM90) { /* SM90 without (or against) the Plan */
     cuda_tune_default(&s->tune, CUDA_SM90);
     s->tune.persistent = has_plan && pt->persistent; /* the Plan's scheduling holds for the template's tiles too */
-    st = cr_try_gen(c, gen_gemm, s, cr_kname(c, r, "gemm"), why);
+    s->own = pair;
+    st = try_gemm(c, r, s, why);
   }
   if (st) {
     cuda_tune_default(&s->tune, CUDA_SM80);
+    s->own = 0;
     st = cr_try_gen(c, gen_gemm, s, cr_kname(c, r, "gemm"), why);
   }
   *gst = st;
+  return HARP_OK;
+}
+
+/* The second kernel of region r's GEMM pair (s: the wgmma kernel's spec,
+ * just launched with the arguments na[0..n)): the SM80 template at its
+ * defaults for the bindings whose TMA strides are not 16-byte aligned,
+ * launched after it with the same arguments; *ok false (nothing added,
+ * *why) when it refuses. */
+static harp_status gemm_pair_sm80(cuda_rctx *c, int r, const ct_gemm *gm, const cuda_gemm_spec *s, const named_arg *na, int n,
+                                  bool *ok, const char **why) {
+  cuda_gemm_spec t = *s;
+  cuda_tune_default(&t.tune, CUDA_SM80);
+  t.own = -1;
+  int n0 = c->mod->n;
+  *ok = false;
+  if (cr_try_gen(c, gen_gemm, &t, cr_kname(c, r, "gemm_unaligned"), why)) return HARP_OK;
+  harp_status st = cr_launch_last(c, r, n0, na, n, ok, why);
+  if (st || !*ok) return st;
+  gemm_meta(c, r, c->mod->k[c->mod->n - 1], gm, "none: the SM80 kernel of a pair, the bindings whose TMA strides are not 16-byte aligned");
+  cuda_launch_sym_args(c);
   return HARP_OK;
 }
 
@@ -500,8 +538,9 @@ harp_status cr_print_gemm(cuda_rctx *c, int r, const ct_gemm *read, bool *done, 
     if (st || *done) return st;
   }
   bool split_refused = has_plan && refused; /* the split-K above: marked already */
+  bool pair = rt && c->mod->arch == CUDA_SM90 && !cuda_sm90_rt_aligned(&s);
   harp_status gst;
-  if ((st = gemm_generate(c, r, &s, &pt, has_plan, split_refused, pnote, &refused, why, &gst)) || gst) {
+  if ((st = gemm_generate(c, r, &s, &pt, has_plan, split_refused, pair, pnote, &refused, why, &gst)) || gst) {
     gemm_undo(c, &mk);
     return st;
   }
@@ -517,6 +556,14 @@ harp_status cr_print_gemm(cuda_rctx *c, int r, const ct_gemm *read, bool *done, 
             : refused ? cr_fmt_note(c, "%s; the template's defaults", refused)
                       : "tiles, stages, warp tile, vector width from the Plan");
   if (rt) cuda_launch_sym_args(c);
+  if (s.own > 0) { /* the wgmma kernel of a pair: the SM80 one serves the other bindings */
+    if ((st = gemm_pair_sm80(c, r, &gm, &s, na, 3 + gm.nepi, &ok, why))) return st;
+    if (!ok) {
+      gemm_undo(c, &mk);
+      plan_mark(c, r, false, *why);
+      return HARP_OK;
+    }
+  }
   if (a_bytes > c->scratch_bytes) c->scratch_bytes = a_bytes;
   *done = true;
   return HARP_OK;
@@ -618,7 +665,8 @@ static harp_status conv_splitk(cuda_rctx *c, int r, const cuda_conv_spec *s, con
  * the output transform with the epilogue; scratch [wv | wm | wu].  A
  * ShapeSet build's images, height and width (the input at x_slot) are read
  * at run time by the transforms, the workspace laid out at the box's corner
- * hi (cuda_wino.c).  *ok false (module and launches as before, *why) when
+ * hi (cuda_wino.c), the grids of the kernels over the tiles at the
+ * binding's (cuda_wino_grids).  *ok false (module and launches as before, *why) when
  * a kernel refuses or an argument breaks an alignment. */
 static harp_status conv_wino(cuda_rctx *c, int r, const cuda_conv_spec *s0, int x_slot, const named_arg *io, int nio, bool *ok,
                              const char **why) {
@@ -658,6 +706,7 @@ static harp_status conv_wino(cuda_rctx *c, int r, const cuda_conv_spec *s0, int 
     return st;
   }
   if (rt) cuda_launches_sym_args(c, l0);
+  if (rt) cuda_wino_grids(c, l0, s, tile);
   int64_t end = once ? u_off : u_off + up256(d.u_bytes);
   if (end > c->scratch_bytes) c->scratch_bytes = end;
   if (once) c->packed_bytes += up256(d.u_bytes);

@@ -6,12 +6,13 @@
  * the box's two corners then differ and the session builds per binding,
  * naming the kernel (gpu_box.c).  A residual epilogue's strides are
  * formulas of its own tensor's shape (a GEMM's) or the output's (a conv's).
- * In an sm90 module a GEMM's run-time TMA strides must stay 16-byte
- * aligned at every binding (cuda_sm90_rt_aligned), else it prints.
+ * In an sm90 module a GEMM whose run-time TMA strides are 16-byte aligned
+ * at some bindings only (cuda_sm90_rt_aligned) is a pair of kernels
+ * (region_tmpl_cuda.c, cuda_gemm_spec.own).
  * Needs: region_cuda.h (cuda_rctx: the box's symbols, their values now).
  * Gives: cuda_gen_sym, cuda_sizes_printed, cuda_rows_at_run_time,
  * cuda_gemm_at_run_time, cuda_gemm_macs_hi, cuda_conv_at_run_time, cuda_attn_at_run_time,
- * cuda_launch_sym_args,
+ * cuda_launch_sym_args, cuda_wino_grids,
  * cuda_launch_rows, cuda_splitk_ws_const, cuda_splitk_zero_at, cuda_zero_grid,
  * cuda_launches_sym_args, cuda_repack_at_run_time, cuda_copy_grid. */
 #include <stdlib.h>
@@ -170,7 +171,7 @@ bool cuda_gemm_at_run_time(const cuda_rctx *c, int r, const int slot[3], const i
     any = any || t.rt_sb[i / 2][i % 2].n;
   }
   if (!epi_formulas(c, r, epi_slot, s, &t, &any) || !any) return false;
-  if (c->mod->arch == CUDA_SM90 && !cuda_sm90_rt_aligned(&t)) return false; /* the wgmma template's TMA strides */
+  /* on sm90, TMA strides aligned at some bindings only: a pair (cuda_gemm_spec.own) */
   t.nsyms = c->gen.n;
   *s = t;
   return true;
@@ -301,6 +302,23 @@ void cuda_zero_grid(cuda_rctx *c, int li, const cuda_zero_at *z) {
   l->grid_div = 256 * z->rows_div * z->cols_div, l->grid_lit = z->planes * z->rows_sz.lit * z->cols_sz.lit, l->ngrid_sym = 0;
   for (int i = 0; i < z->rows_sz.n; i++) l->grid_sym[l->ngrid_sym++] = z->rows_sz.sym[i];
   for (int i = 0; i < z->cols_sz.n; i++) l->grid_sym[l->ngrid_sym++] = z->cols_sz.sym[i];
+}
+
+/* Tile count j of launch l: (z at the binding + add) / per. */
+static void grid_tile(cuda_launch *l, const cuda_rtsz *z, int64_t v, int64_t add, int64_t per) {
+  int j = l->ngrid_tile++;
+  l->grid_tile[j] = z->n ? *z : rtsz_const(v), l->grid_tile_add[j] = add, l->grid_tile_per[j] = per;
+}
+
+void cuda_wino_grids(cuda_rctx *c, int l0, const cuda_conv_spec *s, int m) {
+  for (int i = l0; i < c->nlaunch; i++) {
+    cuda_launch *l = &c->launch[i];
+    if (l->k->grid_items <= 0 || !s->nsyms) continue;
+    l->grid_lit = 1, l->grid_div = l->k->grid_items, l->ngrid_sym = 0, l->ngrid_tile = 0, l->grid_axis = l->k->grid_axis;
+    grid_tile(l, &s->rt_n, s->n, 0, 1);                                   /* the images */
+    grid_tile(l, &s->rt_h, s->h, s->pad[0] + s->pad[2] - 2 + m - 1, m);  /* tile rows: ceil(oh / m) */
+    grid_tile(l, &s->rt_w, s->w, s->pad[1] + s->pad[3] - 2 + m - 1, m);  /* tile columns */
+  }
 }
 
 void cuda_launches_sym_args(cuda_rctx *c, int l0) {
