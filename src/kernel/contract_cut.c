@@ -10,7 +10,8 @@
  * where the piece spans such a dim; a piece of a concat along a symbolic
  * axis (a fill of w beside one of w + 1) spans none.  Its bounds are the
  * PADs' the concat lowers to: following y's cut axis back through the
- * region's elementwise ops and views, each PAD along it bounds its input's
+ * region's elementwise ops and views (a reshape where it keeps the axis
+ * whole: a nearest upsample's), each PAD along it bounds its input's
  * real elements at off + lo and off + lo + n (off: where the PAD's output
  * starts in y, lo its low amount, n its input's size), each a sum of
  * sizes that name their symbols.  A cut that is such a bound takes its
