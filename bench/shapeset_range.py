@@ -44,34 +44,40 @@ def range_model(path):
     onnx.save(m, path)
 
 
-def once(harp, path, d):
-    """The three runs on a fresh cache: (C compiles, wall seconds, served by one object per run)."""
+def once(harp, path, d, box="w=1..50", shapes=((6, 4), (50, 4), (1, 4))):
+    """A run per input shape of x in shapes under --shapeset box, on a fresh cache: (C compiles, wall seconds,
+    served by one object per run)."""
     env = dict(os.environ, HARP_CACHE_DIR=tempfile.mkdtemp(dir=d), HARP_CPU_CALIB="off")
     built, one, t0 = 0, [], time.time()
-    for w in (6, 50, 1):
-        x = os.path.join(d, f"x{w}.npy")
-        np.save(x, np.random.default_rng(w).standard_normal((w, 4)).astype(np.float32))
-        p = subprocess.run([harp, "run", path, "--out", tempfile.mkdtemp(dir=d), "--time-stages", "--shapeset", "w=1..50",
+    for shape in shapes:
+        x = os.path.join(d, "x" + "_".join(map(str, shape)) + ".npy")
+        np.save(x, np.random.default_rng(sum(shape)).standard_normal(shape).astype(np.float32))
+        p = subprocess.run([harp, "run", path, "--out", tempfile.mkdtemp(dir=d), "--time-stages", "--shapeset", box,
                             "--input", f"x={x}"], capture_output=True, text=True, env=env)
         m = re.search(r"shapeset: (\d+) object\(s\), (\d+) built by the C compiler", p.stderr)
         if p.returncode or not m:
-            sys.exit(f"{harp} failed at w = {w}: {p.stderr[-400:]}")
+            sys.exit(f"{harp} failed at x {list(shape)}: {p.stderr[-400:]}")
         built += int(m.group(2))
         one.append("one object for the box" in p.stderr)
     return built, time.time() - t0, one
 
 
-def main():
+def setup(prefix):
+    """The command line (--harp, --base, --rounds), a work folder named prefix..., the binaries [(name, path)]
+    to interleave; the load printed."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--harp", default="build/harp")
     ap.add_argument("--base", help="a baseline binary, interleaved with --harp")
     ap.add_argument("--rounds", type=int, default=2)
     a = ap.parse_args()
-    d = tempfile.mkdtemp(prefix="shapeset_range-")
+    print(os.popen("uptime").read().strip())
+    return a, tempfile.mkdtemp(prefix=prefix), ([("base", a.base)] if a.base else []) + [("harp", a.harp)]
+
+
+def main():
+    a, d, bins = setup("shapeset_range-")
     path = os.path.join(d, "range_constantofshape.onnx")
     range_model(path)
-    bins = ([("base", a.base)] if a.base else []) + [("harp", a.harp)]
-    print(os.popen("uptime").read().strip())
     for r in range(a.rounds):
         for name, h in bins:
             b, t, one = once(h, path, d)

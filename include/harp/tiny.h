@@ -356,6 +356,11 @@ harp_status tiny_dsym_bind(harp_error *e, const tiny_graph *g, tiny_symtab *syms
 /* Whether def never decreases when a symbol grows (sums, products and
  * floor divisions of non-negative terms by positive constants). */
 bool tiny_dsym_monotone(const tiny_expr *def);
+/* Whether def (g's derived symbols read through their definitions) never
+ * decreases as any one symbol grows by one, by the least change of each
+ * term: w - 2 * (w floordiv 3), a ceil(w / 3), changes by at least
+ * 1 - ceil(2 / 3) = 0.  Affine sums of floor divisions by constants only. */
+bool tiny_dsym_steps_up(const tiny_graph *g, const tiny_expr *def);
 /* reads[k] (per derived symbol of g): whether its definition reads symbol
  * sym, directly or through earlier derived symbols. */
 void tiny_dsym_readers(const tiny_graph *g, const char *sym, bool *reads);

@@ -10,7 +10,8 @@
  * where the piece spans such a dim; a piece of a concat along a symbolic
  * axis (a fill of w beside one of w + 1) spans none.  Its bounds are the
  * PADs' the concat lowers to: following y's cut axis back through the
- * region's elementwise ops and views, each PAD along it bounds its input's
+ * region's elementwise ops and views (a reshape where it keeps the axis
+ * whole: a nearest upsample's), each PAD along it bounds its input's
  * real elements at off + lo and off + lo + n (off: where the PAD's output
  * starts in y, lo its low amount, n its input's size), each a sum of
  * sizes that name their symbols.  A cut that is such a bound takes its
@@ -95,6 +96,18 @@ static void add_bound(cut_walk *w, const ct_size *e) {
   if (w->nb < MAX_BOUNDS) w->b[w->nb++] = (bound){e->value, *e};
 }
 
+/* The axis of reshape input `in` that axis `axis` of its output `out` is:
+ * as long, with as many elements before it (the dims before each have the
+ * same product), so an index along one is the same along the other; -1
+ * when none is (the reshape splits or merges it). */
+static int reshape_axis(const tiny_shape *out, const tiny_shape *in, int axis) {
+  int64_t before = 1, at = 1;
+  for (int d = 0; d < axis; d++) before *= out->d[d].n;
+  for (int a = 0; a < in->rank && at <= before; at *= in->d[a].n, a++)
+    if (at == before && in->d[a].n == out->d[axis].n) return a;
+  return -1;
+}
+
 /* Axis `axis` of node (starting at off in y's cut axis) followed back to
  * the region's inputs: every PAD along it adds its two bounds. */
 static void walk(cut_walk *w, int node, int axis, const ct_size *off, int depth) {
@@ -116,9 +129,11 @@ static void walk(cut_walk *w, int node, int axis, const ct_size *off, int depth)
     walk(w, n->src[0].node, n->a.permute.perm[axis], off, depth + 1);
     return;
   }
-  bool same = n->op == TINY_RESHAPE && n->nsrc == 1 && n->src[0].node >= 0 &&
-              tiny_shape_equal(&n->shape, &g->nodes[n->src[0].node].shape); /* a reshape that names sizes */
-  bool follow = (in_region && cl != TC_MOVE) || same || (n->op == TINY_EXPAND && !n->a.expand.has_bd);
+  if (n->op == TINY_RESHAPE && n->nsrc == 1 && n->src[0].node >= 0) { /* one that names sizes, or keeps the axis whole */
+    walk(w, n->src[0].node, reshape_axis(&n->shape, &g->nodes[n->src[0].node].shape, axis), off, depth + 1);
+    return;
+  }
+  bool follow = (in_region && cl != TC_MOVE) || (n->op == TINY_EXPAND && !n->a.expand.has_bd);
   for (int q = 0; follow && q < n->nsrc; q++) { /* point for point along the axis, right-aligned (broadcast) */
     int src = n->src[q].node;
     if (src < 0) continue;

@@ -258,8 +258,8 @@ static bool box_values(const rt_sgen *s, const tiny_dsym *d, int64_t *v, int64_t
 
 /* Whether derived symbol d never shrinks as one of s's box symbols grows
  * by one, checked at every binding of the box (a small box: box_values):
- * what tiny_dsym_monotone cannot prove from d's definition alone
- * (w - 2 * w / 3, ceil(w / 3), grows though its form has a negative term). */
+ * what neither tiny_dsym_monotone nor tiny_dsym_steps_up can prove from
+ * d's definition alone. */
 static bool monotone_over_box(const rt_sgen *s, const tiny_dsym *d) {
   int64_t n = 1;
   for (int i = 0; i < s->nsyms; i++)
@@ -281,7 +281,7 @@ static bool monotone_over_box(const rt_sgen *s, const tiny_dsym *d) {
 static harp_status derived_gen(harp_error *e, rt_sgen *s, const tiny_dsym *d, char *why, size_t cap) {
   char def[200];
   tiny_expr_print(d->def, def, sizeof def);
-  if (!tiny_dsym_monotone(d->def) && !monotone_over_box(s, d)) {
+  if (!tiny_dsym_monotone(d->def) && !tiny_dsym_steps_up(s->ghi, d->def) && !monotone_over_box(s, d)) {
     snprintf(why, cap, "the derived size %.60s = %.120s may shrink as the box's symbols grow", d->name, def);
     return HARP_OK;
   }

@@ -5,7 +5,7 @@
  * unbound, and bound with the others before the graph is prepared
  * (docs/tiny-ir.md, "Derived symbols").
  * Needs: expr.c (parse, eval), core.c (symtab).  Gives: tiny_dsym_add,
- * tiny_dsym_find, tiny_dsym_bind, tiny_dsym_monotone, tiny_dsym_readers,
+ * tiny_dsym_find, tiny_dsym_bind, tiny_dsym_monotone, tiny_dsym_steps_up, tiny_dsym_readers,
  * tiny_dsym_name, tiny_dsym_intern. */
 #include <inttypes.h>
 #include <stdio.h>
@@ -121,6 +121,77 @@ bool tiny_dsym_monotone(const tiny_expr *x) {
   case TX_MOD: return false;
   }
   return false;
+}
+
+/* The change of x (g's derived symbols read through their definitions) as
+ * symbol `sym` grows by one, every other one held: within [*lo, *hi]
+ * (interval steps: a floor division by d > 0 of a change in [lo, hi]
+ * changes by floor(lo / d) .. ceil(hi / d)).  False when not bounded so:
+ * a product of two changing terms, a variable, a remainder or a division
+ * by a symbol of a changing term, a depth past 16 or a large constant. */
+#define STEP_MAX ((int64_t)1 << 30)
+static bool step_range(const tiny_graph *g, const tiny_expr *x, const char *sym, int depth, int64_t *lo, int64_t *hi) {
+  int64_t alo, ahi, blo, bhi;
+  *lo = *hi = 0;
+  if (depth > 16) return false;
+  switch (x->k) {
+  case TX_CONST: return x->c > -STEP_MAX && x->c < STEP_MAX;
+  case TX_VAR: return false;
+  case TX_SYM: {
+    int d = tiny_dsym_find(g, x->sym);
+    if (d >= 0) return step_range(g, g->dsyms[d].def, sym, depth + 1, lo, hi);
+    *lo = *hi = !strcmp(x->sym, sym);
+    return true;
+  }
+  case TX_ADD:
+    if (!step_range(g, x->a, sym, depth + 1, &alo, &ahi) || !step_range(g, x->b, sym, depth + 1, &blo, &bhi)) return false;
+    *lo = alo + blo, *hi = ahi + bhi;
+    return *lo > -STEP_MAX && *hi < STEP_MAX;
+  case TX_MUL: { /* a constant factor scales the change; two others: neither may change */
+    if (!step_range(g, x->a, sym, depth + 1, &alo, &ahi) || !step_range(g, x->b, sym, depth + 1, &blo, &bhi)) return false;
+    bool ka = x->a->k == TX_CONST;
+    if (!ka && x->b->k != TX_CONST) return !alo && !ahi && !blo && !bhi;
+    int64_t k = ka ? x->a->c : x->b->c, tlo = ka ? blo : alo, thi = ka ? bhi : ahi; /* |k|, |t..| < 2^30: no overflow */
+    *lo = k >= 0 ? k * tlo : k * thi, *hi = k >= 0 ? k * thi : k * tlo;
+    return *lo > -STEP_MAX && *hi < STEP_MAX;
+  }
+  case TX_FLOORDIV:
+  case TX_MOD:
+    if (!step_range(g, x->a, sym, depth + 1, &alo, &ahi)) return false;
+    if (!alo && !ahi && step_range(g, x->b, sym, depth + 1, &blo, &bhi) && !blo && !bhi) return true; /* neither side changes */
+    if (x->k == TX_MOD || x->b->k != TX_CONST || x->b->c <= 0) return false;
+    *lo = ut_floordiv(alo, x->b->c), *hi = -ut_floordiv(-ahi, x->b->c);
+    return true;
+  }
+  return false;
+}
+
+/* The symbols x reads that are not derived ones of g (those read through
+ * their definitions) into names[*n..] (at most cap, each once); false past cap. */
+static bool base_syms(const tiny_graph *g, const tiny_expr *x, int depth, const char **names, int *n, int cap) {
+  if (!x || depth > 16) return depth <= 16;
+  if (x->k == TX_SYM) {
+    int d = tiny_dsym_find(g, x->sym);
+    if (d >= 0) return base_syms(g, g->dsyms[d].def, depth + 1, names, n, cap);
+    for (int i = 0; i < *n; i++)
+      if (!strcmp(names[i], x->sym)) return true;
+    if (*n == cap) return false;
+    names[(*n)++] = x->sym;
+    return true;
+  }
+  bool pair = x->k == TX_ADD || x->k == TX_MUL || x->k == TX_FLOORDIV || x->k == TX_MOD;
+  return !pair || (base_syms(g, x->a, depth + 1, names, n, cap) && base_syms(g, x->b, depth + 1, names, n, cap));
+}
+
+bool tiny_dsym_steps_up(const tiny_graph *g, const tiny_expr *def) {
+  const char *names[16];
+  int n = 0;
+  if (!base_syms(g, def, 0, names, &n, 16)) return false;
+  for (int i = 0; i < n; i++) {
+    int64_t lo, hi;
+    if (!step_range(g, def, names[i], 0, &lo, &hi) || lo < 0) return false;
+  }
+  return true;
 }
 
 void tiny_dsym_name(const char *text, char *name, size_t cap) {

@@ -12,7 +12,11 @@ and added to x: one object, right at four bindings.  A Range over a size
 (also with a start and a step; its iota a sliding-window sum, affine in
 the size), fills of sizes w, w + 1, 2w, w - 1 concatenated (pieces cut
 where the sizes meet, their bounds read at run time) and a fill beside x
-along x's symbolic axis (either axis): one object each, also at w = 1."""
+along x's symbolic axis (either axis): one object each, also at w = 1.
+Ceil and Round of a size over a box too large to check binding by binding
+(their growth proven from the form), a gather map reading x after a fill
+of w + 1 rows (its pieces' starts and x's rows from them at run time) and
+gathers from a table [3, w, 2] along either axis: one object each."""
 import os
 import sys
 import tempfile
@@ -167,8 +171,29 @@ m6 = model([mk("Shape", ["x"], ["s"]), mk("Gather", ["s", "zero1"], ["w"]), mk("
             mk("ConstantOfShape", ["shape"], ["y"], value=fill)],
            [vi("x", ["w", 2])], [vi("y", None)], [ints("zero1", [0]), init("three", np.array(3.0, np.float32))])
 # ceil(w / 3) and round(w / 3) reach the graph as w - 2 * w / 3 and the like: a negative term, yet they never shrink
-# as w grows (checked at every binding of the small box): one object, right at the box's corners and between
-check("ceil_round_fill", m6, "w=2..40", [(7, 2), (8, 2), (40, 2), (2, 2), (23, 2)])
+# as w grows (each term's least change as w steps by one: 1 - ceil(2 / 3) = 0; tiny_dsym_steps_up), proven over a
+# box too large to check binding by binding (4099 > 4096 points): one object, right at the box's corners and between
+check("ceil_round_fill", m6, "w=2..4100", [(7, 2), (8, 2), (4100, 2), (2, 2), (23, 2)])
+
+# a fill of w + 1 rows of -2 above x [w, 4], then x again, each row upsampled x2 (nearest: a gather map, its
+# reads floor divisions), tripled: the pieces' starts w + 1 and 2w + 1 read at run time, and x's rows counted from
+# the start of its piece (its index at the upper corner is i0 - 41, at the lower i0 - 3): one object
+up = [mk("Unsqueeze", ["c", "ax2"], ["c3"]), mk("Expand", ["c3", "e112"], ["ce"]), mk("Reshape", ["ce", "r8"], ["cr"]),
+      mk("Mul", ["cr", "three_f"], ["y"])]
+m12 = model([mk("Shape", ["x"], ["s"]), mk("Gather", ["s", "zero"], ["w"]), mk("Unsqueeze", ["w", "ax0"], ["w1"]),
+             mk("Add", ["w1", "one1"], ["wp"]), mk("Concat", ["wp", "four1"], ["s2"], axis=0),
+             mk("ConstantOfShape", ["s2"], ["f"], value=neg2), mk("Concat", ["f", "x", "x"], ["c"], axis=0)] + up,
+            [vi("x", ["w", 4])], [vi("y", None)],
+            [ints("zero", 0), ints("ax0", [0]), ints("one1", [1]), ints("four1", [4]), ints("ax2", [2]),
+             ints("e112", [1, 1, 2]), ints("r8", [-1, 8]), init("three_f", np.array(3.0, np.float32))])
+check("gmap_after_cut", m12, "w=2..40", [(5, 4), (40, 4), (2, 4), (27, 4)])
+
+# gathers from a table that moves with w: x [3, w, 2] at (0, 1, 1, 0) along its axis 1 (the index bound w and the
+# row stride 2w read at run time) and at rows (2, 0) along axis 0 (a gathered row of 2w points), each then doubled
+m13 = model([mk("Gather", ["x", "i4"], ["g"], axis=1), mk("Add", ["g", "g"], ["y1"]),
+             mk("Gather", ["x", "i2"], ["h"], axis=0), mk("Add", ["h", "h"], ["y2"])],
+            [vi("x", [3, "w", 2])], [vi("y1", None), vi("y2", None)], [ints("i4", [0, 1, 1, 0]), ints("i2", [2, 0])])
+check("gather_table_moves", m13, "w=2..40", [(3, 5, 2), (3, 40, 2), (3, 2, 2), (3, 17, 2)])
 
 # a size that does shrink as w grows (10 - w): no one object (its arena sized at the upper corner would be too
 # small below it), said, each binding compiled alone and right

@@ -270,6 +270,67 @@ static void test_window_count_named(void **state) {
   tiny_graph_free(g);
 }
 
+/* Whether derived symbol k of g never shrinks as H or W steps by one over
+ * H, W in 0..40 (the reference: every binding evaluated). */
+static bool steps_up_by_values(const tiny_graph *g, int k) {
+  int64_t v[41][41];
+  for (int64_t h = 0; h <= 40; h++)
+    for (int64_t w = 0; w <= 40; w++) {
+      harp_error e = {0};
+      tiny_symtab t;
+      tiny_symtab_init(&t);
+      assert_ok(&e, tiny_symtab_set(&e, &t, "H", h));
+      assert_ok(&e, tiny_symtab_set(&e, &t, "W", w));
+      int64_t dd = 0;
+      assert_true(tiny_expr_eval(g->dsyms[0].def, NULL, &t, &dd)); /* dd, the one the others read */
+      assert_ok(&e, tiny_symtab_set(&e, &t, g->dsyms[0].name, dd));
+      assert_true(tiny_expr_eval(g->dsyms[k].def, NULL, &t, &v[h][w]));
+      tiny_symtab_free(&t);
+    }
+  for (int h = 0; h <= 40; h++)
+    for (int w = 0; w <= 40; w++)
+      if ((h < 40 && v[h + 1][w] < v[h][w]) || (w < 40 && v[h][w + 1] < v[h][w])) return false;
+  return true;
+}
+
+/* tiny_dsym_steps_up: growth proven from the form (the least change of each
+ * term as one symbol steps by one) where a term is negative: ceilings and
+ * roundings as the importer spells them pass, sizes that do shrink (10 - H,
+ * H mod 2 spelled H - 2 * (H / 2), a derived 2 * H read through its
+ * definition, a product of changing terms, a remainder) do not; each answer against every binding's value. */
+static void test_steps_up(void **state) {
+  (void)state;
+  tiny_graph *g = tiny_graph_new();
+  assert_true(tiny_dsym_add(g, "dd", "2 * H") >= 0);
+  const struct {
+    const char *def;
+    bool up;
+  } rows[] = {
+      {"(-1) * (2 * H floordiv 3) + H", true},       /* ceil(H / 3) */
+      {"H + (-1) * ((2 * H + 1) floordiv 3)", true}, /* round(H / 3) */
+      {"H - (dd floordiv 3)", true},                 /* H - floor(2H / 3) through dd */
+      {"H - dd floordiv 2", true},                   /* 0 */
+      {"W - (H + W) floordiv 2", false},             /* shrinks as H grows */
+      {"10 - H", false},
+      {"H - 2 * (H floordiv 2)", false},             /* H mod 2 */
+      {"H - 2 * (dd floordiv 3)", false},            /* shrinks: read through dd, not as a constant */
+      {"(H + 5) floordiv 3 * 4 + W", true},
+      {"(10 - H) * H", false},                       /* two changing factors */
+      {"H % 3", false},
+  };
+  for (int i = 0; i < (int)(sizeof rows / sizeof rows[0]); i++) {
+    char name[16];
+    snprintf(name, sizeof name, "s%d", i);
+    int k = tiny_dsym_add(g, name, rows[i].def);
+    if (k < 0) fail_msg("%s: %s", rows[i].def, g->err.msg);
+    bool proven = tiny_dsym_steps_up(g, g->dsyms[k].def), ref = steps_up_by_values(g, k);
+    if (proven && !ref) fail_msg("%s: proven, yet it shrinks", rows[i].def);
+    if (proven != rows[i].up || ref != rows[i].up)
+      fail_msg("%s: proven %d, by values %d, want %d", rows[i].def, proven, ref, rows[i].up);
+  }
+  tiny_graph_free(g);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_dim_text),
@@ -279,6 +340,7 @@ int main(void) {
       cmocka_unit_test(test_mismatch_refused),
       cmocka_unit_test(test_two_names),
       cmocka_unit_test(test_window_count_named),
+      cmocka_unit_test(test_steps_up),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -107,23 +107,31 @@ static void gm_term(ut_str *o, const gm *m, int k, int a, int64_t v, int64_t *li
 }
 
 /* Input k's row start: its indices over the outer coordinates i0.. (y's
- * axes but the last) times its strides. */
+ * axes but the last) times its strides.  Where the piece starts at a
+ * run-time cx->lo (a concat's piece along a symbolic axis), an index that
+ * steps with the cut coordinate counts from that start: its constant at
+ * this binding, c0 + coef * lo, is the input's offset in the piece (0 for
+ * the piece that is the input), not where the piece lies in y. */
 static void gm_row_start(ut_str *o, const gm *m, int k) {
   const ct_gmap_in *in = &m->pc->in[k];
   int64_t lit = 0;
   ut_str_printf(o, "    const float *p%d = x%d", k, k);
   for (int a = 0; a < in->rank; a++) {
     const poly_qaxis *q = &in->ax[a];
+    int64_t c0 = q->c0;
     ut_str ix;
     ut_str_init(&ix);
+    bool from_lo = m->rt_lo[0] && q->coef[m->g->var] != 0;
+    for (int i = 0; i < q->ndiv; i++) from_lo &= q->dvar[i] != m->g->var; /* i_var / d: the piece's start divided, as it is */
+    if (from_lo) c0 += q->coef[m->g->var] * m->pc->lo, ut_str_printf(&ix, " - %" PRId64 "L * cx->lo", q->coef[m->g->var]);
     for (int v = 0; v + 1 < m->g->nv; v++)
       if (q->coef[v]) ut_str_printf(&ix, " + %" PRId64 "L * i%d", q->coef[v], v);
     for (int i = 0; i < q->ndiv; i++)
       if (q->dvar[i] + 1 < m->g->nv) ut_str_printf(&ix, " + %" PRId64 "L * (i%d / %" PRId64 "L)", q->dcoef[i], q->dvar[i], q->dden[i]);
-    if (q->c0 || ix.len) {
-      if (m->stc[k][a] >= 0 && !ix.len) lit += q->c0 * m->stc[k][a];
-      else if (m->stc[k][a] >= 0) ut_str_printf(o, " + (%" PRId64 "L%s) * %" PRId64 "L", q->c0, ix.buf ? ix.buf : "", m->stc[k][a]);
-      else ut_str_printf(o, " + (%" PRId64 "L%s) * cx->s[%d][%d]", q->c0, ix.buf ? ix.buf : "", k, a);
+    if (c0 || ix.len) {
+      if (m->stc[k][a] >= 0 && !ix.len) lit += c0 * m->stc[k][a];
+      else if (m->stc[k][a] >= 0) ut_str_printf(o, " + (%" PRId64 "L%s) * %" PRId64 "L", c0, ix.buf ? ix.buf : "", m->stc[k][a]);
+      else ut_str_printf(o, " + (%" PRId64 "L%s) * cx->s[%d][%d]", c0, ix.buf ? ix.buf : "", k, a);
     }
     if (ix.oom) o->oom = true;
     ut_str_free(&ix);

@@ -23,18 +23,17 @@ static const char *storage_type(tiny_dtype t) { return tiny_dtype_c(t); } /* the
 
 static tiny_dtype xs_dt_of(emit *m, int node) { return m->c->f->buffers[m->c->f->buffer_of[node]].dtype; }
 
-/* Size `want` of dims [d0, d1) of s as C text into buf (48 bytes): in a
+/* Size `want` of dims [d0, d1) of s as C text into buf (96 bytes): in a
  * ShapeSet object (c's symbols) the expression of the symbols that is
  * read at run time (rc_size_expr), else the constant. */
 static const char *gather_size(const rc_ctx *c, const tiny_shape *s, int d0, int d1, int64_t want, char *buf) {
-  if (!rc_size_expr(c, s, d0, d1, want, buf, 48)) snprintf(buf, 48, "%" PRId64 "L", want);
+  if (!rc_size_expr(c, s, d0, d1, want, buf, 96)) snprintf(buf, 96, "%" PRId64 "L", want);
   return buf;
 }
 
 /* Region m's GATHER as fn over the output's points, the output's sizes
- * through c (gather_size: read at run time in a ShapeSet object); the
- * table's sizes stay constants (one that moves with a symbol makes the
- * code differ between the box's corners: a compile per binding). */
+ * and the table's (its strides, its extent along the axis) through c
+ * (gather_size: read at run time in a ShapeSet object, constants else). */
 static harp_status emit_gather(const rc_ctx *c, emit *m, const char *fn, long *chunk_len) {
   const tiny_graph *g = m->c->g;
   int node = m->R->out_values[0];
@@ -46,7 +45,7 @@ static harp_status emit_gather(const rc_ctx *c, emit *m, const char *fn, long *c
   ut_str *o = m->o;
   int axis = n->a.gather.axis, r = n->shape.rank;
   ut_str_printf(o, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
-  char b1[48];
+  char b1[96];
   ut_str_printf(o, "  (void)pool;\n  long total = %s;\n", gather_size(c, &n->shape, 0, r, tiny_shape_numel(&n->shape), b1));
   ut_str_puts(o, "  for (long i = 0; i < total; i++) {\n    long rest = i, off = 0;\n");
   int64_t xs[TINY_MAX_RANK], st = 1;
@@ -54,12 +53,14 @@ static harp_status emit_gather(const rc_ctx *c, emit *m, const char *fn, long *c
   for (int d = r - 1; d >= 0; d--) {
     gather_size(c, &n->shape, d, d + 1, n->shape.d[d].n, b1);
     ut_str_printf(o, "    long i%d = rest %% %s; rest /= %s;\n", d, b1, b1);
-    if (d != axis) ut_str_printf(o, "    off += i%d * %" PRId64 "L;\n", d, xs[d]);
+    if (d != axis) ut_str_printf(o, "    off += i%d * %s;\n", d, gather_size(c, &x->shape, d + 1, x->shape.rank, xs[d], b1));
   }
   ut_str_printf(o, "    const %s *restrict p%d = bufs[%d];\n", storage_type(xs_dt_of(m, n->src[0].node)), sx, sx);
   ut_str_printf(o, "    int32_t k = ((const int32_t *)bufs[%d])[i];\n", si);
-  ut_str_printf(o, "    if (k < 0 || k >= %" PRId64 ") return 1;\n", x->shape.d[axis].n);
-  ut_str_printf(o, "    off += (long)k * %" PRId64 "L;\n", xs[axis]);
+  if (!rc_size_expr(c, &x->shape, axis, axis + 1, x->shape.d[axis].n, b1, sizeof b1)) /* the constant as it was, no L */
+    snprintf(b1, sizeof b1, "%" PRId64, x->shape.d[axis].n);
+  ut_str_printf(o, "    if (k < 0 || k >= %s) return 1;\n", b1);
+  ut_str_printf(o, "    off += (long)k * %s;\n", gather_size(c, &x->shape, axis + 1, x->shape.rank, xs[axis], b1));
   /* through the compute representation: either buffer may be a widened temp */
   tiny_dtype xs_dt = m->c->f->buffers[m->c->f->buffer_of[n->src[0].node]].dtype;
   tiny_dtype os_dt = m->c->f->buffers[m->c->f->buffer_of[node]].dtype;
