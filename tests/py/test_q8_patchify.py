@@ -105,7 +105,7 @@ def case(name, shape, cout, k, zx=128, zy=0, pow2=True):
         p2, base = harp_out(path, x, ["--knob", "int8=off"])
         S.check(f"{name}: bit for bit harp's int8=off run", base is not None and np.array_equal(got, base), p2.stderr[-400:])
     c, pc = kernels_c(path)
-    S.check(f"{name}: on the int8 kernel, its input gathered", GATHERED in c and "long fi = i * " in c, pc.stderr[-400:])
+    S.check(f"{name}: on the int8 kernel, its input gathered", GATHERED in c and "long s0 = 0, fi = t" in c, pc.stderr[-400:])
 
 
 def test_patchify():

@@ -177,6 +177,7 @@ typedef struct q8_job {
                              element i of row t of x at sum i_j rep_src[j] over rep_size of A's dense index
                              t xlen + i (rep_t: i xrows + t, x is A^T); else NULL */
   bool rep_t;
+  int rep_b;              /* rep_size[0 .. rep_b) are A's rows (their product M), the rest its columns (K) */
 } q8_job;
 
 /* The steps ep[from..n) that follow a RINT while they keep integers of a
@@ -432,17 +433,23 @@ static bool q8_rows(ut_str *o, const q8_job *j, int from, const char *yt, const 
   return true;
 }
 
-/* `long src`: where element i of row t of job j's gathered x (j->rep)
- * lies: A's dense index (t xlen + i, or i xrows + t where x is A^T) taken
- * apart over rep_size, last dimension fastest, each part times its rep_src. */
-static void q8_rep_index(ut_str *o, const q8_job *j) {
+/* The loops of row t of job j's gathered x (j->rep) that end at `long
+ * src`, where its element i lies: A's dense index is (m, k) over rep_size,
+ * its first rep_b dimensions m's, the rest k's (each part times its
+ * rep_src); row t (m, or k where x is A^T: j->rep_t) taken apart once, the
+ * row's dimensions (k's, or m's) as nested loops, i counting. */
+static void q8_rep_loops(ut_str *o, const q8_job *j) {
   const ct_gemm *g = j->rep;
-  if (j->rep_t) ut_str_printf(o, "    long fi = i * %" PRId64 "L + (long)t, src = 0;\n", j->xrows);
-  else ut_str_printf(o, "    long fi = (long)t * %" PRId64 "L + i, src = 0;\n", j->xlen);
-  for (int d = g->nrep - 1; d >= 0; d--) {
-    ut_str_printf(o, "    src += fi %% %" PRId64 "L * %" PRId64 "L;\n", g->rep_size[d], g->rep_src[d]);
-    if (d) ut_str_printf(o, "    fi /= %" PRId64 "L;\n", g->rep_size[d]);
-  }
+  int r0 = j->rep_t ? j->rep_b : 0, r1 = j->rep_t ? g->nrep : j->rep_b; /* row t's dimensions */
+  int c0 = j->rep_t ? 0 : j->rep_b, c1 = j->rep_t ? j->rep_b : g->nrep; /* the row's */
+  ut_str_puts(o, "  long s0 = 0, fi = t, i = 0;\n");
+  for (int d = r1 - 1; d >= r0; d--)
+    ut_str_printf(o, "  s0 += fi %% %" PRId64 "L * %" PRId64 "L;\n  fi /= %" PRId64 "L;\n", g->rep_size[d], g->rep_src[d], g->rep_size[d]);
+  for (int d = c0; d < c1; d++)
+    ut_str_printf(o, "  %*sfor (long a%d = 0; a%d < %" PRId64 "L; a%d++)\n", 2 * (d - c0), "", d, d, g->rep_size[d], d);
+  ut_str_printf(o, "  %*s{\n    long src = s0", 2 * (c1 - c0), "");
+  for (int d = c0; d < c1; d++) ut_str_printf(o, " + a%d * %" PRId64 "L", d, g->rep_src[d]);
+  ut_str_puts(o, ";\n");
 }
 
 /* The per-batch tasks of job j: the input as u8 (x + za, clamped; a NaN
@@ -459,15 +466,15 @@ static bool q8_tasks(ut_str *o, const char *fn, const q8_job *j) {
     ut_str_printf(o, "static void %s_q8in(void *ctx, int t, int tid) {\n  (void)tid;\n  %s_q8ctx *x = (%s_q8ctx *)ctx;\n", fn, fn, fn);
     ut_str_printf(o,
                 "  const %s *restrict s = (const %s *)x->x + (long)t * %" PRId64 "L;\n"
-                "  uint8_t *restrict u = x->u + (long)t * %" PRId64 "L;\n  int nan = 0;\n"
-                "  for (long i = 0; i < %" PRId64 "L; i++) {\n",
-                xt, xt, j->rep ? 0 : j->xlen, j->xlen, j->xlen);
-    if (j->rep) q8_rep_index(o, j);
+                "  uint8_t *restrict u = x->u + (long)t * %" PRId64 "L;\n  int nan = 0;\n",
+                xt, xt, j->rep ? 0 : j->xlen, j->xlen);
+    if (j->rep) q8_rep_loops(o, j);
+    else ut_str_printf(o, "  for (long i = 0; i < %" PRId64 "L; i++) {\n", j->xlen);
     ut_str_printf(o,
                 "    float f = %s(s[%s]) + %d.0f;\n    nan |= f != f;\n    f = f > 0.0f ? f : 0.0f;\n    f = f < 255.0f ? f : 255.0f;\n"
-                "    u[i] = (uint8_t)(int32_t)f;\n  }\n"
+                "    u[i%s] = (uint8_t)(int32_t)f;\n  }\n"
                 "  if (nan) __atomic_store_n(&x->nan, 1, __ATOMIC_RELAXED);\n}\n",
-                xl, j->rep ? "src" : "i", (int)j->q.za);
+                xl, j->rep ? "src" : "i", (int)j->q.za, j->rep ? "++" : "");
   }
   if (j->held_out && j->rq.post < 0) return true; /* the kernel stores the bytes */
   ut_str_printf(o, "static void %s_q8out(void *ctx, int t, int tid) {\n  (void)tid;\n  %s_q8ctx *x = (%s_q8ctx *)ctx;\n", fn, fn, fn);
@@ -876,8 +883,9 @@ bool cc_emit_q8gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_gemm
   /* A gathered dense first (nrep: a patchify conv's patches), one image: the int8 kernel reads
    * its input through the same gather (a copy rounding to bf16 / fp16 keeps the 8-bit integers) */
   int64_t rn = 1;
-  for (int i = 0; i < g->nrep; i++) rn *= g->rep_size[i];
-  if (g->nrep ? nb != 1 || rn != M * K || g->A0.slot < 0 : g->a_round != TINY_FP32) return false;
+  int rb = -1; /* the dimensions of the gather that make A's rows */
+  for (int i = 0; i < g->nrep; i++) rn *= g->rep_size[i], rb = rb < 0 && rn == M ? i + 1 : rb;
+  if (g->nrep ? nb != 1 || rn != M * K || rb < 0 || g->A0.slot < 0 : g->a_round != TINY_FP32) return false;
   bool res_ok = true; /* each tensor added laid out like C */
   ct_epi et[CT_MAX_EPI]; /* ct: the steps of C^T (a bias per column one per row) */
   for (int i = 0; i < g->nepi; i++) {
@@ -904,7 +912,7 @@ bool cc_emit_q8gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_gemm
   if (!prepack_b || g->b_sb[0] || !(kmaj || cmaj) || g->a_sk != 1 || g->a_sm != K || (nb > 1 && g->a_sb[0] != M * K) ||
       !q8_ok(c, true, &g->B, ax, &za))
     return false;
-  j.X = *ax, j.W = g->B, j.x_bs = M * K, j.bias_col = !ct, j.rep = g->nrep ? g : NULL, j.rep_t = ct;
+  j.X = *ax, j.W = g->B, j.x_bs = M * K, j.bias_col = !ct, j.rep = g->nrep ? g : NULL, j.rep_t = ct, j.rep_b = rb;
   if (ct) { /* C^T = B^T A^T: the weight [N][K] as A (K-major where B is [K][N]), x = A^T [K][M] */
     cgen_qgemm_spec_init(&j.q, N, M, K);
     j.q.weight_a = true, j.q.w_kmajor = kmaj;
