@@ -870,7 +870,9 @@ static const ct_gemm *q8_one_row(const ct_gemm *g, ct_gemm *d) {
 
 /* GEMM g on the int8 kernel: a 1x1 conv in NCHW (C[n][oc][p] = W[oc][c]
  * x[n][c][p], the weight A as cc_emit_q8conv's), or x W with the weight B
- * shared by the batches (C[b][m][n] = x[b][m][k] W[k][n] or W^T's). */
+ * shared by the batches (C[b][m][n] = x[b][m][k] W[k][n] or W^T's); x
+ * gathered dense first (g->nrep, one image: a patchify conv's patches) is
+ * read through the gather, and its C^T output (NCHW) computed as W^T x^T. */
 bool cc_emit_q8gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_gemm *g0, bool prepack_a, bool prepack_b,
                     rc_packed *pk) {
   ct_gemm gd;
