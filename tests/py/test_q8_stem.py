@@ -116,7 +116,7 @@ def ort_out(path, x, opt):
     return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"]).run(None, {"x": x})
 
 
-def case(name, shape, sc, pool_s, pool_z, held, pow2=True, **kw):
+def case(name, shape, sc, pool_s, pool_z, held, pow2=True, chunks=None, **kw):
     path, outs = stem_model(shape, sc, pool_s, pool_z, pow2=pow2, **kw)
     x = (RNG.standard_normal(shape) * 2.5).astype(np.float32)
     x.reshape(-1)[::13] = RNG.choice(np.array([-50.0, 50.0], np.float32), x.reshape(-1)[::13].shape)  # saturating
@@ -146,6 +146,8 @@ def case(name, shape, sc, pool_s, pool_z, held, pow2=True, **kw):
     S.check(f"{name}: the pool {'on' if held else 'not on'} held bytes", (HELD_POOL in c) == held, f"{c.count(HELD_POOL)} held pools")
     S.check(f"{name}: the stem {'holds' if held else 'does not hold'} its output", (HELD_STEM in c.split("/* kernel 2:")[0]) == held,
             "stem held" if held else "stem not held")
+    if chunks:
+        S.check(f"{name}: the pool's {chunks}", chunks in c, "another chunking")
     if kw.get("to_output"):
         S.check(f"{name}: the buffer between the 1x1 convs still held", "the input held as u8" in c, "no int8 kernel reads held bytes")
 
@@ -156,6 +158,9 @@ def test_held():
         case(f"stem 7x7/2 + maxpool, zx {zx} zc {zc}", (1, 3, 37, 45), 2.0 ** -3, 2.0 ** -3, zc, True, zx=zx, zc=zc)
     # quantize_static-like scales: no exact products, the pool's Q still the DQ's scale
     case("quantize_static scales, zc 0", (1, 3, 41, 33), 0.0465, 0.0465, 0, True, pow2=False, zc=0)
+    # a wide image: the pool's 38 output rows of 1088 bytes in chunks of 15 (the last one partial)
+    case("wide image, the pool's rows in chunks", (1, 3, 150, 2100), 2.0 ** -3, 2.0 ** -3, 128, True, zx=128, zc=128,
+         chunks="rows in chunks of 15 */")
 
 
 def test_not_held():

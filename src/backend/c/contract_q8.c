@@ -173,6 +173,11 @@ typedef struct q8_job {
   int ri, rbuf;           /* the residual step the output pass adds (else -1) and its tensor's buffer, read whole (else -1) */
   bool held_res;          /* that buffer held as bytes of zero point rz */
   int rz;
+  const ct_gemm *rep;     /* x gathered (a GEMM's A copied dense, ct_gemm.nrep: a patchify conv's patches):
+                             element i of row t of x at sum i_j rep_src[j] over rep_size of A's dense index
+                             t xlen + i (rep_t: i xrows + t, x is A^T); else NULL */
+  bool rep_t;
+  int rep_b;              /* rep_size[0 .. rep_b) are A's rows (their product M), the rest its columns (K) */
 } q8_job;
 
 /* The steps ep[from..n) that follow a RINT while they keep integers of a
@@ -428,6 +433,25 @@ static bool q8_rows(ut_str *o, const q8_job *j, int from, const char *yt, const 
   return true;
 }
 
+/* The loops of row t of job j's gathered x (j->rep) that end at `long
+ * src`, where its element i lies: A's dense index is (m, k) over rep_size,
+ * its first rep_b dimensions m's, the rest k's (each part times its
+ * rep_src); row t (m, or k where x is A^T: j->rep_t) taken apart once, the
+ * row's dimensions (k's, or m's) as nested loops, i counting. */
+static void q8_rep_loops(ut_str *o, const q8_job *j) {
+  const ct_gemm *g = j->rep;
+  int r0 = j->rep_t ? j->rep_b : 0, r1 = j->rep_t ? g->nrep : j->rep_b; /* row t's dimensions */
+  int c0 = j->rep_t ? 0 : j->rep_b, c1 = j->rep_t ? j->rep_b : g->nrep; /* the row's */
+  ut_str_puts(o, "  long s0 = 0, fi = t, i = 0;\n");
+  for (int d = r1 - 1; d >= r0; d--)
+    ut_str_printf(o, "  s0 += fi %% %" PRId64 "L * %" PRId64 "L;\n  fi /= %" PRId64 "L;\n", g->rep_size[d], g->rep_src[d], g->rep_size[d]);
+  for (int d = c0; d < c1; d++)
+    ut_str_printf(o, "  %*sfor (long a%d = 0; a%d < %" PRId64 "L; a%d++)\n", 2 * (d - c0), "", d, d, g->rep_size[d], d);
+  ut_str_printf(o, "  %*s{\n    long src = s0", 2 * (c1 - c0), "");
+  for (int d = c0; d < c1; d++) ut_str_printf(o, " + a%d * %" PRId64 "L", d, g->rep_src[d]);
+  ut_str_puts(o, ";\n");
+}
+
 /* The per-batch tasks of job j: the input as u8 (x + za, clamped; a NaN
  * flags the context, and the caller then runs the template, which
  * propagates it) and the epilogue, on local restrict pointers so that the
@@ -442,12 +466,15 @@ static bool q8_tasks(ut_str *o, const char *fn, const q8_job *j) {
     ut_str_printf(o, "static void %s_q8in(void *ctx, int t, int tid) {\n  (void)tid;\n  %s_q8ctx *x = (%s_q8ctx *)ctx;\n", fn, fn, fn);
     ut_str_printf(o,
                 "  const %s *restrict s = (const %s *)x->x + (long)t * %" PRId64 "L;\n"
-                "  uint8_t *restrict u = x->u + (long)t * %" PRId64 "L;\n  int nan = 0;\n"
-                "  for (long i = 0; i < %" PRId64 "L; i++) {\n"
-                "    float f = %s(s[i]) + %d.0f;\n    nan |= f != f;\n    f = f > 0.0f ? f : 0.0f;\n    f = f < 255.0f ? f : 255.0f;\n"
-                "    u[i] = (uint8_t)(int32_t)f;\n  }\n"
+                "  uint8_t *restrict u = x->u + (long)t * %" PRId64 "L;\n  int nan = 0;\n",
+                xt, xt, j->rep ? 0 : j->xlen, j->xlen);
+    if (j->rep) q8_rep_loops(o, j);
+    else ut_str_printf(o, "  for (long i = 0; i < %" PRId64 "L; i++) {\n", j->xlen);
+    ut_str_printf(o,
+                "    float f = %s(s[%s]) + %d.0f;\n    nan |= f != f;\n    f = f > 0.0f ? f : 0.0f;\n    f = f < 255.0f ? f : 255.0f;\n"
+                "    u[i%s] = (uint8_t)(int32_t)f;\n  }\n"
                 "  if (nan) __atomic_store_n(&x->nan, 1, __ATOMIC_RELAXED);\n}\n",
-                xt, xt, j->xlen, j->xlen, j->xlen, xl, (int)j->q.za);
+                xl, j->rep ? "src" : "i", (int)j->q.za, j->rep ? "++" : "");
   }
   if (j->held_out && j->rq.post < 0) return true; /* the kernel stores the bytes */
   ut_str_printf(o, "static void %s_q8out(void *ctx, int t, int tid) {\n  (void)tid;\n  %s_q8ctx *x = (%s_q8ctx *)ctx;\n", fn, fn, fn);
@@ -739,7 +766,7 @@ static bool q8_emit(rc_ctx *c, int r, const char *fn, ut_str *out, const q8_job 
   bool v4w = q->weight_a && q->m % 4 == 0 && jr.rq.ok && jr.rq.post < 0;
   int zo = jr.zo = jr.rq.post >= 0 ? q8_post_zo(j->epi, j->nepi, &jr.rq) : q8_zo(&jr.rq);
   if (zo < 0) zo = jr.zo = q8_dq_zo(j->epi, j->nepi, &jr.rq, &jr.ys);
-  jr.xbuf = cc_q8_whole(c, r, &j->X, j->nb * j->x_bs, j->epi, j->nepi);
+  jr.xbuf = j->rep ? -1 : cc_q8_whole(c, r, &j->X, j->nb * j->x_bs, j->epi, j->nepi); /* gathered: never held */
   jr.ybuf = cc_q8_whole(c, r, &j->Y, j->nb * j->y_bs, j->epi, j->nepi);
   q8_res_buf(c, r, &jr);
   const cc_q8_plan *hp = c->q8; /* the buffers held as bytes, decided from the first emission's facts */
@@ -843,20 +870,35 @@ static const ct_gemm *q8_one_row(const ct_gemm *g, ct_gemm *d) {
 
 /* GEMM g on the int8 kernel: a 1x1 conv in NCHW (C[n][oc][p] = W[oc][c]
  * x[n][c][p], the weight A as cc_emit_q8conv's), or x W with the weight B
- * shared by the batches (C[b][m][n] = x[b][m][k] W[k][n] or W^T's). */
+ * shared by the batches (C[b][m][n] = x[b][m][k] W[k][n] or W^T's); x
+ * gathered dense first (g->nrep, one image: a patchify conv's patches) is
+ * read through the gather, and its C^T output (NCHW) computed as W^T x^T. */
 bool cc_emit_q8gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_gemm *g0, bool prepack_a, bool prepack_b,
                     rc_packed *pk) {
   ct_gemm gd;
   const ct_gemm *g = q8_one_row(g0, &gd);
   int64_t M = g->M, N = g->N, K = g->K, nb = g->batch[0];
   int za;
-  if (g->batch[1] != 1 || g->nrep || g->a_round != TINY_FP32 || g->c_sn != 1 || g->c_sm != N || (nb > 1 && g->c_sb[0] != M * N))
-    return false;
+  /* C^T dense ([N][M]: a patchify conv's NCHW output) from a gathered A: the weight as A then */
+  bool ct = g->nrep && nb == 1 && M > 1 && g->c_sm == 1 && g->c_sn == M;
+  if (g->batch[1] != 1 || (!ct && (g->c_sn != 1 || g->c_sm != N)) || (nb > 1 && g->c_sb[0] != M * N)) return false;
+  /* A gathered dense first (nrep: a patchify conv's patches), one image: the int8 kernel reads
+   * its input through the same gather (a copy rounding to bf16 / fp16 keeps the 8-bit integers) */
+  int64_t rn = 1;
+  int rb = -1; /* the dimensions of the gather that make A's rows */
+  for (int i = 0; i < g->nrep; i++) rn *= g->rep_size[i], rb = rb < 0 && rn == M ? i + 1 : rb;
+  if (g->nrep ? nb != 1 || rn != M * K || rb < 0 || g->A0.slot < 0 : g->a_round != TINY_FP32) return false;
   bool res_ok = true; /* each tensor added laid out like C */
-  for (int i = 0; i < g->nepi; i++)
+  ct_epi et[CT_MAX_EPI]; /* ct: the steps of C^T (a bias per column one per row) */
+  for (int i = 0; i < g->nepi; i++) {
+    et[i] = g->epi[i];
+    if (ct && (et[i].kind == CT_EPI_BIAS_N || et[i].kind == CT_EPI_BIAS_M))
+      et[i].kind = et[i].kind == CT_EPI_BIAS_N ? CT_EPI_BIAS_M : CT_EPI_BIAS_N;
     if (g->epi[i].kind == CT_EPI_RESIDUAL || g->epi[i].kind == CT_EPI_RESFMA)
-      res_ok &= g->epi[i].s_n == 1 && g->epi[i].s_m == N && (nb <= 1 || g->epi[i].s_b0 == M * N);
-  q8_job j = {.Y = g->C, .nb = nb, .y_bs = M * N, .nepi = g->nepi, .epi = g->epi, .res_ok = res_ok};
+      res_ok &= ct ? g->epi[i].s_m == 1 && g->epi[i].s_n == M
+                   : g->epi[i].s_n == 1 && g->epi[i].s_m == N && (nb <= 1 || g->epi[i].s_b0 == M * N);
+  }
+  q8_job j = {.Y = g->C, .nb = nb, .y_bs = M * N, .nepi = g->nepi, .epi = ct ? et : g->epi, .res_ok = res_ok};
   if (prepack_a) { /* the 1x1 conv: a 1-row image of N pixels */
     if (g->a_sk != 1 || g->a_sm != K || g->a_sb[0] || g->b_sn != 1 || g->b_sk != N || (nb > 1 && g->b_sb[0] != K * N) ||
         !q8_ok(c, true, &g->A, &g->B, &za))
@@ -868,14 +910,22 @@ bool cc_emit_q8gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_gemm
     return q8_conv(c, r, fn, out, &cv, true, false, res_ok, pk);
   }
   bool kmaj = g->b_sn == 1 && g->b_sk == N, cmaj = g->b_sk == 1 && g->b_sn == K;
+  const ct_tensor *ax = g->nrep ? &g->A0 : &g->A;
   if (!prepack_b || g->b_sb[0] || !(kmaj || cmaj) || g->a_sk != 1 || g->a_sm != K || (nb > 1 && g->a_sb[0] != M * K) ||
-      !q8_ok(c, true, &g->B, &g->A, &za))
+      !q8_ok(c, true, &g->B, ax, &za))
     return false;
-  j.X = g->A, j.W = g->B, j.x_bs = M * K, j.bias_col = true;
-  cgen_qgemm_spec_init(&j.q, M, N, K);
-  j.q.weight_a = false, j.q.w_kmajor = kmaj;
+  j.X = *ax, j.W = g->B, j.x_bs = M * K, j.bias_col = !ct, j.rep = g->nrep ? g : NULL, j.rep_t = ct, j.rep_b = rb;
+  if (ct) { /* C^T = B^T A^T: the weight [N][K] as A (K-major where B is [K][N]), x = A^T [K][M] */
+    cgen_qgemm_spec_init(&j.q, N, M, K);
+    j.q.weight_a = true, j.q.w_kmajor = kmaj;
+    j.xrows = K, j.xlen = M, j.yrows = N, j.ylen = M;
+  } else {
+    cgen_qgemm_spec_init(&j.q, M, N, K);
+    j.q.weight_a = false, j.q.w_kmajor = kmaj;
+    j.xrows = M, j.xlen = K, j.yrows = M, j.ylen = N;
+  }
   j.q.x_dtype = TINY_U8, j.q.y_dtype = TINY_FP32, j.q.za = za;
-  j.xrows = M, j.xlen = K, j.yrows = M, j.ylen = N, j.wch = N, j.wk = K;
+  j.wch = N, j.wk = K;
   return q8_emit(c, r, fn, out, &j, pk);
 }
 
