@@ -9,7 +9,7 @@ harp_test.onnx_or_skip() first); harp_test.  Gives: suite, model, ort_run,
 vi, init, quantize_random, out_step, compile_sources, compiled_c,
 held_maps, same, Q8_FORCE,
 Q8_FUSED; the int8 kernels' ISA tests' (test_qamx.py, test_q8avx2.py,
-test_qvnni4.py) weight, act, ort_outputs, check_q8_out, isa_runs.
+test_qvnni4.py) weight, act, ort_outputs, check_q8_out, isa_runs, q8_sources.
 """
 import os
 import re
@@ -99,12 +99,13 @@ def out_step(m, out):
     return float(nh.to_array([i for i in m.graph.initializer if i.name == last.input[1]][0]))
 
 
-def compile_sources(path, extra=()):
-    """The C `harp compile --sources-only` (with extra) makes of `path` for
-    the cpu, all its files in one string, and the process."""
+def compile_sources(path, extra=(), env=None):
+    """The C `harp compile --sources-only` (with extra; env: variables over
+    os.environ) makes of `path` for the cpu, all its files in one string,
+    and the process."""
     out = tempfile.mkdtemp(prefix="harp_py_c_")
     p = subprocess.run([ht.HARP, "compile", path, "--target", "cpu", "--sources-only", "-o", out, *extra], capture_output=True, text=True,
-                       timeout=300)
+                       timeout=300, env={**os.environ, **(env or {})})
     return "".join(open(os.path.join(r, f)).read() for r, _, fs in os.walk(out) for f in fs if f.endswith(".c")), p
 
 
@@ -154,6 +155,14 @@ def act(rng, shape, scale):
     x = (rng.standard_normal(shape) * scale).astype(np.float32)
     x.flat[::4] = rng.choice(np.array([-1e3, 1e3], np.float32), x.flat[::4].shape)
     return x
+
+
+def q8_sources(suite, path, env):
+    """compile_sources' C of path with the int8 kernels forced under env
+    (HARP_AMX, HARP_INT8_ISA), the compile checked in suite."""
+    src, p = compile_sources(path, Q8_FORCE, env)
+    suite.check(f"harp compile {env}: runs", p.returncode == 0, p.stderr[-600:])
+    return src
 
 
 def ort_outputs(path, feeds):

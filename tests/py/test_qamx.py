@@ -26,7 +26,6 @@ the 1x1 convs read as GEMMs of their images (cgen_qgemm.c: no padded copy,
 $F_pad, but for the 3x3 conv read in place)."""
 import os
 import re
-import subprocess
 import sys
 import tempfile
 
@@ -40,7 +39,7 @@ import onnx  # noqa: F401
 import quant_models as qm  # noqa: E402
 from onnx import TensorProto as T  # noqa: E402
 from onnx import helper as h  # noqa: E402
-from quant_models import Q8_FORCE, init  # noqa: E402
+from quant_models import init  # noqa: E402
 
 if "amx_int8" not in open("/proc/cpuinfo").read():
     print("skip: this CPU has no AMX-INT8 (the AMX variant is not chosen here)")
@@ -116,12 +115,7 @@ def qdq_model(zx, zy):
 
 
 def compiled_c(path, env):
-    """The C `harp compile` makes of path for the cpu (int8 kernels forced), under env."""
-    out = tempfile.mkdtemp(prefix="harp_py_qamx_c_")
-    p = subprocess.run([ht.HARP, "compile", path, "--target", "cpu", "--sources-only", "-o", out, *Q8_FORCE], capture_output=True, text=True,
-                       timeout=300, env={**os.environ, **env})
-    S.check(f"harp compile {env}: runs", p.returncode == 0, p.stderr[-600:])
-    return "".join(open(os.path.join(r, f)).read() for r, _, fs in os.walk(out) for f in fs if f.endswith(".c"))
+    return qm.q8_sources(S, path, env)
 
 
 def run_case(zx, zy):

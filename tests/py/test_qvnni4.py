@@ -30,7 +30,6 @@ in the three whose K is a multiple of 64.  Skips (77) on a CPU without
 AMX-INT8 or without onnxruntime."""
 import os
 import re
-import subprocess
 import sys
 import tempfile
 
@@ -45,7 +44,7 @@ import onnxruntime as ort  # noqa: E402
 import quant_models as qm  # noqa: E402
 from onnx import TensorProto as T  # noqa: E402
 from onnx import helper as h  # noqa: E402
-from quant_models import Q8_FORCE, init  # noqa: E402
+from quant_models import init  # noqa: E402
 
 if "amx_int8" not in open("/proc/cpuinfo").read():
     print("skip: this CPU has no AMX-INT8 (the in-place B tiles are not taken here)")
@@ -156,11 +155,7 @@ def run_case(zx, zy):
 
 
 def compiled_c(path, env):
-    out = tempfile.mkdtemp(prefix="harp_py_qvnni4_c_")
-    p = subprocess.run([ht.HARP, "compile", path, "--target", "cpu", "--sources-only", "-o", out, *Q8_FORCE], capture_output=True,
-                       text=True, timeout=300, env={**os.environ, **env})
-    S.check(f"harp compile {env}: runs", p.returncode == 0, p.stderr[-600:])
-    return "".join(open(os.path.join(r, f)).read() for r, _, fs in os.walk(out) for f in fs if f.endswith(".c"))
+    return qm.q8_sources(S, path, env)
 
 
 def shapes(src, mark):
