@@ -23,25 +23,12 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "py"))
 import onnx  # noqa: E402
-from onnx import TensorProto  # noqa: E402
-from onnx_models import init, mk, model, vi  # noqa: E402
+from onnx_models import range_constantofshape  # noqa: E402
 
 
 def range_model(path):
-    """The test's m4, saved to path."""
-    def ints(name, v):
-        return init(name, np.array(v, np.int64))
-    fill = onnx.helper.make_tensor("v", TensorProto.FLOAT, [1], [1.5])
-    m = model([mk("Shape", ["x"], ["s"]), mk("Gather", ["s", "zero"], ["w"]), mk("Range", ["zero", "w", "one"], ["pos"]),
-               mk("Cast", ["pos"], ["posf"], to=TensorProto.FLOAT), mk("Unsqueeze", ["posf", "ax1"], ["pcol"]),
-               mk("Mul", ["pcol", "tenth"], ["ps"]), mk("ConstantOfShape", ["s"], ["ones"], value=fill),
-               mk("Mul", ["x", "ones"], ["x2"]), mk("Add", ["x2", "ps"], ["y"]),
-               mk("Unsqueeze", ["w", "ax0"], ["w1"]), mk("Add", ["w1", "one"], ["wp1"]),
-               mk("ConstantOfShape", ["w1"], ["f1"], value=fill), mk("ConstantOfShape", ["wp1"], ["f0"]),
-               mk("Concat", ["f1", "f0"], ["cat"], axis=0)],
-              [vi("x", ["w", 4])], [vi("y", None), vi("cat", None)],
-              [ints("zero", 0), ints("one", 1), ints("ax0", [0]), ints("ax1", [1]), init("tenth", np.array(0.1, np.float32))])
-    onnx.save(m, path)
+    """The test's m4 (onnx_models.range_constantofshape), saved to path."""
+    onnx.save(range_constantofshape(), path)
 
 
 def once(harp, path, d, box="w=1..50", shapes=((6, 4), (50, 4), (1, 4))):

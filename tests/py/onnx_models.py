@@ -1,6 +1,7 @@
 """Whole models as ONNX graphs (onnx.helper), shared by the ONNX frontend's
-tests (tests/py/test_onnx_models.py) and the benchmarks (bench/e2e.py's
-onnxruntime peers, bench/onnx.py).
+tests (tests/py/test_onnx_models.py, test_shapeset_sizes.py) and the
+benchmarks (bench/e2e.py's onnxruntime peers, bench/onnx.py,
+bench/shapeset_range.py).
 
 Each builder takes the weights as a dict named like the parameters of the
 harp DSL twin in bench/models/ and returns an onnx.ModelProto whose
@@ -199,3 +200,20 @@ def fpn_s2(rng):
              mk("Concat", ["u", "a"], ["y"], axis=1)]
     inits = [init(k, v.astype(np.float32)) for k, v in w.items()] + [init("sc", np.array([1, 1, 2, 2], np.float32))]
     return model(nodes, [vi("x", [1, 3, "H", "W"])], [vi("y", None)], inits)
+
+
+def range_constantofshape():
+    """x[w, 4] (dim_param w): y = x * ConstantOfShape(Shape(x)) of 1.5 plus Range(0, w) / 10 as a column, and fills of
+    w (1.5) and w + 1 (0) concatenated (cat): the sizes as data of test_shapeset_sizes.py and bench/shapeset_range.py."""
+    def ints(name, v):
+        return init(name, np.array(v, np.int64))
+    fill = helper.make_tensor("v", TensorProto.FLOAT, [1], [1.5])
+    return model([mk("Shape", ["x"], ["s"]), mk("Gather", ["s", "zero"], ["w"]), mk("Range", ["zero", "w", "one"], ["pos"]),
+                  mk("Cast", ["pos"], ["posf"], to=TensorProto.FLOAT), mk("Unsqueeze", ["posf", "ax1"], ["pcol"]),
+                  mk("Mul", ["pcol", "tenth"], ["ps"]), mk("ConstantOfShape", ["s"], ["ones"], value=fill),
+                  mk("Mul", ["x", "ones"], ["x2"]), mk("Add", ["x2", "ps"], ["y"]),
+                  mk("Unsqueeze", ["w", "ax0"], ["w1"]), mk("Add", ["w1", "one"], ["wp1"]),
+                  mk("ConstantOfShape", ["w1"], ["f1"], value=fill), mk("ConstantOfShape", ["wp1"], ["f0"]),
+                  mk("Concat", ["f1", "f0"], ["cat"], axis=0)],
+                 [vi("x", ["w", 4])], [vi("y", None), vi("cat", None)],
+                 [ints("zero", 0), ints("one", 1), ints("ax0", [0]), ints("ax1", [1]), init("tenth", np.array(0.1, np.float32))])

@@ -8,7 +8,8 @@ Needs: numpy, onnx, onnxruntime (the caller checks with
 harp_test.onnx_or_skip() first); harp_test.  Gives: suite, model, ort_run,
 vi, init, quantize_random, out_step, compile_sources, compiled_c,
 held_maps, same, Q8_FORCE,
-Q8_FUSED.
+Q8_FUSED; the int8 kernels' ISA tests' (test_qamx.py, test_q8avx2.py,
+test_qvnni4.py) weight, act, ort_outputs, check_q8_out, isa_runs, q8_sources.
 """
 import os
 import re
@@ -98,12 +99,13 @@ def out_step(m, out):
     return float(nh.to_array([i for i in m.graph.initializer if i.name == last.input[1]][0]))
 
 
-def compile_sources(path, extra=()):
-    """The C `harp compile --sources-only` (with extra) makes of `path` for
-    the cpu, all its files in one string, and the process."""
+def compile_sources(path, extra=(), env=None):
+    """The C `harp compile --sources-only` (with extra; env: variables over
+    os.environ) makes of `path` for the cpu, all its files in one string,
+    and the process."""
     out = tempfile.mkdtemp(prefix="harp_py_c_")
     p = subprocess.run([ht.HARP, "compile", path, "--target", "cpu", "--sources-only", "-o", out, *extra], capture_output=True, text=True,
-                       timeout=300)
+                       timeout=300, env={**os.environ, **(env or {})})
     return "".join(open(os.path.join(r, f)).read() for r, _, fs in os.walk(out) for f in fs if f.endswith(".c")), p
 
 
@@ -136,3 +138,85 @@ def same(suite, name, path, feeds, exact=True, backends=None):
             ok = ok and (np.array_equal(got, w) if exact else diff.max(initial=0) <= 1)
             suite.check(f"{name} ({be}): {k} matches onnxruntime", ok,
                         f"{got.dtype}{got.shape} vs {w.dtype}{w.shape}" + (f", max diff {diff.max()}" if diff is not None else ""))
+
+
+def weight(rng, shape, lo=-128, hi=128, dtype=np.int8):
+    """Random weights of shape in [lo, hi) from rng; int8 ones with -128 and
+    127 among each output channel's first five (the saturating products)."""
+    w = rng.integers(lo, hi, shape, dtype=dtype)
+    if dtype == np.int8:
+        w.reshape(shape[0], -1)[:, :5] = rng.choice(np.array([-128, 127], np.int8), (shape[0], 5))
+    return w
+
+
+def act(rng, shape, scale):
+    """fp32 activations of shape (standard normal times scale), a quarter
+    of them far past the quantized range."""
+    x = (rng.standard_normal(shape) * scale).astype(np.float32)
+    x.flat[::4] = rng.choice(np.array([-1e3, 1e3], np.float32), x.flat[::4].shape)
+    return x
+
+
+def q8_sources(suite, path, env):
+    """compile_sources' C of path with the int8 kernels forced under env
+    (HARP_AMX, HARP_INT8_ISA), the compile checked in suite."""
+    src, p = compile_sources(path, Q8_FORCE, env)
+    suite.check(f"harp compile {env}: runs", p.returncode == 0, p.stderr[-600:])
+    return src
+
+
+def ort_outputs(path, feeds):
+    """onnxruntime's outputs of model file path on feeds ({name: array}), its warnings off."""
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    return dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
+
+
+def check_q8_out(suite, name, k, y, want, step, zy):
+    """Output k (y) against onnxruntime's (want), in suite: bytes (step None)
+    equal on every element, not mostly saturated; fp32 ones of quantization
+    step `step` (outputs' zero point zy) equal on >= 99.9% of the elements,
+    none more than one step off, more than 30% unsaturated."""
+    if step is None:
+        inside = float(np.mean((want > np.iinfo(want.dtype).min) & (want < np.iinfo(want.dtype).max)))
+        suite.check(f"{name} {k}: equal to onnxruntime", y.dtype == want.dtype and np.array_equal(y, want) and inside > 0.5,
+                    f"{np.mean(y == want):.4%} equal, {inside:.1%} unsaturated")
+        return
+    err = np.abs(y.astype(np.float64) - want) / step
+    eq = float(np.mean(err <= 1e-3))
+    q = np.rint(want / step)
+    inside = float(np.mean((q > -zy) & (q < 255 - zy)))
+    suite.check(f"{name} {k}: equal to onnxruntime's int8 run", y.shape == want.shape and eq >= 0.999 and err.max() <= 1
+                and inside > 0.3, f"{eq:.4%} equal, max {err.max():.2f} steps, {inside:.1%} unsaturated")
+
+
+def isa_runs(suite, name, path, feeds, steps, zy, runs, what="equal"):
+    """The model file path run on the cpu (int8 kernels forced) once per
+    (tag, env) of runs, with env's variables set (HARP_AMX, HARP_INT8_ISA),
+    each output named in steps ({name: step}, check_q8_out) checked against
+    onnxruntime's run; then every run equal to the first on every element
+    (check named "<first> and <tag> <what>").  Returns {(tag, output): array}."""
+    want = ort_outputs(path, feeds)
+    got = {}
+    for tag, env in runs:
+        saved = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
+        p, d = ht.run(path, feeds, backend="cpu", extra=Q8_FORCE)
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k)
+            else:
+                os.environ[k] = v
+        suite.check(f"{name} {tag}: runs", p.returncode == 0, p.stderr[-600:])
+        if p.returncode:
+            continue
+        for k, step in steps.items():
+            y = got[(tag, k)] = np.load(os.path.join(d, k + ".npy"))
+            check_q8_out(suite, f"{name} {tag}", k, y, want[k], step, zy)
+    first = runs[0][0]
+    for tag, _ in runs[1:]:
+        if all((t, k) in got for t in (first, tag) for k in steps):
+            diff = [k for k in steps if not np.array_equal(got[(first, k)], got[(tag, k)])]
+            suite.check(f"{name}: {first} and {tag} {what}", not diff, f"differ in {diff}")
+    return got

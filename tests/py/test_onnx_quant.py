@@ -2,7 +2,8 @@
 handmade edge cases (saturation, zero points at the ends of the range,
 per-channel scales, halves that round to even, odd sizes), QLinearConv /
 QLinearMatMul / *Integer (K past 2^24 sums), the QDQ Softmax, the
-com.microsoft QLinearAdd / QLinearMul, Round as the templates' epilogue
+com.microsoft QLinearAdd / QLinearMul, DynamicQuantizeLinear's scale and
+zero point exactly, Round as the templates' epilogue
 step, and bad quantization parameters (a clear error naming the node and
 no output file).  Runs on the interpreter and the cpu backend
 (HARP_TEST_BACKENDS).  The QDQ models quantize_static makes are
@@ -19,7 +20,7 @@ import harp_test as ht  # noqa: E402
 ht.onnx_or_skip()
 from onnx import TensorProto as T  # noqa: E402
 from onnx import helper as h  # noqa: E402
-from quant_models import init, model, same, suite, vi  # noqa: E402
+from quant_models import init, model, ort_run, same, suite, vi  # noqa: E402
 
 S = suite("onnx_quant")  # compiled_only, HARP_CC_OPT=1 (quant_models.suite)
 RNG = np.random.default_rng(7)
@@ -149,6 +150,33 @@ def test_microsoft_binary():
     same(S, "QLinearAdd / QLinearMul / DynamicQuantizeLinear", path, {"a": a, "b": b, "f": f}, exact=False)
 
 
+def test_dynamic_quantize():
+    """DynamicQuantizeLinear's scale (the range, with 0, over 255) and zero
+    point equal to onnxruntime's on every backend, its bytes within one
+    step, on inputs of both signs, all positive (the range from 0) and all
+    negative (to 0).  A scale of the range over 254 moves no byte by more
+    than one step (test_microsoft_binary lets it through); the scale and the
+    zero point show it."""
+    rng = np.random.default_rng(254)
+    f = (rng.standard_normal((5, 13)) * 3).astype(np.float32)
+    path = model([h.make_node("DynamicQuantizeLinear", ["f"], ["dq", "ds", "dz"])], [vi("f", T.FLOAT, f.shape)],
+                 [vi("dq", T.UINT8, None), vi("ds", T.FLOAT, None), vi("dz", T.UINT8, None)], opset=13)
+    for tag, x in (("mixed", f), ("positive", np.abs(f) + 0.5), ("negative", -np.abs(f) - 0.25)):
+        want = ort_run(path, {"f": x})
+        for be in ht.BACKENDS:
+            p, d = ht.run(path, {"f": x}, backend=be)
+            S.check(f"DynamicQuantizeLinear {tag} ({be}): runs", p.returncode == 0, p.stderr[-800:])
+            if p.returncode:
+                continue
+            got = {k: np.load(os.path.join(d, k + ".npy")) for k in want}
+            for k in ("ds", "dz"):
+                S.check(f"DynamicQuantizeLinear {tag} ({be}): {k} equal to onnxruntime's", got[k].dtype == want[k].dtype
+                        and np.array_equal(got[k], want[k]), f"{got[k]!r} vs {want[k]!r}")
+            diff = np.abs(got["dq"].astype(np.int64) - want["dq"])
+            S.check(f"DynamicQuantizeLinear {tag} ({be}): dq within a step of onnxruntime's", got["dq"].dtype == np.uint8
+                    and got["dq"].shape == want["dq"].shape and diff.max() <= 1, f"max diff {diff.max()}")
+
+
 def test_bad_params():
     """Bad scales and zero points: exit 1, an error naming the node, no output."""
     x = np.ones((2, 4), np.float32)
@@ -213,4 +241,5 @@ test_matmul_integer_slices()
 test_qdq_softmax()
 test_microsoft_binary()
 test_bad_params()
+test_dynamic_quantize()
 S.close()

@@ -33,10 +33,10 @@ import harp_test as ht  # noqa: E402
 
 ht.onnx_or_skip()
 import onnx  # noqa: E402
-import onnxruntime as ort  # noqa: E402
+import quant_models as qm  # noqa: E402
 from onnx import TensorProto as T  # noqa: E402
 from onnx import helper as h  # noqa: E402
-from onnx import numpy_helper as nh  # noqa: E402
+from quant_models import Q8_FORCE, init  # noqa: E402
 
 if " avx2 " not in open("/proc/cpuinfo").read().replace("\n", " "):
     print("skip: this CPU has no AVX2")
@@ -45,26 +45,15 @@ if " avx2 " not in open("/proc/cpuinfo").read().replace("\n", " "):
 S = ht.Suite("q8avx2")
 ht.compiled_only()  # the compiled C's numbers, not tier 0's (harp run answers its first run from tier 0)
 RNG = np.random.default_rng(2828)
-Q8_FORCE = ["--knob", "int8=force"]  # the int8 kernel even where the bf16 template would be as fast
 NQ8 = 8  # int8 kernels in the model: six contractions, two QLinearConvs
 
 
-def init(name, arr):
-    return nh.from_array(np.asarray(arr), name)
-
-
 def weight(shape, lo=-128, hi=128, dtype=np.int8):
-    w = RNG.integers(lo, hi, shape).astype(dtype)
-    if dtype == np.int8:
-        w.reshape(shape[0], -1)[:, :5] = RNG.choice(np.array([-128, 127], np.int8), (shape[0], 5))
-    return w
+    return qm.weight(RNG, shape, lo, hi, dtype)
 
 
 def act(shape, scale):
-    """fp32 activations, a quarter of them far past the quantized range."""
-    x = (RNG.standard_normal(shape) * scale).astype(np.float32)
-    x.flat[::4] = RNG.choice(np.array([-1e3, 1e3], np.float32), x.flat[::4].shape)
-    return x
+    return qm.act(RNG, shape, scale)
 
 
 def qlinear_convs(nodes, inits, outs, feeds, steps):
@@ -135,42 +124,9 @@ def compiled_c(path, isa):
     return "".join(open(os.path.join(r, f)).read() for r, _, fs in os.walk(out) for f in fs if f.endswith(".c"))
 
 
-def check_out(name, k, y, want, step, zy):
-    """Output k against onnxruntime's: bytes equal; fp32 within a step on 99.9%."""
-    if step is None:
-        inside = float(np.mean((want > np.iinfo(want.dtype).min) & (want < np.iinfo(want.dtype).max)))
-        S.check(f"{name} {k}: equal to onnxruntime", y.dtype == want.dtype and np.array_equal(y, want) and inside > 0.5,
-                f"{np.mean(y == want):.4%} equal, {inside:.1%} unsaturated")
-        return
-    err = np.abs(y.astype(np.float64) - want) / step
-    eq = float(np.mean(err <= 1e-3))
-    q = np.rint(want / step)
-    inside = float(np.mean((q > -zy) & (q < 255 - zy)))
-    S.check(f"{name} {k}: equal to onnxruntime's int8 run", y.shape == want.shape and eq >= 0.999 and err.max() <= 1
-            and inside > 0.3, f"{eq:.4%} equal, max {err.max():.2f} steps, {inside:.1%} unsaturated")
-
-
 def run_case(zx, zy):
-    name = f"zx={zx} zy={zy}"
     path, feeds, steps = qdq_model(zx, zy)
-    so = ort.SessionOptions()
-    so.log_severity_level = 3
-    sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
-    want = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
-    got = {}
-    for isa in ("avx2", "auto"):
-        os.environ["HARP_INT8_ISA"] = isa
-        p, d = ht.run(path, feeds, backend="cpu", extra=Q8_FORCE)
-        os.environ.pop("HARP_INT8_ISA")
-        S.check(f"{name} {isa}: runs", p.returncode == 0, p.stderr[-600:])
-        if p.returncode:
-            continue
-        for k, step in steps.items():
-            y = got[(isa, k)] = np.load(os.path.join(d, k + ".npy"))
-            check_out(f"{name} {isa}", k, y, want[k], step, zy)
-    if len(got) == 2 * len(steps):
-        diff = [k for k in steps if not np.array_equal(got[("avx2", k)], got[("auto", k)])]
-        S.check(f"{name}: AVX2 and the CPUID variant equal", not diff, f"differ in {diff}")
+    qm.isa_runs(S, f"zx={zx} zy={zy}", path, feeds, steps, zy, (("avx2", {"HARP_INT8_ISA": "avx2"}), ("auto", {"HARP_INT8_ISA": "auto"})))
     return path
 
 

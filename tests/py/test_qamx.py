@@ -26,7 +26,6 @@ the 1x1 convs read as GEMMs of their images (cgen_qgemm.c: no padded copy,
 $F_pad, but for the 3x3 conv read in place)."""
 import os
 import re
-import subprocess
 import sys
 import tempfile
 
@@ -37,10 +36,10 @@ import harp_test as ht  # noqa: E402
 
 ht.onnx_or_skip()
 import onnx  # noqa: F401
-import onnxruntime as ort  # noqa: E402
+import quant_models as qm  # noqa: E402
 from onnx import TensorProto as T  # noqa: E402
 from onnx import helper as h  # noqa: E402
-from onnx import numpy_helper as nh  # noqa: E402
+from quant_models import init  # noqa: E402
 
 if "amx_int8" not in open("/proc/cpuinfo").read():
     print("skip: this CPU has no AMX-INT8 (the AMX variant is not chosen here)")
@@ -53,25 +52,15 @@ ht.compiled_only()  # the compiled C's numbers, not tier 0's (harp run answers i
 # time, bench/RESULTS.md "health3"); the ISA flags and the C are the same.
 os.environ.setdefault("HARP_CC_OPT", "1")
 RNG = np.random.default_rng(28)
-Q8_FORCE = ["--knob", "int8=force"]  # the int8 kernel even where the bf16 template would be as fast
 ABOVE = 7  # the contractions above the AMX line
 
 
-def init(name, arr):
-    return nh.from_array(np.asarray(arr), name)
-
-
 def weight(shape):
-    w = RNG.integers(-128, 128, shape, dtype=np.int8)
-    w.reshape(shape[0], -1)[:, :5] = RNG.choice(np.array([-128, 127], np.int8), (shape[0], 5))
-    return w
+    return qm.weight(RNG, shape)
 
 
 def act(shape, scale):
-    """fp32 activations, a quarter of them far past the quantized range."""
-    x = (RNG.standard_normal(shape) * scale).astype(np.float32)
-    x.flat[::4] = RNG.choice(np.array([-1e3, 1e3], np.float32), x.flat[::4].shape)
-    return x
+    return qm.act(RNG, shape, scale)
 
 
 def qdq_model(zx, zy):
@@ -126,40 +115,12 @@ def qdq_model(zx, zy):
 
 
 def compiled_c(path, env):
-    """The C `harp compile` makes of path for the cpu (int8 kernels forced), under env."""
-    out = tempfile.mkdtemp(prefix="harp_py_qamx_c_")
-    p = subprocess.run([ht.HARP, "compile", path, "--target", "cpu", "--sources-only", "-o", out, *Q8_FORCE], capture_output=True, text=True,
-                       timeout=300, env={**os.environ, **env})
-    S.check(f"harp compile {env}: runs", p.returncode == 0, p.stderr[-600:])
-    return "".join(open(os.path.join(r, f)).read() for r, _, fs in os.walk(out) for f in fs if f.endswith(".c"))
+    return qm.q8_sources(S, path, env)
 
 
 def run_case(zx, zy):
-    name = f"zx={zx} zy={zy}"
     path, feeds, steps = qdq_model(zx, zy)
-    so = ort.SessionOptions()
-    so.log_severity_level = 3
-    sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
-    want = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
-    got = {}
-    for tag, env in (("amx", {"HARP_AMX": "auto"}), ("no-amx", {"HARP_AMX": "off"})):
-        os.environ.update(env)
-        p, d = ht.run(path, feeds, backend="cpu", extra=Q8_FORCE)
-        os.environ.pop("HARP_AMX")
-        S.check(f"{name} {tag}: runs", p.returncode == 0, p.stderr[-600:])
-        if p.returncode:
-            continue
-        for k, step in steps.items():
-            y = got[(tag, k)] = np.load(os.path.join(d, k + ".npy"))
-            err = np.abs(y.astype(np.float64) - want[k]) / step
-            eq = float(np.mean(err <= 1e-3))
-            q = np.rint(want[k] / step)
-            inside = float(np.mean((q > -zy) & (q < 255 - zy)))
-            S.check(f"{name} {tag} {k}: equal to onnxruntime's int8 run", y.shape == want[k].shape and eq >= 0.999 and err.max() <= 1
-                    and inside > 0.3, f"{eq:.4%} equal, max {err.max():.2f} steps, {inside:.1%} unsaturated")
-    if len(got) == 2 * len(steps):
-        diff = [k for k in steps if not np.array_equal(got[("amx", k)], got[("no-amx", k)])]
-        S.check(f"{name}: AMX on and off equal", not diff, f"differ in {diff}")
+    qm.isa_runs(S, f"zx={zx} zy={zy}", path, feeds, steps, zy, (("amx", {"HARP_AMX": "auto"}), ("no-amx", {"HARP_AMX": "off"})))
     return path
 
 

@@ -21,14 +21,15 @@ of 2 images of 23 x 21 (483 pixels: a last block of 35 columns):
 So A, B, D, G write VNNI-4 and B, C, D, F, H read it; the rest stays NCHW.
 Checked: every output equal to onnxruntime's int8 run (>= 99.9% of the
 elements exactly, none more than one step off, as test_qamx.py) with AMX
-on (auto), off, and the AVX2 and scalar variants forced (int8_isa); the
-four runs equal on every element; the generated C has exactly the VNNI-4
+on (auto), off, and the AVX2 and scalar variants forced (int8_isa), each
+run equal to AMX's on every element: in CI AMX at both zero-point cases,
+the other three once each (CASES); HARP_TEST_SLOW=1 all four at both.
+The generated C has exactly the VNNI-4
 kernels above (their header comments) and, AMX on, B's tiles read in place
 in the three whose K is a multiple of 64.  Skips (77) on a CPU without
 AMX-INT8 or without onnxruntime."""
 import os
 import re
-import subprocess
 import sys
 import tempfile
 
@@ -40,9 +41,10 @@ import harp_test as ht  # noqa: E402
 ht.onnx_or_skip()
 import onnx  # noqa: F401
 import onnxruntime as ort  # noqa: E402
+import quant_models as qm  # noqa: E402
 from onnx import TensorProto as T  # noqa: E402
 from onnx import helper as h  # noqa: E402
-from onnx import numpy_helper as nh  # noqa: E402
+from quant_models import init  # noqa: E402
 
 if "amx_int8" not in open("/proc/cpuinfo").read():
     print("skip: this CPU has no AMX-INT8 (the in-place B tiles are not taken here)")
@@ -51,14 +53,9 @@ if "amx_int8" not in open("/proc/cpuinfo").read():
 S = ht.Suite("qvnni4")
 ht.compiled_only()
 os.environ.setdefault("HARP_CC_OPT", "1")  # what the kernels compute, not their speed (test_qamx.py)
-Q8_FORCE = ["--knob", "int8=force"]
 V4_OUT = {"A", "B", "D", "G"}  # the kernels writing VNNI-4
 V4_IN = {"B", "C", "D", "F", "H"}  # reading it
 IN_PLACE = {"B", "F", "H"}  # K a multiple of 64: AMX's B tiles in place
-
-
-def init(name, arr):
-    return nh.from_array(np.asarray(arr), name)
 
 
 def qdq_model(zx, zy, sc):
@@ -70,9 +67,7 @@ def qdq_model(zx, zy, sc):
     nodes, inits, outs, steps = [], [init("sx", sx), init("zx", np.uint8(zx)), init("zy", np.uint8(zy))], [], {}
 
     def weight(shape):
-        w = rng.integers(-128, 128, shape, dtype=np.int8)
-        w.reshape(shape[0], -1)[:, :5] = rng.choice(np.array([-128, 127], np.int8), (shape[0], 5))
-        return w
+        return qm.weight(rng, shape)
 
     def q(v, out):
         sy = np.float32(sc.get(v, 2.0))
@@ -96,8 +91,7 @@ def qdq_model(zx, zy, sc):
         nodes.append(h.make_node("Conv", [xname, name + "_wd", name + "_bd"], [name], **attrs))
         return q(name, out)
 
-    x = (rng.standard_normal((2, 64, 23, 21)) * 3).astype(np.float32)
-    x.flat[::4] = rng.choice(np.array([-1e3, 1e3], np.float32), x.flat[::4].shape)
+    x = qm.act(rng, (2, 64, 23, 21), 3)
     nodes.append(h.make_node("QuantizeLinear", ["x", "sx", "zx"], ["x_q"]))
     nodes.append(h.make_node("DequantizeLinear", ["x_q", "sx", "zx"], ["x_d"]))
     xd, p3 = ("x_d", sx), dict(pads=[1, 1, 1, 1])
@@ -143,47 +137,25 @@ def calibrated(zx, zy):
     return qdq_model(zx, zy, sc)
 
 
-RUNS = (("amx", {"HARP_AMX": "auto"}), ("no-amx", {"HARP_AMX": "off"}), ("avx2", {"HARP_INT8_ISA": "avx2"}),
-        ("scalar", {"HARP_INT8_ISA": "scalar"}))
+# (zx, zy): the runs, (tag, env).  Each ISA runs once in CI (the int8 kernels'
+# AMX variant and the others' numbers at both zero points are test_qamx.py's
+# and test_q8avx2.py's; here the VNNI-4 layouts under each); HARP_TEST_SLOW=1
+# runs all four at both (four times the C compiles: ~200 s cold at load).
+AMX, NO_AMX = ("amx", {"HARP_AMX": "auto"}), ("no-amx", {"HARP_AMX": "off"})
+AVX2, SCALAR = ("avx2", {"HARP_INT8_ISA": "avx2"}), ("scalar", {"HARP_INT8_ISA": "scalar"})
+ALL = (AMX, NO_AMX, AVX2, SCALAR)
+CASES = {(0, 128): ALL, (255, 0): ALL} if os.environ.get("HARP_TEST_SLOW") == "1" else {(0, 128): (AMX, SCALAR),
+                                                                                       (255, 0): (AMX, NO_AMX, AVX2)}
 
 
 def run_case(zx, zy):
-    name = f"zx={zx} zy={zy}"
     path, feeds, steps = calibrated(zx, zy)
-    so = ort.SessionOptions()
-    so.log_severity_level = 3
-    sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
-    want = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
-    got = {}
-    for tag, env in RUNS:
-        os.environ.update(env)
-        p, dd = ht.run(path, feeds, backend="cpu", extra=Q8_FORCE)
-        for k in env:
-            os.environ.pop(k)
-        S.check(f"{name} {tag}: runs", p.returncode == 0, p.stderr[-600:])
-        if p.returncode:
-            continue
-        for k, step in steps.items():
-            y = got[(tag, k)] = np.load(os.path.join(dd, k + ".npy"))
-            err = np.abs(y.astype(np.float64) - want[k]) / step
-            eq = float(np.mean(err <= 1e-3))
-            qv = np.rint(want[k] / step)
-            inside = float(np.mean((qv > -zy) & (qv < 255 - zy)))
-            S.check(f"{name} {tag} {k}: equal to onnxruntime's int8 run", y.shape == want[k].shape and eq >= 0.999 and err.max() <= 1
-                    and inside > 0.3, f"{eq:.4%} equal, max {err.max():.2f} steps, {inside:.1%} unsaturated")
-    for tag, _ in RUNS[1:]:
-        if all((t, k) in got for t in ("amx", tag) for k in steps):
-            diff = [k for k in steps if not np.array_equal(got[("amx", k)], got[(tag, k)])]
-            S.check(f"{name}: amx and {tag} equal", not diff, f"differ in {diff}")
+    qm.isa_runs(S, f"zx={zx} zy={zy}", path, feeds, steps, zy, CASES[(zx, zy)])
     return path
 
 
 def compiled_c(path, env):
-    out = tempfile.mkdtemp(prefix="harp_py_qvnni4_c_")
-    p = subprocess.run([ht.HARP, "compile", path, "--target", "cpu", "--sources-only", "-o", out, *Q8_FORCE], capture_output=True,
-                       text=True, timeout=300, env={**os.environ, **env})
-    S.check(f"harp compile {env}: runs", p.returncode == 0, p.stderr[-600:])
-    return "".join(open(os.path.join(r, f)).read() for r, _, fs in os.walk(out) for f in fs if f.endswith(".c"))
+    return qm.q8_sources(S, path, env)
 
 
 def shapes(src, mark):
@@ -206,7 +178,7 @@ def check_c(path):
     S.check("scalar: the same layouts", shapes(scalar, "y VNNI-4") == yv and shapes(scalar, "x VNNI-4") == xv, "")
 
 
-for zx, zy in ((0, 128), (255, 0)):
+for zx, zy in CASES:
     p = run_case(zx, zy)
 check_c(p)
 S.close()

@@ -30,7 +30,7 @@ onnx_or_skip()
 import onnx  # noqa: F401
 import onnxruntime as ort  # noqa: E402
 from onnx import TensorProto  # noqa: E402
-from onnx_models import init, mk, model, vi  # noqa: E402
+from onnx_models import init, mk, model, range_constantofshape, vi  # noqa: E402
 
 s = Suite("shapeset_sizes")
 rng = np.random.default_rng(2511)
@@ -108,15 +108,7 @@ check("shape_slice_concat_reshape", m3, "w=4..48", [(1, 8, 2, 5), (1, 8, 2, 48),
 # fills of sizes w and w + 1 concatenated (a padded fill: the CPU's map kernels once dropped the pad)
 fill = onnx.helper.make_tensor("v", TensorProto.FLOAT, [1], [1.5])
 neg2 = onnx.helper.make_tensor("v", TensorProto.FLOAT, [1], [-2.0])
-m4 = model([mk("Shape", ["x"], ["s"]), mk("Gather", ["s", "zero"], ["w"]), mk("Range", ["zero", "w", "one"], ["pos"]),
-            mk("Cast", ["pos"], ["posf"], to=TensorProto.FLOAT), mk("Unsqueeze", ["posf", "ax1"], ["pcol"]),
-            mk("Mul", ["pcol", "tenth"], ["ps"]), mk("ConstantOfShape", ["s"], ["ones"], value=fill),
-            mk("Mul", ["x", "ones"], ["x2"]), mk("Add", ["x2", "ps"], ["y"]),
-            mk("Unsqueeze", ["w", "ax0"], ["w1"]), mk("Add", ["w1", "one"], ["wp1"]),
-            mk("ConstantOfShape", ["w1"], ["f1"], value=fill), mk("ConstantOfShape", ["wp1"], ["f0"]),
-            mk("Concat", ["f1", "f0"], ["cat"], axis=0)],
-           [vi("x", ["w", 4])], [vi("y", None), vi("cat", None)],
-           [ints("zero", 0), ints("one", 1), ints("ax0", [0]), ints("ax1", [1]), init("tenth", np.array(0.1, np.float32))])
+m4 = range_constantofshape()  # also bench/shapeset_range.py
 check("range_constantofshape", m4, "w=1..50", [(6, 4), (50, 4), (1, 4)])
 
 # Range with a start and a step (-5, -2, .. below w: ceil((w + 5) / 3) values, a derived size) scaled, beside x doubled

@@ -1,5 +1,8 @@
 /* cgen_testutil.h — helpers for the cgen tests: random data in any storage
- * dtype, rounding, tolerant comparison, compiling a batch of kernels. */
+ * dtype, rounding, tolerant comparison, compiling a batch of kernels
+ * (through the library's compile cache, in the Python tests' directory).
+ * Needs: cgen.h, knobs, runtime/compile.h.  Gives: ct_buf and its helpers,
+ * ct_compile_flags, ct_compile, ct_check_cases. */
 #ifndef HARP_CGEN_TESTUTIL_H
 #define HARP_CGEN_TESTUTIL_H
 #include <dlfcn.h>
@@ -7,9 +10,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "backend/c/cgen.h"
 #include "harp/knobs.h"
+#include "runtime/cache.h"
+#include "runtime/compile.h"
 
 typedef struct hprt_pool hprt_pool;
 
@@ -78,7 +84,14 @@ static inline double ct_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
 
 /* Most kernels compile at -O0 (compile time dominates the suite; the emitted
  * code's meaning does not depend on the level); a selection runs at -O3 too.
- * CT_FLAGS replaces -O0 (the sanitizer build sets it to sanitize the kernels). */
+ * CT_FLAGS replaces -O0 (the sanitizer build sets it to sanitize the kernels).
+ *
+ * The objects are cached the way the Python tests' compiled models are
+ * (harp_test.py: $TMPDIR/harp-test-cache-<uid>, the library's compile cache,
+ * runtime/compile.c): keyed by the source, the compiler, its flags and the
+ * CPU, installed by rename, so concurrent ctest processes share it and the
+ * ASan build's run loads what the plain build's compiled with the same
+ * flags.  CT_CACHE=off compiles afresh (cgen_compile_so) every time. */
 static inline void *ct_compile_flags(const char *src, const char *flags) {
   harp_error e;
   memset(&e, 0, sizeof e);
@@ -90,14 +103,27 @@ static inline void *ct_compile_flags(const char *src, const char *flags) {
     rt_knobs_from_env(&e, &k);
     read = true;
   }
-  cgen_cc_opts o = {0};
-  o.flags = flags;
-  o.cc = k.cc;
-  o.workdir = k.tmpdir;
-  if (cgen_compile_so(&e, src, &o, &h)) {
+  const char *off = getenv("CT_CACHE");
+  if (off && !strcmp(off, "off")) {
+    cgen_cc_opts o = {0};
+    o.flags = flags;
+    o.cc = k.cc;
+    o.workdir = k.tmpdir;
+    if (cgen_compile_so(&e, src, &o, &h)) fprintf(stderr, "compile: %s\n", e.msg);
+    return h;
+  }
+  char dir[RT_KNOB_PATH + 64];
+  snprintf(dir, sizeof dir, "%s/harp-test-cache-%ld", k.tmpdir[0] ? k.tmpdir : "/tmp", (long)getuid());
+  rt_cc_opts o = {.cc = k.cc, .cflags = flags, .cache_dir = dir, .tmpdir = k.tmpdir, .jobs = 1};
+  rt_cc_result r;
+  if (rt_cc_build_ex(&e, src, &o, &r)) {
     fprintf(stderr, "compile: %s\n", e.msg);
     return NULL;
   }
+  h = dlopen(r.path, RTLD_NOW | RTLD_LOCAL);
+  if (!h) fprintf(stderr, "compile: dlopen %s: %s\n", r.path, dlerror());
+  if (r.temp) rt_cache_discard(r.path); /* the cache was unusable: a temporary build */
+  free(r.path);
   return h;
 }
 /* The thread pool of a compiled batch of kernels, and its end (NULL: none). */

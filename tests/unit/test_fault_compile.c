@@ -15,7 +15,10 @@
  * around the compiler's start).  HARP_FAULT_FULL=1 tries every N, and 17
  * around the compiler; the ASan/UBSan build (HARP_FAULT_LIGHT) every N up
  * to 60 and ~40 more.  Writes and child
- * processes: every N, each from an empty cache. */
+ * processes: every N, each from an empty cache.  The fault-free run after
+ * a fault is skipped where the cache holds the same files as one a
+ * fault-free run already read (it would repeat that run), but for the last
+ * N of each kind (HARP_FAULT_FULL: never). */
 #include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -35,6 +38,8 @@ typedef struct fmodel {
   const char *path; /* under HARP_SOURCE_DIR */
   rm_out ref;       /* the interpreter's output */
   char file[1024];
+  uint64_t seen[32]; /* cache_print of the caches a fault-free run gave the reference on */
+  int nseen;
 } fmodel;
 
 
@@ -95,14 +100,50 @@ static void check_cache_sound(const char *dir) {
   closedir(d);
 }
 
+/* The files in the cache directory `dir` (name, inode, size, mtime; in any
+ * order): 0 when there are none.  Two equal prints: the same files. */
+static uint64_t cache_print(const char *dir) {
+  DIR *d = opendir(dir);
+  uint64_t sum = 0;
+  for (struct dirent *de; d && (de = readdir(d));) {
+    char p[1400];
+    struct stat st;
+    snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+    if (de->d_name[0] == '.' || lstat(p, &st)) continue;
+    uint64_t f[4] = {(uint64_t)st.st_ino, (uint64_t)st.st_size, (uint64_t)st.st_mtim.tv_sec, (uint64_t)st.st_mtim.tv_nsec};
+    sum += ut_hash64(f, sizeof f, ut_hash64(de->d_name, strlen(de->d_name), 1));
+  }
+  if (d) closedir(d);
+  return sum;
+}
+
+/* Note that a fault-free run on a cache of print `fp` gave the reference. */
+static void note_sound(fmodel *m, uint64_t fp) {
+  m->seen[m->nseen++ % 32] = fp;
+}
+
 /* A fault-free run on `cache` gives the reference. */
 static void check_clean_run(fmodel *m, const char *cache) {
   rm_out y;
   char err[1200] = "";
+  uint64_t fp = cache_print(cache);
   int rc = compile_run(m->file, HARP_BACKEND_CPU, cache, &y, err, sizeof err);
   if (rc) fail_msg("%s: fault-free run failed after faults: %s", m->path, err);
   if (rm_diff(&y, &m->ref) > TOL) fail_msg("%s: poisoned: outputs differ by %g", m->path, rm_diff(&y, &m->ref));
   free(y.y);
+  note_sound(m, fp);
+}
+
+/* check_clean_run, unless (not `force`) the cache holds the very files of
+ * one a fault-free run already gave the reference on (the same run again:
+ * what a compile reads is the model, the knobs and the cache); returns
+ * whether it ran. */
+static bool maybe_clean_run(fmodel *m, const char *cache, bool force) {
+  uint64_t fp = cache_print(cache);
+  for (int i = 0; !force && i < m->nseen && i < 32; i++)
+    if (m->seen[i] == fp) return false;
+  check_clean_run(m, cache);
+  return true;
 }
 
 /* One try with the Nth event of kind k failing.  Returns whether it fired;
@@ -145,7 +186,9 @@ static long next_prime(long n) {
  * allocations of one fault-free compile and run in *total. */
 static long alloc_faults(fmodel *m, const char *cache, long *total) {
   bool full = full_run();
-  try_fault(m, UT_FAULT_ALLOC, 1L << 40, cache, total);
+  uint64_t fp = cache_print(cache);
+  try_fault(m, UT_FAULT_ALLOC, 1L << 40, cache, total); /* fault-free: the reference on this cache */
+  note_sound(m, fp);
   long every = light_run() ? 60 : 200, more = light_run() ? 40 : 150;
   long stride = full ? 1 : next_prime(*total / more + 1), tried = 0;
   for (long n = 1;; n += n < every ? 1 : stride) {
@@ -153,7 +196,7 @@ static long alloc_faults(fmodel *m, const char *cache, long *total) {
     bool fired = try_fault(m, UT_FAULT_ALLOC, n, cache, NULL);
     check_cache_sound(cache);
     if (!fired) break;
-    if (tried % 50 == 0) check_clean_run(m, cache);
+    if (tried % 50 == 0) maybe_clean_run(m, cache, full_run()); /* a cache the faults changed */
   }
   check_cache_sound(cache);
   check_clean_run(m, cache);
@@ -162,15 +205,19 @@ static long alloc_faults(fmodel *m, const char *cache, long *total) {
 
 /* Faults of kind k at N = from, from+1, ... (to at most; 0: until none
  * fires), from an empty cache each time; the cache is then sound and a
- * clean run right.  Returns the number of N tried. */
-static long cold_faults(fmodel *m, ut_fault_kind k, long from, long to, const char *cache) {
+ * clean run right.  The clean run (a whole cold compile when the fault left
+ * the cache empty: the warm-up's, again) runs where the fault left files no
+ * clean run has read (maybe_clean_run), and at the last N (HARP_FAULT_FULL:
+ * at every N); *clean counts them.  Returns the number of N tried. */
+static long cold_faults(fmodel *m, ut_fault_kind k, long from, long to, const char *cache, long *clean) {
   long n = from;
   for (;; n++) {
     wipe(cache);
     bool fired = try_fault(m, k, n, cache, NULL);
     check_cache_sound(cache);
-    check_clean_run(m, cache);
-    if (!fired || n == to) break;
+    bool last = !fired || n == to;
+    *clean += maybe_clean_run(m, cache, full_run() || last);
+    if (last) break;
   }
   return n - from + 1;
 }
@@ -217,6 +264,7 @@ static void run_model(const char *path) {
   if (compile_run(m.file, HARP_BACKEND_INTERP, NULL, &m.ref, err, sizeof err)) fail_msg("%s: reference: %s", path, err);
   long cold_total = 0;
   try_fault(&m, UT_FAULT_ALLOC, 1L << 40, cache, &cold_total); /* warms the cache */
+  note_sound(&m, 0);                                            /* from an empty one, right */
   if (getenv("HARP_FAULT_N")) { /* one allocation fault, to debug it */
     try_fault(&m, UT_FAULT_ALLOC, atol(getenv("HARP_FAULT_N")), cache, NULL);
     free(m.ref.y);
@@ -226,12 +274,12 @@ static void run_model(const char *path) {
   long total = 0, na = alloc_faults(&m, cache, &total);
   long cc_at = allocs_before_cc(&m, cache);
   long before = full_run() ? 10 : 3, after = full_run() ? 6 : 2;
-  long nc = cold_faults(&m, UT_FAULT_ALLOC, cc_at > before ? cc_at - before : 1, cc_at + after, cache);
-  long nw = cold_faults(&m, UT_FAULT_WRITE, 1, 0, cache), ns = cold_faults(&m, UT_FAULT_SPAWN, 1, 0, cache);
+  long clean = 0, nc = cold_faults(&m, UT_FAULT_ALLOC, cc_at > before ? cc_at - before : 1, cc_at + after, cache, &clean);
+  long nw = cold_faults(&m, UT_FAULT_WRITE, 1, 0, cache, &clean), ns = cold_faults(&m, UT_FAULT_SPAWN, 1, 0, cache, &clean);
   assert_true(na > 1 && nc > 1 && nw > 1 && ns > 1); /* each kind fired at least once */
   printf("%s: allocations %ld warm, %ld cold (%ld before the compiler): %ld N tried warm, %ld cold around the "
-         "compiler; writes: %ld N; child processes: %ld N\n",
-         path, total, cold_total, cc_at, na, nc, nw, ns);
+         "compiler; writes: %ld N; child processes: %ld N; %ld clean runs after the cold ones\n",
+         path, total, cold_total, cc_at, na, nc, nw, ns, clean);
   free(m.ref.y);
 }
 
