@@ -13,14 +13,13 @@ Gives: per conv and variant the min over rounds of each round's median ms (base,
 import argparse
 import ctypes
 import os
-import subprocess
 import sys
 import tempfile
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from qgemm import P, THREADS, conv_data, ptr  # noqa: E402
+from qgemm import P, THREADS, conv_data, load_lib, ptr  # noqa: E402
 from settle import median_ms  # noqa: E402
 
 CONVS = [("c56", 64, 56, 56, 64, 3, 1, 1), ("c28", 128, 28, 28, 128, 3, 1, 1), ("c14", 256, 14, 14, 256, 3, 1, 1),
@@ -33,12 +32,7 @@ def build(gen, tmp, tag):
     args = ["--amx", src]
     for name, c, h, w, co, ks, st, pd in CONVS:
         args += ["conv", name] + [str(v) for v in (c, h, w, co, ks, st, pd)]
-    subprocess.check_call([gen] + args, stdout=subprocess.DEVNULL)
-    subprocess.check_call(["cc", "-O3", "-fPIC", "-shared", "-o", so, src, "-lm", "-lpthread"])
-    lib = ctypes.CDLL(so)
-    lib.hprt_pool_create.restype = P
-    lib.hprt_pool_create.argtypes = [ctypes.c_int]
-    return lib
+    return load_lib(gen, args, src, so)
 
 
 def callables(libs, pools, conv, rng, keep):
