@@ -27,7 +27,8 @@ ht.onnx_or_skip()
 import onnxruntime  # noqa: F401  (test_q8_stem's reference)
 from onnx import helper as h  # noqa: E402
 from onnx import numpy_helper as nh  # noqa: E402
-import test_q8_stem as st  # noqa: E402  (conv_q, save_model, harp_out, ort_out, kernels_c)
+import test_q8_stem as st  # noqa: E402  (conv_q, save_model, kernels_c)
+import test_q8_strided as sd  # noqa: E402  (compare: the outputs against onnxruntime's)
 
 ht.compiled_only()  # the compiled C's numbers, not tier 0's
 S = ht.Suite("q8_same")
@@ -57,29 +58,7 @@ def same_model(shape, zmid, pow2=True, zx=128):
 
 def case(name, shape, zmid, pow2=True, **kw):
     path, outs = same_model(shape, zmid, pow2=pow2, **kw)
-    x = (RNG.standard_normal(shape) * 2.5).astype(np.float32)
-    x.reshape(-1)[::13] = RNG.choice(np.array([-50.0, 50.0], np.float32), x.reshape(-1)[::13].shape)  # saturating
-    p, got = st.harp_out(path, outs, x, st.FORCE)
-    S.check(f"{name}: runs", p.returncode == 0, p.stderr[-800:])
-    if got is None:
-        return
-    if pow2:
-        for opt in (True, False):
-            want = st.ort_out(path, x, opt)
-            bad = [int((g != w).sum()) for g, w in zip(got, want)]
-            S.check(f"{name}: bit for bit onnxruntime's {'int8 run' if opt else 'QDQ graph as written'}",
-                    all(g.shape == w.shape for g, w in zip(got, want)) and not any(bad), f"{bad} elements differ")
-    else:
-        want = st.ort_out(path, x, True)
-        for o, g, w in zip(outs, got, want):
-            step = np.float32(0.37)  # c, e, f all at s2
-            e = np.abs(g.astype(np.float64) - w) / step
-            S.check(f"{name}: {o} within one step of onnxruntime's int8 run",
-                    g.shape == w.shape and float(np.mean(e <= 1e-3)) >= 0.99 and e.max() <= 1 + 1e-3,
-                    f"{np.mean(e <= 1e-3):.4%} equal, max {e.max():.2f} steps")
-        p2, base = st.harp_out(path, outs, x, ["--knob", "int8=off"])
-        S.check(f"{name}: bit for bit harp's int8=off run", base is not None and all(np.array_equal(g, b) for g, b in zip(got, base)),
-                p2.stderr[-400:])
+    sd.compare(S, name, path, outs, shape, RNG, pow2, lambda o: 0.37)  # c, e, f all at s2
     c, pc = st.kernels_c(path)
     S.check(f"{name}: compiles", pc.returncode == 0, pc.stderr[-800:])
     gemms = re.findall(r"int8 GEMM (\d+) x (\d+) x (\d+), u8 x s8 \(weight A\)", c)
