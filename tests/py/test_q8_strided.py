@@ -48,31 +48,37 @@ def strided_model(shape, pow2=True, zx=128):
     return st.save_model("strided", nodes, inits, shape, outs), outs
 
 
-def case(name, shape, pow2=True, **kw):
-    path, outs = strided_model(shape, pow2=pow2, **kw)
-    x = (RNG.standard_normal(shape) * 2.5).astype(np.float32)
-    x.reshape(-1)[::13] = RNG.choice(np.array([-50.0, 50.0], np.float32), x.reshape(-1)[::13].shape)  # saturating
+def compare(suite, name, path, outs, shape, rng, pow2, step_of):
+    """Model path (outputs outs) on the int8 kernel against onnxruntime, into suite: an input of shape from
+    rng (some saturating); with power-of-two scales bit for bit its int8 run and its QDQ graph as written,
+    else within one step (step_of(output)) of its int8 run and bit for bit harp's own int8=off run."""
+    x = (rng.standard_normal(shape) * 2.5).astype(np.float32)
+    x.reshape(-1)[::13] = rng.choice(np.array([-50.0, 50.0], np.float32), x.reshape(-1)[::13].shape)  # saturating
     p, got = st.harp_out(path, outs, x, st.FORCE)
-    S.check(f"{name}: runs", p.returncode == 0, p.stderr[-800:])
+    suite.check(f"{name}: runs", p.returncode == 0, p.stderr[-800:])
     if got is None:
         return
     if pow2:
         for opt in (True, False):
             want = st.ort_out(path, x, opt)
             bad = [int((g != w).sum()) for g, w in zip(got, want)]
-            S.check(f"{name}: bit for bit onnxruntime's {'int8 run' if opt else 'QDQ graph as written'}",
-                    all(g.shape == w.shape for g, w in zip(got, want)) and not any(bad), f"{bad} elements differ")
+            suite.check(f"{name}: bit for bit onnxruntime's {'int8 run' if opt else 'QDQ graph as written'}",
+                        all(g.shape == w.shape for g, w in zip(got, want)) and not any(bad), f"{bad} elements differ")
     else:
         want = st.ort_out(path, x, True)
         for o, g, w in zip(outs, got, want):
-            step = np.float32(0.37 if o == "b_d" else 0.29)
-            e = np.abs(g.astype(np.float64) - w) / step
-            S.check(f"{name}: {o} within one step of onnxruntime's int8 run",
-                    g.shape == w.shape and float(np.mean(e <= 1e-3)) >= 0.99 and e.max() <= 1 + 1e-3,
-                    f"{np.mean(e <= 1e-3):.4%} equal, max {e.max():.2f} steps")
+            e = np.abs(g.astype(np.float64) - w) / np.float32(step_of(o))
+            suite.check(f"{name}: {o} within one step of onnxruntime's int8 run",
+                        g.shape == w.shape and float(np.mean(e <= 1e-3)) >= 0.99 and e.max() <= 1 + 1e-3,
+                        f"{np.mean(e <= 1e-3):.4%} equal, max {e.max():.2f} steps")
         p2, base = st.harp_out(path, outs, x, ["--knob", "int8=off"])
-        S.check(f"{name}: bit for bit harp's int8=off run", base is not None and all(np.array_equal(g, b) for g, b in zip(got, base)),
-                p2.stderr[-400:])
+        suite.check(f"{name}: bit for bit harp's int8=off run",
+                    base is not None and all(np.array_equal(g, b) for g, b in zip(got, base)), p2.stderr[-400:])
+
+
+def case(name, shape, pow2=True, **kw):
+    path, outs = strided_model(shape, pow2=pow2, **kw)
+    compare(S, name, path, outs, shape, RNG, pow2, lambda o: 0.37 if o == "b_d" else 0.29)
     c, pc = st.kernels_c(path)
     S.check(f"{name}: compiles", pc.returncode == 0, pc.stderr[-800:])
     gemms = re.findall(r"int8 GEMM (\d+) x (\d+) x (\d+), u8 x s8 \(weight A\)", c)

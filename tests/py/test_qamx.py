@@ -22,8 +22,9 @@ QDQ checks) with outputs not all saturated; AMX on and off equal on every
 element (the sums are exact integers either way); the generated C with
 AMX on has the AMX variant in exactly the seven kernels above the line (its
 tile loads, tdpbusd and tdpbsud, the selector's hprt_amx8_ok), off has none;
-the 1x1 convs read as GEMMs of their images (cgen_qgemm.c: no padded copy,
-$F_pad, but for the 3x3 conv read in place)."""
+the 1x1 convs read as GEMMs of their images and the stride-1 3x3 conv
+(pad 1: its output rows as wide as the image's) from its image in place
+through masked loads (cgen_qgemm.c: no padded copy, $F_pad, in any)."""
 import os
 import re
 import sys
@@ -134,7 +135,8 @@ def check_c(path):
     S.check("AMX off: no AMX variant", "_tile_dp" not in off and "_amx_on(void)" not in off and off.count("_q8(pool, bufs);") == q8,
             "")
     pads = len(re.findall(r"static void \w+_pad\(const uint8_t \*x", on))
-    S.check("the 1x1 convs as GEMMs of their images: one padded copy (the 3x3 conv's)", pads == 1, f"{pads} padded copies")
+    S.check("the 1x1 convs as GEMMs of their images, the 3x3 read in place: no padded copy", pads == 0, f"{pads} padded copies")
+    S.check("the stride-1 3x3 conv's B rows through masked loads", "_mm512_mask_loadu_epi8(vz, (__mmask64)m" in on, "")
 
 
 for zx, zy in ((0, 128), (255, 0)):

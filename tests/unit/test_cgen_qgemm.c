@@ -81,7 +81,8 @@ static const ccase CCASES[] = {
     {64, 64, 14, 14, 3, 3, 1, 1, 1, 1, 1, 1, U8, U8, 9, 128, 0, 255},       /* threads */
     {20, 9, 12, 20, 3, 3, 1, 1, 1, 1, 1, 1, I8, U8, -100, 10, 0, 255},     /* s8 read in place: full blocks, K % 4 = 1 */
     {16, 7, 9, 70, 3, 3, 1, 1, 1, 1, 2, 2, I8, I8, 5, 0, -128, 127},        /* dilation 2 read in place, 2 full blocks */
-    {5, 3, 11, 9, 3, 3, 1, 1, 1, 1, 1, 1, U8, F32, 255, 0, 0, 0},        /* in place, Wp 11: the last row's 8 columns from
+    {5, 3, 11, 9, 3, 3, 1, 1, 1, 1, 1, 1, U8, F32, 255, 0, 0, 0},        /* OW = W: B read from x, masked (qg_dims.ci) */
+    {5, 3, 9, 7, 3, 3, 1, 1, 2, 2, 1, 1, U8, F32, 255, 0, 0, 0},          /* padded copy, Wp 11: the last row's 8 columns from
                                                                              q = 112 end at OW (AVX2: a store past them ends past y) */
     {16, 3, 23, 21, 7, 7, 2, 2, 3, 3, 1, 1, U8, U8, 125, 0, 0, 255},      /* a stem: C_in 3, 7x7/2, B gathered from the
                                                                              padded image (qg_dims.pg), rows of 11 */
@@ -94,6 +95,12 @@ static const ccase CCASES[] = {
     {10, 8, 7, 70, 1, 1, 3, 3, 0, 0, 1, 1, I8, U8, -3, 9, 0, 255},        /* 1x1/3, rows of 24 */
     {33, 20, 12, 150, 2, 2, 2, 2, 0, 0, 1, 1, U8, I8, 250, -4, -128, 127}, /* 2x2/2, rows of 75 (a block in one row) */
     {16, 64, 7, 7, 1, 1, 2, 2, 0, 0, 1, 1, U8, U8, 0, 128, 0, 255},       /* 1x1/2 at 7x7 -> 4x4: one block */
+    /* stride 1, OW = W (qg_dims.ci): B's rows read from x, the pixels off the image masked to za */
+    {11, 6, 5, 7, 3, 3, 1, 1, 1, 1, 1, 1, U8, U8, 0, 5, 0, 255},          /* 35 pixels: one partial block over 5 rows */
+    {9, 5, 10, 9, 3, 1, 1, 1, 0, 0, 1, 1, I8, U8, 127, 2, 0, 255},        /* 3x1 unpadded: OH = 8, s8 */
+    {7, 4, 9, 13, 5, 5, 1, 1, 2, 2, 1, 1, U8, I8, 255, -3, -128, 127},    /* 5x5 pad 2, za 255 */
+    {6, 3, 8, 11, 3, 3, 1, 1, 0, 2, 2, 2, U8, U8, 128, 0, 0, 255},        /* dilation 2, pad 0 x 2: OH = 4 */
+    {32, 64, 9, 66, 3, 3, 1, 1, 1, 1, 1, 1, U8, U8, 100, 1, 0, 255},      /* rows of 66: whole blocks in place, K4 144 */
 };
 #define NCCASE ((int)(sizeof CCASES / sizeof CCASES[0]))
 

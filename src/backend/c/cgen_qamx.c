@@ -179,7 +179,7 @@ static void emit_task(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d) {
  * A's panels where the activation is A, then the tasks. */
 static void emit_run(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d) {
   long K4p = k4p_of(d), MP = panels_of(d);
-  bool conv = s->conv.kh > 0;
+  bool conv = s->conv.kh > 0 && !d->ci; /* an image built per call */
   long img = (long)s->conv.c * d->Hp * d->Wp;
   long col = d->cd ? (img + d->Wp + 64 + 63) / 64 * 64 : conv ? (d->K * d->N + 63) / 64 * 64 : 0;
   long xp = s->weight_a ? 0 : MP * QX_R * K4p * 4, bb = s->weight_a ? K4p * QG_NR * 4 : 0;

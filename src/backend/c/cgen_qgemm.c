@@ -29,9 +29,12 @@
  * padded to the blocks.  Packed weight: [blocks][K4][W] words, c0, mult.
  *
  * Convolution: B is the im2col of one NCHW image.  1x1, stride 1, no
- * padding: the image itself, [K][N], as a GEMM's (conv1x1_as_gemm); other
- * stride-1 convs: read in place from the padded image over a padded-width
- * grid of columns (emit_pad); other strides: built per call ($F_col, the
+ * padding: the image itself, [K][N], as a GEMM's (conv1x1_as_gemm);
+ * stride-1 convs whose output rows are as wide as the image's ("same"
+ * padding across: qg_dims.ci): B's blocks read from x itself, masked
+ * where a pixel is off the image (emit_inplace), the output's own columns;
+ * other stride-1 convs: read in place from a padded copy over a
+ * padded-width grid of columns (emit_pad); other strides: built per call ($F_col, the
  * padding za) into scratch and packed from there as a [K][N] matrix; or,
  * with few input channels (a stem: qg_dims.pg), each B block's rows
  * gathered from the padded image (emit_gather), no im2col.
@@ -79,12 +82,14 @@ int cg_qg_tail_nv(const qg_dims *d) { return (int)((d->NT - (d->NB - 1) * QG_NR 
 qg_dims cg_qg_dims(const cgen_qgemm_spec *s) {
   qg_dims d;
   d.M = (long)s->m, d.N = (long)s->n, d.K = (long)s->k, d.K4 = (d.K + 3) / 4;
-  d.cd = s->conv.kh > 0 && s->conv.sh == 1 && s->conv.sw == 1;
+  bool s1 = s->conv.kh > 0 && s->conv.sh == 1 && s->conv.sw == 1;
+  d.ci = s1 && s->weight_a && 2 * s->conv.pw == s->conv.dw * (s->conv.kw - 1);
+  d.cd = s1 && !d.ci;
   d.Hp = (long)(s->conv.h + 2 * s->conv.ph), d.Wp = (long)(s->conv.w + 2 * s->conv.pw);
   d.OW = d.Wp - (long)(s->conv.dw * (s->conv.kw - 1));
   d.NT = d.cd ? d.N / (d.OW > 0 ? d.OW : 1) * d.Wp : d.N;
   /* the padded image (and its slack) fits where the AMX variant keeps an im2col (cgen_qamx.c: K N bytes) */
-  d.pg = s->conv.kh > 0 && !d.cd && s->conv.c <= QG_PG_C && s->conv.sw <= 4 && s->weight_a &&
+  d.pg = s->conv.kh > 0 && !s1 && s->conv.c <= QG_PG_C && s->conv.sw <= 4 && s->weight_a &&
          (long)s->conv.c * d.Hp * d.Wp + QG_PG_SLACK <= d.K * d.N;
   d.MB = (d.M + QG_MR - 1) / QG_MR, d.NB = (d.NT + QG_NR - 1) / QG_NR;
   d.wrows = s->weight_a ? d.M : d.N;
@@ -164,16 +169,23 @@ static void emit_pad(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d) {
 /* $P_il4(p0..p3, x, t): 64 bytes from each of four rows (k .. k + 3),
  * each ^ x, interleaved into 64 words at t (word r = the 4 bytes of column
  * r).  AVX-512: unpacks within the 128-bit lanes, then a 4 x 4 transpose
- * of the lanes; else 16 columns at a time with SSE2 (bytes without it). */
-static void emit_il4(cg_out *o, bool vec) {
-  cg_emit(o, "static inline %s void $P_il4(const uint8_t *p0, const uint8_t *p1, const uint8_t *p2, const uint8_t *p3, unsigned x,"
-             " uint8_t *t) {\n", vec ? QG_ATTR : "");
+ * of the lanes; else 16 columns at a time with SSE2 (bytes without it).
+ * regs (AVX-512 only): $P_il4r(a0..a3, x, t), the four rows given as
+ * vectors (emit_inplace's masked loads). */
+static void emit_il4(cg_out *o, bool vec, bool regs) {
+  if (regs)
+    cg_emit(o, "static inline " QG_ATTR " void $P_il4r(__m512i a0, __m512i a1, __m512i a2, __m512i a3, unsigned x, uint8_t *t) {\n");
+  else
+    cg_emit(o, "static inline %s void $P_il4(const uint8_t *p0, const uint8_t *p1, const uint8_t *p2, const uint8_t *p3, unsigned x,"
+               " uint8_t *t) {\n", vec ? QG_ATTR : "");
   const char *W = vec ? "512" : "", *V = vec ? "__m512i" : "__m128i", *L = vec ? "_mm512_loadu_si512" : "_mm_loadu_si128";
   const char *S = vec ? "_mm512_storeu_si512" : "_mm_storeu_si128";
   if (!vec) cg_emit(o, "#ifdef __SSE2__\n  for (int r = 0; r < 64; r += 16, p0 += 16, p1 += 16, p2 += 16, p3 += 16, t += 64) {\n");
   else cg_emit(o, "  {\n");
   cg_emit(o, "    const %s vx = _mm%s_set1_epi8((char)x);\n", V, W);
-  for (int j = 0; j < 4; j++) cg_emit(o, "    %s a%d = _mm%s_xor_si%s(%s((const void *)p%d), vx);\n", V, j, W, vec ? "512" : "128", L, j);
+  for (int j = 0; j < 4; j++)
+    if (regs) cg_emit(o, "    a%d = _mm512_xor_si512(a%d, vx);\n", j, j);
+    else cg_emit(o, "    %s a%d = _mm%s_xor_si%s(%s((const void *)p%d), vx);\n", V, j, W, vec ? "512" : "128", L, j);
   cg_emit(o, "    %s t0 = _mm%s_unpacklo_epi8(a0, a1), t1 = _mm%s_unpackhi_epi8(a0, a1);\n", V, W, W);
   cg_emit(o, "    %s t2 = _mm%s_unpacklo_epi8(a2, a3), t3 = _mm%s_unpackhi_epi8(a2, a3);\n", V, W, W);
   cg_emit(o, "    %s u0 = _mm%s_unpacklo_epi16(t0, t2), u1 = _mm%s_unpackhi_epi16(t0, t2);\n", V, W, W);
@@ -228,6 +240,55 @@ static void emit_gather(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, b
           QG_NR, x);
 }
 
+/* d->ci's $P_pkb(cx, jb, B): block jb of B for a stride-1 conv whose
+ * output rows are as wide as its image's (OW = W), read from x itself:
+ * row k = (c, ky, kx) of the im2col at columns n0 .. n0 + 63 (n = oy W +
+ * ox) is x's plane c from n0 + (ky dh - ph) W + kx dw - pw on, contiguous,
+ * but for the columns whose pixel (iy, ix) is off the image, or past N,
+ * which read za.  The block's masks, once: per ky the columns on the
+ * image's rows, per kx those on its columns.  AVX-512: each row one masked
+ * load into a register (the bytes masked off are not read, their faults
+ * suppressed), four interleaved by $P_il4r; without it, a row whose mask
+ * is all 64 columns read in place, any other byte by byte into rw, four
+ * interleaved by $P_il4.  (c, ky, kx) as counters.  No padded copy, and
+ * the tiles' columns are the output's own (full 64-byte rows stored). */
+static void emit_inplace(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, bool vec) {
+  unsigned x = s->x_dtype == TINY_I8 ? 0x80u : 0u;
+  long H = (long)s->conv.h, W = (long)s->conv.w, kh = (long)s->conv.kh, kw = (long)s->conv.kw;
+  long dh = (long)s->conv.dh, dw = (long)s->conv.dw, ph = (long)s->conv.ph, pw = (long)s->conv.pw;
+  cg_emit(o, "static %s void $P_pkb(const $F_ctx *cx, long jb, int32_t *B) {\n  uint8_t *q = (uint8_t *)B;\n", vec ? QG_ATTR : "");
+  cg_emit(o, "  uint8_t rw[4][64] __attribute__((aligned(64)));\n  unsigned long long rm[%ld] = {0}, cm[%ld] = {0};\n", kh, kw);
+  cg_emit(o, "  long n0 = jb * %dL, oy = n0 / %ldL, ox = n0 %% %ldL;\n", QG_NR, W, W);
+  cg_emit(o, "  for (int l = 0; l < %d && n0 + l < %ldL; l++) {\n", QG_NR, d->N);
+  cg_emit(o, "    for (long ky = 0; ky < %ldL; ky++) if ((unsigned long)(oy + ky * %ldL - %ldL) < %luUL) rm[ky] |= 1ULL << l;\n", kh, dh,
+          ph, (unsigned long)H);
+  cg_emit(o, "    for (long kx = 0; kx < %ldL; kx++) if ((unsigned long)(ox + kx * %ldL - %ldL) < %luUL) cm[kx] |= 1ULL << l;\n", kw, dw,
+          pw, (unsigned long)W);
+  cg_emit(o, "    if (++ox == %ldL) ox = 0, oy++;\n  }\n", W);
+  cg_emit(o, "  long c = 0, ky = 0, kx = 0;\n");
+  if (vec) cg_emit(o, "  const __m512i vz = _mm512_set1_epi8((char)%d);\n", (int)s->za);
+  cg_emit(o, "  for (long k4 = 0; k4 < %ldL; k4++) {\n    const uint8_t *p[4];\n    int nj = 0;\n", d->K4);
+  if (vec) cg_emit(o, "    __m512i v[4];\n");
+  cg_emit(o, "    for (int j = 0; j < 4 && 4 * k4 + j < %ldL; j++, nj++) {\n", d->K);
+  cg_emit(o, "      unsigned long long m = rm[ky] & cm[kx];\n");
+  /* the row's first byte: uintptr_t arithmetic, it may lie outside x (its bytes then masked off) */
+  cg_emit(o, "      long off = c * %ldL + n0 + ky * %ldL + kx * %ldL - %ldL;\n", H * W, dh * W, dw, ph * W + pw);
+  cg_emit(o, "      const uint8_t *a = (const uint8_t *)((uintptr_t)cx->x + (uintptr_t)off);\n");
+  if (vec) /* into a register, the bytes masked off za */
+    cg_emit(o, "      v[j] = _mm512_mask_loadu_epi8(vz, (__mmask64)m, (const void *)a);\n      p[j] = rw[j];\n");
+  else
+    cg_emit(o, "      p[j] = a;\n      if (m != ~0ULL) {\n        for (int r = 0; r < 64; r++) rw[j][r] = m >> r & 1 ? a[r] : (uint8_t)%d;\n"
+               "        p[j] = rw[j];\n      }\n", (int)s->za);
+  cg_emit(o, "      if (++kx == %ldL) { kx = 0; if (++ky == %ldL) ky = 0, c++; }\n    }\n", kw, kh);
+  cg_emit(o, "    uint8_t *t = q + k4 * %d;\n", QG_NR * 4);
+  if (vec) {
+    cg_emit(o, "    if (nj == 4) { $P_il4r(v[0], v[1], v[2], v[3], %uu, t); continue; }\n", x);
+    cg_emit(o, "    for (int j = 0; j < nj; j++) _mm512_store_si512((void *)rw[j], v[j]);\n");
+  } else cg_emit(o, "    if (nj == 4) { $P_il4(p[0], p[1], p[2], p[3], %uu, t); continue; }\n", x);
+  cg_emit(o, "    for (int r = 0; r < %d; r++)\n      for (int j = 0; j < 4; j++) t[r * 4 + j] = j < nj ? (uint8_t)(p[j][r] ^ %uu) : 0;\n  }\n}\n",
+          QG_NR, x);
+}
+
 /* $P_pkb(cx, jb, B): block jb of the activation B when the weight is A (64
  * columns of the [K][N] matrix: x, the im2col, or the padded image's planes
  * (d->cd)) as K4 x 64 words at B, four rows of k at a time ($P_il4), 0 past
@@ -246,9 +307,10 @@ static void emit_bpack(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, bo
     cg_emit(o, "    if (nn < %d) memset(B + k4 * %d + nn, 0, (size_t)(%d - nn) * 4u);\n  }\n}\n", QG_NR, QG_NR, QG_NR);
     return;
   }
-  emit_il4(o, vec);
-  if (d->pg) {
-    emit_gather(o, s, d, vec);
+  emit_il4(o, vec, false);
+  if (d->ci && vec) emit_il4(o, true, true);
+  if (d->pg || d->ci) {
+    (d->pg ? emit_gather : emit_inplace)(o, s, d, vec);
     return;
   }
   cg_emit(o, "static %s void $P_pkb(const $F_ctx *cx, long jb, int32_t *B) {\n  uint8_t *q = (uint8_t *)B;\n", vec ? QG_ATTR : "");
@@ -517,7 +579,7 @@ static qg_scr scr_of(const cgen_qgemm_spec *s, const qg_dims *d, bool vec) {
   qg_scr r; /* vec: the VNNI or the AVX2 tile (the same contract) */
   r.col = d->cd   ? ((long)s->conv.c * d->Hp * d->Wp + d->Wp + 64 + 63) / 64 * 64
           : d->pg ? ((long)s->conv.c * d->Hp * d->Wp + QG_PG_SLACK + 63) / 64 * 64
-          : s->conv.kh > 0 ? (d->K * d->N + 63) / 64 * 64 : 0;
+          : s->conv.kh > 0 && !d->ci ? (d->K * d->N + 63) / 64 * 64 : 0;
   r.ain = vec && !s->weight_a && s->x_dtype == TINY_U8;
   r.xp = s->weight_a || r.ain ? 0 : d->MB * d->K4 * QG_MR * 4;
   r.at = r.ain ? (QG_MR * d->K + 4 + 63) / 64 * 64 : 0;
@@ -579,7 +641,7 @@ static void emit_task(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, con
 static void emit_run(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d) {
   qg_scr r = scr_of(s, d, o->isa->id != CGEN_ISA_SCALAR);
   unsigned x = s->x_dtype == TINY_I8 ? 0x80u : 0u;
-  bool conv = s->conv.kh > 0;
+  bool conv = s->conv.kh > 0 && !d->ci; /* an image built per call */
   long nrow = d->cd || d->pg ? (long)s->conv.c : d->K; /* rows of the im2col, or channels of the padded image */
   if (r.xp)
     cg_emit(o, "static void $P_xtask(void *vc, int task, int tid) {\n  const $F_ctx *cx = (const $F_ctx *)vc;\n  (void)tid;\n"
@@ -694,7 +756,7 @@ harp_status cgen_qgemm(harp_error *e, const cgen_qgemm_spec *s0, const char *fn,
   cg_emit(&o, "typedef struct { const int32_t *wp; const void *x; void *y; int32_t *xp; uint8_t *col, *at; long mc, nct, pjb[HPRT_MAXT]; hprt_scratch sc; } $F_ctx;\n");
   emit_pack(&o, d.K, d.K4);
   if (d.cd || d.pg) emit_pad(&o, s, &d);
-  else if (s->conv.kh > 0) emit_im2col(&o, s, d.N);
+  else if (s->conv.kh > 0 && !d.ci) emit_im2col(&o, s, d.N);
   emit_wpack(&o, s, &d);
   emit_requant(&o, &d);
   cg_set_isa(&o, cg_isa_get(CGEN_ISA_SCALAR));

@@ -22,6 +22,9 @@
 typedef struct qg_dims {
   long M, N, K, K4, MB, NB; /* blocks of A (MR rows) and of B (NR rows) */
   bool cd;                   /* a stride-1 conv read in place (the padded-width grid) */
+  bool ci;                   /* a stride-1 conv as wide as its image (OW = W): B's blocks read from x
+                                itself, masked loads, the output's own grid (cgen_qgemm.c's
+                                emit_inplace), no padded copy */
   bool pg;                   /* a strided conv of few channels: B's blocks gathered from the padded image
                                 ($F_pad into col), no im2col (cgen_qgemm.c's emit_gather) */
   long NT, Hp, Wp, OW;       /* the tiles' columns (N, or OH Wp), the padded image, OW */
