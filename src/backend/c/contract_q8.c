@@ -431,7 +431,8 @@ static bool q8_rows(ut_str *o, const q8_job *j, int from, const char *yt, const 
 /* The AVX-512 form of q8_epilogue's steps from `from` on (the output pass's:
  * v the 16 values of columns col ..), where each is one it takes with the
  * same rounding: a residual (added, or onnxruntime's fused multiply-adds)
- * from bytes held, relu, clamps, rint, a rounding that changes nothing; the
+ * from bytes held, relu, clamps, rint, a product or a sum by a constant, a
+ * rounding that changes nothing; the
  * comparisons as vmaxps / vminps (the scalar `lo > v ? lo : v`, NaN and -0
  * alike).  False, printing part of it, for any other step. */
 static bool q8_vec_steps(ut_str *o, const q8_job *j, int from) {
@@ -457,6 +458,11 @@ static bool q8_vec_steps(ut_str *o, const q8_job *j, int from) {
     switch (ep->kind) {
     case CT_EPI_RELU: ut_str_puts(o, "      v = _mm512_max_ps(_mm512_setzero_ps(), v);\n"); break;
     case CT_EPI_RINT: ut_str_puts(o, "      v = _mm512_roundscale_ps(v, 4);\n"); break; /* rint: the current mode */
+    case CT_EPI_SCALE: /* a product or a sum (both: the compilers may contract them into one fma) */
+      if (ep->scale != 1.0f && ep->shift != 0.0f) return false;
+      if (ep->scale != 1.0f) ut_str_printf(o, "      v = _mm512_mul_ps(v, _mm512_set1_ps(%#.9gf));\n", (double)ep->scale);
+      if (ep->shift != 0.0f) ut_str_printf(o, "      v = _mm512_add_ps(v, _mm512_set1_ps(%#.9gf));\n", (double)ep->shift);
+      break;
     case CT_EPI_CLAMP:
       if (ep->lo != -INFINITY) ut_str_printf(o, "      v = _mm512_max_ps(_mm512_set1_ps(%#.9gf), v);\n", (double)ep->lo);
       if (ep->hi != INFINITY) ut_str_printf(o, "      v = _mm512_min_ps(_mm512_set1_ps(%#.9gf), v);\n", (double)ep->hi);
