@@ -395,7 +395,8 @@ def test_q8_residual_held():
     print(f"q8 residual held: {held} kernels add a held tensor, {both} residual kernels hold their output")
     S.check("q8 residual held: block 2 adds the held h1, block 1 holds its output", held >= 1 and both >= 1, err[-300:])
     # the held bytes (rint, clamp to [0, 255]) not rounded to bf16 on the way (contract_q8.c's q8_span_step)
-    rb = [f for f in re.findall(r"static void \w+_q8out\(.*?\n}\n", src, re.S) if "y[col] = v == v ? (uint8_t)" in f]
+    # (the output pass, or the kernel's post hook that applies it: contract_q8.c's q8_post)
+    rb = [f for f in re.findall(r"static void \w+_q8(?:out|post)\(.*?\n}\n", src, re.S) if "y[col] = v == v ? (uint8_t)" in f]
     S.check("q8 residual held: no bf16 rounding of the held bytes", len(rb) == both and all("hp_rint(v)" in f and "hp_rb(" not in f
             for f in rb), "\n".join(f for f in rb if "hp_rb(" in f)[-400:])
     x = (RNG.standard_normal((1, 32, 14, 14)) * 3).astype(np.float32)  # past the calibration's range: h1 saturates at both ends

@@ -172,6 +172,7 @@ static void emit_task(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d) {
     cg_emit(o, "      (jb == %ldL ? $P_ep%d : $P_ep%d)(cb + g * %d, c0, mu, cx->y, m0 + g * %d, jb * %d, mlim);\n", d->NB - 1, tnv,
             QG_NV, QG_MR * QG_NR, QG_MR, QG_NR);
   else cg_emit(o, "      $P_ep%d(cb + g * %d, c0, mu, cx->y, m0 + g * %d, jb * %d, mlim);\n", QG_NV, QG_MR * QG_NR, QG_MR, QG_NR);
+  cg_qg_emit_post(o, s, d, "m0", "mlim"); /* the panel's rows while in L1 */
   cg_emit(o, "  }\n  _tile_release();\n}\n");
 }
 
@@ -186,8 +187,9 @@ static void emit_run(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d) {
   long nrow = d->cd ? (long)s->conv.c : d->K;
   if (!s->weight_a) emit_apack(o, s, d);
   emit_task(o, s, d);
-  cg_emit(o, "static int $P_run(hprt_pool *pool, const void *wp, const void *x, void *y) {\n  $F_ctx cx;\n");
+  cg_emit(o, "static int $P_run(hprt_pool *pool, const void *wp, const void *x, void *y%s) {\n  $F_ctx cx;\n", cg_qg_post_params(s));
   cg_emit(o, "  cx.wp = (const int32_t *)wp; cx.x = x; cx.y = y;\n  for (int t = 0; t < HPRT_MAXT; t++) cx.pjb[t] = -1;\n");
+  if (s->post) cg_emit(o, "  cx.post = post, cx.pctx = pctx;\n");
   cg_emit(o, "  if (hprt_scratch_get(pool, %ldUL, %ldUL, &cx.sc)) return -1;\n", col + xp, bb);
   cg_emit(o, "  cx.col = (uint8_t *)cx.sc.shared;\n  cx.xp = (int32_t *)(cx.sc.shared + %ldL);\n  cx.at = NULL;\n", col);
   bool small = (double)d->M * (double)d->N * (double)d->K < 2e6; /* as the VNNI variant */

@@ -78,6 +78,16 @@ void cgen_qgemm_spec_init(cgen_qgemm_spec *s, int64_t m, int64_t n, int64_t k) {
 
 int cg_qg_tail_nv(const qg_dims *d) { return (int)((d->NT - (d->NB - 1) * QG_NR + 15) / 16); }
 
+const char *cg_qg_post_params(const cgen_qgemm_spec *s) {
+  return s->post ? ", void (*post)(void *, long, long, long, long), void *pctx" : "";
+}
+
+void cg_qg_emit_post(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, const char *m0, const char *m1) {
+  if (!s->post) return;
+  cg_emit(o, "  if (cx->post) cx->post(cx->pctx, %s, %s, jb * %dL, jb * %dL + %d < %ldL ? jb * %dL + %d : %ldL);\n", m0, m1, QG_NR, QG_NR,
+          QG_NR, d->N, QG_NR, QG_NR, d->N);
+}
+
 /* The sizes of spec s's emitted functions (cgen_qgemm_int.h). */
 qg_dims cg_qg_dims(const cgen_qgemm_spec *s) {
   qg_dims d;
@@ -622,17 +632,24 @@ static void emit_task(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, con
   else if (r->ain)
     snprintf(abase, sizeof abase, "(mb < %ldL ? (const uint8_t *)cx->x + mb * %ldL : cx->at) + k0 * 4", d->MB - 1, QG_MR * d->K);
   else snprintf(abase, sizeof abase, "(const uint8_t *)(cx->xp + mb * %ldL) + k0 * %d", d->K4 * QG_MR, QG_MR * 4);
+  char m0[32], m1[64]; /* the task's rows */
+  snprintf(m0, sizeof m0, "mb0 * %dL", QG_MR);
+  snprintf(m1, sizeof m1, "mb1 * %dL < %ldL ? mb1 * %dL : %ldL", QG_MR, d->M, QG_MR, d->M);
   if (!vec) {
     cg_emit(o, "  long k0 = 0;\n  for (long mb = mb0; mb < mb1; mb++)\n");
-    cg_emit(o, "    $P_tile(%s, B, c0, mu, cx->y, mb * %d, jb * %d);\n}\n", abase, QG_MR, QG_NR);
+    cg_emit(o, "    $P_tile(%s, B, c0, mu, cx->y, mb * %d, jb * %d);\n", abase, QG_MR, QG_NR);
+    cg_qg_emit_post(o, s, d, m0, m1);
+    cg_emit(o, "}\n");
     return;
   }
   cg_emit(o, "  for (long k0 = 0; k0 < %ldL; k0 += %ldL) {\n    long kn = %ldL - k0 < %ldL ? %ldL - k0 : %ldL;\n", d->K4, r->kc, d->K4,
           r->kc, d->K4, r->kc);
   cg_emit(o, "    for (long mb = mb0; mb < mb1; mb++)\n");
   cg_emit(o, "      (jb == %ldL ? $P_%s : $P_tile)(%s, B + k0 * %d, c0, mu, cx->y, mb * %d, jb * %d, kn, acc + (mb - mb0) * %d, k0 == 0,"
-             " k0 + kn == %ldL);\n  }\n}\n",
+             " k0 + kn == %ldL);\n  }\n",
           d->NB - 1, cg_qg_tail_nv(d) < QG_NV ? "tilet" : "tile", abase, QG_NR, QG_MR, QG_NR, QG_MR * QG_NR, d->K4);
+  cg_qg_emit_post(o, s, d, m0, m1);
+  cg_emit(o, "}\n");
 }
 
 /* The variant's tasks and $P_run: the conv's image (padded or im2col), A
@@ -649,8 +666,9 @@ static void emit_run(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d) {
             d->K, d->M, QG_MR, x, d->K4 * QG_MR);
   if (conv) emit_ctask(o, d, nrow);
   emit_task(o, s, d, &r);
-  cg_emit(o, "static int $P_run(hprt_pool *pool, const void *wp, const void *x, void *y) {\n  $F_ctx cx;\n");
+  cg_emit(o, "static int $P_run(hprt_pool *pool, const void *wp, const void *x, void *y%s) {\n  $F_ctx cx;\n", cg_qg_post_params(s));
   cg_emit(o, "  cx.wp = (const int32_t *)wp; cx.x = x; cx.y = y;\n  for (int t = 0; t < HPRT_MAXT; t++) cx.pjb[t] = -1;\n");
+  if (s->post) cg_emit(o, "  cx.post = post, cx.pctx = pctx;\n");
   cg_emit(o, "  if (hprt_scratch_get(pool, %ldUL, %ldUL, &cx.sc)) return -1;\n", r.col + r.xp + r.at, r.acc + r.bb);
   cg_emit(o, "  cx.col = (uint8_t *)cx.sc.shared;\n  cx.xp = (int32_t *)(cx.sc.shared + %ldL);\n", r.col);
   cg_emit(o, "  cx.at = (uint8_t *)cx.sc.shared + %ldL;\n", r.col + r.xp);
@@ -706,6 +724,8 @@ static harp_status check_spec(harp_error *e, const cgen_qgemm_spec *s) {
     return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_qgemm: a VNNI-4 x needs the weight as A, u8, K %% 4 == 0, no conv but 1x1 stride 1");
   if (s->y_vnni4 && !(s->weight_a && s->y_dtype != TINY_FP32 && s->m % 4 == 0))
     return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_qgemm: a VNNI-4 y needs the weight as A, bytes out, M %% 4 == 0");
+  if (s->post && (s->y_vnni4 || (s->conv.kh > 0 && s->conv.sh == 1 && s->conv.sw == 1 && !c11)))
+    return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_qgemm: a post hook needs y row-major, no stride-1 conv but 1x1");
   if (s->amx < 0 || s->amx > 2) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_qgemm: amx must be 0, 1 or 2");
   if (s->force_isa != -1 && s->force_isa != CGEN_ISA_SCALAR && s->force_isa != CGEN_ISA_AVX2 && s->force_isa != CGEN_ISA_AVX512)
     return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_qgemm: force_isa must be -1, scalar, avx2 or avx512");
@@ -753,7 +773,8 @@ harp_status cgen_qgemm(harp_error *e, const cgen_qgemm_spec *s0, const char *fn,
           tiny_dtype_name(s->x_dtype), s->weight_a ? "A" : "B", tiny_dtype_name(s->y_dtype), s->x_vnni4 ? ", x VNNI-4" : "",
           s->y_vnni4 ? ", y VNNI-4" : "");
   cg_emit(&o, "#include <math.h>\n#include <string.h>\n");
-  cg_emit(&o, "typedef struct { const int32_t *wp; const void *x; void *y; int32_t *xp; uint8_t *col, *at; long mc, nct, pjb[HPRT_MAXT]; hprt_scratch sc; } $F_ctx;\n");
+  cg_emit(&o, "typedef struct { const int32_t *wp; const void *x; void *y; int32_t *xp; uint8_t *col, *at; long mc, nct, pjb[HPRT_MAXT]; hprt_scratch sc;%s } $F_ctx;\n",
+          s->post ? " void (*post)(void *, long, long, long, long); void *pctx;" : "");
   emit_pack(&o, d.K, d.K4);
   if (d.cd || d.pg) emit_pad(&o, s, &d);
   else if (s->conv.kh > 0 && !d.ci) emit_im2col(&o, s, d.N);
@@ -784,11 +805,12 @@ harp_status cgen_qgemm(harp_error *e, const cgen_qgemm_spec *s0, const char *fn,
   cg_set_isa(&o, NULL);
   emit_sel(&o, s, &d, av2);
   if (d.amx) cg_emit(&o, "int $F_amx_on(void) { return $F_sel() == 4; }\n");
-  cg_emit(&o, "int $F(hprt_pool *pool, const void *wp, const void *x, void *y) {\n");
-  if (d.amx) cg_emit(&o, "#ifdef HPRT_AMX\n  if ($F_sel() == 4) return $F_amx_run(pool, wp, x, y);\n#endif\n");
-  cg_emit(&o, "#ifdef HPRT_X86\n  if ($F_sel() == 3) return $F_avx512_run(pool, wp, x, y);\n#endif\n");
-  cg_emit(&o, "#if %s\n  if ($F_sel() == 2) return $F_avx2_run(pool, wp, x, y);\n#endif\n", av2);
-  cg_emit(&o, "  return $F_scalar_run(pool, wp, x, y);\n}\n");
+  const char *pa = s->post ? ", post, pctx" : ""; /* the post hook passed on */
+  cg_emit(&o, "int $F(hprt_pool *pool, const void *wp, const void *x, void *y%s) {\n", cg_qg_post_params(s));
+  if (d.amx) cg_emit(&o, "#ifdef HPRT_AMX\n  if ($F_sel() == 4) return $F_amx_run(pool, wp, x, y%s);\n#endif\n", pa);
+  cg_emit(&o, "#ifdef HPRT_X86\n  if ($F_sel() == 3) return $F_avx512_run(pool, wp, x, y%s);\n#endif\n", pa);
+  cg_emit(&o, "#if %s\n  if ($F_sel() == 2) return $F_avx2_run(pool, wp, x, y%s);\n#endif\n", av2, pa);
+  cg_emit(&o, "  return $F_scalar_run(pool, wp, x, y%s);\n}\n", pa);
   if (out->oom) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "cgen: out of memory");
   return HARP_OK;
 }

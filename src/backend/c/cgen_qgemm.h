@@ -22,7 +22,12 @@
  *   int  F_amx_on(void)                   (only with the AMX variant) 1 when it is the one that runs;
  *   int  F(hprt_pool *pool, const void *wp, const void *x, void *y)
  *        x row-major ([M][K] as A, [K][N] as B; a conv's image), y row-major [M][N]
- *        (or VNNI-4: x_vnni4, y_vnni4). */
+ *        (or VNNI-4: x_vnni4, y_vnni4);
+ *   with spec.post, F takes two more arguments, void (*post)(void *pctx, long m0, long m1,
+ *        long n0, long n1) and pctx: post (unless NULL) is called on each block of y the
+ *        moment it is final, rows [m0, m1) x columns [n0, n1), by the thread that stored
+ *        it while the block is in its cache (a second pass over y fused into the tasks:
+ *        contract_q8.c's QDQ residual add); every element of y in exactly one call. */
 #ifndef HARP_CGEN_QGEMM_H
 #define HARP_CGEN_QGEMM_H
 
@@ -48,6 +53,7 @@ typedef struct cgen_qgemm_spec {
                            [K / 4][N][4] bytes, the 4 bytes of k = 4 k4 .. + 3 of column n adjacent
                            (AMX's B rows: its tiles read B there, no packing) */
   bool y_vnni4;         /* y written so: [M / 4][N][4] bytes (weight_a, u8 / s8 out, M % 4 == 0) */
+  bool post;            /* F takes a post hook (above): y row-major, no stride-1 conv but 1x1 */
   struct {              /* kh > 0: a convolution; x is one NCHW image [c][h][w] (the caller
                            steps the batch and the groups) and B its im2col [c kh kw][oh ow],
                            the padding reading za (x - za = 0, as onnxruntime pads); needs

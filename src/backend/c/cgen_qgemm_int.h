@@ -3,7 +3,8 @@
  * (cgen_qgemm_avx2.c): the sizes of one GEMM, the requantizing epilogue of
  * a tile, the AMX pieces, the AVX2 tile.
  * Needs: cgen_int.h, cgen_qgemm.h.  Gives: qg_dims, cg_qg_dims,
- * cg_qg_tail_nv, cg_qg_emit_epilogue (cgen_qgemm.c); cg_qamx_pays,
+ * cg_qg_tail_nv, cg_qg_emit_epilogue, cg_qg_post_params, cg_qg_emit_post
+ * (cgen_qgemm.c); cg_qamx_pays,
  * cg_qamx_on, cg_qamx_wwords, cg_qamx_emit (cgen_qamx.c);
  * cg_qg2_emit_tile (cgen_qgemm_avx2.c). */
 #ifndef HARP_CGEN_QGEMM_INT_H
@@ -43,6 +44,12 @@ int cg_qg_tail_nv(const qg_dims *d);
  * c0 and mu (the packed weight's), y; rows from mlim on (an expression of
  * the emitted function) are not stored. */
 void cg_qg_emit_epilogue(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, int nv, const char *mlim);
+/* The post hook's parameters of $F and the variants' $P_run (cgen_qgemm.h's
+ * spec.post): "" without it. */
+const char *cg_qg_post_params(const cgen_qgemm_spec *s);
+/* A task's call of the post hook (spec.post; else nothing) on rows [m0,
+ * m1) of the columns of B block jb (expressions of the emitted task). */
+void cg_qg_emit_post(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, const char *m0, const char *m1);
 
 /* cgen_qamx.c.  Whether an M x N x K int8 GEMM pays on AMX (measured). */
 bool cg_qamx_pays(int64_t M, int64_t N, int64_t K);

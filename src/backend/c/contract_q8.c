@@ -452,6 +452,88 @@ static void q8_rep_loops(ut_str *o, const q8_job *j) {
   ut_str_puts(o, ";\n");
 }
 
+/* The AVX-512 form of q8_epilogue's steps from `from` on (the output pass's:
+ * v the 16 values of columns col ..), where each is one it takes with the
+ * same rounding: a residual (added, or onnxruntime's fused multiply-adds)
+ * from bytes held, relu, clamps, rint, a product or a sum by a constant, a
+ * rounding that changes nothing; the
+ * comparisons as vmaxps / vminps (the scalar `lo > v ? lo : v`, NaN and -0
+ * alike).  False, printing part of it, for any other step. */
+static bool q8_vec_steps(ut_str *o, const q8_job *j, int from) {
+  q8_span sp = {false, -INFINITY, INFINITY};
+  for (int i = from; i < j->nepi; i++) {
+    const ct_epi *ep = &j->epi[i];
+    if (q8_span_step(&sp, ep)) continue; /* a rounding that changes nothing */
+    bool res = ep->kind == CT_EPI_RESIDUAL || ep->kind == CT_EPI_RESFMA;
+    if (res && !(j->held_res && i == j->ri && !(ep->kind == CT_EPI_RESIDUAL && ep->mul))) return false;
+    if (res) { /* R + rz (RESFMA) or R (RESIDUAL): the byte less its zero point hz, plus rz for RESFMA */
+      float add = ep->kind == CT_EPI_RESFMA ? ep->rz - (float)j->rz : -(float)j->rz;
+      ut_str_printf(o, "      __m512 r = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(r%d + col))));\n", i);
+      if (add != 0.0f) ut_str_printf(o, "      r = _mm512_add_ps(r, _mm512_set1_ps(%#.9gf));\n", (double)add);
+      if (ep->kind == CT_EPI_RESIDUAL) ut_str_puts(o, "      v = _mm512_add_ps(v, r);\n");
+      else if (ep->chain_outer)
+        ut_str_printf(o, "      v = _mm512_fmadd_ps(v, _mm512_set1_ps(%#.9gf), _mm512_fmadd_ps(r, _mm512_set1_ps(%#.9gf), _mm512_set1_ps(%#.9gf)));\n",
+                      (double)ep->scale, (double)ep->rscale, (double)ep->shift);
+      else
+        ut_str_printf(o, "      v = _mm512_fmadd_ps(r, _mm512_set1_ps(%#.9gf), _mm512_fmadd_ps(v, _mm512_set1_ps(%#.9gf), _mm512_set1_ps(%#.9gf)));\n",
+                      (double)ep->rscale, (double)ep->scale, (double)ep->shift);
+      continue;
+    }
+    switch (ep->kind) {
+    case CT_EPI_RELU: ut_str_puts(o, "      v = _mm512_max_ps(_mm512_setzero_ps(), v);\n"); break;
+    case CT_EPI_RINT: ut_str_puts(o, "      v = _mm512_roundscale_ps(v, 4);\n"); break; /* rint: the current mode */
+    case CT_EPI_SCALE: /* a product or a sum (both: the compilers may contract them into one fma) */
+      if (ep->scale != 1.0f && ep->shift != 0.0f) return false;
+      if (ep->scale != 1.0f) ut_str_printf(o, "      v = _mm512_mul_ps(v, _mm512_set1_ps(%#.9gf));\n", (double)ep->scale);
+      if (ep->shift != 0.0f) ut_str_printf(o, "      v = _mm512_add_ps(v, _mm512_set1_ps(%#.9gf));\n", (double)ep->shift);
+      break;
+    case CT_EPI_CLAMP:
+      if (ep->lo != -INFINITY) ut_str_printf(o, "      v = _mm512_max_ps(_mm512_set1_ps(%#.9gf), v);\n", (double)ep->lo);
+      if (ep->hi != INFINITY) ut_str_printf(o, "      v = _mm512_min_ps(_mm512_set1_ps(%#.9gf), v);\n", (double)ep->hi);
+      break;
+    default: return false;
+    }
+  }
+  return true;
+}
+
+/* <fn>_q8post(ctx, m0, m1, n0, n1), the kernel's post hook (cgen_qgemm.h's
+ * spec.post) where job j holds its output as bytes and requantizes twice
+ * (a QDQ residual add): on the kernel's bytes of rows [m0, m1), columns
+ * [n0, n1) of y, in place, the steps from rq.post on (as the output pass
+ * applies them), while the block is in the thread's cache. */
+static bool q8_post(ut_str *o, const char *fn, const q8_job *j) {
+  ut_str_printf(o, "static void %s_q8post(void *ctx, long m0, long m1, long n0, long n1) {\n  %s_q8ctx *x = (%s_q8ctx *)ctx;\n", fn, fn, fn);
+  ut_str_puts(o, "  for (long t = m0; t < m1; t++) {\n");
+  if (!q8_epilogue(o, j, j->rq.post, true)) return false;
+  /* the tensors' lines of the next block's row (the rows m1 - m0 on, as a task's next call
+   * takes them): blocks of a few lines per row are no stream the hardware prefetches */
+  for (int i = j->rq.post; i < j->nepi; i++)
+    if (j->epi[i].kind == CT_EPI_RESIDUAL || j->epi[i].kind == CT_EPI_RESFMA)
+      ut_str_printf(o, "  if (t + m1 - m0 < %" PRId64 "L)\n    for (const char *p = (const char *)(r%d + (m1 - m0) * %" PRId64 "L + n0),"
+                       " *e = (const char *)(r%d + (m1 - m0) * %" PRId64 "L + n1) + 63; p < e; p += 64) __builtin_prefetch(p);\n",
+                    j->yrows, i, j->ylen, i, j->ylen);
+  ut_str_printf(o, "  uint8_t *restrict y = (uint8_t *)x->y + t * %" PRId64 "L;\n  long col = n0;\n", j->ylen);
+  ut_str vec; /* 16 columns at a time where every step has its vector form (compiled for AVX-512) */
+  ut_str_init(&vec);
+  ut_str_printf(&vec,
+                "#if defined(__AVX512F__) && defined(__AVX512BW__)\n  for (; col + 16 <= n1; col += 16) {\n"
+                "      __m512 v = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(y + col))));\n");
+  if (j->rq.lo + j->rq.off) ut_str_printf(&vec, "      v = _mm512_add_ps(v, _mm512_set1_ps(%d.0f));\n", j->rq.lo + j->rq.off);
+  if (q8_vec_steps(&vec, j, j->rq.post)) { /* a NaN stored as byte 0; the bytes of (int32_t)(v + zo) */
+    ut_str_printf(&vec, "      __m512i b = _mm512_maskz_cvttps_epi32(_mm512_cmp_ps_mask(v, v, _CMP_ORD_Q), _mm512_add_ps(v, _mm512_set1_ps(%d.0f)));\n",
+                  j->zo);
+    ut_str_puts(&vec, "      _mm_storeu_si128((__m128i *)(y + col), _mm512_cvtepi32_epi8(b));\n  }\n#endif\n");
+    ut_str_puts(o, vec.buf);
+  }
+  ut_str_free(&vec);
+  ut_str_printf(o, "  for (; col < n1; col++) {\n    float v = (float)y[col] + %d.0f;\n", j->rq.lo + j->rq.off);
+  if (!q8_epilogue(o, j, j->rq.post, false)) return false;
+  /* a NaN (a NaN residual) stored as byte 0, as q8_convert does */
+  ut_str_printf(o, "    y[col] = v == v ? (uint8_t)(int32_t)(v + %d.0f) : 0;\n  }\n  }\n}\n", j->zo);
+  return true;
+}
+
 /* The per-batch tasks of job j: the input as u8 (x + za, clamped; a NaN
  * flags the context, and the caller then runs the template, which
  * propagates it) and the epilogue, on local restrict pointers so that the
@@ -477,6 +559,7 @@ static bool q8_tasks(ut_str *o, const char *fn, const q8_job *j) {
                 xl, j->rep ? "src" : "i", (int)j->q.za, j->rep ? "++" : "");
   }
   if (j->held_out && j->rq.post < 0) return true; /* the kernel stores the bytes */
+  if (j->q.post) return q8_post(o, fn, j);
   ut_str_printf(o, "static void %s_q8out(void *ctx, int t, int tid) {\n  (void)tid;\n  %s_q8ctx *x = (%s_q8ctx *)ctx;\n", fn, fn, fn);
   if (j->rq.ok && j->rq.post >= 0) { /* the kernel requantized: the steps after it on its bytes + lo + off */
     if (!q8_epilogue(o, j, j->rq.post, true)) return false;
@@ -673,7 +756,8 @@ static void q8_wrapper(ut_str *out, const rc_ctx *c, int r, const char *fn, cons
   const fn_kernel *K = &c->f->kernels[r];
   int xs = tiny_dtype_size(j->X.dtype), ys = tiny_dtype_size(j->Y.dtype);
   bool held = j->held_in || j->held_out || j->held_res;
-  bool kout = j->held_out && j->rq.post < 0; /* the kernel stores the held output itself, no output pass */
+  /* the kernel stores the held output itself (its post hook the output pass's steps), no output pass */
+  bool kout = j->held_out && (j->rq.post < 0 || j->q.post);
   int64_t yb = kout ? 0 : (j->yrows * j->ylen * (j->rq.ok ? 1 : 4) + 63) / 64 * 64; /* bytes, or fp32 sums */
   int64_t xb = j->held_in ? 0 : j->xrows * j->xlen;
   char no[96];
@@ -703,7 +787,9 @@ static void q8_wrapper(ut_str *out, const rc_ctx *c, int r, const char *fn, cons
     ut_str_printf(out, "    hprt_pool_run(pool, %d, %s_q8in, &cx);\n"
                        "    if (cx.nan) %s; /* the template propagates it (and writes all of y) */\n",
                   (int)j->xrows, fn, no);
-  ut_str_printf(out, "    if (%s(pool, (const char *)wp + 64, %s, %s)) rc = 2;\n", kfn, j->held_in ? "cx.x" : "u", kout ? "cx.y" : "acc");
+  char hook[200] = "";
+  if (j->q.post) snprintf(hook, sizeof hook, ", %s_q8post, &cx", fn);
+  ut_str_printf(out, "    if (%s(pool, (const char *)wp + 64, %s, %s%s)) rc = 2;\n", kfn, j->held_in ? "cx.x" : "u", kout ? "cx.y" : "acc", hook);
   if (!kout) ut_str_printf(out, "    else hprt_pool_run(pool, %d, %s_q8out, &cx);\n", (int)j->yrows, fn);
   ut_str_puts(out, "  }\n  return rc;\n}\n");
 }
@@ -747,6 +833,25 @@ static void q8_res_buf(const rc_ctx *c, int r, q8_job *j) {
   j->rbuf = b;
 }
 
+/* Whether job j's output pass runs as its kernel's post hook (q8_post):
+ * the output held as bytes, requantized twice (rq.post), y the kernel's
+ * [M][N] row-major (no stride-1 conv but 1x1, whose grid has other
+ * columns), and every step of the pass in its vector form (q8_vec_steps:
+ * a residual held as bytes; the scalar hook is slower than the pass). */
+static bool q8_fuse_post(const q8_job *j) {
+  const cgen_qgemm_spec *q = &j->q;
+  bool c11 = q->conv.kh == 0 || (q->conv.kh == 1 && q->conv.kw == 1 && q->conv.sh == 1 && q->conv.sw == 1 && !q->conv.ph && !q->conv.pw);
+  bool grid = q->conv.kh > 0 && q->conv.sh == 1 && q->conv.sw == 1 && !c11;
+  if (!(j->held_out && j->rq.ok && j->rq.post >= 0 && !q->y_vnni4 && !grid && q->y_dtype == TINY_U8 && j->yrows == q->m &&
+        j->ylen == q->n))
+    return false;
+  ut_str probe;
+  ut_str_init(&probe);
+  bool vec = q8_vec_steps(&probe, j, j->rq.post);
+  ut_str_free(&probe);
+  return vec;
+}
+
 /* Job j as <fn>_q8(pool, bufs) (kernel r): 0 / 2 as a kernel, -1 when the
  * weight is no int8 (the caller then runs the template); the packed form
  * 1 (pk).  False, emitting nothing, when the generator or an epilogue
@@ -776,6 +881,7 @@ static bool q8_emit(rc_ctx *c, int r, const char *fn, ut_str *out, const q8_job 
   if (jr.held_out && jr.ys > 0) jr.rq.post = -1; /* the DQ is the readers' (q8_hold.c checked they take it) */
   jr.q.x_vnni4 = jr.held_in && v4r && hp->v4[jr.xbuf];
   jr.q.y_vnni4 = jr.held_out && v4w && hp->v4[jr.ybuf];
+  jr.q.post = q8_fuse_post(&jr);
   j = &jr;
   char kfn[160];
   snprintf(kfn, sizeof kfn, "%s_q", fn);

@@ -1,0 +1,166 @@
+"""A QDQ residual add fused into its int8 conv's tasks (contract_q8.c's
+q8_post, cgen_qgemm.h's spec.post): where the conv's output is held as
+bytes and requantized twice (its own Q, then the Add's with the other
+operand, onnxruntime's exact fused multiply-adds), the kernel's tasks apply
+the second requantization to each block of y the moment it is stored
+(<fn>_q8post, 16 columns at a time in AVX-512, the rest scalar), no
+output pass.
+
+One QDQ model per zero-point pair (the activations' zx, the outputs' zy;
+per-channel int8 weights with -128 / 127 among them, int32 biases), a batch
+of 2 images of 17 x 19 (323 pixels: a last block of 3 columns, a tail of 3
+past the 16-column vectors):
+  A  1x1 64 -> 96, held, read by
+  B  1x1 96 -> 96, plus D's output (an Add), Relu, Q: held, read by
+  S  1x1 96 -> 64, the output (zy 128: the Add's Q ends in a shift);
+  D  1x1 64 -> 96 on x, held, read by the Add alone (ResNet's downsample).
+Checked: the output equal to onnxruntime's int8 run (>= 99.9% of the
+elements exactly, none more than one step off, as test_qvnni4.py) with AMX
+on (auto) and the scalar variant forced (int8_isa); the two runs equal on
+every element; the generated C has exactly one post hook (B's), with its
+AVX-512 loop, and no output pass.  Skips (77) without onnxruntime."""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+import harp_test as ht  # noqa: E402
+
+ht.onnx_or_skip()
+import onnx  # noqa: F401
+import onnxruntime as ort  # noqa: E402
+from onnx import TensorProto as T  # noqa: E402
+from onnx import helper as h  # noqa: E402
+from onnx import numpy_helper as nh  # noqa: E402
+
+S = ht.Suite("q8_respost")
+ht.compiled_only()
+os.environ.setdefault("HARP_CC_OPT", "1")  # what the kernels compute, not their speed (test_qamx.py)
+Q8_FORCE = ["--knob", "int8=force"]
+
+
+def init(name, arr):
+    return nh.from_array(np.asarray(arr), name)
+
+
+def qdq_model(zx, zy, sc):
+    """The model (the module's comment) with output scales sc (name -> scale;
+    2.0 where missing); its path, feeds and each output's step."""
+    rng = np.random.default_rng(11)
+    sx = np.float32(0.02)
+    nodes, inits, outs, steps = [], [init("sx", sx), init("zx", np.uint8(zx)), init("zy", np.uint8(zy))], [], {}
+
+    def weight(shape):
+        w = rng.integers(-128, 128, shape, dtype=np.int8)
+        w.reshape(shape[0], -1)[:, :5] = rng.choice(np.array([-128, 127], np.int8), (shape[0], 5))
+        return w
+
+    def q(v, out):
+        sy = np.float32(sc.get(v, 2.0))
+        inits.append(init(v + "_sy", sy))
+        nodes.append(h.make_node("QuantizeLinear", [v, v + "_sy", "zy"], [v + "_q"]))
+        nodes.append(h.make_node("DequantizeLinear", [v + "_q", v + "_sy", "zy"], [v + "_o"]))
+        if out:
+            outs.append(h.make_tensor_value_info(v + "_o", T.FLOAT, None))
+            steps[v + "_o"] = float(sy)
+        return v + "_o", sy
+
+    def conv(name, xin, w, out=False, **attrs):
+        xname, sin = xin
+        ws = (rng.random(w.shape[0]) * 0.01 + 0.001).astype(np.float32)
+        inits.extend([init(name + "_w", w), init(name + "_ws", ws), init(name + "_wz", np.zeros(w.shape[0], np.int8))])
+        nodes.append(h.make_node("DequantizeLinear", [name + "_w", name + "_ws", name + "_wz"], [name + "_wd"], axis=0))
+        ch = w.shape[0]
+        inits.extend([init(name + "_b", rng.integers(-3000, 3000, ch).astype(np.int32)),
+                      init(name + "_bs", (np.float32(sin) * ws).astype(np.float32)), init(name + "_bz", np.zeros(ch, np.int32))])
+        nodes.append(h.make_node("DequantizeLinear", [name + "_b", name + "_bs", name + "_bz"], [name + "_bd"], axis=0))
+        nodes.append(h.make_node("Conv", [xname, name + "_wd", name + "_bd"], [name], **attrs))
+        return q(name, out)
+
+    x = (rng.standard_normal((2, 64, 17, 19)) * 3).astype(np.float32)
+    x.flat[::4] = rng.choice(np.array([-1e3, 1e3], np.float32), x.flat[::4].shape)
+    nodes.append(h.make_node("QuantizeLinear", ["x", "sx", "zx"], ["x_q"]))
+    nodes.append(h.make_node("DequantizeLinear", ["x_q", "sx", "zx"], ["x_d"]))
+    a = conv("A", ("x_d", sx), weight((96, 64, 1, 1)))
+    d = conv("D", ("x_d", sx), weight((96, 64, 1, 1)))
+    b = conv("B", a, weight((96, 96, 1, 1)))
+    nodes.append(h.make_node("Add", [b[0], d[0]], ["R"]))
+    nodes.append(h.make_node("Relu", ["R"], ["Rr"]))
+    conv("S", q("Rr", False), weight((64, 96, 1, 1)), out=True)
+    gr = h.make_graph(nodes, "q8_respost", [h.make_tensor_value_info("x", T.FLOAT, x.shape)], outs, inits)
+    m = h.make_model(gr, opset_imports=[h.make_opsetid("", 13)])
+    m.ir_version = 8
+    path = os.path.join(tempfile.mkdtemp(prefix="harp_py_q8_respost_"), "qdq.onnx")
+    onnx.save(m, path)
+    return path, {"x": x}, steps
+
+
+def calibrated(zx, zy):
+    """qdq_model with each requantized tensor's scale from onnxruntime's fp32
+    value of it (its spread over ~60 steps), layer by layer."""
+    sc = {}
+    for _ in range(4):
+        path, feeds, _ = qdq_model(zx, zy, sc)
+        m = onnx.load(path)
+        names = [n.input[0] for n in m.graph.node if n.op_type == "QuantizeLinear" and n.input[0] != "x"]
+        for n in names:
+            m.graph.output.append(h.make_tensor_value_info(n, T.FLOAT, None))
+        sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+        for n, v in zip(names, sess.run(names, feeds)):
+            sc[n] = max(float(np.std(v)), 1e-3) / 30
+    return qdq_model(zx, zy, sc)
+
+
+RUNS = (("auto", {}), ("scalar", {"HARP_INT8_ISA": "scalar"}))
+
+
+def run_case(zx, zy):
+    name = f"zx={zx} zy={zy}"
+    path, feeds, steps = calibrated(zx, zy)
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    want = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
+    got = {}
+    for tag, env in RUNS:
+        os.environ.update(env)
+        p, dd = ht.run(path, feeds, backend="cpu", extra=Q8_FORCE)
+        for k in env:
+            os.environ.pop(k)
+        S.check(f"{name} {tag}: runs", p.returncode == 0, p.stderr[-600:])
+        if p.returncode:
+            continue
+        for k, step in steps.items():
+            y = got[(tag, k)] = np.load(os.path.join(dd, k + ".npy"))
+            err = np.abs(y.astype(np.float64) - want[k]) / step
+            eq = float(np.mean(err <= 1e-3))
+            qv = np.rint(want[k] / step)
+            inside = float(np.mean((qv > -zy) & (qv < 255 - zy)))
+            S.check(f"{name} {tag} {k}: equal to onnxruntime's int8 run", y.shape == want[k].shape and eq >= 0.999 and err.max() <= 1
+                    and inside > 0.3, f"{eq:.4%} equal, max {err.max():.2f} steps, {inside:.1%} unsaturated")
+    if all(("auto", k) in got and ("scalar", k) in got for k in steps):
+        diff = [k for k in steps if not np.array_equal(got[("auto", k)], got[("scalar", k)])]
+        S.check(f"{name}: auto and scalar equal", not diff, f"differ in {diff}")
+    return path
+
+
+def check_c(path):
+    out = tempfile.mkdtemp(prefix="harp_py_q8_respost_c_")
+    p = subprocess.run([ht.HARP, "compile", path, "--target", "cpu", "--sources-only", "-o", out, *Q8_FORCE], capture_output=True,
+                       text=True, timeout=300)
+    S.check("harp compile: runs", p.returncode == 0, p.stderr[-600:])
+    src = "".join(open(os.path.join(r, f)).read() for r, _, fs in os.walk(out) for f in fs if f.endswith(".c"))
+    posts = re.findall(r"static void (\w+)_q8post\(void \*ctx, long m0, long m1, long n0, long n1\) \{", src)
+    S.check("one post hook (B's)", len(posts) == 1, f"{posts}")
+    S.check("its AVX-512 loop", "for (; col + 16 <= n1; col += 16)" in src, "")
+    S.check("no output pass in B's kernel", all(f"{fn}_q8out(" not in src for fn in posts), "")
+
+
+for zx, zy in ((0, 128), (128, 0), (255, 255)):
+    p = run_case(zx, zy)
+check_c(p)
+S.close()
