@@ -1,8 +1,9 @@
 /* onnx_qdq.c — QDQ fusion at import, as onnxruntime's QDQ transformer does it:
- * DequantizeLinear -> Conv / Gemm / MatMul -> QuantizeLinear becomes one
- * contraction of the quantized integers with the requantization in its
- * epilogue, so that harp computes what onnxruntime's int8 kernels compute
- * (QLinearConv, QGemm, QLinearMatMul), not the fp32 emulation of the graph.
+ * DequantizeLinear -> Conv / Gemm / MatMul -> [Relu | Clip] -> QuantizeLinear
+ * becomes one contraction of the quantized integers with the requantization
+ * (and the activation's bounds) in its epilogue, so that harp computes
+ * what onnxruntime's int8 kernels compute (QLinearConv, QGemm,
+ * QLinearMatMul), not the fp32 emulation of the graph.
  *
  * What the import knows of a value is its ox_qinfo (ox_val.qi):
  *  QI_INT      an activation between a Q and the DQs that alone read it: qv
@@ -25,7 +26,7 @@
  * passes them through, as onnxruntime drops such DQ -> Reshape -> Q pairs.
  * Needs: onnx_int.h, onnx_nn.c (ox_conv, ox_matmul), fe_int.h (the builder's
  * nodes).  Gives: ox_qdq_contract, ox_qdq_binary, ox_qdq_skip_first,
- * ox_qdq_softmax, ox_qdq_move, ox_qinfo_new, ox_bf16_exact. */
+ * ox_qdq_softmax, ox_qdq_move, ox_qdq_act_done, ox_qinfo_new, ox_bf16_exact. */
 #include <inttypes.h>
 #include <math.h>
 #include <string.h>
@@ -200,10 +201,12 @@ typedef struct {
   double lo, hi;
 } qdq_act;
 
-/* Float attribute `name` of node n (dflt when it has none). */
+/* Float attribute `name` of node n (dflt when it has none, NaN when it is
+ * no float). */
 static double node_float(const Onnx__NodeProto *n, const char *name, double dflt) {
   for (size_t i = 0; i < n->n_attribute; i++)
-    if (!strcmp(n->attribute[i]->name, name)) return n->attribute[i]->f;
+    if (!strcmp(n->attribute[i]->name, name))
+      return n->attribute[i]->type == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT ? n->attribute[i]->f : NAN;
   return dflt;
 }
 
@@ -217,7 +220,7 @@ static bool act_node(ox_ctx *c, const Onnx__NodeProto *n, bool clip, qdq_act *a)
   if (!clip || strcmp(n->op_type, "Clip") != 0) return false;
   if (c->opset < 11) {
     a->lo = node_float(n, "min", -INFINITY), a->hi = node_float(n, "max", INFINITY);
-    return n->n_input == 1 && !(a->lo > a->hi);
+    return n->n_input == 1 && !isnan(a->lo) && !isnan(a->hi) && a->lo <= a->hi;
   }
   for (size_t k = 1; k < n->n_input && k < 3; k++)
     if (n->input[k][0] && !const_one(c, n->input[k], k == 1 ? &a->lo : &a->hi)) return false;
