@@ -291,7 +291,8 @@ typedef struct ox_qinfo {
   int64_t ns;
   int axis;
   bool zin;         /* QI_SCALED: the zero point is added already */
-  bool relu;        /* QI_SCALED: the Relu that alone reads it is applied already (its output is the same value) */
+  bool act;         /* QI_SCALED: the Relu / Clip that alone reads it is applied already (its output is the same value) */
+  double blo, bhi;  /* QI_SCALED: bounds on round(value) its Q applies before the zero point (an activation's; infinite: none) */
   struct ox_qinfo *q; /* QI_INT: the facts of the Q itself (its DQs' are copies), which keep: */
   hg_val opnd;      /*   the integers' form as an operand (onnx_qdq.c's operand), made once; 0: not yet */
   struct ox_qinfo *moves, *next; /* QI_INT: its integers moved (ox_qdq_move), a list, each made once */
@@ -304,6 +305,7 @@ int ox_qdq_binary(ox_ctx *c, int op);     /* op '+', '*': the same for Add / Mul
 void ox_qdq_skip_first(ox_ctx *c);        /* at a DQ: a downsampling residual's operand made first */
 int ox_qdq_softmax(ox_ctx *c);            /* and for a Softmax (opset 13+) over the last axis */
 void ox_qdq_move(ox_ctx *c);              /* at a Reshape / Transpose ... of a DQ's output: its integers moved too */
+bool ox_qdq_act_done(ox_ctx *c);          /* at a Relu / Clip a fused output applies already: passed through */
 harp_status ox_conv_transpose3d(ox_ctx *c, hg_val x, ox_val *wv, int nsp);
 harp_status ox_pool3d(ox_ctx *c, hg_val x, bool is_max, int64_t lp, int nsp); /* nsp 3, or 2 as 3-D */
 

@@ -106,16 +106,7 @@ static harp_status unary(ox_ctx *c, hg_op op) {
 }
 
 OP(Relu) {
-  ox_val *x = c->node->n_input == 1 ? ox_find(c, c->node->input[0]) : NULL;
-  if (x && x->qi && x->qi->kind == QI_SCALED && x->qi->relu) { /* applied by the DQ, DQ -> Add (onnx_qdq.c) */
-    hg_val v = ox_tensor(c, 0);
-    if (v < 0 || ox_def(c, 0, v)) return c->e->code;
-    ox_qinfo *o = ox_qinfo_new(c, ox_find(c, c->node->output[0]), QI_SCALED);
-    if (!o) return c->e->code;
-    *o = *x->qi;
-    o->relu = false;
-    return HARP_OK;
-  }
+  if (ox_qdq_act_done(c)) return c->e->code; /* applied by a fused QDQ op (onnx_qdq.c) */
   return unary(c, HG_OP_RELU);
 }
 OP(Sigmoid) { return unary(c, HG_OP_SIGMOID); }
@@ -449,6 +440,7 @@ OP(Or) { return logical(c, '|'); }
 OP(Xor) { return logical(c, '^'); }
 
 OP(Clip) {
+  if (ox_qdq_act_done(c)) return c->e->code; /* applied by a fused QDQ op (onnx_qdq.c) */
   hg_val x = ox_tensor(c, 0);
   if (x < 0) return c->e->code;
   hg_val lo = 0, hi = 0;

@@ -1,8 +1,9 @@
 /* onnx_qdq.c — QDQ fusion at import, as onnxruntime's QDQ transformer does it:
- * DequantizeLinear -> Conv / Gemm / MatMul -> QuantizeLinear becomes one
- * contraction of the quantized integers with the requantization in its
- * epilogue, so that harp computes what onnxruntime's int8 kernels compute
- * (QLinearConv, QGemm, QLinearMatMul), not the fp32 emulation of the graph.
+ * DequantizeLinear -> Conv / Gemm / MatMul -> [Relu | Clip] -> QuantizeLinear
+ * becomes one contraction of the quantized integers with the requantization
+ * (and the activation's bounds) in its epilogue, so that harp computes
+ * what onnxruntime's int8 kernels compute (QLinearConv, QGemm,
+ * QLinearMatMul), not the fp32 emulation of the graph.
  *
  * What the import knows of a value is its ox_qinfo (ox_val.qi):
  *  QI_INT      an activation between a Q and the DQs that alone read it: qv
@@ -25,7 +26,7 @@
  * passes them through, as onnxruntime drops such DQ -> Reshape -> Q pairs.
  * Needs: onnx_int.h, onnx_nn.c (ox_conv, ox_matmul), fe_int.h (the builder's
  * nodes).  Gives: ox_qdq_contract, ox_qdq_binary, ox_qdq_skip_first,
- * ox_qdq_softmax, ox_qdq_move, ox_qinfo_new, ox_bf16_exact. */
+ * ox_qdq_softmax, ox_qdq_move, ox_qdq_act_done, ox_qinfo_new, ox_bf16_exact. */
 #include <inttypes.h>
 #include <math.h>
 #include <string.h>
@@ -44,6 +45,7 @@ ox_qinfo *ox_qinfo_new(ox_ctx *c, ox_val *x, int kind) {
   memset(q, 0, sizeof *q);
   q->kind = kind;
   q->lo = 1, q->hi = 0; /* the range unknown */
+  q->blo = -INFINITY, q->bhi = INFINITY;
   return x->qi = q;
 }
 
@@ -192,20 +194,81 @@ static int activations_matmul(ox_ctx *c, const ox_qinfo *a, const ox_qinfo *b, d
   return scaled_out(c, sy, false);
 }
 
+/* An activation between an op and the Q that reads it: Relu (bounds [0,
+ * inf)) or Clip of constant bounds [lo, hi] (infinite where absent). */
+typedef struct {
+  bool on;
+  double lo, hi;
+} qdq_act;
+
+/* Float attribute `name` of node n (dflt when it has none, NaN when it is
+ * no float). */
+static double node_float(const Onnx__NodeProto *n, const char *name, double dflt) {
+  for (size_t i = 0; i < n->n_attribute; i++)
+    if (!strcmp(n->attribute[i]->name, name))
+      return n->attribute[i]->type == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT ? n->attribute[i]->f : NAN;
+  return dflt;
+}
+
+/* Whether node n is a Relu or (clip) a Clip of constant bounds (attributes
+ * before opset 11, constant per-tensor inputs since) of one input and
+ * output, lo <= hi: its bounds in *a. */
+static bool act_node(ox_ctx *c, const Onnx__NodeProto *n, bool clip, qdq_act *a) {
+  if ((n->domain && *n->domain) || n->n_input < 1 || n->n_output != 1) return false;
+  a->lo = -INFINITY, a->hi = INFINITY;
+  if (!strcmp(n->op_type, "Relu")) return n->n_input == 1 && (a->lo = 0, true);
+  if (!clip || strcmp(n->op_type, "Clip") != 0) return false;
+  if (c->opset < 11) {
+    a->lo = node_float(n, "min", -INFINITY), a->hi = node_float(n, "max", INFINITY);
+    return n->n_input == 1 && !isnan(a->lo) && !isnan(a->hi) && a->lo <= a->hi;
+  }
+  for (size_t k = 1; k < n->n_input && k < 3; k++)
+    if (n->input[k][0] && !const_one(c, n->input[k], k == 1 ? &a->lo : &a->hi)) return false;
+  return n->n_input <= 3 && !isnan(a->lo) && !isnan(a->hi) && a->lo <= a->hi;
+}
+
 /* The QuantizeLinear of per-tensor constant scale and zero point that alone
- * reads this node's output 0 (*sy, *zy), or NULL; with relu non-NULL, also
- * one that alone reads the output of a Relu that alone reads it (*relu). */
-static const Onnx__NodeProto *q_reader(ox_ctx *c, double *sy, double *zy, bool *relu) {
+ * reads this node's output 0 (*sy, *zy), or NULL; with act non-NULL, also
+ * one that alone reads the output of an activation that alone reads it
+ * (Relu, or with clip a Clip of constant bounds: *act). */
+static const Onnx__NodeProto *q_reader(ox_ctx *c, double *sy, double *zy, qdq_act *act, bool clip) {
   const Onnx__NodeProto *q = c->node->n_output == 1 ? only_reader(c, c->node->output[0]) : NULL;
   *zy = 0;
-  if (relu) *relu = false;
-  if (relu && q && !strcmp(q->op_type, "Relu") && (!q->domain || !*q->domain) && q->n_input == 1 && q->n_output == 1)
-    q = only_reader(c, q->output[0]), *relu = true;
+  if (act) act->on = false;
+  if (act && q && act_node(c, q, clip, act)) q = only_reader(c, q->output[0]), act->on = true;
   if (!q || strcmp(q->op_type, "QuantizeLinear") != 0 || (q->domain && *q->domain) || q->n_input < 2 || !const_one(c, q->input[1], sy) ||
       !(*sy > 0) || !isfinite(*sy))
     return NULL;
   if (q->n_input > 2 && q->input[2][0] && !const_one(c, q->input[2], zy)) return NULL;
   return q;
+}
+
+/* Marks this node's fused output (QI_SCALED) as taking activation a, which
+ * its Q of scale sy applies as bounds on the rounded integers: round(y / sy)
+ * is monotone in y, so round(clamp(y, lo, hi) / sy) = clamp(round(y / sy),
+ * round(lo / sy), round(hi / sy)), the bounds divided in fp32 as the QDQ
+ * graph's Q divides them: exact; the activation's node then passes the
+ * value through (ox_qdq_act_done). */
+static int with_act(ox_ctx *c, int rc, const qdq_act *a, double sy) {
+  ox_qinfo *o = rc > 0 && a->on ? ox_find(c, c->node->output[0])->qi : NULL;
+  if (!o) return rc;
+  o->act = true;
+  o->blo = isinf(a->lo) ? a->lo : rintf((float)a->lo / (float)sy);
+  o->bhi = isinf(a->hi) ? a->hi : rintf((float)a->hi / (float)sy);
+  return rc;
+}
+
+/* At a Relu / Clip whose input is a fused output that applies it already
+ * (with_act, or ox_qdq_binary's Relu): the same value and facts, the
+ * activation applied by them; true when so (or on an error). */
+bool ox_qdq_act_done(ox_ctx *c) {
+  ox_val *x = c->node->n_input >= 1 ? ox_find(c, c->node->input[0]) : NULL;
+  if (!x || !x->qi || x->qi->kind != QI_SCALED || !x->qi->act) return false;
+  hg_val v = ox_tensor(c, 0);
+  if (v < 0 || ox_def(c, 0, v)) return true;
+  ox_qinfo *o = ox_qinfo_new(c, ox_find(c, c->node->output[0]), QI_SCALED);
+  if (o) *o = *x->qi, o->act = false;
+  return true;
 }
 
 /* Whether a QDQ Add is written to fuse into a contraction's epilogue
@@ -275,9 +338,9 @@ static hg_val fused_add(ox_ctx *c, const ox_qinfo *x, const ox_qinfo *y, double 
 int ox_qdq_binary(ox_ctx *c, int op) {
   ox_val *a = input(c, 0), *b = input(c, 1);
   double sy, zy;
-  bool relu = false; /* an Add's Relu before the Q: max(v, zy) before the rounding, the Relu then the same value */
+  qdq_act act = {0}; /* an Add's Relu before the Q: max(v, zy) before the rounding, the Relu then the same value */
   if (!a || !b || !a->qi || !b->qi || a->qi->kind != QI_INT || b->qi->kind != QI_INT ||
-      !q_reader(c, &sy, &zy, op == '+' ? &relu : NULL))
+      !q_reader(c, &sy, &zy, op == '+' ? &act : NULL, false))
     return 0;
   hg_graph *g = c->g;
   const ox_qinfo *x = a->qi, *y = b->qi;
@@ -288,10 +351,10 @@ int ox_qdq_binary(ox_ctx *c, int op) {
   }
   hg_val v = want_fused(c) ? fused_add(c, x, y, sy, zy) : exact_add(c, x, y, sy, zy);
   if (v < 0) return -1;
-  if (relu) v = hg_max(g, v, hg_const(g, zy));
+  if (act.on) v = hg_max(g, v, hg_const(g, zy));
   if (ox_def(c, 0, v)) return -1;
   int rc = scaled_out(c, sy, true);
-  if (rc > 0) ox_find(c, c->node->output[0])->qi->relu = relu;
+  if (rc > 0) ox_find(c, c->node->output[0])->qi->act = act.on;
   return rc;
 }
 
@@ -326,7 +389,7 @@ int ox_qdq_softmax(ox_ctx *c) {
   ox_val *x = input(c, 0);
   double sy, zy;
   int64_t axis, D;
-  const Onnx__NodeProto *q = x && x->qi && x->qi->kind == QI_INT ? q_reader(c, &sy, &zy, NULL) : NULL;
+  const Onnx__NodeProto *q = x && x->qi && x->qi->kind == QI_INT ? q_reader(c, &sy, &zy, NULL, false) : NULL;
   if (!q || ox_attr_int(c, "axis", -1, &axis)) return c->e->code ? -1 : 0;
   hg_graph *g = c->g;
   const fe_shape *s = ox_shape_of(c, x->qi->qv);
@@ -400,13 +463,14 @@ int ox_qdq_contract(ox_ctx *c, int kind) {
   ox_val *x = input(c, 0), *w = input(c, 1), *b = kind != 'm' ? input(c, 2) : NULL;
   double sy, zy, alpha = 1, beta = 1;
   int64_t ta = 0, tb = 0, nout;
-  if (!x || !x->qi || x->qi->kind != QI_INT || !q_reader(c, &sy, &zy, NULL)) return 0;
+  qdq_act act;
+  if (!x || !x->qi || x->qi->kind != QI_INT || !q_reader(c, &sy, &zy, &act, true)) return 0;
   if (kind == 'g' && (ox_attr_int(c, "transA", 0, &ta) || ox_attr_int(c, "transB", 0, &tb) || ox_attr_float(c, "alpha", 1, &alpha) ||
                       ox_attr_float(c, "beta", 1, &beta)))
     return -1;
   if (ta || alpha != 1 || beta != 1 || c->node->n_output != 1) return 0;
   int wax = kind == 'c' || tb ? 0 : 1; /* the output channels' axis of the weight */
-  if (kind == 'm' && w && w->qi && w->qi->kind == QI_INT) return activations_matmul(c, x->qi, w->qi, sy);
+  if (kind == 'm' && w && w->qi && w->qi->kind == QI_INT) return with_act(c, activations_matmul(c, x->qi, w->qi, sy), &act, sy);
   if (!weight_ok(w, wax, &nout)) return 0;
   bool bint = b && b->qi && b->qi->kind == QI_WEIGHT && (b->qi->ns == 1 || b->qi->ns == nout);
   if (b && !(b->has_t && b->t.dtype == TINY_FP32 && b->t.rank == 1 && b->t.shape[0] == nout && (bint || !b->qi))) return 0;
@@ -426,5 +490,5 @@ int ox_qdq_contract(ox_ctx *c, int kind) {
   int r = ox_rank_of(c, acc);
   hg_val m = multiplier(c, x->qi, w->qi, sy, nout, r, kind == 'c' ? 1 : r - 1);
   if (m < 0 || ox_def(c, 0, hg_mul(g, acc, m))) return -1;
-  return scaled_out(c, sy, false);
+  return with_act(c, scaled_out(c, sy, false), &act, sy);
 }

@@ -363,6 +363,10 @@ static harp_status quantize_fused(ox_ctx *c, ox_val *xo, hg_val x, double s, dou
    * (ox_qdq_move): round((q - z) s / s) + z is q, within the range: q itself */
   bool same = in && in->kind == QI_INT && in->s1 == s && in->z == z && in->lo <= in->hi && lo <= in->lo && in->hi <= hi;
   bool scaled = in && in->kind == QI_SCALED && in->s1 == s;
+  if (scaled) { /* an activation's bounds on the rounded value (onnx_qdq.c's with_act), within the type's */
+    double l = fmin(fmax(lo, z + in->blo), hi);
+    hi = fmax(fmin(hi, z + in->bhi), l), lo = l;
+  }
   hg_val r = same ? in->qv : hg_round(g, scaled ? x : hg_div(g, x, hg_const(g, s)));
   if (!same && z != 0 && !(scaled && in->zin)) r = hg_add(g, r, hg_const(g, z));
   if (!same) r = hg_min(g, hg_max(g, r, hg_const(g, lo)), hg_const(g, hi));
