@@ -90,17 +90,19 @@ static hg_val size_value(ox_ctx *c, const fe_dim *dim) {
 
 /* idx (the value of the indices iv) with each negative index i along an
  * axis of size dim read as dim + i; dim a constant or, under a ShapeSet,
- * an expression of the symbols (its value then computed at run time). */
+ * an expression of the symbols (its value then computed at run time) where
+ * the indices are constants. */
 hg_val ox_gather_index(ox_ctx *c, ox_val *iv, hg_val idx, const fe_dim *dim) {
-  if (iv->has_i && iv->v <= 0) { /* constant: a where only when one is negative */
-    bool neg = false;
-    for (int64_t k = 0; k < iv->in; k++) {
-      int64_t j;
-      if (fe_dim_is_int(iv->iv[k], &j) && j < 0) neg = true;
-    }
-    if (!neg) return idx;
+  bool neg = false; /* a negative constant index */
+  for (int64_t k = 0; iv->has_i && k < iv->in; k++) {
+    int64_t j;
+    if (fe_dim_is_int(iv->iv[k], &j) && j < 0) neg = true;
   }
+  if (iv->has_i && iv->v <= 0 && !neg) return idx; /* constant: a where only when one is negative */
   int64_t d;
+  /* along a symbolic axis only for a negative constant: harp's gather reports a negative index computed at
+   * run time (a where on the size there would fold to the binding's constant: one object per binding) */
+  if (!neg && !fe_dim_is_int(dim, &d)) return idx;
   hg_val zero = hg_const_typed(c->g, 0, TINY_I32), n = fe_dim_is_int(dim, &d) ? hg_const_typed(c->g, (double)d, TINY_I32) : size_value(c, dim);
   if (n < 0) return ox_check(c, n), -1;
   hg_val r = hg_where(c->g, hg_binary(c->g, HG_OP_LT, idx, zero), hg_add(c->g, idx, n), idx);
