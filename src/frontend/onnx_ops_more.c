@@ -79,18 +79,32 @@ harp_status ox_slice_reverse(ox_ctx *c, const fe_dim *dim, int64_t *start, int64
 }
 
 /* ---- Gather: negative indices ----------------------------------------------------------- */
+/* The size dim (an expression of the shape symbols) as an int32 scalar
+ * computed at run time: the sum of a tensor of ones that long. */
+static hg_val size_value(ox_ctx *c, const fe_dim *dim) {
+  hg_graph *g = c->g;
+  int ax = 0;
+  hg_val one = fe_reshape(g, hg_const_typed(g, 1, TINY_I32), &(fe_shape){.rank = 1, .d = {fe_dim_int(c->A, 1)}});
+  return hg_reduce(g, HG_OP_SUM, fe_expand(g, one, &(fe_shape){.rank = 1, .d = {dim}}), &ax, 1, false);
+}
+
+/* idx (the value of the indices iv) with each negative index i along an
+ * axis of size dim read as dim + i; dim a constant or, under a ShapeSet,
+ * an expression of the symbols (its value then computed at run time) where
+ * the indices are constants. */
 hg_val ox_gather_index(ox_ctx *c, ox_val *iv, hg_val idx, const fe_dim *dim) {
-  if (iv->has_i && iv->v <= 0) { /* constant: a where only when one is negative */
-    bool neg = false;
-    for (int64_t k = 0; k < iv->in; k++) {
-      int64_t j;
-      if (fe_dim_is_int(iv->iv[k], &j) && j < 0) neg = true;
-    }
-    if (!neg) return idx;
+  bool neg = false; /* a negative constant index */
+  for (int64_t k = 0; iv->has_i && k < iv->in; k++) {
+    int64_t j;
+    if (fe_dim_is_int(iv->iv[k], &j) && j < 0) neg = true;
   }
+  if (iv->has_i && iv->v <= 0 && !neg) return idx; /* constant: a where only when one is negative */
   int64_t d;
-  if (!fe_dim_is_int(dim, &d)) return idx; /* harp's gather reports a negative index at run time */
-  hg_val zero = hg_const_typed(c->g, 0, TINY_I32), n = hg_const_typed(c->g, (double)d, TINY_I32);
+  /* along a symbolic axis only for a negative constant: harp's gather reports a negative index computed at
+   * run time (a where on the size there would fold to the binding's constant: one object per binding) */
+  if (!neg && !fe_dim_is_int(dim, &d)) return idx;
+  hg_val zero = hg_const_typed(c->g, 0, TINY_I32), n = fe_dim_is_int(dim, &d) ? hg_const_typed(c->g, (double)d, TINY_I32) : size_value(c, dim);
+  if (n < 0) return ox_check(c, n), -1;
   hg_val r = hg_where(c->g, hg_binary(c->g, HG_OP_LT, idx, zero), hg_add(c->g, idx, n), idx);
   return ox_check(c, r) ? -1 : r;
 }

@@ -445,6 +445,19 @@ OP(Split) {
   return HARP_OK;
 }
 
+/* Row j (< 0: counted back) of x along axis, a symbolic size d there: the
+ * slice [d + j, d + j + 1), its bounds expressions of the shape symbols. */
+static hg_val back_row(ox_ctx *c, hg_val x, int axis, int64_t j) {
+  const fe_shape *xs = ox_shape_of(c, x);
+  const fe_dim *st[TINY_MAX_RANK] = {0}, *en[TINY_MAX_RANK] = {0};
+  int64_t step[TINY_MAX_RANK];
+  for (int i = 0; i < xs->rank; i++) step[i] = 1;
+  st[axis] = fe_dim_add(c->A, xs->d[axis], fe_dim_int(c->A, j));
+  en[axis] = fe_dim_add(c->A, xs->d[axis], fe_dim_int(c->A, j + 1));
+  if (!st[axis] || !en[axis]) return ox_fail(c, HARP_E_NO_MEMORY, "out of memory"), -1;
+  return fe_slice(c->g, x, st, en, step);
+}
+
 /* Gather: folded on integers; a constant scalar index is a slice; the rest
  * (embedding lookups) is torch.gather on broadcast operands. */
 OP(Gather) {
@@ -461,10 +474,11 @@ OP(Gather) {
   if (ox_norm_axis(c, a, xs.rank, &axis)) return c->e->code;
   int64_t j, dim;
   if (iv->has_i && iv->v <= 0 && iv->in == 1 && fe_dim_is_int(iv->iv[0], &j)) {
-    if (j < 0 && fe_dim_is_int(xs.d[axis], &dim)) j += dim;
-    if (j < 0) return ox_need_value(c, xs.d[axis], "the axis a negative index counts back on");
+    bool known = fe_dim_is_int(xs.d[axis], &dim);
+    if (j < 0 && known) j += dim;
+    if (j < 0 && known) return ox_need_value(c, xs.d[axis], "the axis a negative index counts back on");
     int64_t hi = j + 1, one = 1;
-    hg_val s = hg_slice(c->g, x, 1, &axis, &j, &hi, &one);
+    hg_val s = j >= 0 ? hg_slice(c->g, x, 1, &axis, &j, &hi, &one) : back_row(c, x, axis, j);
     if (s < 0) return ox_check(c, s);
     fe_shape to = xs;
     if (iv->irank == 0) { /* the axis goes */
