@@ -36,6 +36,7 @@
 #include <string.h>
 
 #include "backend/c/cgen_qgemm.h"
+#include "backend/c/contract_q8_int.h"
 #include "contract_c.h"
 #include "harp/knobs.h"
 #include "kernel/contract.h"
@@ -129,56 +130,6 @@ bool cc_q8_input(const tiny_graph *g, int node, int *za) {
   *za = (int)z;
   return true;
 }
-
-/* A load of element `i` of a tensor of dtype dt at pointer expression p, as fp32. */
-static void q8_load(char *buf, size_t cap, tiny_dtype dt, const char *p, const char *i) {
-  if (dt == TINY_FP32) snprintf(buf, cap, "((const float *)%s)[%s]", p, i);
-  else snprintf(buf, cap, "hp_%s(((const uint16_t *)%s)[%s])", dt == TINY_BF16 ? "b2f" : "h2f", p, i);
-}
-
-/* An epilogue that is a requantization (q8_requant): v = (acc + bias[ch]) *
- * mult[ch] (the steps `bias`, `mult`: -1 none; mscale a constant multiplier),
- * then y = clamp(rint(v), lo, hi) + off, all integers, lo <= 0 <= hi and
- * hi - lo <= 255: the int8 kernel's own epilogue writes the byte
- * clamp(rint(v), lo, hi) - lo, one pass then stores y.  post >= 0: that
- * pass applies the steps from `post` on to those integers first (a QDQ
- * residual add: the other operand added, requantized again). */
-typedef struct q8_rq {
-  bool ok;
-  int bias, mult;
-  float mscale;
-  int lo, hi, off;
-  int post;
-} q8_rq;
-
-/* What the int8 kernel of one template kernel computes: per batch
- * element (nb of them, x_bs / y_bs elements apart), the input of xrows x
- * xlen as u8 (a task per row), q's sums into yrows x ylen, the epilogue
- * per output row (a task each), the bias per row (conv channels) or, with
- * bias_col, per column (a weight B's channels). */
-typedef struct q8_job {
-  cgen_qgemm_spec q;
-  ct_tensor X, W, Y;
-  int64_t nb, x_bs, y_bs, xrows, xlen, yrows, ylen, wch, wk;
-  bool bias_col;
-  bool direct; /* on the direct conv template (not a GEMM's): its multiply-adds weigh Q8_DIRECT */
-  int nepi;
-  const ct_epi *epi;
-  q8_rq rq;
-  bool res_ok;            /* a residual step's tensor is laid out like the output (CT_EPI_RESIDUAL) */
-  int xbuf, ybuf;         /* cc_q8_fact's */
-  bool held_in, held_out; /* the input / output held as bytes (q8_hold.c) */
-  int zo;                 /* the zero point of the output's bytes (q8_zo, q8_post_zo, q8_dq_zo), else -1 */
-  float ys;               /* q8_dq_zo's scale: the output is ys * (byte - zo) (cc_q8_fact.ys); else 0 */
-  int ri, rbuf;           /* the residual step the output pass adds (else -1) and its tensor's buffer, read whole (else -1) */
-  bool held_res;          /* that buffer held as bytes of zero point rz */
-  int rz;
-  const ct_gemm *rep;     /* x gathered (a GEMM's A copied dense, ct_gemm.nrep: a patchify conv's patches):
-                             element i of row t of x at sum i_j rep_src[j] over rep_size of A's dense index
-                             t xlen + i (rep_t: i xrows + t, x is A^T); else NULL */
-  bool rep_t;
-  int rep_b;              /* rep_size[0 .. rep_b) are A's rows (their product M), the rest its columns (K) */
-} q8_job;
 
 /* The steps ep[from..n) that follow a RINT while they keep integers of a
  * range: shifts by integers (summed in *off), clamps to integers and relu
@@ -276,113 +227,6 @@ int cc_q8_out_zo(const ct_epi *ep, int n, tiny_dtype yt) {
   return q8_requant(ep, n, false, yt, &rq) ? q8_zo(&rq) : -1;
 }
 
-/* What the epilogue's steps so far make of v: an integer (or NaN) of
- * [lo, hi] when whole, else anything. */
-typedef struct {
-  bool whole;
-  float lo, hi;
-} q8_span;
-
-/* Step ep applied to span sp; true when ep rounds to bf16 / fp16 a value
- * they hold exactly (an integer of [-256, 256] / [-2048, 2048]: the steps
- * after a requantization's rint, clamp to bytes and the zero point taken
- * off), which is then left out. */
-static bool q8_span_step(q8_span *sp, const ct_epi *ep) {
-  switch (ep->kind) {
-  case CT_EPI_RINT: sp->whole = true, sp->lo = floorf(sp->lo), sp->hi = ceilf(sp->hi); return false;
-  case CT_EPI_RELU: sp->lo = fmaxf(sp->lo, 0.0f); return false;
-  case CT_EPI_CLAMP:
-    sp->lo = fmaxf(sp->lo, ep->lo), sp->hi = fminf(sp->hi, ep->hi);
-    sp->whole = sp->whole && (isinf(ep->lo) || ep->lo == rintf(ep->lo)) && (isinf(ep->hi) || ep->hi == rintf(ep->hi));
-    return false;
-  case CT_EPI_SCALE: /* an integer added to an integer of a few thousand: exact in fp32 */
-    if (ep->scale != 1.0f || ep->shift != rintf(ep->shift) || fabsf(ep->shift) > 65536.0f) break;
-    sp->lo += ep->shift, sp->hi += ep->shift;
-    return false;
-  case CT_EPI_ROUND: {
-    float m = ep->dtype == TINY_FP16 ? 2048.0f : 256.0f;
-    return sp->whole && sp->lo >= -m && sp->hi <= m;
-  }
-  default: break;
-  }
-  *sp = (q8_span){false, -INFINITY, INFINITY};
-  return false;
-}
-
-/* The exact QDQ Add step ep (CT_EPI_RESFMA, step i: its row r<i>) on `v` at
- * column `col`, onnxruntime's fused multiply-adds in its order, each fmaf
- * rounded once: R + rz is the residual's integer, exact; from bytes held
- * at zero point hz (>= 0), R + rz = byte + (rz - hz): the byte itself where
- * the zero points agree (a QDQ residual stream held as its u8 bytes). */
-static void q8_resfma(ut_str *o, const ct_epi *ep, int i, int hz) {
-  char pe[32], ld[160], r[200];
-  snprintf(pe, sizeof pe, "r%d", i);
-  if (hz >= 0) snprintf(ld, sizeof ld, "(float)r%d[col]", i);
-  else q8_load(ld, sizeof ld, ep->dtype, pe, "col");
-  float add = hz >= 0 ? ep->rz - (float)hz : ep->rz;
-  if (add != 0.0f) snprintf(r, sizeof r, "(%s + %#.9gf)", ld, (double)add);
-  else snprintf(r, sizeof r, "%s", ld);
-  if (ep->chain_outer)
-    ut_str_printf(o, "    v = fmaf(v, %#.9gf, fmaf(%s, %#.9gf, %#.9gf));\n", (double)ep->scale, r, (double)ep->rscale, (double)ep->shift);
-  else
-    ut_str_printf(o, "    v = fmaf(%s, %#.9gf, fmaf(v, %#.9gf, %#.9gf));\n", r, (double)ep->rscale, (double)ep->scale, (double)ep->shift);
-}
-
-/* The epilogue steps from `from` on of j on the fp32 `v` of output row `t`,
- * column `col` of batch element x->bn (pre: the per-row biases loaded
- * before the loop, as b<i>, and the rows of the tensors added, laid out
- * like the output, as r<i>); false when a step is not one this kernel
- * applies.  A rounding to bf16 / fp16 of integers it holds exactly (the
- * bytes of a requantization, before a held output's store) is left out. */
-static bool q8_epilogue(ut_str *o, const q8_job *j, int from, bool pre) {
-  char ld[160];
-  q8_span sp = {false, -INFINITY, INFINITY};
-  for (int i = from; i < j->nepi; i++) {
-    const ct_epi *ep = &j->epi[i];
-    if (!pre && q8_span_step(&sp, ep)) continue; /* a rounding that changes nothing */
-    char pe[32];
-    snprintf(pe, sizeof pe, "x->ep[%d]", i);
-    bool bias = ep->kind == CT_EPI_BIAS_M || ep->kind == CT_EPI_BIAS_N;
-    if (bias && (ep->kind == CT_EPI_BIAS_N) != j->bias_col) return false;
-    if (ep->kind == CT_EPI_RESIDUAL || ep->kind == CT_EPI_RESFMA) {
-      if (!j->res_ok) return false;
-      bool hb = j->held_res && i == j->ri; /* its bytes, less their zero point */
-      const char *t = hb ? "uint8_t" : ep->dtype == TINY_FP32 ? "float" : "uint16_t";
-      if (pre)
-        ut_str_printf(o, "  const %s *restrict r%d = (const %s *)x->ep[%d] + x->bn * %" PRId64 "L + (long)t * %" PRId64 "L;\n", t, i, t,
-                      i, j->y_bs, j->ylen);
-      else if (ep->kind == CT_EPI_RESFMA)
-        q8_resfma(o, ep, i, hb ? j->rz : -1);
-      else {
-        snprintf(pe, sizeof pe, "r%d", i);
-        if (hb) snprintf(ld, sizeof ld, "((float)r%d[col] - %d.0f)", i, j->rz);
-        else q8_load(ld, sizeof ld, ep->dtype, pe, "col");
-        ut_str_printf(o, "    v = v %s %s;\n", ep->mul ? "*" : "+", ld);
-      }
-      continue;
-    }
-    if (pre) {
-      q8_load(ld, sizeof ld, ep->dtype, pe, j->bias_col ? "0" : "t");
-      if (bias && j->bias_col) ut_str_printf(o, "  const void *ep%d = x->ep[%d];\n", i, i);
-      else if (bias) ut_str_printf(o, "  const float b%d = %s;\n", i, ld);
-      continue;
-    }
-    switch (ep->kind) {
-      case CT_EPI_BIAS_M:
-      case CT_EPI_BIAS_N:
-        if (j->bias_col) {
-          snprintf(pe, sizeof pe, "ep%d", i);
-          q8_load(ld, sizeof ld, ep->dtype, pe, "col");
-        } else snprintf(ld, sizeof ld, "b%d", i);
-        ut_str_printf(o, "    v = v %s %s;\n", ep->mul ? "*" : "+", ld);
-        break;
-      default:
-        if (!cc_epi_scalar(o, ep)) return false;
-    }
-  }
-  return true;
-}
-
 /* The packed form 1 of the weight (int8, flagged valid in its first word)
  * of M rows of K bf16 at element offset off, for kernel kfn. */
 static void q8_wpack(ut_str *o, const char *fn, const char *kfn, int64_t M, int64_t K, int64_t off) {
@@ -418,21 +262,6 @@ bool cc_has_resfma(const ct_epi *epi, int n) {
   return false;
 }
 
-/* The body of a task over output row t that applies j's epilogue steps
- * from `from` on to the fp32 values at x->acc (laid out like the output)
- * and stores y (C type yt, store conversion ys); closes the function. */
-static bool q8_rows(ut_str *o, const q8_job *j, int from, const char *yt, const char *ys) {
-  if (!q8_epilogue(o, j, from, true)) return false;
-  ut_str_printf(o,
-                "  const float *restrict acc = (const float *)x->acc + (long)t * %" PRId64 "L;\n"
-                "  %s *restrict y = (%s *)x->y + (long)t * %" PRId64 "L;\n"
-                "  for (long col = 0; col < %" PRId64 "L; col++) {\n    float v = acc[col];\n",
-                j->ylen, yt, yt, j->ylen, j->ylen);
-  if (!q8_epilogue(o, j, from, false)) return false;
-  ut_str_printf(o, "    y[col] = %s(v);\n  }\n}\n", ys);
-  return true;
-}
-
 /* The loops of row t of job j's gathered x (j->rep) that end at `long
  * src`, where its element i lies: A's dense index is (m, k) over rep_size,
  * its first rep_b dimensions m's, the rest k's (each part times its
@@ -450,88 +279,6 @@ static void q8_rep_loops(ut_str *o, const q8_job *j) {
   ut_str_printf(o, "  %*s{\n    long src = s0", 2 * (c1 - c0), "");
   for (int d = c0; d < c1; d++) ut_str_printf(o, " + a%d * %" PRId64 "L", d, g->rep_src[d]);
   ut_str_puts(o, ";\n");
-}
-
-/* The AVX-512 form of q8_epilogue's steps from `from` on (the output pass's:
- * v the 16 values of columns col ..), where each is one it takes with the
- * same rounding: a residual (added, or onnxruntime's fused multiply-adds)
- * from bytes held, relu, clamps, rint, a product or a sum by a constant, a
- * rounding that changes nothing; the
- * comparisons as vmaxps / vminps (the scalar `lo > v ? lo : v`, NaN and -0
- * alike).  False, printing part of it, for any other step. */
-static bool q8_vec_steps(ut_str *o, const q8_job *j, int from) {
-  q8_span sp = {false, -INFINITY, INFINITY};
-  for (int i = from; i < j->nepi; i++) {
-    const ct_epi *ep = &j->epi[i];
-    if (q8_span_step(&sp, ep)) continue; /* a rounding that changes nothing */
-    bool res = ep->kind == CT_EPI_RESIDUAL || ep->kind == CT_EPI_RESFMA;
-    if (res && !(j->held_res && i == j->ri && !(ep->kind == CT_EPI_RESIDUAL && ep->mul))) return false;
-    if (res) { /* R + rz (RESFMA) or R (RESIDUAL): the byte less its zero point hz, plus rz for RESFMA */
-      float add = ep->kind == CT_EPI_RESFMA ? ep->rz - (float)j->rz : -(float)j->rz;
-      ut_str_printf(o, "      __m512 r = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(r%d + col))));\n", i);
-      if (add != 0.0f) ut_str_printf(o, "      r = _mm512_add_ps(r, _mm512_set1_ps(%#.9gf));\n", (double)add);
-      if (ep->kind == CT_EPI_RESIDUAL) ut_str_puts(o, "      v = _mm512_add_ps(v, r);\n");
-      else if (ep->chain_outer)
-        ut_str_printf(o, "      v = _mm512_fmadd_ps(v, _mm512_set1_ps(%#.9gf), _mm512_fmadd_ps(r, _mm512_set1_ps(%#.9gf), _mm512_set1_ps(%#.9gf)));\n",
-                      (double)ep->scale, (double)ep->rscale, (double)ep->shift);
-      else
-        ut_str_printf(o, "      v = _mm512_fmadd_ps(r, _mm512_set1_ps(%#.9gf), _mm512_fmadd_ps(v, _mm512_set1_ps(%#.9gf), _mm512_set1_ps(%#.9gf)));\n",
-                      (double)ep->rscale, (double)ep->scale, (double)ep->shift);
-      continue;
-    }
-    switch (ep->kind) {
-    case CT_EPI_RELU: ut_str_puts(o, "      v = _mm512_max_ps(_mm512_setzero_ps(), v);\n"); break;
-    case CT_EPI_RINT: ut_str_puts(o, "      v = _mm512_roundscale_ps(v, 4);\n"); break; /* rint: the current mode */
-    case CT_EPI_SCALE: /* a product or a sum (both: the compilers may contract them into one fma) */
-      if (ep->scale != 1.0f && ep->shift != 0.0f) return false;
-      if (ep->scale != 1.0f) ut_str_printf(o, "      v = _mm512_mul_ps(v, _mm512_set1_ps(%#.9gf));\n", (double)ep->scale);
-      if (ep->shift != 0.0f) ut_str_printf(o, "      v = _mm512_add_ps(v, _mm512_set1_ps(%#.9gf));\n", (double)ep->shift);
-      break;
-    case CT_EPI_CLAMP:
-      if (ep->lo != -INFINITY) ut_str_printf(o, "      v = _mm512_max_ps(_mm512_set1_ps(%#.9gf), v);\n", (double)ep->lo);
-      if (ep->hi != INFINITY) ut_str_printf(o, "      v = _mm512_min_ps(_mm512_set1_ps(%#.9gf), v);\n", (double)ep->hi);
-      break;
-    default: return false;
-    }
-  }
-  return true;
-}
-
-/* <fn>_q8post(ctx, m0, m1, n0, n1), the kernel's post hook (cgen_qgemm.h's
- * spec.post) where job j holds its output as bytes and requantizes twice
- * (a QDQ residual add): on the kernel's bytes of rows [m0, m1), columns
- * [n0, n1) of y, in place, the steps from rq.post on (as the output pass
- * applies them), while the block is in the thread's cache. */
-static bool q8_post(ut_str *o, const char *fn, const q8_job *j) {
-  ut_str_printf(o, "static void %s_q8post(void *ctx, long m0, long m1, long n0, long n1) {\n  %s_q8ctx *x = (%s_q8ctx *)ctx;\n", fn, fn, fn);
-  ut_str_puts(o, "  for (long t = m0; t < m1; t++) {\n");
-  if (!q8_epilogue(o, j, j->rq.post, true)) return false;
-  /* the tensors' lines of the next block's row (the rows m1 - m0 on, as a task's next call
-   * takes them): blocks of a few lines per row are no stream the hardware prefetches */
-  for (int i = j->rq.post; i < j->nepi; i++)
-    if (j->epi[i].kind == CT_EPI_RESIDUAL || j->epi[i].kind == CT_EPI_RESFMA)
-      ut_str_printf(o, "  if (t + m1 - m0 < %" PRId64 "L)\n    for (const char *p = (const char *)(r%d + (m1 - m0) * %" PRId64 "L + n0),"
-                       " *e = (const char *)(r%d + (m1 - m0) * %" PRId64 "L + n1) + 63; p < e; p += 64) __builtin_prefetch(p);\n",
-                    j->yrows, i, j->ylen, i, j->ylen);
-  ut_str_printf(o, "  uint8_t *restrict y = (uint8_t *)x->y + t * %" PRId64 "L;\n  long col = n0;\n", j->ylen);
-  ut_str vec; /* 16 columns at a time where every step has its vector form (compiled for AVX-512) */
-  ut_str_init(&vec);
-  ut_str_printf(&vec,
-                "#if defined(__AVX512F__) && defined(__AVX512BW__)\n  for (; col + 16 <= n1; col += 16) {\n"
-                "      __m512 v = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(y + col))));\n");
-  if (j->rq.lo + j->rq.off) ut_str_printf(&vec, "      v = _mm512_add_ps(v, _mm512_set1_ps(%d.0f));\n", j->rq.lo + j->rq.off);
-  if (q8_vec_steps(&vec, j, j->rq.post)) { /* a NaN stored as byte 0; the bytes of (int32_t)(v + zo) */
-    ut_str_printf(&vec, "      __m512i b = _mm512_maskz_cvttps_epi32(_mm512_cmp_ps_mask(v, v, _CMP_ORD_Q), _mm512_add_ps(v, _mm512_set1_ps(%d.0f)));\n",
-                  j->zo);
-    ut_str_puts(&vec, "      _mm_storeu_si128((__m128i *)(y + col), _mm512_cvtepi32_epi8(b));\n  }\n#endif\n");
-    ut_str_puts(o, vec.buf);
-  }
-  ut_str_free(&vec);
-  ut_str_printf(o, "  for (; col < n1; col++) {\n    float v = (float)y[col] + %d.0f;\n", j->rq.lo + j->rq.off);
-  if (!q8_epilogue(o, j, j->rq.post, false)) return false;
-  /* a NaN (a NaN residual) stored as byte 0, as q8_convert does */
-  ut_str_printf(o, "    y[col] = v == v ? (uint8_t)(int32_t)(v + %d.0f) : 0;\n  }\n  }\n}\n", j->zo);
-  return true;
 }
 
 /* The per-batch tasks of job j: the input as u8 (x + za, clamped; a NaN
@@ -559,17 +306,17 @@ static bool q8_tasks(ut_str *o, const char *fn, const q8_job *j) {
                 xl, j->rep ? "src" : "i", (int)j->q.za, j->rep ? "++" : "");
   }
   if (j->held_out && j->rq.post < 0) return true; /* the kernel stores the bytes */
-  if (j->q.post) return q8_post(o, fn, j);
+  if (j->q.post) return cc_q8_post(o, fn, j);
   ut_str_printf(o, "static void %s_q8out(void *ctx, int t, int tid) {\n  (void)tid;\n  %s_q8ctx *x = (%s_q8ctx *)ctx;\n", fn, fn, fn);
   if (j->rq.ok && j->rq.post >= 0) { /* the kernel requantized: the steps after it on its bytes + lo + off */
-    if (!q8_epilogue(o, j, j->rq.post, true)) return false;
+    if (!cc_q8_epilogue(o, j, j->rq.post, true)) return false;
     const char *ot = j->held_out ? "uint8_t" : yt; /* held: the second requantization's bytes */
     ut_str_printf(o,
                   "  const uint8_t *restrict b = (const uint8_t *)x->acc + (long)t * %" PRId64 "L;\n"
                   "  %s *restrict y = (%s *)x->y + (long)t * %" PRId64 "L;\n"
                   "  for (long col = 0; col < %" PRId64 "L; col++) {\n    float v = (float)b[col] + %d.0f;\n",
                   j->ylen, ot, ot, j->ylen, j->ylen, j->rq.lo + j->rq.off);
-    if (!q8_epilogue(o, j, j->rq.post, false)) return false;
+    if (!cc_q8_epilogue(o, j, j->rq.post, false)) return false;
     if (j->held_out) /* a NaN (a NaN residual) stored as byte 0, as q8_convert does */
       ut_str_printf(o, "    y[col] = v == v ? (uint8_t)(int32_t)(v + %d.0f) : 0;\n  }\n}\n", j->zo);
     else ut_str_printf(o, "    y[col] = %s(v);\n  }\n}\n", ys);
@@ -583,76 +330,7 @@ static bool q8_tasks(ut_str *o, const char *fn, const q8_job *j) {
                   j->ylen, yt, yt, j->ylen, j->ylen, ys, j->rq.lo + j->rq.off);
     return true;
   }
-  return q8_rows(o, j, 0, yt, ys);
-}
-
-/* The sums of the fallback of an int8 kernel with an exact QDQ Add step
- * (q8_slow): one copy per unit, the sizes arguments, fp32 products and
- * sums of the operands as stored (fp32, bf16 or fp16: dtype code 0, 1, 2)
- * in plain loops, small C for the compiler (a conv template per kernel was
- * ~100 KB of C, the region's loop nest ~1 s of isl each).  A conv (a 1x1
- * conv in NCHW too, one row of pixels) a task per output channel of one
- * image; x W (W[k][n] at k wsk + n wsn) a task per row. */
-static const char Q8_SLOW_SRC[] =
-    "#ifndef HP_Q8_SLOW\n#define HP_Q8_SLOW\n"
-    "static inline float hp_q8s_ld(const void *p, int t, long i) {\n"
-    "  return t == 0 ? ((const float *)p)[i] : t == 1 ? hp_b2f(((const uint16_t *)p)[i]) : hp_h2f(((const uint16_t *)p)[i]);\n}\n"
-    "typedef struct {\n  const void *x, *w;\n  float *y;\n  int xt, wt;\n"
-    "  long c, h, wd, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, m, n, k, wsk, wsn;\n} hp_q8s_arg;\n"
-    "static void hp_q8s_conv(void *ctx, int o, int tid) {\n  (void)tid;\n  const hp_q8s_arg *a = (const hp_q8s_arg *)ctx;\n"
-    "  float *y = a->y + (long)o * a->oh * a->ow;\n  for (long i = 0; i < a->oh * a->ow; i++) y[i] = 0.0f;\n"
-    "  for (long c = 0; c < a->c; c++)\n    for (long ky = 0; ky < a->kh; ky++)\n      for (long kx = 0; kx < a->kw; kx++) {\n"
-    "        float wv = hp_q8s_ld(a->w, a->wt, (((long)o * a->c + c) * a->kh + ky) * a->kw + kx);\n"
-    "        for (long oy = 0; oy < a->oh; oy++) {\n          long iy = oy * a->sh - a->ph + ky * a->dh;\n"
-    "          if (iy < 0 || iy >= a->h) continue;\n          for (long ox = 0; ox < a->ow; ox++) {\n"
-    "            long ix = ox * a->sw - a->pw + kx * a->dw;\n"
-    "            if (ix >= 0 && ix < a->wd) y[oy * a->ow + ox] += wv * hp_q8s_ld(a->x, a->xt, (c * a->h + iy) * a->wd + ix);\n"
-    "          }\n        }\n      }\n}\n"
-    "static void hp_q8s_xw(void *ctx, int r, int tid) {\n  (void)tid;\n  const hp_q8s_arg *a = (const hp_q8s_arg *)ctx;\n"
-    "  float *y = a->y + (long)r * a->n;\n  for (long j = 0; j < a->n; j++) y[j] = 0.0f;\n"
-    "  for (long k = 0; k < a->k; k++) {\n    float xv = hp_q8s_ld(a->x, a->xt, (long)r * a->k + k);\n"
-    "    for (long j = 0; j < a->n; j++) y[j] += xv * hp_q8s_ld(a->w, a->wt, k * a->wsk + j * a->wsn);\n  }\n}\n"
-    "#endif\n";
-
-/* A dtype's code in Q8_SLOW_SRC. */
-static int q8_dt(tiny_dtype t) { return t == TINY_FP32 ? 0 : t == TINY_BF16 ? 1 : 2; }
-
-/* <fn>_q8slow(pool, bufs) of job j, whose epilogue has an exact QDQ Add
- * step (CT_EPI_RESFMA; no template applies it): the fallback where the
- * int8 kernel declines at run time (cc_emit_resfma), per batch element the
- * sums in fp32 (Q8_SLOW_SRC, exact integers as the kernel's below 2^24; a
- * NaN propagated) and the whole epilogue on them per output row, the same
- * steps as the output pass (its fmaf).  The tensors are read as stored: a
- * held buffer's kernel reaches it through <fn>_q8fb, on converted copies. */
-static bool q8_slow(ut_str *o, const char *fn, const q8_job *j0) {
-  q8_job j = *j0;
-  j.held_in = j.held_out = j.held_res = false;
-  j.rq.ok = false;
-  const char *yt = j.Y.dtype == TINY_FP32 ? "float" : "uint16_t";
-  const char *ys = j.Y.dtype == TINY_FP32 ? "" : j.Y.dtype == TINY_BF16 ? "hp_f2b" : "hp_f2h";
-  ut_str_puts(o, Q8_SLOW_SRC);
-  ut_str_printf(o, "static void %s_q8sl(void *ctx, int t, int tid) {\n  (void)tid;\n  %s_q8ctx *x = (%s_q8ctx *)ctx;\n", fn, fn, fn);
-  if (!q8_rows(o, &j, 0, yt, ys)) return false;
-  const cgen_qgemm_spec *q = &j.q;
-  int64_t oh = j.q.weight_a ? (q->conv.h + 2 * q->conv.ph - q->conv.dh * (q->conv.kh - 1) - 1) / q->conv.sh + 1 : 0;
-  int64_t ow = j.q.weight_a ? (q->conv.w + 2 * q->conv.pw - q->conv.dw * (q->conv.kw - 1) - 1) / q->conv.sw + 1 : 0;
-  ut_str_printf(o, "static int %s_q8slow(hprt_pool *pool, void *const *bufs) {\n  float *acc = (float *)malloc(%" PRId64 "UL * 4);\n"
-                   "  if (!acc) return 2;\n", fn, j.y_bs);
-  cc_ep_array(o, j.epi, j.nepi);
-  ut_str_printf(o, "  for (long n = 0; n < %" PRId64 "L; n++) {\n"
-                   "    hp_q8s_arg a = {(const char *)bufs[%d] + (%" PRId64 "L + n * %" PRId64 "L) * %d, (const char *)bufs[%d] + %" PRId64 "L * %d,"
-                   " acc, %d, %d,\n                    %" PRId64 "L, %" PRId64 "L, %" PRId64 "L, %" PRId64 "L, %" PRId64 "L, %" PRId64 "L, %" PRId64
-                   "L, %" PRId64 "L, %" PRId64 "L, %" PRId64 "L, %" PRId64 "L, %" PRId64 "L, %" PRId64 "L, %" PRId64 "L, %" PRId64 "L, %" PRId64
-                   "L, %" PRId64 "L, %" PRId64 "L};\n",
-                j.nb, j.X.slot, j.X.offset, j.x_bs, tiny_dtype_size(j.X.dtype), j.W.slot, j.W.offset, tiny_dtype_size(j.W.dtype),
-                q8_dt(j.X.dtype), q8_dt(j.W.dtype), q->conv.c, q->conv.h, q->conv.w, q->conv.kh, q->conv.kw, q->conv.sh, q->conv.sw,
-                q->conv.ph, q->conv.pw, q->conv.dh, q->conv.dw, oh, ow, q->m, q->n, q->k, q->w_kmajor ? q->n : 1,
-                q->w_kmajor ? 1 : q->k);
-  ut_str_printf(o, "    hprt_pool_run(pool, %d, hp_q8s_%s, &a);\n", (int)(j.q.weight_a ? q->m : j.yrows), j.q.weight_a ? "conv" : "xw");
-  ut_str_printf(o, "    %s_q8ctx cx = {NULL, NULL, acc, (char *)bufs[%d] + (%" PRId64 "L + n * %" PRId64 "L) * %d, ep, 0, n};\n"
-                   "    hprt_pool_run(pool, %d, %s_q8sl, &cx);\n  }\n  free(acc);\n  return 0;\n}\n",
-                fn, j.Y.slot, j.Y.offset, j.y_bs, tiny_dtype_size(j.Y.dtype), (int)j.yrows, fn);
-  return true;
+  return cc_q8_rows(o, j, 0, yt, ys);
 }
 
 /* <fn>_q8rq(wp, ep): the requantization's bias and multipliers of job j
@@ -667,12 +345,12 @@ static void q8_rq_setup(ut_str *out, const char *fn, const char *kfn, const q8_j
   ut_str_printf(out, "  for (long c = 0; c < %" PRId64 "L; c++) {\n", j->wch);
   if (j->rq.bias >= 0) {
     snprintf(pe, sizeof pe, "ep[%d]", j->rq.bias);
-    q8_load(ld, sizeof ld, j->epi[j->rq.bias].dtype, pe, "c");
+    cc_q8_load(ld, sizeof ld, j->epi[j->rq.bias].dtype, pe, "c");
     ut_str_printf(out, "    b[c] = %s;\n", ld);
   }
   if (j->rq.mult >= 0) {
     snprintf(pe, sizeof pe, "ep[%d]", j->rq.mult);
-    q8_load(ld, sizeof ld, j->epi[j->rq.mult].dtype, pe, "c");
+    cc_q8_load(ld, sizeof ld, j->epi[j->rq.mult].dtype, pe, "c");
   } else snprintf(ld, sizeof ld, "%#.9gf", (double)j->rq.mscale);
   ut_str_printf(out, "    m[c] = %s;\n  }\n", ld);
   ut_str_printf(out, "  wp[1] = %s_requant((char *)wp + 64, %s, m) ? 2 : 1;\n  free(b);\n  return 0;\n}\n", kfn,
@@ -847,7 +525,7 @@ static bool q8_fuse_post(const q8_job *j) {
     return false;
   ut_str probe;
   ut_str_init(&probe);
-  bool vec = q8_vec_steps(&probe, j, j->rq.post);
+  bool vec = cc_q8_vec_steps(&probe, j, j->rq.post);
   ut_str_free(&probe);
   return vec;
 }
@@ -890,7 +568,7 @@ static bool q8_emit(rc_ctx *c, int r, const char *fn, ut_str *out, const q8_job 
   ut_str_init(&tasks);
   harp_error e2 = {0};
   bool ok = cgen_qgemm(&e2, &j->q, kfn, &body) == HARP_OK && q8_tasks(&tasks, fn, j) &&
-            (!cc_has_resfma(j->epi, j->nepi) || q8_slow(&tasks, fn, j));
+            (!cc_has_resfma(j->epi, j->nepi) || cc_q8_slow(&tasks, fn, j));
   double mnk = (double)j->q.m * (double)j->q.n * (double)j->q.k * (j->direct ? Q8_DIRECT : 1.0) * (j->q.amx ? Q8_AMX : 1.0);
   double xel = (double)j->xrows * j->xlen, yel = (double)j->yrows * j->ylen;
   /* an exact QDQ Add step: no template applies it (cc_emit_resfma), the int8 kernel whether it pays or not */
