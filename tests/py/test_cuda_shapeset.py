@@ -658,6 +658,38 @@ def splitk_batch_rows(s, rng):
                 "if (blockIdx.z >= ((hp_sv0 * 2L) * 1L) * 4) return;" in src, str(gemm.get("grid")))
 
 
+
+# split-K convs over run-time images (sscuda10; ResNet-18 over N's deep
+# convs): the split conv's grid.z is the box's images x slices, a CTA past
+# the binding's returns, the finishing pass alike; the workspace and the
+# flags laid out at the box's corner hi (K = 32 x 9 = 288 in 3 slices)
+SPLITK_CONV_MODEL = "graph<N=8> main(x: f16[N, 32, 8, 8], w: f16[32, 32, 3, 3], b: f16[32]) -> (y: f16[N, 32, 8, 8]) {\n" \
+                    "    y = relu(conv2d(x, w, bias=b, pad=[1, 1]))\n    return y\n}\n"
+
+
+def splitk_conv_rows(s, rng):
+    """Split-K convs (serial, parallel) over N = 8, 6, 5 of the box 5..8:
+    one build (one_box: the simulator against the interpreter at both
+    corners, N one short must differ), the conv cut in 3 slices over the
+    run-time images."""
+    d = tempfile.mkdtemp(prefix="harp_ss_")
+    model = os.path.join(d, "splitk_conv.harp")
+    open(model, "w").write(SPLITK_CONV_MODEL)
+    for algo in ("splitk_serial", "splitk_parallel"):
+        plan = os.path.join(d, f"{algo}.plan")
+        open(plan, "w").write(f"split m 64; split n 64; split k 64; predicate_tail m.i.i n.i.i k.i.i;\n"
+                              f"algo_choice matmul {algo};\nsplitk 3;\n")
+        name = f"splitk_conv.harp:N ({algo})"
+        dd = one_box(s, rng, name, model, "N", 8, (8, 6, 5), {}, ("--shapeset", "N=5..8", "--plan", f"y={plan}"), "templates", 1,
+                     fixed_kinds=("zero", "ewise"))  # ewise: the bias's cast
+        g = json.load(open(os.path.join(dd, "gpu.json")))["gpu"] if dd else {"kernels": []}
+        conv = next((k for k in g["kernels"] if k["kind"] == "mma_conv"), {})
+        src = open(os.path.join(dd, "model.cu")).read() if dd else ""
+        s.check(f"{name}: 3 slices over the run-time images (grid.z 8 x 3, the image guard)",
+                conv.get("plan", {}).get("splitk") == 3 and conv.get("grid", [0, 0, 0])[2] == 24 and
+                "if (blockIdx.z >= ((hp_sv0 * 1L) * 1) * 3) return;" in src, str(conv.get("grid")))
+
+
 def main():
     warnings.simplefilter("ignore", RuntimeWarning)
     s = Suite("cuda_shapeset")
@@ -696,6 +728,8 @@ def main():
         wino_grid_rows(s, rng)
     if not only or "splitk_b" in only.split(","):
         splitk_batch_rows(s, rng)
+    if not only or "splitk_conv" in only.split(","):
+        splitk_conv_rows(s, rng)
     nvcc_compiles(s, NVCC_UNITS)
     nvcc_compiles(s, NVCC_UNITS_90, sm90_only=True)
     s.close()

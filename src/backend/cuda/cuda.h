@@ -291,7 +291,7 @@ typedef struct cuda_conv_spec {
   cuda_epi epi[CUDA_MAX_EPI];
   cuda_math math; /* fp32 x and w: as cuda_gemm_spec.math */
   cuda_tune tune;
-  /* a ShapeSet build (nsyms > 0, the implicit GEMM without split-K): the
+  /* a ShapeSet build (nsyms > 0, the implicit GEMM; split-K: the images only): the
    * kernel takes hp_sv0 .. hp_sv<nsyms-1>; the images n, the input's h and
    * w whose rt_* has n > 0 are read at run time (n, h, w then the box's
    * most: the grid; the output's size follows from them in the kernel) */

@@ -191,13 +191,14 @@ int64_t cuda_gemm_macs_hi(const cuda_rctx *c, int r, const int slot[3], const cu
 
 bool cuda_conv_at_run_time(const cuda_rctx *c, int r, int x_slot, cuda_conv_spec *s) {
   const tiny_shape *sx = c->gen.n ? slot_shape(c, r, x_slot) : NULL;
-  if (!sx || sx->rank != 4 || s->tune.splitk > 1 || sx->d[0].n != s->n || sx->d[1].n != s->c ||
+  if (!sx || sx->rank != 4 || sx->d[0].n != s->n || sx->d[1].n != s->c ||
       sx->d[2].n != s->h || sx->d[3].n != s->w || cuda_gen_sym(c, &sx->d[1]) >= 0)
     return false; /* not a dense NCHW input of these sizes, or its channels vary */
   cuda_conv_spec t = *s;
   if (!span_formula(c, sx, 0, 1, &t.rt_n, &t.n) || !span_formula(c, sx, 2, 3, &t.rt_h, &t.h) ||
       !span_formula(c, sx, 3, 4, &t.rt_w, &t.w) || !(t.rt_n.n || t.rt_h.n || t.rt_w.n))
     return false;
+  if (s->tune.splitk > 1 && (t.rt_h.n || t.rt_w.n)) return false; /* split-K: the images only (constant planes) */
   t.nsyms = c->gen.n;
   *s = t;
   return true;
