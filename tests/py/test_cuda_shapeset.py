@@ -636,6 +636,15 @@ SPLITK_B_MODEL = "graph<B=4> main(a: f16[B, 2, 24, 256], b: f16[B, 2, 256, 64], 
 SPLITK_B_FORMS = ("splitk_serial", "splitk_parallel", "splitk_reduce")
 
 
+def split_check(s, name, dd, kind, slices, z, guard):
+    """That dump dd's kernel of `kind` splits K in `slices` (its grid.z z)
+    and that the unit holds the batch guard line `guard`."""
+    g = json.load(open(os.path.join(dd, "gpu.json")))["gpu"] if dd else {"kernels": []}
+    k = next((k for k in g["kernels"] if k["kind"] == kind), {})
+    src = open(os.path.join(dd, "model.cu")).read() if dd else ""
+    s.check(name, k.get("plan", {}).get("splitk") == slices and k.get("grid", [0, 0, 0])[2] == z and guard in src, str(k.get("grid")))
+
+
 def splitk_batch_rows(s, rng):
     """SPLITK_B_FORMS over B = 6, 5 of the box 5..8: one build (one_box:
     the simulator against the interpreter, B one short must differ), the
@@ -650,12 +659,8 @@ def splitk_batch_rows(s, rng):
         name = f"splitk_b.harp:B ({algo})"
         dd = one_box(s, rng, name, model, "B", 8, (6, 5), {}, ("--shapeset", "B=5..8", "--plan", f"c={plan}"), "templates", 1,
                      fixed_kinds=("zero",))
-        g = json.load(open(os.path.join(dd, "gpu.json")))["gpu"] if dd else {"kernels": []}
-        gemm = next((k for k in g["kernels"] if k["kind"] == "mma_gemm"), {})
-        src = open(os.path.join(dd, "model.cu")).read() if dd else ""
-        s.check(f"{name}: 4 slices over the run-time batches (grid.z 16 x 4, the batch guard)",
-                gemm.get("plan", {}).get("splitk") == 4 and gemm.get("grid", [0, 0, 0])[2] == 64 and
-                "if (blockIdx.z >= ((hp_sv0 * 2L) * 1L) * 4) return;" in src, str(gemm.get("grid")))
+        split_check(s, f"{name}: 4 slices over the run-time batches (grid.z 16 x 4, the batch guard)", dd, "mma_gemm", 4, 64,
+                    "if (blockIdx.z >= ((hp_sv0 * 2L) * 1L) * 4) return;")
 
 
 
@@ -682,12 +687,8 @@ def splitk_conv_rows(s, rng):
         name = f"splitk_conv.harp:N ({algo})"
         dd = one_box(s, rng, name, model, "N", 8, (8, 6, 5), {}, ("--shapeset", "N=5..8", "--plan", f"y={plan}"), "templates", 1,
                      fixed_kinds=("zero", "ewise"))  # ewise: the bias's cast
-        g = json.load(open(os.path.join(dd, "gpu.json")))["gpu"] if dd else {"kernels": []}
-        conv = next((k for k in g["kernels"] if k["kind"] == "mma_conv"), {})
-        src = open(os.path.join(dd, "model.cu")).read() if dd else ""
-        s.check(f"{name}: 3 slices over the run-time images (grid.z 8 x 3, the image guard)",
-                conv.get("plan", {}).get("splitk") == 3 and conv.get("grid", [0, 0, 0])[2] == 24 and
-                "if (blockIdx.z >= ((hp_sv0 * 1L) * 1) * 3) return;" in src, str(conv.get("grid")))
+        split_check(s, f"{name}: 3 slices over the run-time images (grid.z 8 x 3, the image guard)", dd, "mma_conv", 3, 24,
+                    "if (blockIdx.z >= ((hp_sv0 * 1L) * 1) * 3) return;")
 
 
 def main():
