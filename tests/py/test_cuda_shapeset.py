@@ -68,6 +68,9 @@ CASES = [
     # self-attention whose queries and keys are one run-time length S (the
     # key mask, the row limits, kend, the batch bases, the store's guard)
     ("self_attn_s.harp", "S", (17, 40), (40, 23, 17), {}, ("templates",), 1),
+    # the heads H at run time (sscuda10): grid.y the box's 2 x H, (batch,
+    # head) decoded by the binding's H, a CTA past 2 x H returns
+    ("attn_heads.harp", "H", (5, 8), (8, 6, 5), {}, ("templates",), 1),
 ]
 # models of CASES written here rather than kept in tests/models
 INLINE = {
@@ -79,6 +82,8 @@ INLINE = {
                         "    y = x + conv2d(x, w, pad=1)\n    return y\n}\n",
     "self_attn_s.harp": "graph<S=16> main(q: f16[2, 2, S, 64], k: f16[2, 2, S, 64], v: f16[2, 2, S, 64]) -> (y: f16[2, 2, S, 64]) {\n"
                         "    y = attention(q, k, v)\n    return y\n}\n",
+    "attn_heads.harp": "graph<H=8> main(q: f16[2, H, 24, 64], k: f16[2, H, 24, 64], v: f16[2, H, 24, 64]) -> (y: f16[2, H, 24, 64]) {\n"
+                       "    y = attention(q, k, v)\n    return y\n}\n",
 }
 # options of a model's dumps: fp32 contractions exact (the interpreter's
 # fp32, not TF32's rounding), on the SIMT form of the template

@@ -333,9 +333,10 @@ typedef struct cuda_attn_spec {
    * hp_sv0.. (const long); m and n (then the box's largest: the grid) and
    * the strides q_s, k_s, v_s, o_s, mask_s read as these formulas (n 0: the
    * constant above); a CTA past the binding's m returns at once, and so
-   * does one past its batches rt_b (then b is the box's largest: grid.y). */
+   * does one past its batches rt_b and heads rt_h (then b and h are the
+   * box's largest: grid.y; (batch, head) decoded by the run-time heads). */
   int nsyms;
-  cuda_rtsz rt_m, rt_n, rt_st[4][3], rt_mask[4], rt_b;
+  cuda_rtsz rt_m, rt_n, rt_st[4][3], rt_mask[4], rt_b, rt_h;
 } cuda_attn_spec;
 
 void cuda_attn_spec_init(cuda_attn_spec *s, int64_t b, int64_t h, int64_t m, int64_t n, int64_t d,

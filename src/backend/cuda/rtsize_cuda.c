@@ -232,10 +232,11 @@ bool cuda_attn_at_run_time(const cuda_rctx *c, int r, const int slot[5], cuda_at
   if (!seq_formula(c, sh[4], s->o_s[2], s->m, &t.rt_m, &t.m) || !seq_formula(c, sh[1], s->k_s[2], s->n, &t.rt_n, &t.n)) return false;
   int b0, b1; /* b: out's dims before its batch stride's suffix (not found: a constant, which prints) */
   if (s->b > 1 && rep_run(sh[4], s->b, s->o_s[0], &b0, &b1) && !span_formula(c, sh[4], b0, b1, &t.rt_b, &t.b)) return false;
+  if (s->h > 1 && rep_run(sh[4], s->h, s->o_s[1], &b0, &b1) && !span_formula(c, sh[4], b0, b1, &t.rt_h, &t.h)) return false;
   const tiny_shape *of[4] = {sh[0], sh[1], sh[2], sh[4]};
   const int64_t *st[4] = {s->q_s, s->k_s, s->v_s, s->o_s};
   int64_t al = s->q_dtype == TINY_FP32 ? 4 : 8; /* a 16-byte cp.async chunk's elements; out's pairs: 2 */
-  bool any = t.rt_m.n || t.rt_n.n || t.rt_b.n;
+  bool any = t.rt_m.n || t.rt_n.n || t.rt_b.n || t.rt_h.n;
   for (int o = 0; o < 4; o++)
     for (int i = 0; i < 3; i++) {
       if (!stride_formula(c, of[o], st[o][i], &t.rt_st[o][i]) || (t.rt_st[o][i].n && t.rt_st[o][i].lit % (o == 3 ? 2 : al)))
