@@ -16,11 +16,12 @@ its size would have corners that differ (the session then builds per
 binding).  Each HI unit compiles with nvcc for sm_80 and sm_90a when nvcc
 is there.  Further rows in their own functions: the row kernels' run-time
 row length (rowlen_rows), the attention's store guard (attn_store_guard),
-split-K (splitk_rows) and Winograd (wino_rows) over run-time sizes, and the
+split-K (splitk_rows, splitk_batch_rows, splitk_conv_rows: a conv over
+run-time images) and Winograd (wino_rows) over run-time sizes, and the
 transformer block over S (transformer_rows: the regions and plans decided
 at the box's corner hi, one unit and one session build on sm90 and sm80).
 HARP_CUDA_SS_MODELS=name[:SYM],... runs some only (attn_guard, splitk_m,
-wino4, transformer name those functions' rows).  Skips (77) without g++."""
+splitk_b, splitk_conv, wino4, wino_grid, transformer name those functions' rows).  Skips (77) without g++."""
 import json
 import os
 import shutil
