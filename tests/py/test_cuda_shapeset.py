@@ -17,11 +17,12 @@ binding).  Each HI unit compiles with nvcc for its architecture (an sm80
 unit for sm_80, also for sm_90a with HARP_TEST_SLOW=1) when nvcc is
 there.  Further rows in their own functions: the row kernels' run-time
 row length (rowlen_rows), the attention's store guard (attn_store_guard),
-split-K (splitk_rows) and Winograd (wino_rows) over run-time sizes, and the
+split-K (splitk_rows, splitk_batch_rows, splitk_conv_rows: a conv over
+run-time images) and Winograd (wino_rows) over run-time sizes, and the
 transformer block over S (transformer_rows: the regions and plans decided
 at the box's corner hi, one unit and one session build on sm90 and sm80).
 HARP_CUDA_SS_MODELS=name[:SYM],... runs some only (attn_guard, splitk_m,
-wino4, transformer name those functions' rows).  Skips (77) without g++."""
+splitk_b, splitk_conv, wino4, wino_grid, transformer name those functions' rows).  Skips (77) without g++."""
 import json
 import os
 import shutil
@@ -69,6 +70,9 @@ CASES = [
     # self-attention whose queries and keys are one run-time length S (the
     # key mask, the row limits, kend, the batch bases, the store's guard)
     ("self_attn_s.harp", "S", (17, 40), (40, 23, 17), {}, ("templates",), 1),
+    # the heads H at run time (sscuda10): grid.y the box's 2 x H, (batch,
+    # head) decoded by the binding's H, a CTA past 2 x H returns
+    ("attn_heads.harp", "H", (5, 8), (8, 6, 5), {}, ("templates",), 1),
 ]
 # models of CASES written here rather than kept in tests/models
 INLINE = {
@@ -80,6 +84,8 @@ INLINE = {
                         "    y = x + conv2d(x, w, pad=1)\n    return y\n}\n",
     "self_attn_s.harp": "graph<S=16> main(q: f16[2, 2, S, 64], k: f16[2, 2, S, 64], v: f16[2, 2, S, 64]) -> (y: f16[2, 2, S, 64]) {\n"
                         "    y = attention(q, k, v)\n    return y\n}\n",
+    "attn_heads.harp": "graph<H=8> main(q: f16[2, H, 24, 64], k: f16[2, H, 24, 64], v: f16[2, H, 24, 64]) -> (y: f16[2, H, 24, 64]) {\n"
+                       "    y = attention(q, k, v)\n    return y\n}\n",
 }
 # options of a model's dumps: fp32 contractions exact (the interpreter's
 # fp32, not TF32's rounding), on the SIMT form of the template
@@ -637,6 +643,15 @@ SPLITK_B_MODEL = "graph<B=4> main(a: f16[B, 2, 24, 256], b: f16[B, 2, 256, 64], 
 SPLITK_B_FORMS = ("splitk_serial", "splitk_parallel", "splitk_reduce")
 
 
+def split_check(s, name, dd, kind, slices, z, guard):
+    """That dump dd's kernel of `kind` splits K in `slices` (its grid.z z)
+    and that the unit holds the batch guard line `guard`."""
+    g = json.load(open(os.path.join(dd, "gpu.json")))["gpu"] if dd else {"kernels": []}
+    k = next((k for k in g["kernels"] if k["kind"] == kind), {})
+    src = open(os.path.join(dd, "model.cu")).read() if dd else ""
+    s.check(name, k.get("plan", {}).get("splitk") == slices and k.get("grid", [0, 0, 0])[2] == z and guard in src, str(k.get("grid")))
+
+
 def splitk_batch_rows(s, rng):
     """SPLITK_B_FORMS over B = 6, 5 of the box 5..8: one build (one_box:
     the simulator against the interpreter, B one short must differ), the
@@ -651,12 +666,36 @@ def splitk_batch_rows(s, rng):
         name = f"splitk_b.harp:B ({algo})"
         dd = one_box(s, rng, name, model, "B", 8, (6, 5), {}, ("--shapeset", "B=5..8", "--plan", f"c={plan}"), "templates", 1,
                      fixed_kinds=("zero",))
-        g = json.load(open(os.path.join(dd, "gpu.json")))["gpu"] if dd else {"kernels": []}
-        gemm = next((k for k in g["kernels"] if k["kind"] == "mma_gemm"), {})
-        src = open(os.path.join(dd, "model.cu")).read() if dd else ""
-        s.check(f"{name}: 4 slices over the run-time batches (grid.z 16 x 4, the batch guard)",
-                gemm.get("plan", {}).get("splitk") == 4 and gemm.get("grid", [0, 0, 0])[2] == 64 and
-                "if (blockIdx.z >= ((hp_sv0 * 2L) * 1L) * 4) return;" in src, str(gemm.get("grid")))
+        split_check(s, f"{name}: 4 slices over the run-time batches (grid.z 16 x 4, the batch guard)", dd, "mma_gemm", 4, 64,
+                    "if (blockIdx.z >= ((hp_sv0 * 2L) * 1L) * 4) return;")
+
+
+
+# split-K convs over run-time images (sscuda10; ResNet-18 over N's deep
+# convs): the split conv's grid.z is the box's images x slices, a CTA past
+# the binding's returns, the finishing pass alike; the workspace and the
+# flags laid out at the box's corner hi (K = 32 x 9 = 288 in 3 slices)
+SPLITK_CONV_MODEL = "graph<N=8> main(x: f16[N, 32, 8, 8], w: f16[32, 32, 3, 3], b: f16[32]) -> (y: f16[N, 32, 8, 8]) {\n" \
+                    "    y = relu(conv2d(x, w, bias=b, pad=[1, 1]))\n    return y\n}\n"
+
+
+def splitk_conv_rows(s, rng):
+    """Split-K convs (serial, parallel) over N = 8, 6, 5 of the box 5..8:
+    one build (one_box: the simulator against the interpreter at both
+    corners, N one short must differ), the conv cut in 3 slices over the
+    run-time images."""
+    d = tempfile.mkdtemp(prefix="harp_ss_")
+    model = os.path.join(d, "splitk_conv.harp")
+    open(model, "w").write(SPLITK_CONV_MODEL)
+    for algo in ("splitk_serial", "splitk_parallel"):
+        plan = os.path.join(d, f"{algo}.plan")
+        open(plan, "w").write(f"split m 64; split n 64; split k 64; predicate_tail m.i.i n.i.i k.i.i;\n"
+                              f"algo_choice matmul {algo};\nsplitk 3;\n")
+        name = f"splitk_conv.harp:N ({algo})"
+        dd = one_box(s, rng, name, model, "N", 8, (8, 6, 5), {}, ("--shapeset", "N=5..8", "--plan", f"y={plan}"), "templates", 1,
+                     fixed_kinds=("zero", "ewise"))  # ewise: the bias's cast
+        split_check(s, f"{name}: 3 slices over the run-time images (grid.z 8 x 3, the image guard)", dd, "mma_conv", 3, 24,
+                    "if (blockIdx.z >= ((hp_sv0 * 1L) * 1) * 3) return;")
 
 
 def main():
@@ -697,6 +736,8 @@ def main():
         wino_grid_rows(s, rng)
     if not only or "splitk_b" in only.split(","):
         splitk_batch_rows(s, rng)
+    if not only or "splitk_conv" in only.split(","):
+        splitk_conv_rows(s, rng)
     # the sm80 units for sm_80 (their ISA); also for sm_90a with HARP_TEST_SLOW=1 (that nvcc
     # takes sm80 code for sm_90a is test_cuda_dedup.py's package check): nvcc was most of this test's time
     nvcc_compiles(s, NVCC_UNITS, ("80", "90a") if os.environ.get("HARP_TEST_SLOW") == "1" else ("80",))

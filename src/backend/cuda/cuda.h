@@ -291,7 +291,7 @@ typedef struct cuda_conv_spec {
   cuda_epi epi[CUDA_MAX_EPI];
   cuda_math math; /* fp32 x and w: as cuda_gemm_spec.math */
   cuda_tune tune;
-  /* a ShapeSet build (nsyms > 0, the implicit GEMM without split-K): the
+  /* a ShapeSet build (nsyms > 0, the implicit GEMM; split-K: the images only): the
    * kernel takes hp_sv0 .. hp_sv<nsyms-1>; the images n, the input's h and
    * w whose rt_* has n > 0 are read at run time (n, h, w then the box's
    * most: the grid; the output's size follows from them in the kernel) */
@@ -333,9 +333,10 @@ typedef struct cuda_attn_spec {
    * hp_sv0.. (const long); m and n (then the box's largest: the grid) and
    * the strides q_s, k_s, v_s, o_s, mask_s read as these formulas (n 0: the
    * constant above); a CTA past the binding's m returns at once, and so
-   * does one past its batches rt_b (then b is the box's largest: grid.y). */
+   * does one past its batches rt_b and heads rt_h (then b and h are the
+   * box's largest: grid.y; (batch, head) decoded by the run-time heads). */
   int nsyms;
-  cuda_rtsz rt_m, rt_n, rt_st[4][3], rt_mask[4], rt_b;
+  cuda_rtsz rt_m, rt_n, rt_st[4][3], rt_mask[4], rt_b, rt_h;
 } cuda_attn_spec;
 
 void cuda_attn_spec_init(cuda_attn_spec *s, int64_t b, int64_t h, int64_t m, int64_t n, int64_t d,

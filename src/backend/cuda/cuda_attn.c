@@ -386,19 +386,21 @@ static void attn_decls(attn_gen *a) {
   cuda_decl(b, "const int", "warp", NULL, "tid >> 5");
   cuda_decl(b, "const int", "q0", NULL, cuda_fmt(b, "blockIdx.x * %d", a->BM));
   if (s->nsyms) cuda_call(b, cuda_fmt(b, "if (q0 >= %s) return", a->Mt)); /* past the binding's m: the whole CTA */
-  if (s->nsyms && s->rt_b.n) /* past the binding's batches (grid.y: the box's b x h) */
-    cuda_call(b, cuda_fmt(b, "if ((hk_i64)blockIdx.y >= %s * %lldL) return", cuda_rtsz_text(b, &s->rt_b), (long long)s->h));
+  /* the heads H: a literal, or the binding's (rt_h) */
+  const char *H = s->nsyms && s->rt_h.n ? cuda_fmt(b, "(%s)", cuda_rtsz_text(b, &s->rt_h)) : cuda_fmt(b, "%lld", (long long)s->h);
+  if (s->nsyms && (s->rt_b.n || s->rt_h.n)) /* past the binding's batches x heads (grid.y: the box's b x h) */
+    cuda_call(b, cuda_fmt(b, "if ((hk_i64)blockIdx.y >= %s * %s%s) return",
+                          s->rt_b.n ? cuda_rtsz_text(b, &s->rt_b) : cuda_fmt(b, "%lldL", (long long)s->b), H, s->rt_h.n ? "" : "L"));
   cuda_decl(b, "const int", "bh", NULL, "blockIdx.y");
   /* (b, h) = (bh / H, bh % H) through the strides */
-  const char *bb = cuda_fmt(b, "(hk_i64)(bh / %lld)", (long long)s->h), *hh = cuda_fmt(b, "(hk_i64)(bh %% %lld)", (long long)s->h);
+  const char *bb = cuda_fmt(b, "(hk_i64)(bh / %s)", H), *hh = cuda_fmt(b, "(hk_i64)(bh %% %s)", H);
   const char *pn[4] = {"Qb", "Kb", "Vb", "Ob"}, *gn[4] = {"q", "k", "v", "out"};
   for (int o = 0; o < 4; o++)
     cuda_decl(b, o == 3 ? cuda_fmt(b, "%s *", cuda_ctype(s->o_dtype)) : cuda_fmt(b, "const %s *", et), pn[o], NULL,
               cuda_fmt(b, "%s + %s * %s + %s * %s", gn[o], bb, a->st_t[o][0], hh, a->st_t[o][1]));
   if (s->has_mask)
     cuda_decl(b, cuda_fmt(b, "const %s *", cuda_ctype(s->mask_dtype)), "Mb", NULL,
-              cuda_fmt(b, "mask + (hk_i64)(bh / %lld) * %s + (hk_i64)(bh %% %lld) * %s", (long long)s->h, a->mask_t[0],
-                       (long long)s->h, a->mask_t[1]));
+              cuda_fmt(b, "mask + %s * %s + %s * %s", bb, a->mask_t[0], hh, a->mask_t[1]));
   if (s->causal) cuda_decl(b, "const int", "kend", NULL, cuda_fmt(b, "q0 + %d < %s ? q0 + %d : %s", a->BM, a->Nt, a->BM, a->Nt));
   else cuda_decl(b, "const int", "kend", NULL, a->Nt);
   cuda_decl(b, "const int", "nblk", NULL, cuda_fmt(b, "(kend + %d) / %d", a->BN - 1, a->BN));

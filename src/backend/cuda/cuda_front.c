@@ -408,8 +408,8 @@ static harp_status conv_prob(harp_error *e, cuda_module *m, const cuda_conv_spec
   }
   if (tb.oom) return ut_fail(e, HARP_E_NO_MEMORY, name, "out of memory");
   p.tune = s->tune;
-  if (s->nsyms && s->tune.splitk > 1)
-    return ut_fail(e, HARP_E_UNSUPPORTED, name, "sizes read at run time: the conv template without split-K only");
+  if (s->nsyms && s->tune.splitk > 1 && (s->rt_h.n || s->rt_w.n))
+    return ut_fail(e, HARP_E_UNSUPPORTED, name, "sizes read at run time: a split-K conv's images only");
   if (s->nsyms && conv_rt(&tb, s, &p, pointwise)) return ut_fail(e, HARP_E_NO_MEMORY, name, "out of memory");
   cuda_tune_fill_mma(&p.tune, p.M, p.N, s->y_dtype, p.mode);
   *pp = p;

@@ -618,11 +618,17 @@ static bool conv_plan_tune(cuda_rctx *c, int r, const rg_info *info, int64_t ocg
  *   splitk_parallel  the workspace zeroed; slices add with fp32 atomics;
  *                    the finishing pass (cuda_gen_conv_finish) applies the
  *                    epilogue and stores y
- * (splitk_reduce: refused, *why).  *done false (module and launches as
+ * (splitk_reduce: refused, *why).  A ShapeSet build whose images vary
+ * (the input at x_slot; cuda_conv_at_run_time) reads them at run time: the
+ * split conv's grid.z is the box's images x groups x slices, a CTA past the
+ * binding's returns, the finishing pass alike; the workspace and the flags
+ * laid out at the box's corner hi.  *done false (module and launches as
  * before) when a kernel refuses (*why). */
-static harp_status conv_splitk(cuda_rctx *c, int r, const cuda_conv_spec *s, const named_arg *io, int nio, bool *done,
-                               const char **why) {
+static harp_status conv_splitk(cuda_rctx *c, int r, const cuda_conv_spec *s0, int x_slot, const named_arg *io, int nio,
+                               bool *done, const char **why) {
   int n0 = c->mod->n, l0 = c->nlaunch;
+  cuda_conv_spec sr = *s0, *s = &sr;
+  bool rt = cuda_conv_at_run_time(c, r, x_slot, &sr);
   bool serial = s->tune.splitk_kind == CUDA_SPLITK_SERIAL;
   *done = false;
   if (!serial && s->tune.splitk_kind != CUDA_SPLITK_ATOMIC) {
@@ -652,6 +658,7 @@ static harp_status conv_splitk(cuda_rctx *c, int r, const cuda_conv_spec *s, con
   bool ok = true;
   harp_status st = splitk_launches(c, r, n0, l0, serial, ws, flags, (const cuda_kernel *[]){zk, ck, fk}, io, nio, &ok, why);
   if (st || !ok) return st;
+  if (rt) cuda_launches_sym_args(c, l0);
   int64_t end = serial ? flags.offset + up256(flag_words * 4) : up256(ws_words * 4);
   if (end > c->scratch_bytes) c->scratch_bytes = end;
   cuda_meta_int(c->mod->k[n0], "splitk_workspace_bytes", end);
@@ -725,7 +732,7 @@ static harp_status conv_launch(cuda_rctx *c, int r, const cuda_conv_spec *s, int
   int n0 = c->mod->n;
   *ok = false;
   if (s->tune.winograd) return conv_wino(c, r, s, x_slot, io, nio, ok, why);
-  if (s->tune.splitk > 1) return conv_splitk(c, r, s, io, nio, ok, why);
+  if (s->tune.splitk > 1) return conv_splitk(c, r, s, x_slot, io, nio, ok, why);
   cuda_conv_spec g = *s;
   bool rt = cuda_conv_at_run_time(c, r, x_slot, &g);
   if (cr_try_gen(c, gen_conv, &g, cr_kname(c, r, "conv"), why)) return HARP_OK;

@@ -191,13 +191,14 @@ int64_t cuda_gemm_macs_hi(const cuda_rctx *c, int r, const int slot[3], const cu
 
 bool cuda_conv_at_run_time(const cuda_rctx *c, int r, int x_slot, cuda_conv_spec *s) {
   const tiny_shape *sx = c->gen.n ? slot_shape(c, r, x_slot) : NULL;
-  if (!sx || sx->rank != 4 || s->tune.splitk > 1 || sx->d[0].n != s->n || sx->d[1].n != s->c ||
+  if (!sx || sx->rank != 4 || sx->d[0].n != s->n || sx->d[1].n != s->c ||
       sx->d[2].n != s->h || sx->d[3].n != s->w || cuda_gen_sym(c, &sx->d[1]) >= 0)
     return false; /* not a dense NCHW input of these sizes, or its channels vary */
   cuda_conv_spec t = *s;
   if (!span_formula(c, sx, 0, 1, &t.rt_n, &t.n) || !span_formula(c, sx, 2, 3, &t.rt_h, &t.h) ||
       !span_formula(c, sx, 3, 4, &t.rt_w, &t.w) || !(t.rt_n.n || t.rt_h.n || t.rt_w.n))
     return false;
+  if (s->tune.splitk > 1 && (t.rt_h.n || t.rt_w.n)) return false; /* split-K: the images only (constant planes) */
   t.nsyms = c->gen.n;
   *s = t;
   return true;
@@ -231,10 +232,11 @@ bool cuda_attn_at_run_time(const cuda_rctx *c, int r, const int slot[5], cuda_at
   if (!seq_formula(c, sh[4], s->o_s[2], s->m, &t.rt_m, &t.m) || !seq_formula(c, sh[1], s->k_s[2], s->n, &t.rt_n, &t.n)) return false;
   int b0, b1; /* b: out's dims before its batch stride's suffix (not found: a constant, which prints) */
   if (s->b > 1 && rep_run(sh[4], s->b, s->o_s[0], &b0, &b1) && !span_formula(c, sh[4], b0, b1, &t.rt_b, &t.b)) return false;
+  if (s->h > 1 && rep_run(sh[4], s->h, s->o_s[1], &b0, &b1) && !span_formula(c, sh[4], b0, b1, &t.rt_h, &t.h)) return false;
   const tiny_shape *of[4] = {sh[0], sh[1], sh[2], sh[4]};
   const int64_t *st[4] = {s->q_s, s->k_s, s->v_s, s->o_s};
   int64_t al = s->q_dtype == TINY_FP32 ? 4 : 8; /* a 16-byte cp.async chunk's elements; out's pairs: 2 */
-  bool any = t.rt_m.n || t.rt_n.n || t.rt_b.n;
+  bool any = t.rt_m.n || t.rt_n.n || t.rt_b.n || t.rt_h.n;
   for (int o = 0; o < 4; o++)
     for (int i = 0; i < 3; i++) {
       if (!stride_formula(c, of[o], st[o][i], &t.rt_st[o][i]) || (t.rt_st[o][i].n && t.rt_st[o][i].lit % (o == 3 ? 2 : al)))
