@@ -157,6 +157,44 @@ def act(rng, shape, scale):
     return x
 
 
+class ConvChain:
+    """A QDQ graph of int8 convs under construction (test_qvnni4.py,
+    test_q8_respost.py): x quantized at scale sx and zero point zx, each
+    tensor v requantized at zero point zy and scale sc.get(v, 2.0); per-channel
+    int8 weights, int32 biases, all from rng."""
+
+    def __init__(self, rng, sx, zx, zy, sc):
+        self.rng, self.sc = rng, sc
+        self.nodes, self.outs, self.steps = [], [], {}
+        self.inits = [init("sx", sx), init("zx", np.uint8(zx)), init("zy", np.uint8(zy))]
+
+    def q(self, v, out):
+        """v through Q -> DQ at zy (an output of the graph where out, its step
+        noted); (the DQ's name, the scale)."""
+        sy = np.float32(self.sc.get(v, 2.0))
+        self.inits.append(init(v + "_sy", sy))
+        self.nodes.append(h.make_node("QuantizeLinear", [v, v + "_sy", "zy"], [v + "_q"]))
+        self.nodes.append(h.make_node("DequantizeLinear", [v + "_q", v + "_sy", "zy"], [v + "_o"]))
+        if out:
+            self.outs.append(h.make_tensor_value_info(v + "_o", onnx.TensorProto.FLOAT, None))
+            self.steps[v + "_o"] = float(sy)
+        return v + "_o", sy
+
+    def conv(self, name, xin, w, out=False, **attrs):
+        """Conv `name` of xin = (tensor, its scale) by the int8 weight w
+        (dequantized per output channel) plus a bias, then q(name, out)."""
+        xname, sin = xin
+        ch = w.shape[0]
+        ws = (self.rng.random(ch) * 0.01 + 0.001).astype(np.float32)
+        self.inits.extend([init(name + "_w", w), init(name + "_ws", ws), init(name + "_wz", np.zeros(ch, np.int8))])
+        self.nodes.append(h.make_node("DequantizeLinear", [name + "_w", name + "_ws", name + "_wz"], [name + "_wd"], axis=0))
+        self.inits.extend([init(name + "_b", self.rng.integers(-3000, 3000, ch).astype(np.int32)),
+                           init(name + "_bs", (np.float32(sin) * ws).astype(np.float32)), init(name + "_bz", np.zeros(ch, np.int32))])
+        self.nodes.append(h.make_node("DequantizeLinear", [name + "_b", name + "_bs", name + "_bz"], [name + "_bd"], axis=0))
+        self.nodes.append(h.make_node("Conv", [xname, name + "_wd", name + "_bd"], [name], **attrs))
+        return self.q(name, out)
+
+
 def q8_sources(suite, path, env):
     """compile_sources' C of path with the int8 kernels forced under env
     (HARP_AMX, HARP_INT8_ISA), the compile checked in suite."""

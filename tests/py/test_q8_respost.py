@@ -33,9 +33,9 @@ import harp_test as ht  # noqa: E402
 ht.onnx_or_skip()
 import onnx  # noqa: F401
 import onnxruntime as ort  # noqa: E402
+import quant_models as qm  # noqa: E402
 from onnx import TensorProto as T  # noqa: E402
 from onnx import helper as h  # noqa: E402
-from onnx import numpy_helper as nh  # noqa: E402
 
 S = ht.Suite("q8_respost")
 ht.compiled_only()
@@ -43,43 +43,16 @@ os.environ.setdefault("HARP_CC_OPT", "1")  # what the kernels compute, not their
 Q8_FORCE = ["--knob", "int8=force"]
 
 
-def init(name, arr):
-    return nh.from_array(np.asarray(arr), name)
-
-
 def qdq_model(zx, zy, sc):
     """The model (the module's comment) with output scales sc (name -> scale;
     2.0 where missing); its path, feeds and each output's step."""
     rng = np.random.default_rng(11)
     sx = np.float32(0.02)
-    nodes, inits, outs, steps = [], [init("sx", sx), init("zx", np.uint8(zx)), init("zy", np.uint8(zy))], [], {}
+    cc = qm.ConvChain(rng, sx, zx, zy, sc)
+    nodes, inits, outs, steps, q, conv = cc.nodes, cc.inits, cc.outs, cc.steps, cc.q, cc.conv
 
     def weight(shape):
-        w = rng.integers(-128, 128, shape, dtype=np.int8)
-        w.reshape(shape[0], -1)[:, :5] = rng.choice(np.array([-128, 127], np.int8), (shape[0], 5))
-        return w
-
-    def q(v, out):
-        sy = np.float32(sc.get(v, 2.0))
-        inits.append(init(v + "_sy", sy))
-        nodes.append(h.make_node("QuantizeLinear", [v, v + "_sy", "zy"], [v + "_q"]))
-        nodes.append(h.make_node("DequantizeLinear", [v + "_q", v + "_sy", "zy"], [v + "_o"]))
-        if out:
-            outs.append(h.make_tensor_value_info(v + "_o", T.FLOAT, None))
-            steps[v + "_o"] = float(sy)
-        return v + "_o", sy
-
-    def conv(name, xin, w, out=False, **attrs):
-        xname, sin = xin
-        ws = (rng.random(w.shape[0]) * 0.01 + 0.001).astype(np.float32)
-        inits.extend([init(name + "_w", w), init(name + "_ws", ws), init(name + "_wz", np.zeros(w.shape[0], np.int8))])
-        nodes.append(h.make_node("DequantizeLinear", [name + "_w", name + "_ws", name + "_wz"], [name + "_wd"], axis=0))
-        ch = w.shape[0]
-        inits.extend([init(name + "_b", rng.integers(-3000, 3000, ch).astype(np.int32)),
-                      init(name + "_bs", (np.float32(sin) * ws).astype(np.float32)), init(name + "_bz", np.zeros(ch, np.int32))])
-        nodes.append(h.make_node("DequantizeLinear", [name + "_b", name + "_bs", name + "_bz"], [name + "_bd"], axis=0))
-        nodes.append(h.make_node("Conv", [xname, name + "_wd", name + "_bd"], [name], **attrs))
-        return q(name, out)
+        return qm.weight(rng, shape)
 
     x = (rng.standard_normal((2, 64, 17, 19)) * 3).astype(np.float32)
     x.flat[::4] = rng.choice(np.array([-1e3, 1e3], np.float32), x.flat[::4].shape)

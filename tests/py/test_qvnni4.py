@@ -44,7 +44,6 @@ import onnxruntime as ort  # noqa: E402
 import quant_models as qm  # noqa: E402
 from onnx import TensorProto as T  # noqa: E402
 from onnx import helper as h  # noqa: E402
-from quant_models import init  # noqa: E402
 
 if "amx_int8" not in open("/proc/cpuinfo").read():
     print("skip: this CPU has no AMX-INT8 (the in-place B tiles are not taken here)")
@@ -64,32 +63,11 @@ def qdq_model(zx, zy, sc):
     feeds, each output's step and the names of the convs' fp32 outputs."""
     rng = np.random.default_rng(4)
     sx = np.float32(0.02)
-    nodes, inits, outs, steps = [], [init("sx", sx), init("zx", np.uint8(zx)), init("zy", np.uint8(zy))], [], {}
+    cc = qm.ConvChain(rng, sx, zx, zy, sc)
+    nodes, inits, outs, steps, q, conv = cc.nodes, cc.inits, cc.outs, cc.steps, cc.q, cc.conv
 
     def weight(shape):
         return qm.weight(rng, shape)
-
-    def q(v, out):
-        sy = np.float32(sc.get(v, 2.0))
-        inits.append(init(v + "_sy", sy))
-        nodes.append(h.make_node("QuantizeLinear", [v, v + "_sy", "zy"], [v + "_q"]))
-        nodes.append(h.make_node("DequantizeLinear", [v + "_q", v + "_sy", "zy"], [v + "_o"]))
-        if out:
-            outs.append(h.make_tensor_value_info(v + "_o", T.FLOAT, None))
-            steps[v + "_o"] = float(sy)
-        return v + "_o", sy
-
-    def conv(name, xin, w, out=False, **attrs):
-        xname, sin = xin
-        ws = (rng.random(w.shape[0]) * 0.01 + 0.001).astype(np.float32)
-        inits.extend([init(name + "_w", w), init(name + "_ws", ws), init(name + "_wz", np.zeros(w.shape[0], np.int8))])
-        nodes.append(h.make_node("DequantizeLinear", [name + "_w", name + "_ws", name + "_wz"], [name + "_wd"], axis=0))
-        ch = w.shape[0]
-        inits.extend([init(name + "_b", rng.integers(-3000, 3000, ch).astype(np.int32)),
-                      init(name + "_bs", (np.float32(sin) * ws).astype(np.float32)), init(name + "_bz", np.zeros(ch, np.int32))])
-        nodes.append(h.make_node("DequantizeLinear", [name + "_b", name + "_bs", name + "_bz"], [name + "_bd"], axis=0))
-        nodes.append(h.make_node("Conv", [xname, name + "_wd", name + "_bd"], [name], **attrs))
-        return q(name, out)
 
     x = qm.act(rng, (2, 64, 23, 21), 3)
     nodes.append(h.make_node("QuantizeLinear", ["x", "sx", "zx"], ["x_q"]))
