@@ -195,6 +195,35 @@ class ConvChain:
         return self.q(name, out)
 
 
+    def save(self, name, x):
+        """The graph of input x (its feeds) and the outputs noted, saved as
+        opset 13: (path, feeds, each output's step)."""
+        gr = h.make_graph(self.nodes, name, [h.make_tensor_value_info("x", onnx.TensorProto.FLOAT, x.shape)], self.outs, self.inits)
+        m = h.make_model(gr, opset_imports=[h.make_opsetid("", 13)])
+        m.ir_version = 8
+        path = os.path.join(tempfile.mkdtemp(prefix=f"harp_py_{name}_"), "qdq.onnx")
+        onnx.save(m, path)
+        return path, {"x": x}, self.steps
+
+
+def calibrated(build, zx, zy, rounds, skip=("x",)):
+    """build(zx, zy, sc) (a ConvChain's model) with each requantized tensor's
+    scale sc[v] from onnxruntime's fp32 value of v (its spread over ~60
+    steps, so few saturate), refined `rounds` times (each scale moves the
+    ones after it); the tensors in skip keep theirs."""
+    sc = {}
+    for _ in range(rounds):
+        path, feeds, _ = build(zx, zy, sc)
+        m = onnx.load(path)
+        names = [n.input[0] for n in m.graph.node if n.op_type == "QuantizeLinear" and n.input[0] not in skip]
+        for n in names:
+            m.graph.output.append(h.make_tensor_value_info(n, onnx.TensorProto.FLOAT, None))
+        sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+        for n, v in zip(names, sess.run(names, feeds)):
+            sc[n] = max(float(np.std(v)), 1e-3) / 30
+    return build(zx, zy, sc)
+
+
 def q8_sources(suite, path, env):
     """compile_sources' C of path with the int8 kernels forced under env
     (HARP_AMX, HARP_INT8_ISA), the compile checked in suite."""

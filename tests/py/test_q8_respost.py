@@ -34,7 +34,6 @@ ht.onnx_or_skip()
 import onnx  # noqa: F401
 import onnxruntime as ort  # noqa: E402
 import quant_models as qm  # noqa: E402
-from onnx import TensorProto as T  # noqa: E402
 from onnx import helper as h  # noqa: E402
 
 S = ht.Suite("q8_respost")
@@ -64,28 +63,12 @@ def qdq_model(zx, zy, sc):
     nodes.append(h.make_node("Add", [b[0], d[0]], ["R"]))
     nodes.append(h.make_node("Relu", ["R"], ["Rr"]))
     conv("S", q("Rr", False), weight((64, 96, 1, 1)), out=True)
-    gr = h.make_graph(nodes, "q8_respost", [h.make_tensor_value_info("x", T.FLOAT, x.shape)], outs, inits)
-    m = h.make_model(gr, opset_imports=[h.make_opsetid("", 13)])
-    m.ir_version = 8
-    path = os.path.join(tempfile.mkdtemp(prefix="harp_py_q8_respost_"), "qdq.onnx")
-    onnx.save(m, path)
-    return path, {"x": x}, steps
+    return cc.save("q8_respost", x)
 
 
 def calibrated(zx, zy):
-    """qdq_model with each requantized tensor's scale from onnxruntime's fp32
-    value of it (its spread over ~60 steps), layer by layer."""
-    sc = {}
-    for _ in range(4):
-        path, feeds, _ = qdq_model(zx, zy, sc)
-        m = onnx.load(path)
-        names = [n.input[0] for n in m.graph.node if n.op_type == "QuantizeLinear" and n.input[0] != "x"]
-        for n in names:
-            m.graph.output.append(h.make_tensor_value_info(n, T.FLOAT, None))
-        sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
-        for n, v in zip(names, sess.run(names, feeds)):
-            sc[n] = max(float(np.std(v)), 1e-3) / 30
-    return qdq_model(zx, zy, sc)
+    """qdq_model, its scales calibrated (quant_models.calibrated)."""
+    return qm.calibrated(qdq_model, zx, zy, 4)
 
 
 RUNS = (("auto", {}), ("scalar", {"HARP_INT8_ISA": "scalar"}))

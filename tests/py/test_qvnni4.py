@@ -31,7 +31,6 @@ AMX-INT8 or without onnxruntime."""
 import os
 import re
 import sys
-import tempfile
 
 import numpy as np
 
@@ -40,9 +39,7 @@ import harp_test as ht  # noqa: E402
 
 ht.onnx_or_skip()
 import onnx  # noqa: F401
-import onnxruntime as ort  # noqa: E402
 import quant_models as qm  # noqa: E402
-from onnx import TensorProto as T  # noqa: E402
 from onnx import helper as h  # noqa: E402
 
 if "amx_int8" not in open("/proc/cpuinfo").read():
@@ -90,29 +87,12 @@ def qdq_model(zx, zy, sc):
     conv("J", i, weight((64, 70, 1, 1)), out=True)
     lo = conv("L", xd, weight((64, 64, 1, 1)))
     conv("M", lo, weight((32, 64, 3, 3)), out=True, **p3)
-    gr = h.make_graph(nodes, "qvnni4", [h.make_tensor_value_info("x", T.FLOAT, x.shape)], outs, inits)
-    m = h.make_model(gr, opset_imports=[h.make_opsetid("", 13)])
-    m.ir_version = 8
-    path = os.path.join(tempfile.mkdtemp(prefix="harp_py_qvnni4_"), "qdq.onnx")
-    onnx.save(m, path)
-    return path, {"x": x}, steps
+    return cc.save("qvnni4", x)
 
 
 def calibrated(zx, zy):
-    """qdq_model with each requantized tensor's scale set from onnxruntime's
-    fp32 value of it (its spread over ~60 steps, so few saturate), layer by
-    layer (each scale moves the ones after it)."""
-    sc = {}
-    for _ in range(5):
-        path, feeds, _ = qdq_model(zx, zy, sc)
-        m = onnx.load(path)
-        names = [n.input[0] for n in m.graph.node if n.op_type == "QuantizeLinear" and n.input[0] not in ("x", "P")]
-        for n in names:
-            m.graph.output.append(h.make_tensor_value_info(n, T.FLOAT, None))
-        sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
-        for n, v in zip(names, sess.run(names, feeds)):
-            sc[n] = max(float(np.std(v)), 1e-3) / 30
-    return qdq_model(zx, zy, sc)
+    """qdq_model, its scales calibrated (quant_models.calibrated)."""
+    return qm.calibrated(qdq_model, zx, zy, 5, skip=("x", "P"))
 
 
 # (zx, zy): the runs, (tag, env).  Each ISA runs once in CI (the int8 kernels'
