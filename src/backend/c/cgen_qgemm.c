@@ -3,7 +3,7 @@
  * the epilogue; an AVX2 variant (its tile in cgen_qgemm_avx2.c) and a
  * scalar one of the same layouts where the CPU lacks VNNI.
  * Needs: cgen_qgemm_int.h (cgen_qgemm_avx2.c's tile, cgen_qamx.c's AMX
- * variant).  Gives: cgen_qgemm, cgen_qgemm_spec_init.
+ * variant).  Gives: cgen_qgemm, cgen_qgemm_spec_init, cgen_qgemm_post_ok.
  *
  * Layout.  Both operands are seen as "rows x K" and packed into blocks of W
  * rows: block b holds K4 = ceil(K / 4) words per row, word [k4][r] = the 4
@@ -703,6 +703,16 @@ static harp_status check_conv(harp_error *e, const cgen_qgemm_spec *s) {
   return HARP_OK;
 }
 
+/* Whether s is a GEMM or a 1x1 stride-1 unpadded conv (B is x itself). */
+static bool qg_c11(const cgen_qgemm_spec *s) {
+  return s->conv.kh == 0 || (s->conv.kh == 1 && s->conv.kw == 1 && s->conv.sh == 1 && s->conv.sw == 1 && !s->conv.ph && !s->conv.pw);
+}
+
+/* Whether s may take a post hook: y row-major, no stride-1 conv but 1x1 (their grids have other columns). */
+bool cgen_qgemm_post_ok(const cgen_qgemm_spec *s) {
+  return !s->y_vnni4 && !(s->conv.kh > 0 && s->conv.sh == 1 && s->conv.sw == 1 && !qg_c11(s));
+}
+
 /* Checks spec s: sizes, dtypes, ranges. */
 static harp_status check_spec(harp_error *e, const cgen_qgemm_spec *s) {
   if (s->m < 1 || s->n < 1 || s->k < 1) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_qgemm: sizes must be >= 1");
@@ -719,12 +729,12 @@ static harp_status check_spec(harp_error *e, const cgen_qgemm_spec *s) {
     return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_qgemm: output zero point %d / clamp [%d, %d] out of range", (int)s->zy,
                    (int)s->lo, (int)s->hi);
   if (s->conv.kh > 0 && check_conv(e, s)) return e->code;
-  bool c11 = s->conv.kh == 0 || (s->conv.kh == 1 && s->conv.kw == 1 && s->conv.sh == 1 && s->conv.sw == 1 && !s->conv.ph && !s->conv.pw);
+  bool c11 = qg_c11(s);
   if (s->x_vnni4 && !(s->weight_a && s->x_dtype == TINY_U8 && s->k % 4 == 0 && c11))
     return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_qgemm: a VNNI-4 x needs the weight as A, u8, K %% 4 == 0, no conv but 1x1 stride 1");
   if (s->y_vnni4 && !(s->weight_a && s->y_dtype != TINY_FP32 && s->m % 4 == 0))
     return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_qgemm: a VNNI-4 y needs the weight as A, bytes out, M %% 4 == 0");
-  if (s->post && (s->y_vnni4 || (s->conv.kh > 0 && s->conv.sh == 1 && s->conv.sw == 1 && !c11)))
+  if (s->post && !cgen_qgemm_post_ok(s))
     return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_qgemm: a post hook needs y row-major, no stride-1 conv but 1x1");
   if (s->amx < 0 || s->amx > 2) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_qgemm: amx must be 0, 1 or 2");
   if (s->force_isa != -1 && s->force_isa != CGEN_ISA_SCALAR && s->force_isa != CGEN_ISA_AVX2 && s->force_isa != CGEN_ISA_AVX512)

@@ -65,5 +65,7 @@ typedef struct cgen_qgemm_spec {
 
 void cgen_qgemm_spec_init(cgen_qgemm_spec *s, int64_t m, int64_t n, int64_t k);
 harp_status cgen_qgemm(harp_error *e, const cgen_qgemm_spec *spec, const char *fn_name, ut_str *out);
+/* Whether spec may take a post hook (spec.post): y row-major, no stride-1 conv but 1x1. */
+bool cgen_qgemm_post_ok(const cgen_qgemm_spec *spec);
 
 #endif

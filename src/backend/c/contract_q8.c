@@ -518,9 +518,7 @@ static void q8_res_buf(const rc_ctx *c, int r, q8_job *j) {
  * a residual held as bytes; the scalar hook is slower than the pass). */
 static bool q8_fuse_post(const q8_job *j) {
   const cgen_qgemm_spec *q = &j->q;
-  bool c11 = q->conv.kh == 0 || (q->conv.kh == 1 && q->conv.kw == 1 && q->conv.sh == 1 && q->conv.sw == 1 && !q->conv.ph && !q->conv.pw);
-  bool grid = q->conv.kh > 0 && q->conv.sh == 1 && q->conv.sw == 1 && !c11;
-  if (!(j->held_out && j->rq.ok && j->rq.post >= 0 && !q->y_vnni4 && !grid && q->y_dtype == TINY_U8 && j->yrows == q->m &&
+  if (!(j->held_out && j->rq.ok && j->rq.post >= 0 && cgen_qgemm_post_ok(q) && q->y_dtype == TINY_U8 && j->yrows == q->m &&
         j->ylen == q->n))
     return false;
   ut_str probe;
