@@ -1,22 +1,26 @@
 #!/usr/bin/env python3
-"""int8_convs.py — an int8 QDQ CNN's time per conv kind, harp against OpenVINO (and another harp).
+"""int8_convs.py — an int8 QDQ (or fp32) CNN's time per conv kind, harp against OpenVINO (and another harp).
 
-    python3 bench/int8_convs.py [--model resnet50] [--harp build/harp] [--base OTHER_HARP]
+    python3 bench/int8_convs.py [--model resnet50] [--fp32] [--harp build/harp] [--base OTHER_HARP]
                                 [--rounds 3] [--repeat 20] [--ov-runs 200] [--no-ov]
 
-Needs: bench/int8.py's QDQ models (made there on first use, kept under --dir), harp binaries,
-       OpenVINO (optional: --no-ov).
+Needs: bench/int8.py's QDQ models and the fp32 models they were made from (made there on first
+       use, kept under --dir), harp binaries, OpenVINO (optional: --no-ov).
 Gives: a table per layer kind — stem, 1x1 stride 1 per output pixels N, 1x1 stride 2, 3x3 stride 1
        per N, 3x3 stride 2, the rest of harp's kernels by region (pool, FC, quantize, ...) — with
        harp's ms (per kernel the min over the rounds of its "alone" median from
-       `harp bench --profile --json`, summed per kind), OpenVINO's ms (per layer the min over
-       --ov-runs inferences of PERF_COUNT's real time, 2 threads, one stream) and each one's share
-       of its own total.  With --base, the other binary is profiled in alternation with --harp in
-       every round and gets its own column (a before / after of a change, sums per kind).
+       `harp bench --profile --json`, summed per kind; "in run" the same of its in-run median),
+       OpenVINO's ms (per layer the min over --ov-runs inferences of PERF_COUNT's real time,
+       2 threads, one stream) and each one's share of its own total.  With --base, the other
+       binary is profiled in alternation with --harp in every round and gets its own columns
+       (a before / after of a change, sums per kind).
+With --fp32 the model is the fp32 one (`<model>_fp32.onnx`) and OpenVINO runs with
+INFERENCE_PRECISION_HINT=f32 (its default on an AVX-512 BF16 CPU is bf16, not an fp32 peer).
 Each harp kernel is mapped to its conv by the `int8 GEMM M x N x K` header of its generated C
-(a kernel whose code is another's takes that one's): M = output channels, N = output pixels,
-K = input channels x kh x kw; convs of one shape are matched to the ONNX convs of that shape in
-graph order (a stage's stride-2 3x3 comes before its stride-1 ones in both orders).
+(fp32: `conv MxNxK` or `gemm MxNxK`; a kernel whose code is another's takes that one's):
+M = output channels, N = output pixels, K = input channels x kh x kw; convs of one shape are
+matched to the ONNX convs of that shape in graph order (a stage's stride-2 3x3 comes before its
+stride-1 ones in both orders).
 Under load read the shares and ratios of the same run, not the absolute ms.
 """
 import argparse
@@ -74,7 +78,7 @@ def harp_kinds(model_c, convs):
     for j, (i, k, r) in enumerate(idx):
         end = idx[j + 1][0] if j + 1 < len(idx) else len(lines)
         for ln in lines[i:end]:
-            g = re.search(r"int8 GEMM (\d+) x (\d+) x (\d+)", ln)
+            g = re.search(r"(?:int8 GEMM|: conv|: gemm) (\d+) ?x ?(\d+) ?x ?(\d+)", ln)
             if g:
                 shape[k] = tuple(int(v) for v in g.groups())
                 break
@@ -82,8 +86,9 @@ def harp_kinds(model_c, convs):
             if g:
                 same[k] = g.group(1)
                 break
-        h = lines[i + 1] if i + 1 < len(lines) else ""
-        hint[k] = "maxpool" if "max pool" in h else "avgpool" if "pool" in h else "quantize / map / reorder"
+        h = " ".join(lines[i:i + 3])  # its region's name, its first comment (after its plan's where it has one)
+        hint[k] = ("maxpool" if "max pool" in h or "max_pool" in h else "avgpool" if "pool" in h
+                   else "quantize / map / reorder")
     free = collections.defaultdict(list)
     for name, s, kind in convs:
         free[s].append(kind)
@@ -100,21 +105,24 @@ def harp_kinds(model_c, convs):
 
 
 def harp_profile(exe, qdq, repeat, cdir):
-    """(per-kernel alone ms, median ms) of one `harp bench --profile --json` run; dumps C into cdir."""
+    """(per-kernel (alone ms, in-run ms), median ms) of one `harp bench --profile --json` run; dumps C into cdir."""
     p = subprocess.run([exe, "bench", qdq, "--random-inputs", "--profile", "--json", "--repeat", str(repeat),
                         "--dump", "c", "--dump-dir", cdir], capture_output=True, text=True)
     if p.returncode:
         raise RuntimeError(p.stderr[-800:])
     d = json.loads(p.stdout[p.stdout.index("{"):])
-    return {k["kernel"]: k["median_ms"] for k in d["kernels"]}, d["median_ms"]
+    return {k["kernel"]: (k["median_ms"], k.get("in_run_ms", 0.0)) for k in d["kernels"]}, d["median_ms"]
 
 
-def ov_profile(path, runs):
-    """({(layer, type): [min µs, summed µs]}, min total ms) of OpenVINO at 2 threads, one stream, PERF_COUNT."""
+def ov_profile(path, runs, f32=False):
+    """({(layer, type): [min µs, summed µs]}, min total ms) of OpenVINO at 2 threads, one stream, PERF_COUNT;
+    f32: with INFERENCE_PRECISION_HINT=f32."""
     import numpy as np
     import openvino as ov
-    cm = ov.Core().compile_model(path, "CPU", {"INFERENCE_NUM_THREADS": "2", "NUM_STREAMS": "1",
-                                              "PERF_COUNT": "YES"})
+    cfg = {"INFERENCE_NUM_THREADS": "2", "NUM_STREAMS": "1", "PERF_COUNT": "YES"}
+    if f32:
+        cfg["INFERENCE_PRECISION_HINT"] = "f32"
+    cm = ov.Core().compile_model(path, "CPU", cfg)
     req = cm.create_infer_request()
     x = np.random.default_rng(2).standard_normal(tuple(cm.inputs[0].shape)).astype(np.float32)
     best, ts = {}, []
@@ -151,28 +159,32 @@ def ov_kinds(best, convs, col):
 
 
 def print_table(cols, ovmin, ovsum, quiet):
-    """The markdown table: per kind harp's (and base's) summed min ms and share, OpenVINO's summed
-    per-layer min ms and its share of the summed times, and with quiet = "H,O" (the whole-model quiet
-    ms of harp and OpenVINO) each share times that total, and their ratio."""
+    """The markdown table: per kind harp's (and base's) summed min ms "alone", its share, and the
+    summed min ms "in run" (caches as the kernels before it left them), OpenVINO's summed per-layer
+    min ms and its share of the summed times, and with quiet = "H,O" (the whole-model quiet ms of
+    harp and OpenVINO) each share times that total, and their ratio."""
     tot = {n: sum(v[1] for v in c.values()) or 1.0 for n, c in cols.items()}
+    totr = {n: sum(v[2] for v in c.values()) for n, c in cols.items()}
     osum = sum(ovsum.values()) or 1.0
     qh, qo = (float(v) for v in quiet.split(",")) if quiet else (0.0, 0.0)
     allk = sorted(set().union(*[set(c) for c in cols.values()], set(ovsum)),
-                  key=lambda k: -cols["harp"].get(k, [0, 0.0])[1])
-    hdr = "| kind | kernels | harp ms | harp % |" + (" base ms |" if "base" in cols else "") + \
+                  key=lambda k: -cols["harp"].get(k, [0, 0.0, 0.0])[1])
+    hdr = "| kind | kernels | harp ms | harp % | harp in run ms |" + \
+        (" base ms | base in run ms |" if "base" in cols else "") + \
         (" OpenVINO ms | OpenVINO % |" if ovsum else "") + \
         (" harp quiet ms (est.) | OpenVINO quiet ms (est.) | harp / OpenVINO |" if qh and ovsum else "")
     print(hdr)
     print("|" + "---|" * (hdr.count("|") - 1))
     for k in allk + ["all"]:
         if k == "all":
-            n, v = sum(c[0] for c in cols["harp"].values()), tot["harp"]
+            n, v, vr = sum(c[0] for c in cols["harp"].values()), tot["harp"], totr["harp"]
         else:
-            n, v = cols["harp"].get(k, [0, 0.0])
+            n, v, vr = cols["harp"].get(k, [0, 0.0, 0.0])
         hs = v / tot["harp"]
-        row = f"| {k} | {n} | {v:.3f} | {100 * hs:.1f} |"
+        row = f"| {k} | {n} | {v:.3f} | {100 * hs:.1f} | {vr:.3f} |"
         if "base" in cols:
-            row += f" {tot['base'] if k == 'all' else cols['base'].get(k, [0, 0.0])[1]:.3f} |"
+            b = (0, tot["base"], totr["base"]) if k == "all" else cols["base"].get(k, [0, 0.0, 0.0])
+            row += f" {b[1]:.3f} | {b[2]:.3f} |"
         if ovsum:
             os_ = 1.0 if k == "all" else ovsum.get(k, 0.0) / osum
             om = sum(ovmin.values()) if k == "all" else ovmin.get(k, 0.0)
@@ -192,10 +204,11 @@ def main():
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--ov-runs", type=int, default=200)
     ap.add_argument("--no-ov", action="store_true")
+    ap.add_argument("--fp32", action="store_true", help="the fp32 model, OpenVINO at f32")
     ap.add_argument("--quiet", default="", help="H,O: quiet whole-model ms of harp and OpenVINO, to scale the shares by")
     a = ap.parse_args()
-    qdq = os.path.join(a.dir, f"{a.model}_qdq.onnx")
-    if not os.path.exists(qdq):
+    qdq = os.path.join(a.dir, f"{a.model}_{'fp32' if a.fp32 else 'qdq'}.onnx")
+    if not os.path.exists(os.path.join(a.dir, f"{a.model}_qdq.onnx")):
         import int8
         int8.quantize(a.model, a.dir)
     convs = onnx_convs(qdq)
@@ -210,21 +223,23 @@ def main():
                 ks, med = harp_profile(exe, qdq, a.repeat, cdir)
                 meds[n].append(med)
                 kinds.setdefault(n, harp_kinds(os.path.join(cdir, "model.c"), convs))
-                for k, v in ks.items():
-                    best[n][k] = min(best[n].get(k, 1e9), v)
+                for k, (v, vr) in ks.items():
+                    b = best[n].setdefault(k, [1e9, 1e9])
+                    b[0], b[1] = min(b[0], v), min(b[1], vr)
             print(f"round {r + 1}: " + ", ".join(f"{n} median {meds[n][-1]:.2f} ms" for n in exes),
                   f"(load {os.getloadavg()[0]:.1f})", file=sys.stderr, flush=True)
     cols = {}
     for n in exes:
-        agg = collections.defaultdict(lambda: [0, 0.0])
-        for k, v in best[n].items():
+        agg = collections.defaultdict(lambda: [0, 0.0, 0.0])
+        for k, (v, vr) in best[n].items():
             kd = kinds[n].get(k, "other (?)")
             agg[kd][0] += 1
             agg[kd][1] += v
+            agg[kd][2] += vr
         cols[n] = agg
     ovmin, ovsum = {}, {}
     if not a.no_ov:
-        b, tot = ov_profile(qdq, a.ov_runs)
+        b, tot = ov_profile(qdq, a.ov_runs, a.fp32)
         ovmin, ovsum = ov_kinds(b, convs, 0), ov_kinds(b, convs, 1)
         print(f"OpenVINO: min total {tot:.3f} ms over {a.ov_runs} runs (load {os.getloadavg()[0]:.1f})",
               file=sys.stderr)
