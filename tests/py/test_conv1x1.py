@@ -109,6 +109,17 @@ case("stride 2 bias",
      "    y = conv2d(x, w, bias=b, stride=2)\n    return y\n}\n",
      {"x": x, "w": w, "b": b}, {"y": conv1x1(x[:, :, ::2, ::2], w) + b[None, :, None, None]},
      oc=96, hw=169, c=40, batch=1, kind="conv")
+# stride 2 with 256 input channels onto 14x14 (ResNet's downsamples, reduced
+# in channels out): the implicit GEMM, which gathers every other column once
+# into its dense panel, not the direct kernel, whose broadcasts would use half
+# of every input line (cg_dconv_plan); a residual and relu as in ResNet
+x, w, b, r = arr(1, 256, 28, 28, scale=0.5), arr(64, 256, 1, 1, scale=0.05), arr(64), arr(1, 64, 14, 14)
+case("stride 2, 256 in onto 14x14: implicit GEMM, bias residual relu",
+     "graph main(x: f32[1, 256, 28, 28], w: f32[64, 256, 1, 1], b: f32[64], r: f32[1, 64, 14, 14])"
+     " -> (y: f32[1, 64, 14, 14]) {\n"
+     "    y = relu(conv2d(x, w, bias=b, stride=2) + r)\n    return y\n}\n",
+     {"x": x, "w": w, "b": b, "r": r}, {"y": np.maximum(conv1x1(x[:, :, ::2, ::2], w) + b[None, :, None, None] + r, 0)},
+     oc=64, hw=196, c=256, batch=1, kind="conv", direct=False)
 # a weight another kernel reads too (its sum): model_init packs it for the
 # conv and keeps it as stored for the sum (only a weight read packed alone
 # is left out of m->consts)

@@ -395,7 +395,14 @@ static void test_choice(void **st) {
   s.stride[0] = s.stride[1] = 2;
   assert_true(cgen_conv_direct(&s, &why)); /* 3 taps, stride 2: windows still overlap */
   s.kh = s.kw = 1, s.pad[0] = s.pad[1] = s.pad[2] = s.pad[3] = 0;
-  assert_true(cgen_conv_direct(&s, &why)); /* 1x1 with 256 input channels: direct */
+  assert_true(cgen_conv_direct(&s, &why)); /* 1x1 stride 2 onto 7x7: the GEMM would pad 15 of 64 lanes */
+  s.h = s.w = 28;
+  assert_false(cgen_conv_direct(&s, &why)); /* 1x1 stride 2 onto 14x14, 256 in: the implicit GEMM's dense panel */
+  s.c = 1024, s.h = s.w = 56;
+  assert_false(cgen_conv_direct(&s, &why)); /* onto 28x28, 1024 in */
+  s.tune.bf16 = true;
+  assert_true(cgen_conv_direct(&s, &why)); /* bf16 on channel pairs: as before, the direct kernel */
+  s.tune.bf16 = false, s.c = 256, s.h = s.w = 14;
   s.stride[0] = s.stride[1] = 1;
   assert_true(cgen_conv_direct(&s, &why));
   s.c = 128;

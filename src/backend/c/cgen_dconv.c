@@ -311,9 +311,18 @@ bool cg_dconv_plan(const cgen_conv_spec *s, const char **why) {
      * on at every size (256->64 @56 0.25 -> 0.22, 1024->256 @14 0.25 ->
      * 0.22, the s2 downsamples 0.57 -> 0.49); with 64 input channels into
      * 256 @56 it loses (0.24 -> 0.29: per tile few channel steps to spread
-     * its transposes and 14-pixel stores over), at 128 it is even. */
+     * its transposes and 14-pixel stores over), at 128 it is even.  A
+     * strided 1x1 (a downsample) broadcasts every other input column, so
+     * each line it brings into L1 serves half as many FMAs, while the
+     * implicit GEMM gathers the columns once into its dense B panel: on the
+     * AVX-512 Xeon (bench/RESULTS.md, "fp27") the GEMM at the plan's tile
+     * ran ResNet-50's 256->512 @56/2 and 512->1024 @28/2 in 0.86x the
+     * direct kernel's time on 2 threads (even on one); with the pixels
+     * padded (@14/2: 49) the direct kernel stays (1024->2048: 0.6x the
+     * GEMM's).  bf16 on channel pairs, unmeasured: as it was. */
     int64_t P = d.OH * d.OW, padded = (P + 15) / 16 * 16;
-    if (s->kh == 1 && s->kw == 1 && s->groups == 1 && d.OCG % 16 == 0 && (padded * 10 > P * 11 || d.ICG >= 256))
+    bool unit = (s->stride[0] == 1 && s->stride[1] == 1) || cg_conv_bf16_asked(s);
+    if (s->kh == 1 && s->kw == 1 && s->groups == 1 && d.OCG % 16 == 0 && (padded * 10 > P * 11 || (unit && d.ICG >= 256)))
       return *why = padded * 10 > P * 11 ? "1x1 over few pixels (the GEMM's pixel vectors would be padded)"
                                          : "1x1 with 256 or more input channels", true;
     return *why = "windows do not overlap along a row (1x1): implicit GEMM", false;
