@@ -103,12 +103,13 @@ void cg_emit_splitk_run(cg_out *o, const cg_mm *p, int64_t ntask, const cg_split
 
 /* A conv's sizes read at run time (p->rt; cgen_gemm_rt.c): a size's C text
  * into b (cap 48): `rt` where p->rt, else the constant v as "<v>L"; the
- * task's place (batch, rows, columns) from this run's split; the store
- * context's C and epilogue tensors at batch (b0, b1); $P_run's sizes and
- * split, and its task count as C text into b. */
+ * task's place (batch, rows, columns) from this run's split; the offset
+ * of batch (b0, b1) of a tensor with batch strides s0, s1 (C's, a
+ * residual's: multiples of this run's pixels where p->rt) into b (cap 96);
+ * $P_run's sizes and split, and its task count as C text into ntask. */
 const char *cg_rt_size(char *b, const cg_mm *p, int64_t v, const char *rt);
 void cg_rt_task_range(cg_out *o, const cg_mm *p, const cg_tile *t);
-void cg_rt_tt_setup(cg_out *o, const cg_mm *p);
+const char *cg_rt_batch_off(char *b, const cg_mm *p, int64_t s0, int64_t s1);
 void cg_rt_run_sizes(cg_out *o, const cg_mm *p, const cg_tile *t, char *ntask, size_t cap);
 
 /* Does this variant multiply in bf16 (tune.bf16, AVX-512; cgen_bf16.c)?

@@ -8,7 +8,7 @@
  * them.  The upper corner's sizes (p->nb[0], p->N, p->cv_h, ...) size the
  * tiles and the scratch; M and K do not move.
  * Needs: cgen_gemm_int.h (cg_mm, cg_tile), cgen_int.h (cg_emit_rt_out_hw).
- * Gives: cg_rt_size, cg_rt_task_range, cg_rt_tt_setup, cg_rt_run_sizes. */
+ * Gives: cg_rt_size, cg_rt_task_range, cg_rt_batch_off, cg_rt_run_sizes. */
 #include <stdio.h>
 #include <string.h>
 
@@ -28,22 +28,11 @@ void cg_rt_task_range(cg_out *o, const cg_mm *p, const cg_tile *t) {
   cg_emit(o, "  long n0 = tn * cx->tn, n1 = n0 + cx->tn < cx->N ? n0 + cx->tn : cx->N;\n");
 }
 
-void cg_rt_tt_setup(cg_out *o, const cg_mm *p) {
-  /* C, a residual (laid out like C) per batch: channels times this run's pixels */
-  cg_emit(o, "  $F_tt tt;\n  memset(&tt, 0, sizeof tt);\n  tt.ldc = cx->N;\n");
-  cg_emit(o, "  tt.c = (char *)((%s *)cx->C + (b0 * %ldL + b1 * %ldL) * cx->N);\n", cg_ctype(p->cdt), (long)(p->c_sb[0] / p->N),
-          (long)(p->c_sb[1] / p->N));
-  for (int i = 0; i < p->n_epi; i++) {
-    const cgen_epi *ep = &p->epi[i];
-    const char *et = cg_ctype(ep->dtype);
-    if (ep->kind == CGEN_EPI_RESIDUAL)
-      cg_emit(o, "  tt.ep[%d] = (const %s *)cx->ep[%d] + (b0 * %ldL + b1 * %ldL) * cx->N;\n", i, et, i, (long)(ep->s_b0 / p->N),
-              (long)(ep->s_b1 / p->N));
-    else if (ep->kind == CGEN_EPI_BIAS_M)
-      cg_emit(o, "  tt.ep[%d] = (const %s *)cx->ep[%d] + b1 * %ldL;\n", i, et, i, (long)p->bias_sb1);
-    else if (ep->kind == CGEN_EPI_BIAS_N)
-      cg_emit(o, "  tt.ep[%d] = cx->ep[%d];\n", i, i);
-  }
+const char *cg_rt_batch_off(char *b, const cg_mm *p, int64_t s0, int64_t s1) {
+  if (p->rt) /* channels times this run's pixels (C, and a residual laid out like it) */
+    snprintf(b, 96, "(b0 * %ldL + b1 * %ldL) * cx->N", (long)(s0 / p->N), (long)(s1 / p->N));
+  else snprintf(b, 96, "b0 * %ldL + b1 * %ldL", (long)s0, (long)s1);
+  return b;
 }
 
 void cg_rt_run_sizes(cg_out *o, const cg_mm *p, const cg_tile *t, char *ntask, size_t cap) {

@@ -281,19 +281,15 @@ static void emit_call(cg_out *o, int mr, int nv) {
 
 /* The store context of batch (b0, b1): C and the epilogue tensors there. */
 void cg_mm_tt_setup(cg_out *o, const cg_mm *p) {
-  if (p->rt) {
-    cg_rt_tt_setup(o, p);
-    return;
-  }
+  char off[96];
   cg_emit(o, "  $F_tt tt;\n  memset(&tt, 0, sizeof tt);\n");
-  cg_emit(o, "  tt.c = (char *)((%s *)cx->C + b0 * %ldL + b1 * %ldL);\n", cg_ctype(p->cdt), (long)p->c_sb[0],
-          (long)p->c_sb[1]);
+  if (p->rt) cg_emit(o, "  tt.ldc = cx->N;\n"); /* C's row stride: this run's pixels */
+  cg_emit(o, "  tt.c = (char *)((%s *)cx->C + %s);\n", cg_ctype(p->cdt), cg_rt_batch_off(off, p, p->c_sb[0], p->c_sb[1]));
   for (int i = 0; i < p->n_epi; i++) {
     const cgen_epi *ep = &p->epi[i];
     const char *et = cg_ctype(ep->dtype);
     if (ep->kind == CGEN_EPI_RESIDUAL)
-      cg_emit(o, "  tt.ep[%d] = (const %s *)cx->ep[%d] + b0 * %ldL + b1 * %ldL;\n", i, et, i, (long)ep->s_b0,
-              (long)ep->s_b1);
+      cg_emit(o, "  tt.ep[%d] = (const %s *)cx->ep[%d] + %s;\n", i, et, i, cg_rt_batch_off(off, p, ep->s_b0, ep->s_b1));
     else if (ep->kind == CGEN_EPI_BIAS_M)
       cg_emit(o, "  tt.ep[%d] = (const %s *)cx->ep[%d] + b1 * %ldL;\n", i, et, i, (long)p->bias_sb1);
     else if (ep->kind == CGEN_EPI_BIAS_N)
