@@ -225,9 +225,10 @@ typedef struct cgen_conv_spec {
                                        is in 1..n / h / w, which are then the upper
                                        corner's (blocking, tiles, scratch): the depthwise
                                        kernel (every variant), else the direct kernel on a
-                                       zero-padded copy of the input, the AVX-512 variant
-                                       alone, fp32 multiplication, not Winograd; else
-                                       refused (cgen_conv_rt_ok) */
+                                       zero-padded copy of the input in the AVX-512 variant,
+                                       the implicit GEMM in the others (cgen_gemm_rt.c),
+                                       fp32 multiplication, not Winograd; else refused
+                                       (cgen_conv_rt_ok) */
   int64_t wino_min_px;              /* with sizes at run time: 0, or a binding with at least this many
                                        output pixels an image runs Winograd (F(4x4) or F(2x2) as
                                        cgen_conv_wino_tile's rule says at that binding), fewer the

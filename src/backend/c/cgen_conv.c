@@ -165,6 +165,7 @@ harp_status cgen_conv(harp_error *e, const cgen_conv_spec *s, const char *fn, ut
   p.cv_sh = s->stride[0], p.cv_sw = s->stride[1], p.cv_pt = s->pad[0], p.cv_pl = s->pad[1];
   p.cv_dh = s->dil[0], p.cv_dw = s->dil[1], p.cv_ow = ow;
   p.cs = s;
+  p.rt = s->n_expr || s->h_expr || s->w_expr; /* the variants beside the AVX-512 direct kernel's (cgen_gemm_rt.c) */
   p.wino = conv_wino(s);
   p.direct = cgen_conv_direct(s, &why);
   return cg_mm_gen(e, &p, fn, out);

@@ -332,7 +332,8 @@ bool cg_dconv_plan(const cgen_conv_spec *s, const char **why) {
 
 bool cg_dconv_rt_ok(const cgen_conv_spec *s, const char **why) {
   dc d;
-  if (cg_isa_set(&s->tune) != 1u << CGEN_ISA_AVX512) return *why = "only the AVX-512 variant reads them", false;
+  /* the AVX-512 variant reads them in the direct kernel (cgen_dconv_rt.c), the others in the implicit GEMM
+   * (cgen_gemm_rt.c): a portable object serves the box too */
   if (s->tune.conv_algo != CGEN_CONV_AUTO && s->tune.conv_algo != CGEN_CONV_DIRECT)
     return *why = "the implicit GEMM or Winograd asked for", false;
   if (cg_conv_bf16_asked(s)) return *why = "bf16 multiplication", false;

@@ -133,10 +133,11 @@ harp_status cg_mm_gen(harp_error *e, const cg_mm *p, const char *fn, ut_str *out
           tiny_dtype_name(p->bdt), tiny_dtype_name(p->cdt));
   cg_emit_scalar_conv(&o);
   cg_emit(&o, "typedef struct { const void *A, *B, *X; void *C; const void *const *ep; hprt_scratch sc; float *Ap; long K, kc, lda, nkb%s; } "
-             "$F_ctx;\n", p->m_expr ? ", M, tm, sm, ppg, sn, tn, pr" : p->b0_expr ? ", nb0, tm, sm, tn, sn" : "");
+             "$F_ctx;\n", p->m_expr ? ", M, tm, sm, ppg, sn, tn, pr" : p->b0_expr ? ", nb0, tm, sm, tn, sn"
+                                 : p->rt ? ", nb0, h, w, oh, ow, N, tn, sn" : "");
   /* pd: the AMX kernels' pending tile (cgen_amx.c's $P_pend) */
   cg_emit(&o, "typedef struct { char *c; const void *ep[%d]; float *ws; long wm0, wn0;%s } $F_tt;\n", CGEN_MAX_EPI,
-          amx_applies(p, set) ? " void *pd;" : "");
+          amx_applies(p, set) ? " void *pd;" : p->rt ? " long ldc;" : "");
   const char *pxwhy;
   for (int i = 0; i < CGEN_ISA_COUNT; i++) {
     if (!(set >> i & 1u)) continue;

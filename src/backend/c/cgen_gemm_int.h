@@ -36,6 +36,14 @@ typedef struct cg_mm {
    * nb[0] is then the upper corner's), the tasks' split per run (ctx nb0,
    * tm, sm, tn, sn from a table of cg_mm_resolve_tile's splits) */
   const char *b0_expr;
+  /* a ShapeSet object's implicit-GEMM conv (cs->n_expr / h_expr / w_expr;
+   * the AVX-512 variant is the direct kernel's run-time one): the other
+   * variants read the batch, the input plane and so N, the pixels, at run
+   * time into the context (nb0, h, w, oh, ow, N, and the split along N, tn
+   * and sn), C's row stride into the store context (tt.ldc); nb[0], N and
+   * cv_h, cv_w, cv_ow are the upper corner's, which size the tiles and the
+   * scratch (cgen_gemm_rt.c) */
+  bool rt;
   /* split-K's view of a conv (cg_splitk_view): the slices' fp32 partials as
    * C, no epilogue; full is the contraction their sum ends in */
   const struct cg_mm *full;
@@ -92,6 +100,17 @@ void cg_splitk_view(const cg_mm *p, cg_mm *q);
  * sum in its $P_run. */
 cg_splitk cg_splitk_grid(const cg_mm *p, int64_t off);
 void cg_emit_splitk_run(cg_out *o, const cg_mm *p, int64_t ntask, const cg_splitk *k);
+
+/* A conv's sizes read at run time (p->rt; cgen_gemm_rt.c): a size's C text
+ * into b (cap 48): `rt` where p->rt, else the constant v as "<v>L"; the
+ * task's place (batch, rows, columns) from this run's split; the offset
+ * of batch (b0, b1) of a tensor with batch strides s0, s1 (C's, a
+ * residual's: multiples of this run's pixels where p->rt) into b (cap 96);
+ * $P_run's sizes and split, and its task count as C text into ntask. */
+const char *cg_rt_size(char *b, const cg_mm *p, int64_t v, const char *rt);
+void cg_rt_task_range(cg_out *o, const cg_mm *p, const cg_tile *t);
+const char *cg_rt_batch_off(char *b, const cg_mm *p, int64_t s0, int64_t s1);
+void cg_rt_run_sizes(cg_out *o, const cg_mm *p, const cg_tile *t, char *ntask, size_t cap);
 
 /* Does this variant multiply in bf16 (tune.bf16, AVX-512; cgen_bf16.c)?
  * And are its fp32 panels rewritten as pairs after packing (a GEMM; a

@@ -130,14 +130,18 @@ void cg_emit_pack_b_gemm(cg_out *o, const cg_mm *p, const cg_tile *t) {
   }
   cg_emit(o, "static $T void $P_packB(const $F_ctx *cx, long b0, long b1, long k0, long kc, long n0, long nc,"
              " float *restrict Bp) {\n");
-  cg_emit(o, "  const %s *B = (const %s *)cx->B + b0 * %ldL + b1 * %ldL;\n", bt, bt, (long)p->b_sb[0], (long)p->b_sb[1]);
+  /* a 1x1 conv's rows with its sizes read at run time: strides of this run's pixels */
+  char sb0[48], sb1[48], sk[48], r0[48], r1[48];
+  snprintf(r0, sizeof r0, "%ldL * cx->N", (long)(p->b_sb[0] / p->N)), snprintf(r1, sizeof r1, "%ldL * cx->N", (long)(p->b_sb[1] / p->N));
+  cg_rt_size(sb0, p, p->b_sb[0], r0), cg_rt_size(sb1, p, p->b_sb[1], r1), cg_rt_size(sk, p, p->b_sk, "cx->N");
+  cg_emit(o, "  const %s *B = (const %s *)cx->B + b0 * %s + b1 * %s;\n", bt, bt, sb0, sb1);
   cg_emit(o, "  for (long jr = 0; jr < nc; jr += %d) {\n", t->nr);
   cg_emit(o, "    int nr = nc - jr < %d ? (int)(nc - jr) : %d;\n    float *restrict d = Bp + jr * kc;\n", t->nr, t->nr);
   if (p->b_sn == 1) {
-    cg_emit(o, "    const %s *s = B + k0 * %ldL + n0 + jr;\n", bt, (long)p->b_sk);
-    cg_emit(o, "    if (nr == %d) {\n      for (long k = 0; k < kc; k++, s += %ldL) {\n", t->nr, (long)p->b_sk);
+    cg_emit(o, "    const %s *s = B + k0 * %s + n0 + jr;\n", bt, sk);
+    cg_emit(o, "    if (nr == %d) {\n      for (long k = 0; k < kc; k++, s += %s) {\n", t->nr, sk);
     for (int v = 0; v < t->nv; v++) cg_emit(o, "        $P_st(d + k * %d + %d, $P_ld%s(s + %d));\n", t->nr, v * w, sx, v * w);
-    cg_emit(o, "      }\n    } else {\n      for (long k = 0; k < kc; k++, s += %ldL) {\n", (long)p->b_sk);
+    cg_emit(o, "      }\n    } else {\n      for (long k = 0; k < kc; k++, s += %s) {\n", sk);
     for (int v = 0; v < t->nv; v++)
       cg_emit(o, "        $P_st(d + k * %d + %d, $P_ldn%s(s + %d, nr - %d));\n", t->nr, v * w, sx, v * w, v * w);
     cg_emit(o, "      }\n    }\n");
@@ -226,25 +230,31 @@ void cg_emit_pack_b_conv(cg_out *o, const cg_mm *p, const cg_tile *t) {
   const char *xt = cg_ctype(p->bdt);
   int w = o->isa->w;
   int64_t hw = p->cv_h * p->cv_w;
+  /* sizes read at run time (p->rt; never the AVX-512 variant, the direct kernel's): this run's plane */
+  char hwx[48], owx[48], wx[48], r0[48], r1[48], hi[48], wi[48];
+  snprintf(r0, sizeof r0, "%ldL * cx->h * cx->w", (long)p->cv_c), snprintf(r1, sizeof r1, "%ldL * cx->h * cx->w", (long)p->cv_icg);
+  cg_rt_size(hwx, p, hw, "cx->h * cx->w"), cg_rt_size(owx, p, p->cv_ow, "cx->ow"), cg_rt_size(wx, p, p->cv_w, "cx->w");
+  if (p->rt) snprintf(hi, sizeof hi, "(int)cx->h"), snprintf(wi, sizeof wi, "(int)cx->w");
+  else snprintf(hi, sizeof hi, "%d", (int)p->cv_h), snprintf(wi, sizeof wi, "%d", (int)p->cv_w);
   cg_emit(o, "static $T void $P_packB(const $F_ctx *cx, long b0, long b1, long k0, long kc, long n0, long nc,"
              " float *restrict Bp) {\n");
-  cg_emit(o, "  const %s *x = (const %s *)cx->B + b0 * %ldL + b1 * %ldL;\n", xt, xt, (long)(p->cv_c * hw),
-          (long)(p->cv_icg * hw));
+  char sb0[48], sb1[48];
+  cg_emit(o, "  const %s *x = (const %s *)cx->B + b0 * %s + b1 * %s;\n", xt, xt, cg_rt_size(sb0, p, p->cv_c * hw, r0),
+          cg_rt_size(sb1, p, p->cv_icg * hw, r1));
   cg_emit(o, "  int ih0[%d] __attribute__((aligned(64))), iw0[%d] __attribute__((aligned(64))),"
              " base[%d] __attribute__((aligned(64)));\n", t->nr, t->nr, t->nr);
   cg_emit(o, "  for (long jr = 0; jr < nc; jr += %d) {\n", t->nr);
   cg_emit(o, "    int nr = nc - jr < %d ? (int)(nc - jr) : %d;\n    float *restrict d = Bp + jr * kc;\n", t->nr, t->nr);
   cg_emit(o, "    for (int j = 0; j < %d; j++) {\n      long q = n0 + jr + j;\n", t->nr);
-  cg_emit(o, "      if (j < nr) { ih0[j] = (int)(q / %ldL * %ldL - %ldL); iw0[j] = (int)(q %% %ldL * %ldL - %ldL);"
-             " base[j] = ih0[j] * %ldL + iw0[j]; }\n", (long)p->cv_ow, (long)p->cv_sh, (long)p->cv_pt, (long)p->cv_ow,
-          (long)p->cv_sw, (long)p->cv_pl, (long)p->cv_w);
+  cg_emit(o, "      if (j < nr) { ih0[j] = (int)(q / %s * %ldL - %ldL); iw0[j] = (int)(q %% %s * %ldL - %ldL);"
+             " base[j] = ih0[j] * %s + iw0[j]; }\n", owx, (long)p->cv_sh, (long)p->cv_pt, owx, (long)p->cv_sw, (long)p->cv_pl, wx);
   cg_emit(o, "      else { ih0[j] = -(1 << 28); iw0[j] = 0; base[j] = 0; }\n    }\n");
   int64_t khw = p->cv_kh * p->cv_kw;
   cg_emit(o, "    long ic = k0 / %ldL, kr = k0 %% %ldL, kh = kr / %ldL, kw = kr %% %ldL;\n", (long)khw, (long)khw,
           (long)p->cv_kw, (long)p->cv_kw);
   cg_emit(o, "    for (long k = 0; k < kc; k++) {\n");
-  cg_emit(o, "      int dh = (int)(kh * %ldL), dw = (int)(kw * %ldL), off = (int)(ic * %ldL) + dh * %d + dw;\n",
-          (long)p->cv_dh, (long)p->cv_dw, (long)hw, (int)p->cv_w);
+  cg_emit(o, "      int dh = (int)(kh * %ldL), dw = (int)(kw * %ldL), off = (int)(ic * %s) + dh * %s + dw;\n",
+          (long)p->cv_dh, (long)p->cv_dw, hwx, wi);
   if (o->isa->id == CGEN_ISA_AVX512 && p->bdt == TINY_FP32) {
     for (int v = 0; v < t->nv; v++) {
       cg_emit(o, "      { __m512i vh = _mm512_add_epi32(_mm512_load_si512(ih0 + %d), _mm512_set1_epi32(dh));\n", v * w);
@@ -262,9 +272,9 @@ void cg_emit_pack_b_conv(cg_out *o, const cg_mm *p, const cg_tile *t) {
       cg_emit(o, "        __m256i vw = _mm256_add_epi32(_mm256_load_si256((const __m256i *)(iw0 + %d)), _mm256_set1_epi32(dw));\n",
               v * w);
       cg_emit(o, "        __m256i mk = _mm256_and_si256(_mm256_and_si256(_mm256_cmpgt_epi32(vh, _mm256_set1_epi32(-1)),"
-                 " _mm256_cmpgt_epi32(_mm256_set1_epi32(%d), vh)),\n"
+                 " _mm256_cmpgt_epi32(_mm256_set1_epi32(%s), vh)),\n"
                  "          _mm256_and_si256(_mm256_cmpgt_epi32(vw, _mm256_set1_epi32(-1)),"
-                 " _mm256_cmpgt_epi32(_mm256_set1_epi32(%d), vw)));\n", (int)p->cv_h, (int)p->cv_w);
+                 " _mm256_cmpgt_epi32(_mm256_set1_epi32(%s), vw)));\n", hi, wi);
       cg_emit(o, "        __m256i ix = _mm256_add_epi32(_mm256_load_si256((const __m256i *)(base + %d)), _mm256_set1_epi32(off));\n",
               v * w);
       cg_emit(o, "        _mm256_storeu_ps(d + k * %d + %d, _mm256_mask_i32gather_ps(_mm256_setzero_ps(), x, ix,"
@@ -275,8 +285,10 @@ void cg_emit_pack_b_conv(cg_out *o, const cg_mm *p, const cg_tile *t) {
     cg_scalar_ld(o, ld, sizeof ld, p->bdt, "x", "base[j] + off");
     cg_emit(o, "      for (int j = 0; j < %d; j++) {\n", t->nr);
     cg_emit(o, "        unsigned ih = (unsigned)(ih0[j] + dh), iw = (unsigned)(iw0[j] + dw);\n");
-    cg_emit(o, "        d[k * %d + j] = ih < %uu && iw < %uu ? %s : 0.0f;\n      }\n", t->nr, (unsigned)p->cv_h,
-            (unsigned)p->cv_w, ld);
+    char hu[48], wu[48];
+    if (p->rt) snprintf(hu, sizeof hu, "(unsigned)cx->h"), snprintf(wu, sizeof wu, "(unsigned)cx->w");
+    else snprintf(hu, sizeof hu, "%uu", (unsigned)p->cv_h), snprintf(wu, sizeof wu, "%uu", (unsigned)p->cv_w);
+    cg_emit(o, "        d[k * %d + j] = ih < %s && iw < %s ? %s : 0.0f;\n      }\n", t->nr, hu, wu, ld);
   }
   cg_emit(o, "      if (++kw == %ldL) { kw = 0; if (++kh == %ldL) { kh = 0; ++ic; } }\n    }\n  }\n}\n", (long)p->cv_kw,
           (long)p->cv_kh);

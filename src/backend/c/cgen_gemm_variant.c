@@ -3,7 +3,8 @@
  * store with its epilogue, the micro-kernel, the task and $P_run.
  * Needs: cgen_int.h (templating, vector layer, runtime), cgen_gemm_int.h
  * (cg_mm, cg_tile), the packers (cgen_gemm_pack.c), the bf16 and AMX
- * kernels (cgen_bf16.c, cgen_amx.c), split-K's sum (cgen_splitk.c).
+ * kernels (cgen_bf16.c, cgen_amx.c), split-K's sum (cgen_splitk.c), a
+ * conv's sizes read at run time (cgen_gemm_rt.c).
  * Gives: cg_mm_resolve_tile, cg_mm_emit_variant, cg_mm_emit_row(_as),
  * cg_emit_kernel_rows, cg_mm_tt_setup.
  *
@@ -156,11 +157,12 @@ void cg_mm_emit_row(cg_out *o, const cg_mm *p, const cg_tile *t, int nv) { cg_mm
 
 void cg_mm_emit_row_as(cg_out *o, const cg_mm *p, const cg_tile *t, int nv, const char *name) {
   int w = o->isa->w;
-  char buf[256];
+  char buf[256], ldc[48];
+  cg_rt_size(ldc, p, p->c_sm, "tt->ldc"); /* C's row stride: this run's pixels where p->rt */
   cg_emit(o, "$I void $P_%s%d(const $F_tt *tt, long m, long n, int nr, int first, int last", name, nv);
   for (int j = 0; j < nv; j++) cg_emit(o, ", $P_v x%d", j);
   cg_emit(o, ") {\n  (void)first; (void)last;\n");
-  if (t->direct && t->multi) cg_emit(o, "  float *cp = (float *)tt->c + m * %ldL + n;\n", (long)p->c_sm);
+  if (t->direct && t->multi) cg_emit(o, "  float *cp = (float *)tt->c + m * %s + n;\n", ldc);
   if (t->ws) cg_emit(o, "  float *wp = tt->ws + (m - tt->wm0) * %ldL + (n - tt->wn0);\n", (long)t->ncp);
   for (int j = 0; j < nv; j++) {
     cg_emit(o, "  {\n    int nj = nr - %d;\n    $P_v x = x%d;\n", j * w, j);
@@ -186,8 +188,9 @@ void cg_mm_emit_row_as(cg_out *o, const cg_mm *p, const cg_tile *t, int nv, cons
           break;
         case CGEN_EPI_RESIDUAL:
           if (ep->s_n == 1) {
-            cg_emit(o, "      { const %s *rp = (const %s *)tt->ep[%d] + m * %ldL + n + %d;\n", et, et, i, (long)ep->s_m,
-                    j * w);
+            char lr[48];
+            cg_emit(o, "      { const %s *rp = (const %s *)tt->ep[%d] + m * %s + n + %d;\n", et, et, i,
+                    cg_rt_size(lr, p, ep->s_m, "tt->ldc"), j * w);
             cg_emit(o, "        x = x %s (nj >= %d ? $P_ld%s(rp) : $P_ldn%s(rp, nj)); }\n", op, w, sx, sx);
           } else {
             char pname[32], idx[96];
@@ -204,7 +207,7 @@ void cg_mm_emit_row_as(cg_out *o, const cg_mm *p, const cg_tile *t, int nv, cons
     }
     const char *ct = cg_ctype(p->cdt), *cs = cg_vsuffix(p->cdt);
     if (p->c_sn == 1) {
-      cg_emit(o, "      %s *cq = (%s *)tt->c + m * %ldL + n + %d;\n", ct, ct, (long)p->c_sm, j * w);
+      cg_emit(o, "      %s *cq = (%s *)tt->c + m * %s + n + %d;\n", ct, ct, ldc, j * w);
       cg_emit(o, "      if (nj >= %d) $P_st%s(cq, x); else $P_stn%s(cq, x, nj);\n", w, cs, cs);
     } else {
       cg_scalar_cvt(o, buf, sizeof buf, p->cdt, "tq[q]");
@@ -232,11 +235,12 @@ static void emit_kernel(cg_out *o, const cg_mm *p, const cg_tile *t, int mr, int
              "    long m, long n, int nr, int first, int last) {\n", mr, nv);
   for (int i = 0; i < mr; i++)
     for (int j = 0; j < nv; j++) cg_emit(o, "  $P_v c%d_%d = $P_zero();\n", i, j);
+  char ldc[48];
+  cg_rt_size(ldc, p, p->c_sm, "tt->ldc");
   if (t->direct && o->isa->id != CGEN_ISA_SCALAR)
     for (int i = 0; i < mr; i++)
       for (int l = 0; l < (nv * w * 4 + 63) / 64; l++)
-        cg_emit(o, "  __builtin_prefetch((const float *)tt->c + (m + %d) * %ldL + n + %d, 1);\n", i, (long)p->c_sm,
-                l * 16);
+        cg_emit(o, "  __builtin_prefetch((const float *)tt->c + (m + %d) * %s + n + %d, 1);\n", i, ldc, l * 16);
   cg_emit(o, "#pragma GCC unroll %d\n  for (long k = 0; k < kc; k++) {\n", p->tune.unroll_k > 0 ? p->tune.unroll_k : 4);
   if (t->pf > 0)
     for (int l = 0; l < (nv * w * 4 + 63) / 64; l++)
@@ -277,15 +281,15 @@ static void emit_call(cg_out *o, int mr, int nv) {
 
 /* The store context of batch (b0, b1): C and the epilogue tensors there. */
 void cg_mm_tt_setup(cg_out *o, const cg_mm *p) {
+  char off[96];
   cg_emit(o, "  $F_tt tt;\n  memset(&tt, 0, sizeof tt);\n");
-  cg_emit(o, "  tt.c = (char *)((%s *)cx->C + b0 * %ldL + b1 * %ldL);\n", cg_ctype(p->cdt), (long)p->c_sb[0],
-          (long)p->c_sb[1]);
+  if (p->rt) cg_emit(o, "  tt.ldc = cx->N;\n"); /* C's row stride: this run's pixels */
+  cg_emit(o, "  tt.c = (char *)((%s *)cx->C + %s);\n", cg_ctype(p->cdt), cg_rt_batch_off(off, p, p->c_sb[0], p->c_sb[1]));
   for (int i = 0; i < p->n_epi; i++) {
     const cgen_epi *ep = &p->epi[i];
     const char *et = cg_ctype(ep->dtype);
     if (ep->kind == CGEN_EPI_RESIDUAL)
-      cg_emit(o, "  tt.ep[%d] = (const %s *)cx->ep[%d] + b0 * %ldL + b1 * %ldL;\n", i, et, i, (long)ep->s_b0,
-              (long)ep->s_b1);
+      cg_emit(o, "  tt.ep[%d] = (const %s *)cx->ep[%d] + %s;\n", i, et, i, cg_rt_batch_off(off, p, ep->s_b0, ep->s_b1));
     else if (ep->kind == CGEN_EPI_BIAS_M)
       cg_emit(o, "  tt.ep[%d] = (const %s *)cx->ep[%d] + b1 * %ldL;\n", i, et, i, (long)p->bias_sb1);
     else if (ep->kind == CGEN_EPI_BIAS_N)
@@ -297,7 +301,9 @@ void cg_mm_tt_setup(cg_out *o, const cg_mm *p) {
  * from `task`, with M or the batches read at run time where p says so, and
  * a split-K slice s first where p->full. */
 static void emit_task_range(cg_out *o, const cg_mm *p, const cg_tile *t) {
-  if (p->m_expr) { /* batch 1; the rows and their split of this run */
+  if (p->rt) {
+    cg_rt_task_range(o, p, t);
+  } else if (p->m_expr) { /* batch 1; the rows and their split of this run */
     cg_emit(o, "  long tn = task %% cx->sn, tm = task / cx->sn, b0 = 0, b1 = 0;\n");
     cg_emit(o, "  long m0 = tm * cx->tm, m1 = m0 + cx->tm < cx->M ? m0 + cx->tm : cx->M;\n");
     cg_emit(o, "  long n0 = tn * cx->tn, n1 = n0 + cx->tn < %ldL ? n0 + cx->tn : %ldL;\n", (long)p->N, (long)p->N);
@@ -387,7 +393,15 @@ static void emit_task(cg_out *o, const cg_mm *p, const cg_tile *t) {
     if (pass == 1 && mt == 0 && !p->m_expr) break;
     if (p->m_expr) cg_emit(o, pass + 1 < t->mr ? "          case %d: {\n" : "          default: {\n", mrv);
     else if (mt) cg_emit(o, pass == 0 ? "          if (mr == %d) {\n" : "          else {\n", t->mr);
-    if (nvt != t->nv) {
+    if (p->rt && t->nv > 1) { /* this run's column tail: any of 1..nv vectors */
+      cg_emit(o, "            switch ((nr + %d) / %d) {\n", w - 1, w);
+      for (int v = 1; v <= t->nv; v++) {
+        cg_emit(o, v < t->nv ? "            case %d: " : "            default: ", v);
+        emit_call(o, mrv, v);
+        cg_emit(o, " break;\n");
+      }
+      cg_emit(o, "            }\n");
+    } else if (nvt != t->nv) {
       cg_emit(o, "            if (nr > %d) ", nvt * w);
       emit_call(o, mrv, t->nv);
       cg_emit(o, "\n            else ");
@@ -506,9 +520,9 @@ static int64_t emit_b_packer(cg_out *o, const cg_mm *p, const cg_tile *t) {
    * vector pass), so that the packer takes the fp32 row runs or gathers:
    * with a scalar load and conversion per element, fp16 1x1 s2 256->512
    * 56->28 took 1.75 ms, now 1.21 (fp32 0.96) */
-  int64_t xn = p->conv && (p->bdt != TINY_FP32 || p->pairs) && o->isa->id != CGEN_ISA_SCALAR
+  int64_t xn = p->conv && (p->bdt != TINY_FP32 || p->pairs) && o->isa->id != CGEN_ISA_SCALAR && !p->rt
                    ? p->nb[0] * p->cv_c * p->cv_h * p->cv_w
-                   : 0; /* pairs: the interleaved input's words */
+                   : 0; /* pairs: the interleaved input's words; sizes at run time: the packer converts */
   cg_mm pf = *p;
   if (xn) pf.bdt = TINY_FP32;
   /* a 1x1 window with stride 1 and no padding reads x[c][p] for pixel p:
@@ -548,15 +562,16 @@ void cg_mm_emit_variant(cg_out *o, const cg_mm *p, const cg_tile *t) {
   int mt = (int)(p->M % t->mr), nrt = (int)(p->N % t->nr);
   int nvt = nrt ? (nrt + w - 1) / w : t->nv;
   cg_mm_emit_row(o, p, t, t->nv);
-  if (nvt != t->nv) cg_mm_emit_row(o, p, t, nvt);
+  for (int v = t->nv - 1; p->rt && v >= 1; v--) cg_mm_emit_row(o, p, t, v); /* every column tail */
+  if (nvt != t->nv && !p->rt) cg_mm_emit_row(o, p, t, nvt);
   if (cg_mm_use_bfcv(p, o)) cg_emit_bf16_cvt(o);
   if (o->amx) cg_emit_amx_pend(o);
   int mrs[2] = {t->mr, mt}, nvs[2] = {t->nv, nvt};
   for (int a = 0; a < (p->m_expr ? t->mr : 2); a++) { /* M at run time: every row tail */
     if (a == 1 && mt == 0 && !p->m_expr) break;
-    for (int b = 0; b < 2; b++) {
-      if (b == 1 && nvt == t->nv) break;
-      emit_kernel(o, p, t, p->m_expr ? t->mr - a : mrs[a], nvs[b]);
+    for (int b = 0; b < (p->rt ? t->nv : 2); b++) { /* N at run time: every column tail */
+      if (b == 1 && nvt == t->nv && !p->rt) break;
+      emit_kernel(o, p, t, p->m_expr ? t->mr - a : mrs[a], p->rt ? t->nv - b : nvs[b]);
     }
   }
   if (o->amx && cg_amx_a_direct(p)) {
@@ -593,6 +608,8 @@ void cg_mm_emit_variant(cg_out *o, const cg_mm *p, const cg_tile *t) {
   cg_emit(o, "static $T int $P_run(hprt_pool *pool, const void *A, const void *B, void *C, const void *const *ep) {\n");
   cg_emit(o, "  $F_ctx cx;\n  cx.A = A; cx.B = B; cx.C = C; cx.ep = ep;\n");
   emit_depth(o, p, t);
+  char rtask[96] = "";
+  if (p->rt) cg_rt_run_sizes(o, p, t, rtask, sizeof rtask);
   if (p->m_expr) emit_rows_split(o, p, t);
   if (p->b0_expr) emit_batch_split(o, p, t);
   cg_emit(o, "  if (hprt_scratch_get(pool, %ldUL, %ldUL, &cx.sc)) return -1;\n", (long)used, (long)per_thread);
@@ -613,7 +630,8 @@ void cg_mm_emit_variant(cg_out *o, const cg_mm *p, const cg_tile *t) {
       cg_emit(o, "  hprt_pool_run(pool, (int)(cx.nb0 * %ldL), $P_packA_task, &cx);\n", npack / t->nba[0]);
     else cg_emit(o, "  hprt_pool_run(pool, %ld, $P_packA_task, &cx);\n", npack);
   }
-  if (p->m_expr) cg_emit(o, "  hprt_pool_run(pool, (int)(cx.sm * cx.sn), $P_task, &cx);\n");
+  if (p->rt) cg_emit(o, "  hprt_pool_run(pool, %s, $P_task, &cx);\n", rtask);
+  else if (p->m_expr) cg_emit(o, "  hprt_pool_run(pool, (int)(cx.sm * cx.sn), $P_task, &cx);\n");
   else if (p->b0_expr) cg_emit(o, "  hprt_pool_run(pool, (int)(cx.nb0 * %ldL * cx.sm * cx.sn), $P_task, &cx);\n", (long)p->nb[1]);
   else if (p->full) cg_emit_splitk_run(o, p->full, ntask, &sk);
   else cg_emit(o, "  hprt_pool_run(pool, %ld, $P_task, &cx);\n", ntask);

@@ -223,6 +223,9 @@ typedef struct cg_rt_window {
   const int64_t *stride, *pad, *dil;
 } cg_rt_window;
 void cg_emit_rt_window(cg_out *o, const cg_rt_window *k, const char *hp);
+/* Its first part alone (cgen_pool.c): `long n`, cx.h and cx.w read and
+ * checked, cx.oh and cx.ow (the implicit-GEMM conv's, cgen_gemm_rt.c). */
+void cg_emit_rt_out_hw(cg_out *o, const cg_rt_window *k);
 /* A block's tap (kh, kw) of the phase-split plane xp: cg_emit_tap_row opens
  * "{ const float *r = " the row of padded row oh * sh + rh, padded column
  * ow + cw (its phase cw % sw); cg_tap_off the offset from r of the block's

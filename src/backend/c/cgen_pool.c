@@ -1,7 +1,7 @@
 /* cgen_pool.c — 2-D max / sum (average) pooling, NCHW, every ISA.
  * Needs: cgen_int.h.  Gives: cgen_pool, cgen_pool_spec_init, cgen_pool_out_hw,
  * and the padded plane's row copy the depthwise conv shares (cg_emit_plane_row,
- * cg_emit_dei2).
+ * cg_emit_dei2), the run-time window's sizes (cg_emit_rt_window, cg_emit_rt_out_hw).
  *
  * The depthwise conv kernel's layout (cgen_dwconv.c) without weights: each
  * task is one (image, channel) plane, copied, converted to fp32 and padded
@@ -479,7 +479,7 @@ static void emit_copy_rt(cg_out *o, const cgen_pool_spec *s, const char *fv, boo
   cg_emit(o, "      for (long i = hi; i < wq; i++) d[i] = %s;\n    }\n  }\n", fv);
 }
 
-void cg_emit_rt_window(cg_out *o, const cg_rt_window *k, const char *hp) {
+void cg_emit_rt_out_hw(cg_out *o, const cg_rt_window *k) {
   char nx[24], hx[24], wx[24];
   snprintf(nx, sizeof nx, "%ldL", (long)k->n), snprintf(hx, sizeof hx, "%ldL", (long)k->h), snprintf(wx, sizeof wx, "%ldL", (long)k->w);
   cg_emit(o, "  long n = %s;\n  cx.h = %s; cx.w = %s;\n", k->n_expr ? k->n_expr : nx, k->h_expr ? k->h_expr : hx,
@@ -489,6 +489,10 @@ void cg_emit_rt_window(cg_out *o, const cg_rt_window *k, const char *hp) {
   cg_emit(o, "  long eh = cx.h + %ldL, ew = cx.w + %ldL;\n  if (eh < 0 || ew < 0) return -1;\n",
           (long)(k->pad[0] + k->pad[2] - k->dil[0] * (k->kh - 1) - 1), (long)(k->pad[1] + k->pad[3] - k->dil[1] * (k->kw - 1) - 1));
   cg_emit(o, "  cx.oh = eh / %ldL + 1; cx.ow = ew / %ldL + 1;\n", (long)k->stride[0], (long)k->stride[1]);
+}
+
+void cg_emit_rt_window(cg_out *o, const cg_rt_window *k, const char *hp) {
+  cg_emit_rt_out_hw(o, k);
   cg_emit(o, "  cx.hp = %s;\n", hp);
   cg_emit(o, "  cx.wq = ((cx.ow + %d) / %d * %d + %ldL + 15) / 16 * 16;\n  cx.rs = %ldL * cx.wq;\n", o->isa->w - 1, o->isa->w,
           o->isa->w, (long)((k->kw - 1) * k->dil[1] / k->stride[1]), (long)k->stride[1]);
