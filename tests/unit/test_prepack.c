@@ -175,7 +175,11 @@ static void params_packed_once(const char *conv_algo) {
   assert_int_equal(count(init, "_wpack(m->pool, (const void *)((const unsigned char *)params + "), NPACKED);
   assert_int_equal(count(init, "_wpack(m->pool, (void *)(m->consts + "), 0);
   assert_int_equal(count(init, "if (nbytes) memcpy(m->consts, params, nbytes);"), 0);
-  assert_int_equal(count(init, "aligned_alloc(64, total + 64)"), 1);
+  /* the packed block, the arena and the weights through hprt_alloc (2 MiB
+   * pages where large: test_hprt_pool's test_alloc_huge_pages) */
+  assert_int_equal(count(init, "(m->packed = hprt_alloc(total + 64, NULL))"), 1);
+  assert_int_equal(count(init, "m->arena = hprt_alloc("), 1);
+  assert_int_equal(count(init, "m->consts = hprt_alloc("), 1);
   assert_int_equal(count(src, "_wpack("), 2 * NPACKED); /* defined once, called once (in init) */
   assert_int_equal(count(src, "m->wp["), 3 * NPACKED);  /* set and packed in init, passed by run_kernel */
   __builtin_cpu_init();

@@ -242,8 +242,8 @@ static void emit_init_free(ut_str *out, const char *P, const rc_ctx *c, const rc
                 "  if (nbytes != %zuu || (nbytes && !params)) return NULL;\n"
                 "  %s_t *m = calloc(1, sizeof *m);\n"
                 "  if (!m) return NULL;\n"
-                "  m->arena = aligned_alloc(64, %zuu);%s\n"
-                "  m->consts = aligned_alloc(64, %zuu);\n"
+                "  m->arena = hprt_alloc(%zuu, NULL);%s\n"
+                "  m->consts = hprt_alloc(%zuu, NULL);\n"
                 "  if (!m->arena || !m->consts) { %s_free(m); return NULL; }\n",
                 P, P, P, P, f->const_bytes, P, gen ? 64 : (f->required_memory + 63) / 64 * 64 + 64,
                 gen ? " /* a ShapeSet object's: grown per binding (P_grow_) */" : "", (f->const_bytes + 63) / 64 * 64 + 64, P);
@@ -260,7 +260,7 @@ static void emit_init_free(ut_str *out, const char *P, const rc_ctx *c, const rc
       int k = first[j] / RC_MAX_PACKED, i = first[j] % RC_MAX_PACKED;
       ut_str_printf(out, "  at[%d] = total;\n  total += ((size_t)%s_k%d_wbytes%.0d() + 63) / 64 * 64;\n", j, P, k, i);
     }
-    ut_str_printf(out, "  if (!(m->packed = aligned_alloc(64, total + 64))) { %s_free(m); return NULL; }\n", P);
+    ut_str_printf(out, "  if (!(m->packed = hprt_alloc(total + 64, NULL))) { %s_free(m); return NULL; }\n", P);
     for (int j = 0; j < npk; j++) {
       int k = first[j] / RC_MAX_PACKED, i = first[j] % RC_MAX_PACKED;
       ut_str_printf(out, "  m->wp[%d] = m->packed + at[%d]; /* kernel %d: %s */\n  if (%s_k%d_wpack%.0d(m->pool, ", j, j, k,

@@ -129,7 +129,7 @@ void rc_emit_arena_at(const rc_ctx *c, const char *P, ut_str *out) {
                 "  if (!same) {\n    m->lay_end = %s_layout_(m->off);\n"
                 "    for (int i = 0; i < %d; i++) m->lay_sym[i] = hp_sym_[i];\n    m->lay_set = 1;\n  }\n"
                 "  size_t need = m->lay_end;\n  if (need <= m->arena_cap) return 0;\n"
-                "  unsigned char *a = aligned_alloc(64, (need + 63) / 64 * 64 + 64);\n  if (!a) return 1;\n"
+                "  unsigned char *a = hprt_alloc((need + 63) / 64 * 64 + 64, NULL);\n  if (!a) return 1;\n"
                 "  free(m->arena);\n  m->arena = a, m->arena_cap = need;\n  return 0;\n}\n\n"
                 "/* the arena's bytes at the binding syms[0..%s_num_syms()) */\n"
                 "size_t %s_required_memory_syms(const long long *syms) {\n  long keep[%d];\n  size_t off[%d];\n"
