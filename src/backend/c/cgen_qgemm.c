@@ -34,7 +34,11 @@
  * padding across: qg_dims.ci): B's blocks read from x itself, masked
  * where a pixel is off the image (emit_inplace), the output's own columns;
  * other stride-1 convs: read in place from a padded copy over a
- * padded-width grid of columns (emit_pad); other strides: built per call ($F_col, the
+ * padded-width grid of columns (emit_pad); strided convs whose output rows
+ * are as wide as the image's phase planes (qg_dims.ps: OW = ceil(W / sw),
+ * every phase read, e.g. 3x3/2 pad 1): the image split per call into sh sw
+ * phase planes per channel ($F_phs, emit_phase) and B's blocks read from
+ * them masked as from x (emit_inplace), no im2col; other strides: built per call ($F_col, the
  * padding za) into scratch and packed from there as a [K][N] matrix; or,
  * with few input channels (a stem: qg_dims.pg), each B block's rows
  * gathered from the padded image (emit_gather), no im2col.
