@@ -4,7 +4,7 @@ process, interleaved: ResNet-50's stride-1 3x3 convs (56x56x64, 28x28x128, 14x14
 strided 3x3/2 ones (128 @ 56 -> 28, 256 @ 28 -> 14, 512 @ 14 -> 7), each as its AMX-INT8 variant and its
 VNNI one.
 
-    python3 bench/qgemm_ab.py BASE/qgemm_gen BRANCH/qgemm_gen [--rounds 5] [--repeat 100] [--only c56,s56]
+    python3 bench/qgemm_ab.py BASE/qgemm_gen BRANCH/qgemm_gen [--rounds 5] [--repeat 100] [--only c56,s56] [--threads 2]
 
 Needs: two qgemm_gen binaries (`make -C bench BUILD=... $BUILD/qgemm_gen`, or cc bench/qgemm_gen.c
        against each build's libharp.a), a C compiler, numpy; AMX-INT8 for the amx columns.
@@ -61,6 +61,7 @@ def main():
     ap.add_argument("branch")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--repeat", type=int, default=100)
+    ap.add_argument("--threads", type=int, default=THREADS, help=f"the pools' threads (default {THREADS})")
     ap.add_argument("--only", default="", help="comma-separated conv names (c56 c28 c14 c7 s56 s28 s14); default all")
     a = ap.parse_args()
     only = [n for n in a.only.split(",") if n]
@@ -69,7 +70,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix="harp-qgemm-ab-")
     convs = [c for c in CONVS if not only or c[0] in only]
     libs = {"base": build(a.base, tmp, "base", convs), "branch": build(a.branch, tmp, "branch", convs)}
-    pools = {t: P(lib.hprt_pool_create(THREADS)) for t, lib in libs.items()}
+    pools = {t: P(lib.hprt_pool_create(a.threads)) for t, lib in libs.items()}
     rng, keep = np.random.default_rng(0), []
     print("load average at the start:", " ".join(f"{v:.1f}" for v in os.getloadavg()))
     for conv in convs:
