@@ -116,11 +116,10 @@ qg_dims cg_qg_dims(const cgen_qgemm_spec *s) {
     long sh = (long)s->conv.sh, sw = (long)s->conv.sw;
     d.Hs = ((long)s->conv.h + sh - 1) / sh, d.Ws = ((long)s->conv.w + sw - 1) / sw;
     long ow = ((long)s->conv.w + 2 * (long)s->conv.pw - (long)s->conv.dw * ((long)s->conv.kw - 1) - 1) / sw + 1;
-    unsigned long used = 0; /* the phases (py, px) some tap reads */
-    for (long ky = 0; ky < (long)s->conv.kh; ky++)
-      for (long kx = 0; kx < (long)s->conv.kw; kx++)
-        used |= 1UL << (qg_mod(ky * (long)s->conv.dh - (long)s->conv.ph, sh) * sw + qg_mod(kx * (long)s->conv.dw - (long)s->conv.pw, sw));
-    d.ps = ow == d.Ws && used == (1UL << (sh * sw)) - 1;
+    unsigned uy = 0, ux = 0; /* the plane rows py and columns px some tap reads: every (py, px) where all are */
+    for (long ky = 0; ky < (long)s->conv.kh && ky < sh; ky++) uy |= 1u << qg_mod(ky * (long)s->conv.dh - (long)s->conv.ph, sh);
+    for (long kx = 0; kx < (long)s->conv.kw && kx < sw; kx++) ux |= 1u << qg_mod(kx * (long)s->conv.dw - (long)s->conv.pw, sw);
+    d.ps = ow == d.Ws && uy == (1u << sh) - 1 && ux == (1u << sw) - 1;
   }
   d.MB = (d.M + QG_MR - 1) / QG_MR, d.NB = (d.NT + QG_NR - 1) / QG_NR;
   d.wrows = s->weight_a ? d.M : d.N;
