@@ -7,7 +7,8 @@
  * (NCHW conv form) and as B, K-major and channel-major weights, operands at
  * their extremes with K past 4096, nothing written past the output and
  * nothing read past the activation (a guard page after it);
- * convolutions (im2col per call: padding reads the zero point, strides,
+ * convolutions (im2col per call, B read in place or from phase planes:
+ * padding reads the zero point, strides,
  * dilations, 1x1) against a direct conv; the scalar, AVX2 and VNNI variants
  * (each where the CPU has it; AVX2 also built with -mavx2 -mfma alone and
  * checked free of AVX-512 code), threads, -O3; bad specs.
@@ -101,6 +102,12 @@ static const ccase CCASES[] = {
     {7, 4, 9, 13, 5, 5, 1, 1, 2, 2, 1, 1, U8, I8, 255, -3, -128, 127},    /* 5x5 pad 2, za 255 */
     {6, 3, 8, 11, 3, 3, 1, 1, 0, 2, 2, 2, U8, U8, 128, 0, 0, 255},        /* dilation 2, pad 0 x 2: OH = 4 */
     {32, 64, 9, 66, 3, 3, 1, 1, 1, 1, 1, 1, U8, U8, 100, 1, 0, 255},      /* rows of 66: whole blocks in place, K4 144 */
+    /* strided, OW = ceil(W / sw), every phase read (qg_dims.ps): B's rows from the phase planes, masked
+       (and above: the 3x3/2 s8 at 11x10, the 3x3/2 at 15x13, the 2x2/2 at rows of 150) */
+    {20, 24, 9, 31, 3, 3, 2, 1, 1, 1, 1, 1, U8, U8, 50, 2, 0, 255},       /* stride 2 x 1: row phases only (sw 1: the plain split) */
+    {12, 10, 10, 17, 3, 3, 3, 3, 1, 1, 1, 1, I8, U8, -60, 4, 0, 255},     /* 3x3/3: 9 planes of 4 x 6, the last row and column short */
+    {40, 64, 31, 35, 3, 3, 2, 2, 1, 1, 1, 1, U8, U8, 255, 0, 0, 255},     /* 3x3/2, 64 channels, 16 x 18: 5 blocks, za 255 */
+    {9, 6, 13, 261, 5, 5, 2, 2, 2, 2, 1, 1, U8, I8, 1, -5, -128, 127},    /* 5x5/2 pad 2, rows of 261: split 128 at a time, odd tail */
 };
 #define NCCASE ((int)(sizeof CCASES / sizeof CCASES[0]))
 
@@ -425,6 +432,30 @@ static void test_cases_o3(void **st) {
   check_all("-O3", slow_rows() || !has_vnni() ? 1 : 2, 2);
 }
 
+/* Which strided convs read B from phase planes ($F_phs, no im2col $F_col):
+ * the 3x3/2 pad 1 and the 3x3/3 of CCASES do; a 1x1/2 (one phase read) and
+ * a 3x3/2 unpadded (OW = 4 < ceil(10 / 2)) keep the im2col; the AVX-512
+ * variant splits a stride-2 row with its own $P_phs. */
+static void test_phase_planes(void **st) {
+  (void)st;
+  static const ccase g[] = {{8, 16, 11, 10, 3, 3, 2, 2, 1, 1, 1, 1, I8, I8, -128, 1, -128, 127},
+                            {12, 10, 10, 17, 3, 3, 3, 3, 1, 1, 1, 1, I8, U8, -60, 4, 0, 255},
+                            {12, 16, 9, 11, 1, 1, 2, 2, 0, 0, 1, 1, U8, U8, 3, 0, 0, 255},
+                            {8, 16, 11, 10, 3, 3, 2, 2, 0, 0, 1, 1, U8, U8, 3, 0, 0, 255}};
+  for (int i = 0; i < 4; i++) {
+    cgen_qgemm_spec s;
+    make_cspec(&g[i], -1, &s);
+    ut_str src;
+    ut_str_init(&src);
+    harp_error e = {0};
+    assert_int_equal(cgen_qgemm(&e, &s, "f", &src), HARP_OK);
+    assert_int_equal(strstr(src.buf, "f_phs(") != NULL, i < 2);
+    assert_int_equal(strstr(src.buf, "f_col(") != NULL, i >= 2);
+    assert_int_equal(strstr(src.buf, "f_avx512_phs(") != NULL, i == 0);
+    ut_str_free(&src);
+  }
+}
+
 /* One bad call (spec s, name fn): the status, a message, nothing emitted;
  * then s back to a good 4 x 4 x 4 spec. */
 static void bad_fn(cgen_qgemm_spec *s, const char *fn, harp_status want) {
@@ -490,6 +521,7 @@ int main(void) {
       cmocka_unit_test(test_cases),
       cmocka_unit_test(test_cases_o3),
       cmocka_unit_test(test_cases_amx),
+      cmocka_unit_test(test_phase_planes),
       cmocka_unit_test(test_cases_avx2),
   };
   if (getenv("HARP_QGEMM_ONLY")) cmocka_set_test_filter(getenv("HARP_QGEMM_ONLY")); /* one test, e.g. test_cases_avx2 */

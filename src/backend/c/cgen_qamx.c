@@ -182,9 +182,9 @@ static void emit_run(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d) {
   long K4p = k4p_of(d), MP = panels_of(d);
   bool conv = s->conv.kh > 0 && !d->ci; /* an image built per call */
   long img = (long)s->conv.c * d->Hp * d->Wp;
-  long col = d->cd ? (img + d->Wp + 64 + 63) / 64 * 64 : conv ? (d->K * d->N + 63) / 64 * 64 : 0;
+  long col = cg_qg_col_bytes(s, d);
   long xp = s->weight_a ? 0 : MP * QX_R * K4p * 4, bb = s->weight_a ? K4p * QG_NR * 4 : 0;
-  long nrow = d->cd ? (long)s->conv.c : d->K;
+  long nrow = d->cd || d->pg || d->ps ? (long)s->conv.c : d->K;
   if (!s->weight_a) emit_apack(o, s, d);
   emit_task(o, s, d);
   cg_emit(o, "static int $P_run(hprt_pool *pool, const void *wp, const void *x, void *y%s) {\n  $F_ctx cx;\n", cg_qg_post_params(s));

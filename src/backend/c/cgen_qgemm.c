@@ -34,7 +34,11 @@
  * padding across: qg_dims.ci): B's blocks read from x itself, masked
  * where a pixel is off the image (emit_inplace), the output's own columns;
  * other stride-1 convs: read in place from a padded copy over a
- * padded-width grid of columns (emit_pad); other strides: built per call ($F_col, the
+ * padded-width grid of columns (emit_pad); strided convs whose output rows
+ * are as wide as the image's phase planes (qg_dims.ps: OW = ceil(W / sw),
+ * every phase read, e.g. 3x3/2 pad 1): the image split per call into sh sw
+ * phase planes per channel ($F_phs, emit_phase) and B's blocks read from
+ * them masked as from x (emit_inplace), no im2col; other strides: built per call ($F_col, the
  * padding za) into scratch and packed from there as a [K][N] matrix; or,
  * with few input channels (a stem: qg_dims.pg), each B block's rows
  * gathered from the padded image (emit_gather), no im2col.
@@ -62,6 +66,9 @@
 /* The bytes a gather reads past the padded image (a row's 64 columns at
  * stride sw <= 4, not stored) */
 #define QG_PG_SLACK 320L
+/* The largest stride whose convs may be split into phase planes (qg_dims.ps):
+ * sh sw planes per channel */
+#define QG_PS_S 4
 
 /* The attribute of o's variant's functions: VNNI, AVX2 or none. */
 static const char *qg_attr(const cg_out *o) {
@@ -88,6 +95,9 @@ void cg_qg_emit_post(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, cons
           QG_NR, d->N, QG_NR, QG_NR, d->N);
 }
 
+/* a mod m in [0, m) (m > 0). */
+static long qg_mod(long a, long m) { return (a % m + m) % m; }
+
 /* The sizes of spec s's emitted functions (cgen_qgemm_int.h). */
 qg_dims cg_qg_dims(const cgen_qgemm_spec *s) {
   qg_dims d;
@@ -101,6 +111,16 @@ qg_dims cg_qg_dims(const cgen_qgemm_spec *s) {
   /* the padded image (and its slack) fits where the AMX variant keeps an im2col (cgen_qamx.c: K N bytes) */
   d.pg = s->conv.kh > 0 && !s1 && s->conv.c <= QG_PG_C && s->conv.sw <= 4 && s->weight_a &&
          (long)s->conv.c * d.Hp * d.Wp + QG_PG_SLACK <= d.K * d.N;
+  d.ps = false, d.Hs = d.Ws = 0;
+  if (s->conv.kh > 0 && !s1 && !d.pg && s->weight_a && s->conv.sh <= QG_PS_S && s->conv.sw <= QG_PS_S) {
+    long sh = (long)s->conv.sh, sw = (long)s->conv.sw;
+    d.Hs = ((long)s->conv.h + sh - 1) / sh, d.Ws = ((long)s->conv.w + sw - 1) / sw;
+    long ow = ((long)s->conv.w + 2 * (long)s->conv.pw - (long)s->conv.dw * ((long)s->conv.kw - 1) - 1) / sw + 1;
+    unsigned uy = 0, ux = 0; /* the plane rows py and columns px some tap reads: every (py, px) where all are */
+    for (long ky = 0; ky < (long)s->conv.kh && ky < sh; ky++) uy |= 1u << qg_mod(ky * (long)s->conv.dh - (long)s->conv.ph, sh);
+    for (long kx = 0; kx < (long)s->conv.kw && kx < sw; kx++) ux |= 1u << qg_mod(kx * (long)s->conv.dw - (long)s->conv.pw, sw);
+    d.ps = ow == d.Ws && uy == (1u << sh) - 1 && ux == (1u << sw) - 1;
+  }
   d.MB = (d.M + QG_MR - 1) / QG_MR, d.NB = (d.NT + QG_NR - 1) / QG_NR;
   d.wrows = s->weight_a ? d.M : d.N;
   d.wblk = s->weight_a ? QG_MR : QG_NR;
@@ -174,6 +194,35 @@ static void emit_pad(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d) {
   cg_emit(o, "  memset(d, (uint8_t)%d, %ldUL);\n", (int)s->za, plane);
   cg_emit(o, "  for (long y = 0; y < %ldL; y++) memcpy(d + (y + %ldL) * %ldL + %ldL, x + (c * %ldL + y) * %ldL, %ldUL);\n}\n", H,
           (long)s->conv.ph, d->Wp, (long)s->conv.pw, H, W, W);
+}
+
+/* A strided conv split into phase planes (d->ps): $F_phs(x, col, c) (vec:
+ * $P_phs, AVX-512, sw = 2) writes channel c of x as sh sw planes of Hs x
+ * Ws bytes, plane (py, px) holding the pixels (i sh + py, j sw + px); a
+ * plane's rows and columns past the image are left unwritten (never read:
+ * emit_inplace masks them off).  vec: each image row's even and odd bytes
+ * 128 at a time (masked loads and stores, the low and high byte of each
+ * 16-bit word packed, the lanes' qwords put in order). */
+static void emit_phase(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, bool vec) {
+  long H = (long)s->conv.h, W = (long)s->conv.w, sh = (long)s->conv.sh, sw = (long)s->conv.sw, pl = d->Hs * d->Ws;
+  cg_emit(o, "static %s void $%s_phs(const uint8_t *x, uint8_t *col, long c) {\n", vec ? QG_ATTR : "", vec ? "P" : "F");
+  if (vec)
+    cg_emit(o, "  const __m512i lo = _mm512_set1_epi16(255), pm = _mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7);\n");
+  cg_emit(o, "  for (long iy = 0; iy < %ldL; iy++) {\n    const uint8_t *r = x + (c * %ldL + iy) * %ldL;\n", H, H, W);
+  cg_emit(o, "    uint8_t *d = col + c * %ldL + iy %% %ldL * %ldL + iy / %ldL * %ldL;\n", sh * sw * pl, sh, sw * pl, sh, d->Ws);
+  if (!vec) {
+    cg_emit(o, "    for (long px = 0; px < %ldL; px++, d += %ldL)\n", sw, pl);
+    cg_emit(o, "      for (long j = 0; px + j * %ldL < %ldL; j++) d[j] = r[px + j * %ldL];\n  }\n}\n", sw, W, sw);
+    return;
+  }
+  cg_emit(o, "    for (long j = 0; j < %ldL; j += 128) {\n      long nb = %ldL - j, ne = (nb + 1) / 2, no = nb / 2;\n", W, W);
+  cg_emit(o, "      __mmask64 ma = nb >= 64 ? ~0ULL : (1ULL << nb) - 1, mb = nb >= 128 ? ~0ULL : nb > 64 ? (1ULL << (nb - 64)) - 1 : 0;\n");
+  cg_emit(o, "      __m512i a = _mm512_maskz_loadu_epi8(ma, (const void *)(r + j));\n");
+  cg_emit(o, "      __m512i b = _mm512_maskz_loadu_epi8(mb, (const void *)((uintptr_t)r + (uintptr_t)(j + 64)));\n");
+  cg_emit(o, "      __m512i ev = _mm512_permutexvar_epi64(pm, _mm512_packus_epi16(_mm512_and_si512(a, lo), _mm512_and_si512(b, lo)));\n");
+  cg_emit(o, "      __m512i od = _mm512_permutexvar_epi64(pm, _mm512_packus_epi16(_mm512_srli_epi16(a, 8), _mm512_srli_epi16(b, 8)));\n");
+  cg_emit(o, "      _mm512_mask_storeu_epi8((void *)(d + j / 2), ne >= 64 ? ~0ULL : (1ULL << ne) - 1, ev);\n");
+  cg_emit(o, "      _mm512_mask_storeu_epi8((void *)(d + %ldL + j / 2), no >= 64 ? ~0ULL : (1ULL << no) - 1, od);\n    }\n  }\n}\n", pl);
 }
 
 /* $P_il4(p0..p3, x, t): 64 bytes from each of four rows (k .. k + 3),
@@ -250,13 +299,30 @@ static void emit_gather(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, b
           QG_NR, x);
 }
 
+/* `static const long name[n] = {v(0), .., v(n - 1)};` of emit_inplace's
+ * per-tap offsets: v(t) = ((t m - p) mod s) f + floor((t m - p) / s) g
+ * (sel 0), the valid count ceil((E - (t m - p) mod s) / s) (sel 1), or the
+ * floor alone (sel 2). */
+static void emit_taps(cg_out *o, const char *name, long n, long m, long p, long st, long E, long f, long g, int sel) {
+  cg_emit(o, "  static const long %s[%ld] = {", name, n);
+  for (long t = 0; t < n; t++) {
+    long r = t * m - p, ph = qg_mod(r, st), a = (r - ph) / st;
+    cg_emit(o, "%s%ldL", t ? ", " : "", sel == 0 ? ph * f + a * g : sel == 1 ? (E - ph + st - 1) / st : a);
+  }
+  cg_emit(o, "};\n");
+}
+
 /* d->ci's $P_pkb(cx, jb, B): block jb of B for a stride-1 conv whose
  * output rows are as wide as its image's (OW = W), read from x itself:
  * row k = (c, ky, kx) of the im2col at columns n0 .. n0 + 63 (n = oy W +
  * ox) is x's plane c from n0 + (ky dh - ph) W + kx dw - pw on, contiguous,
  * but for the columns whose pixel (iy, ix) is off the image, or past N,
- * which read za.  The block's masks, once: per ky the columns on the
- * image's rows, per kx those on its columns.  AVX-512: each row one masked
+ * which read za.  d->ps's: the same from the phase planes in cx->col
+ * ($F_phs): tap ky reads plane row py = (ky dh - ph) mod sh at oy + floor((ky
+ * dh - ph) / sh), of the plane's ceil((H - py) / sh) rows (likewise kx), a
+ * plane's rows OW = Ws wide, so again contiguous.  The block's masks, once:
+ * per ky the columns on the image's rows, per kx those on its columns.
+ * AVX-512: each row one masked
  * load into a register (the bytes masked off are not read, their faults
  * suppressed), four interleaved by $P_il4r; without it, a row whose mask
  * is all 64 columns read in place, any other byte by byte into rw, four
@@ -266,15 +332,27 @@ static void emit_inplace(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, 
   unsigned x = s->x_dtype == TINY_I8 ? 0x80u : 0u;
   long H = (long)s->conv.h, W = (long)s->conv.w, kh = (long)s->conv.kh, kw = (long)s->conv.kw;
   long dh = (long)s->conv.dh, dw = (long)s->conv.dw, ph = (long)s->conv.ph, pw = (long)s->conv.pw;
+  long sh = (long)s->conv.sh, sw = (long)s->conv.sw, pl = d->Hs * d->Ws, OW = d->ps ? d->Ws : W;
   cg_emit(o, "static %s void $P_pkb(const $F_ctx *cx, long jb, int32_t *B) {\n  uint8_t *q = (uint8_t *)B;\n", vec ? QG_ATTR : "");
   cg_emit(o, "  uint8_t rw[4][64] __attribute__((aligned(64)));\n  unsigned long long rm[%ld] = {0}, cm[%ld] = {0};\n", kh, kw);
-  cg_emit(o, "  long n0 = jb * %dL, oy = n0 / %ldL, ox = n0 %% %ldL;\n", QG_NR, W, W);
+  if (d->ps) { /* per tap: its phase plane's row / column shift, count and offset */
+    emit_taps(o, "ya", kh, dh, ph, sh, H, 0, 0, 2), emit_taps(o, "yn", kh, dh, ph, sh, H, 0, 0, 1);
+    emit_taps(o, "yo", kh, dh, ph, sh, H, sw * pl, d->Ws, 0);
+    emit_taps(o, "xa", kw, dw, pw, sw, W, 0, 0, 2), emit_taps(o, "xn", kw, dw, pw, sw, W, 0, 0, 1);
+    emit_taps(o, "xo", kw, dw, pw, sw, W, pl, 1, 0);
+  }
+  cg_emit(o, "  long n0 = jb * %dL, oy = n0 / %ldL, ox = n0 %% %ldL;\n", QG_NR, OW, OW);
   cg_emit(o, "  for (int l = 0; l < %d && n0 + l < %ldL; l++) {\n", QG_NR, d->N);
-  cg_emit(o, "    for (long ky = 0; ky < %ldL; ky++) if ((unsigned long)(oy + ky * %ldL - %ldL) < %luUL) rm[ky] |= 1ULL << l;\n", kh, dh,
-          ph, (unsigned long)H);
-  cg_emit(o, "    for (long kx = 0; kx < %ldL; kx++) if ((unsigned long)(ox + kx * %ldL - %ldL) < %luUL) cm[kx] |= 1ULL << l;\n", kw, dw,
-          pw, (unsigned long)W);
-  cg_emit(o, "    if (++ox == %ldL) ox = 0, oy++;\n  }\n", W);
+  if (d->ps) {
+    cg_emit(o, "    for (long ky = 0; ky < %ldL; ky++) if ((unsigned long)(oy + ya[ky]) < (unsigned long)yn[ky]) rm[ky] |= 1ULL << l;\n", kh);
+    cg_emit(o, "    for (long kx = 0; kx < %ldL; kx++) if ((unsigned long)(ox + xa[kx]) < (unsigned long)xn[kx]) cm[kx] |= 1ULL << l;\n", kw);
+  } else {
+    cg_emit(o, "    for (long ky = 0; ky < %ldL; ky++) if ((unsigned long)(oy + ky * %ldL - %ldL) < %luUL) rm[ky] |= 1ULL << l;\n", kh, dh,
+            ph, (unsigned long)H);
+    cg_emit(o, "    for (long kx = 0; kx < %ldL; kx++) if ((unsigned long)(ox + kx * %ldL - %ldL) < %luUL) cm[kx] |= 1ULL << l;\n", kw, dw,
+            pw, (unsigned long)W);
+  }
+  cg_emit(o, "    if (++ox == %ldL) ox = 0, oy++;\n  }\n", OW);
   cg_emit(o, "  long c = 0, ky = 0, kx = 0;\n");
   if (vec) cg_emit(o, "  const __m512i vz = _mm512_set1_epi8((char)%d);\n", (int)s->za);
   cg_emit(o, "  for (long k4 = 0; k4 < %ldL; k4++) {\n    const uint8_t *p[4];\n    int nj = 0;\n", d->K4);
@@ -282,8 +360,9 @@ static void emit_inplace(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, 
   cg_emit(o, "    for (int j = 0; j < 4 && 4 * k4 + j < %ldL; j++, nj++) {\n", d->K);
   cg_emit(o, "      unsigned long long m = rm[ky] & cm[kx];\n");
   /* the row's first byte: uintptr_t arithmetic, it may lie outside x (its bytes then masked off) */
-  cg_emit(o, "      long off = c * %ldL + n0 + ky * %ldL + kx * %ldL - %ldL;\n", H * W, dh * W, dw, ph * W + pw);
-  cg_emit(o, "      const uint8_t *a = (const uint8_t *)((uintptr_t)cx->x + (uintptr_t)off);\n");
+  if (d->ps) cg_emit(o, "      long off = c * %ldL + n0 + yo[ky] + xo[kx];\n", sh * sw * pl);
+  else cg_emit(o, "      long off = c * %ldL + n0 + ky * %ldL + kx * %ldL - %ldL;\n", H * W, dh * W, dw, ph * W + pw);
+  cg_emit(o, "      const uint8_t *a = (const uint8_t *)((uintptr_t)%s + (uintptr_t)off);\n", d->ps ? "cx->col" : "cx->x");
   if (vec) /* into a register, the bytes masked off za */
     cg_emit(o, "      v[j] = _mm512_mask_loadu_epi8(vz, (__mmask64)m, (const void *)a);\n      p[j] = rw[j];\n");
   else
@@ -318,8 +397,8 @@ static void emit_bpack(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, bo
     return;
   }
   emit_il4(o, vec, false);
-  if (d->ci && vec) emit_il4(o, true, true);
-  if (d->pg || d->ci) {
+  if ((d->ci || d->ps) && vec) emit_il4(o, true, true);
+  if (d->pg || d->ci || d->ps) {
     (d->pg ? emit_gather : emit_inplace)(o, s, d, vec);
     return;
   }
@@ -585,11 +664,16 @@ typedef struct qg_scr {
   bool ain; /* A (the activation, u8) read in place, rows K bytes apart */
 } qg_scr;
 
+long cg_qg_col_bytes(const cgen_qgemm_spec *s, const qg_dims *d) {
+  return d->cd   ? ((long)s->conv.c * d->Hp * d->Wp + d->Wp + 64 + 63) / 64 * 64
+         : d->pg ? ((long)s->conv.c * d->Hp * d->Wp + QG_PG_SLACK + 63) / 64 * 64
+         : d->ps ? ((long)s->conv.c * (long)(s->conv.sh * s->conv.sw) * d->Hs * d->Ws + 63) / 64 * 64
+         : s->conv.kh > 0 && !d->ci ? (d->K * d->N + 63) / 64 * 64 : 0;
+}
+
 static qg_scr scr_of(const cgen_qgemm_spec *s, const qg_dims *d, bool vec) {
   qg_scr r; /* vec: the VNNI or the AVX2 tile (the same contract) */
-  r.col = d->cd   ? ((long)s->conv.c * d->Hp * d->Wp + d->Wp + 64 + 63) / 64 * 64
-          : d->pg ? ((long)s->conv.c * d->Hp * d->Wp + QG_PG_SLACK + 63) / 64 * 64
-          : s->conv.kh > 0 && !d->ci ? (d->K * d->N + 63) / 64 * 64 : 0;
+  r.col = cg_qg_col_bytes(s, d);
   r.ain = vec && !s->weight_a && s->x_dtype == TINY_U8;
   r.xp = s->weight_a || r.ain ? 0 : d->MB * d->K4 * QG_MR * 4;
   r.at = r.ain ? (QG_MR * d->K + 4 + 63) / 64 * 64 : 0;
@@ -599,12 +683,17 @@ static qg_scr scr_of(const cgen_qgemm_spec *s, const qg_dims *d, bool vec) {
   return r;
 }
 
-/* The conv's $P_ctask: the padded image (stride 1) or the im2col rows, a
+/* The conv's $P_ctask: the padded image (stride 1), the phase planes
+ * (d->ps; $P_phs in the AVX-512 variant at sw = 2) or the im2col rows, a
  * task per chunk of channels / rows. */
-static void emit_ctask(cg_out *o, const qg_dims *d, long nrow) {
+static void emit_ctask(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, long nrow) {
+  const char *f = d->cd || d->pg ? "$F_pad"
+                  : d->ps        ? (o->isa->id == CGEN_ISA_AVX512 && s->conv.sw == 2 ? "$P_phs" : "$F_phs")
+                                 : "$F_col";
   cg_emit(o, "static void $P_ctask(void *vc, int task, int tid) {\n  const $F_ctx *cx = (const $F_ctx *)vc;\n  (void)tid;\n");
-  cg_emit(o, "  for (long r = %ldL * task / cx->nct; r < %ldL * (task + 1) / cx->nct; r++) $F_%s((const uint8_t *)cx->x, cx->col, r);\n}\n",
-          nrow, nrow, d->cd || d->pg ? "pad" : "col");
+  cg_emit(o, "  for (long r = %ldL * task / cx->nct; r < %ldL * (task + 1) / cx->nct; r++) ", nrow, nrow);
+  cg_emit(o, "%s", f);
+  cg_emit(o, "((const uint8_t *)cx->x, cx->col, r);\n}\n");
 }
 
 /* $P_task(task): B block jb = task % NB times A blocks [mb0, mb1) of chunk
@@ -659,12 +748,12 @@ static void emit_run(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d) {
   qg_scr r = scr_of(s, d, o->isa->id != CGEN_ISA_SCALAR);
   unsigned x = s->x_dtype == TINY_I8 ? 0x80u : 0u;
   bool conv = s->conv.kh > 0 && !d->ci; /* an image built per call */
-  long nrow = d->cd || d->pg ? (long)s->conv.c : d->K; /* rows of the im2col, or channels of the padded image */
+  long nrow = d->cd || d->pg || d->ps ? (long)s->conv.c : d->K; /* rows of the im2col, or channels of the image */
   if (r.xp)
     cg_emit(o, "static void $P_xtask(void *vc, int task, int tid) {\n  const $F_ctx *cx = (const $F_ctx *)vc;\n  (void)tid;\n"
                "  $F_pk((const uint8_t *)cx->x, %ldL, 1L, %ldL, %d, %uu, task, cx->xp + task * %ldL);\n}\n",
             d->K, d->M, QG_MR, x, d->K4 * QG_MR);
-  if (conv) emit_ctask(o, d, nrow);
+  if (conv) emit_ctask(o, s, d, nrow);
   emit_task(o, s, d, &r);
   cg_emit(o, "static int $P_run(hprt_pool *pool, const void *wp, const void *x, void *y%s) {\n  $F_ctx cx;\n", cg_qg_post_params(s));
   cg_emit(o, "  cx.wp = (const int32_t *)wp; cx.x = x; cx.y = y;\n  for (int t = 0; t < HPRT_MAXT; t++) cx.pjb[t] = -1;\n");
@@ -787,6 +876,7 @@ harp_status cgen_qgemm(harp_error *e, const cgen_qgemm_spec *s0, const char *fn,
           s->post ? " void (*post)(void *, long, long, long, long); void *pctx;" : "");
   emit_pack(&o, d.K, d.K4);
   if (d.cd || d.pg) emit_pad(&o, s, &d);
+  else if (d.ps) emit_phase(&o, s, &d, false);
   else if (s->conv.kh > 0 && !d.ci) emit_im2col(&o, s, d.N);
   emit_wpack(&o, s, &d);
   emit_requant(&o, &d);
@@ -798,6 +888,7 @@ harp_status cgen_qgemm(harp_error *e, const cgen_qgemm_spec *s0, const char *fn,
   cg_emit(&o, "#ifdef HPRT_X86\n");
   emit_tile_vnni(&o, s, &d, "tile", QG_NV);
   if (cg_qg_tail_nv(&d) < QG_NV) emit_tile_vnni(&o, s, &d, "tilet", cg_qg_tail_nv(&d));
+  if (d.ps && s->conv.sw == 2) emit_phase(&o, s, &d, true);
   if (s->weight_a) emit_bpack(&o, s, &d, true);
   emit_run(&o, s, &d);
   if (d.amx) cg_qamx_emit(&o, s, &d); /* the AMX variant, under HPRT_AMX */

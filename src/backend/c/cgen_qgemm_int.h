@@ -3,7 +3,7 @@
  * (cgen_qgemm_avx2.c): the sizes of one GEMM, the requantizing epilogue of
  * a tile, the AMX pieces, the AVX2 tile.
  * Needs: cgen_int.h, cgen_qgemm.h.  Gives: qg_dims, cg_qg_dims,
- * cg_qg_tail_nv, cg_qg_emit_epilogue, cg_qg_post_params, cg_qg_emit_post
+ * cg_qg_tail_nv, cg_qg_col_bytes, cg_qg_emit_epilogue, cg_qg_post_params, cg_qg_emit_post
  * (cgen_qgemm.c); cg_qamx_pays,
  * cg_qamx_on, cg_qamx_wwords, cg_qamx_emit (cgen_qamx.c);
  * cg_qg2_emit_tile (cgen_qgemm_avx2.c). */
@@ -28,7 +28,12 @@ typedef struct qg_dims {
                                 emit_inplace), no padded copy */
   bool pg;                   /* a strided conv of few channels: B's blocks gathered from the padded image
                                 ($F_pad into col), no im2col (cgen_qgemm.c's emit_gather) */
+  bool ps;                   /* a strided conv whose output rows are as wide as its image's phase
+                                planes (OW = ceil(W / sw), every phase read): the image split into
+                                sh sw phase planes per channel ($F_phs into col), B's blocks read
+                                from them as ci's from x (emit_inplace), no im2col */
   long NT, Hp, Wp, OW;       /* the tiles' columns (N, or OH Wp), the padded image, OW */
+  long Hs, Ws;               /* ps: a phase plane's rows ceil(H / sh) and columns ceil(W / sw) */
   long wrows, wblk, wblocks; /* the weight's rows (channels), block width, blocks */
   long chpad;                /* channels padded to the blocks */
   bool amx;                  /* an AMX variant is emitted (cg_qamx_on) */
@@ -39,6 +44,9 @@ typedef struct qg_dims {
 qg_dims cg_qg_dims(const cgen_qgemm_spec *s);
 /* Vectors of 16 columns in the last block of B (QG_NV when it is full). */
 int cg_qg_tail_nv(const qg_dims *d);
+/* Bytes of the conv's image built per call (the padded copy, the phase
+ * planes or the im2col) in the shared scratch; 0 when B is read from x. */
+long cg_qg_col_bytes(const cgen_qgemm_spec *s, const qg_dims *d);
 /* The requantizing epilogue of one VNNI-shaped tile: the int32 sums in
  * __m512i cI_J (I < QG_MR rows from m0, J < nv vectors from column n0),
  * c0 and mu (the packed weight's), y; rows from mlim on (an expression of
