@@ -22,9 +22,10 @@ run-time images) and Winograd (wino_rows) over run-time sizes, and the
 transformer block over S (transformer_rows: the regions and plans decided
 at the box's corner hi, one unit and one session build on sm90 and sm80),
 pools whose output sizes are floor divisions / affine forms of the box's
-symbols (floordiv_rows: derived sizes read at run time).
+symbols (floordiv_rows: derived sizes read at run time), a heads merge
+whose domain is a box by isl's ranges only (heads_rows).
 HARP_CUDA_SS_MODELS=name[:SYM],... runs some only (attn_guard, splitk_m,
-splitk_b, splitk_conv, wino4, wino_grid, transformer, floordiv name those functions' rows).  Skips (77) without g++."""
+splitk_b, splitk_conv, wino4, wino_grid, transformer, floordiv, heads name those functions' rows).  Skips (77) without g++."""
 import json
 import os
 import shutil
@@ -805,6 +806,31 @@ def floordiv_rows(s, rng):
                         st["box_builds"] == 1 and st["box_fallbacks"] == 0 and "builds per binding" not in err, f"{st} {err[-800:]}")
 
 
+# a loop nest whose statement's domain is a box only by isl's ranges (a
+# RESHAPE merging the heads back, [B, 4, S, 16] -> [B, S, 64]: its IndexBook
+# domain has more constraints than bounds) loops to the run-time S too
+# (sspool; before: a guard at the binding's S, the corners' texts apart):
+# q, k, v sliced from one fused projection, 4 heads, causal
+HEADS_AT = ("attention_fused_qkv.harp", "S", (33, 64), (64, 40, 33), {"B": 2})
+
+
+def heads_rows(s, rng):
+    """HEADS_AT on sm80: one unit over the box (one_box: the simulator at
+    each binding against the interpreter, TF32 within 5e-3; S one short
+    must differ); a session over it on sm90 is one build."""
+    only = os.environ.get("HARP_CUDA_SS_MODELS")
+    if only and "heads" not in only.split(","):
+        return
+    name, sym, (lo, hi), at, fixed = HEADS_AT
+    model = os.path.join(MODELS, name)
+    one_box(s, rng, f"{name}:{sym}", model, sym, hi, at, fixed, ("--shapeset", f"{sym}={lo}..{hi}"), "templates", 2,
+            tol=(5e-3, 5e-3))
+    st, err = session_counts(s, f"{name} (sm90) session", model, "sm90", [f"{sym}={v}" for v in at], [f"{k}={v}" for k, v in fixed.items()])
+    if st:
+        s.check(f"{name} (sm90) session: one build, no fallback", st["builds"] == 1 and st["box_fallbacks"] == 0 and
+                "builds per binding" not in err, f"{st} {err[-800:]}")
+
+
 def main():
     warnings.simplefilter("ignore", RuntimeWarning)
     s = Suite("cuda_shapeset")
@@ -846,6 +872,7 @@ def main():
     if not only or "splitk_conv" in only.split(","):
         splitk_conv_rows(s, rng)
     floordiv_rows(s, rng)
+    heads_rows(s, rng)
     # the sm80 units for sm_80 (their ISA); also for sm_90a with HARP_TEST_SLOW=1 (that nvcc
     # takes sm80 code for sm_90a is test_cuda_dedup.py's package check): nvcc was most of this test's time
     nvcc_compiles(s, NVCC_UNITS, ("80", "90a") if os.environ.get("HARP_TEST_SLOW") == "1" else ("80",))
