@@ -537,6 +537,17 @@ def session_counts(s, what, model, target, binds, fixed=()):
         return None, p.stderr
 
 
+def box_corner(s, what, model, target, binding, opts):
+    """The box unit of model (the box's options opts) dumped for target at
+    binding (name -> value): its directory, gpu.json and CUDA C (None, None,
+    None when the dump fails)."""
+    p, d = cuda_sim.dump(model, target, [f"{k}={v}" for k, v in binding.items()], extra=opts)
+    s.check(f"{what}: dump at the corner hi", p.returncode == 0, p.stderr)
+    if p.returncode:
+        return None, None, None
+    return d, json.load(open(os.path.join(d, "gpu.json")))["gpu"], open(os.path.join(d, "model.cu")).read()
+
+
 def transformer_box(s, rng, model, target):
     """TRANSFORMER_BOX on target: the corner hi's unit is the text at every
     binding of TRANSFORMER_AT and runs there on the simulator against the
@@ -544,12 +555,9 @@ def transformer_box(s, rng, model, target):
     what = f"transformer_block ({target})"
     box = tuple(x for k, (lo, hi) in TRANSFORMER_BOX.items() for x in ("--shapeset", f"{k}={lo}..{hi}"))
     at = lambda b: [f"{k}={v}" for k, v in b.items()]
-    p, dhi = cuda_sim.dump(model, target, at(TRANSFORMER_AT[0]), extra=box)
-    s.check(f"{what}: dump at the corner hi", p.returncode == 0, p.stderr)
-    if p.returncode:
+    dhi, ghi, src_hi = box_corner(s, what, model, target, TRANSFORMER_AT[0], box)
+    if not dhi:
         return
-    ghi = json.load(open(os.path.join(dhi, "gpu.json")))["gpu"]
-    src_hi = open(os.path.join(dhi, "model.cu")).read()
     names = [x["name"] for x in ghi["syms"]]
     kinds = {k["name"]: k["kind"] for k in ghi["kernels"]}
     s.check(f"{what}: the box's symbols are the unit's", sorted(names) == ["B", "S"], str(names))
@@ -762,12 +770,9 @@ def floordiv_rows(s, rng):
         values = lambda b: {**b, **{k: eval(v, {}, dict(b)) for k, v in defs.items()}}
         for target in ("sm80", "sm90"):
             what = f"{name} ({target}) over {opts[1::2]}"
-            p, dhi = cuda_sim.dump(model, target, [f"{k}={v}" for k, v in at[0].items()], extra=opts)
-            s.check(f"{what}: dump at the corner hi", p.returncode == 0, p.stderr)
-            if p.returncode:
+            dhi, ghi, src_hi = box_corner(s, what, model, target, at[0], opts)
+            if not dhi:
                 continue
-            ghi = json.load(open(os.path.join(dhi, "gpu.json")))["gpu"]
-            src_hi = open(os.path.join(dhi, "model.cu")).read()
             names = [x["name"] for x in ghi["syms"]]
             s.check(f"{what}: the box's symbols and the derived ones, each at its largest", sorted(names) == sorted([*box, *defs]) and
                     all(x["hi"] == values(at[0])[x["name"]] for x in ghi["syms"]), str(ghi["syms"]))
