@@ -161,7 +161,8 @@ void cli_print_stage_times(const cli_opts *o, const cli_model *m, const rt_compi
 
 /* `harp dump --target sm80|sm90 --shapeset NAME=LO..HI`: the GPU kernels
  * that can read NAME's size at run time do (region_cuda.h cuda_syms), the
- * model bound inside the box (--sym NAME=V; at HI its buffers serve the box).  names[CLI_MAX_LIST]
+ * model bound inside the box (--sym NAME=V; at HI its buffers serve the box),
+ * and the derived symbols that read them (cuda_syms_derived).  names[CLI_MAX_LIST]
  * and hi[CLI_MAX_LIST] into co. */
 static harp_status gpu_box_syms(harp_error *e, const cli_opts *o, const cli_model *m, char (*names)[CLI_NAME_MAX],
                                 const char **ptrs, int64_t *hi, rt_compile_opts *co) {
@@ -174,7 +175,9 @@ static harp_status gpu_box_syms(harp_error *e, const cli_opts *o, const cli_mode
                      o->shapesets[k], y.name, y.name, (long long)y.hi);
     ptrs[k] = names[k], hi[k] = y.hi;
   }
-  co->gen_syms = ptrs, co->gen_hi = hi, co->ngen_syms = o->nshapesets;
+  int n = 0; /* with the derived sizes that vary with them (a strided pool's (H + 1) floordiv 2) */
+  if (cuda_syms_derived(e, m->g, &m->syms, ptrs, hi, o->nshapesets, CLI_MAX_LIST, &n)) return e->code;
+  co->gen_syms = ptrs, co->gen_hi = hi, co->ngen_syms = n;
   return HARP_OK;
 }
 

@@ -70,7 +70,7 @@ static bool equal_now(isl_ctx *ctx, const poly_ast_opts *o, __isl_take isl_map *
 
 __isl_give isl_set *poly_sym_domain(poly_view *pv, const poly_blk *b, int nvars, const poly_ast_opts *o,
                                     const char *tuple, __isl_keep isl_set *concrete) {
-  if (!o->nsyms || !b->is_box) return NULL;
+  if (!o->nsyms || !(b->is_box || b->ranges_known)) return NULL; /* a box by isl's ranges: checked below */
   const ib_info *f = ib_get(pv->ib, b->var_node);
   ut_str s;
   ut_str_init(&s);

@@ -18,6 +18,9 @@
  * arena, the largest).
  * An SM90 GEMM's tensor maps are compared by their run-time formulas
  * (cuda_tmap_same): the runtime encodes them at each binding.
+ * A derived symbol that reads a varying one (a strided pool's output
+ * height (H + 1) floordiv 2) varies too: it joins the box's symbols
+ * (cuda_syms_derived), its value at each binding the prepared graph's.
  * Where a kernel still prints a size (a split-K or Winograd template, a
  * row kernel whose row length varies, a TMA stride not 16-byte aligned at
  * every binding), the corners differ
@@ -34,14 +37,18 @@
 #include "harp/plan.h"
 #include "util/util.h"
 
+#define GPU_BOX_DERIVED 64 /* derived symbols that vary with a box, at most */
+
 harp_status gpu_prepare_at(harp_error *e, const char *json, const char *const *names, const int64_t *vals, int n,
                               tiny_graph **g, tiny_symtab *t) {
   *g = NULL;
   tiny_symtab_init(t);
+  t->sym_broadcasts = true; /* a ShapeSet's preparation (as sgen.c's): a POOL's window count named (tiny_dsym) */
   for (int i = 0; i < n; i++)
     if (tiny_symtab_set(e, t, names[i], vals[i])) return e->code;
-  if (tiny_load_json(e, json, strlen(json), "<session>", g) || tiny_dsym_bind(e, *g, t)) return e->code;
-  return tiny_prepare(e, *g, t, false);
+  if (tiny_load_json(e, json, strlen(json), "<session>", g) || tiny_dsym_bind(e, *g, t) || tiny_prepare(e, *g, t, false))
+    return e->code;
+  return tiny_dsym_bind(e, *g, t); /* the ones the preparation named */
 }
 
 /* Whether kernels x and y take the same tensor maps (the sizes an SM90
@@ -122,6 +129,17 @@ static void differing_kernel(const char *a, const char *b, char *why, size_t cap
            k ? k : "the prelude", len > 100 ? 100 : len, line);
 }
 
+/* The derived symbols of b's graph (prepared at the corner hi) that read
+ * the box's varying symbols join b->gen (cuda_syms_derived), copied into
+ * b's arena. */
+static harp_status derived_gens(harp_error *e, gpu_box *b) {
+  int n = b->gen.n;
+  if (cuda_syms_derived(e, b->g, &b->syms, b->names, b->hi, n, n + GPU_BOX_DERIVED, &b->gen.n)) return e->code;
+  for (int i = n; i < b->gen.n; i++)
+    if (!(b->names[i] = ut_arena_strdup(b->arena, b->names[i]))) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  return HARP_OK;
+}
+
 /* The box's corners lo and hi generated, hi first: it decides the regions
  * and plans (the cost model at the box's largest sizes), and lo replays them
  * (a choice taken at every binding alike); b->m the upper's build when the
@@ -135,7 +153,8 @@ static harp_status compare_corners(harp_error *e, gpu_box *b, const char *json, 
   harp_error ce = {0};
   harp_status st = HARP_OK;
   const char *which = "upper";
-  bool ok = !gpu_prepare_at(&ce, json, names, hi, n, &b->g, &b->syms) && !gpu_build_gen(&ce, b->g, &b->syms, o, rt, &b->gen, NULL, &mhi);
+  bool ok = !gpu_prepare_at(&ce, json, names, hi, n, &b->g, &b->syms) && !derived_gens(&ce, b) &&
+            !gpu_build_gen(&ce, b->g, &b->syms, o, rt, &b->gen, NULL, &mhi);
   if (ok) which = "lower";
   ok = ok && !gpu_prepare_at(&ce, json, names, lo, n, &glo, &slo) && !gpu_build_gen(&ce, glo, &slo, o, rt, &b->gen, mhi->comp, &mlo);
   if (!ok && ce.code == HARP_E_NO_MEMORY) {
@@ -164,9 +183,9 @@ harp_status gpu_box_decide(harp_error *e, const char *json, const tiny_symtab *b
   gpu_box *b = ut_xcalloc(1, sizeof *b);
   if (!b) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   int64_t *lo = ut_xcalloc((size_t)n + 1, sizeof *lo), *hi = ut_xcalloc((size_t)n + 1, sizeof *hi);
-  b->names = ut_xcalloc((size_t)n + 1, sizeof *b->names);
+  b->names = ut_xcalloc((size_t)n + GPU_BOX_DERIVED + 1, sizeof *b->names);
   b->arena = ut_arena_new();
-  b->hi = ut_xcalloc((size_t)n + 1, sizeof *b->hi);
+  b->hi = ut_xcalloc((size_t)n + GPU_BOX_DERIVED + 1, sizeof *b->hi);
   tiny_symtab_init(&b->syms);
   if (!lo || !hi || !b->names || !b->hi || !b->arena) {
     free(lo), free(hi);

@@ -88,9 +88,9 @@ typedef struct gpu_box {
  * error; a corner that does not build is a reason. */
 harp_status gpu_box_decide(harp_error *e, const char *json, const tiny_symtab *binding, const rt_gpu_opts *o, cuda_rt *rt,
                            gpu_box **out);
-/* Whether box b's build serves the binding whose prepared graph is g: the
- * same graph node for node, no size past the corner hi; sv[i]: the value of
- * b->gen's symbol i. */
+/* Whether box b's build serves the binding whose prepared graph is g (its
+ * symbols, derived ones bound, in binding): the same graph node for node,
+ * no size past the corner hi; sv[i]: the value of b->gen's symbol i. */
 bool gpu_box_fits(const gpu_box *b, const tiny_graph *g, const tiny_symtab *binding, int64_t *sv);
 void gpu_box_free(gpu_box *b);
 /* A copy of the model text json prepared at the binding names/vals (n

@@ -151,7 +151,7 @@ static harp_status model_in(harp_error *e, rt_gpu_session *s, int c, const tiny_
     else s->st.box_fallbacks++;
   }
   gpu_box *b = cl->box;
-  if (b->m && (sm->sv = ut_xcalloc((size_t)b->gen.n + 1, sizeof *sm->sv)) && gpu_box_fits(b, sm->g, binding, sm->sv)) {
+  if (b->m && (sm->sv = ut_xcalloc((size_t)b->gen.n + 1, sizeof *sm->sv)) && gpu_box_fits(b, sm->g, &sm->syms, sm->sv)) {
     sm->m = b->m, sm->borrowed = true;
     return HARP_OK;
   }

@@ -20,9 +20,12 @@ row length (rowlen_rows), the attention's store guard (attn_store_guard),
 split-K (splitk_rows, splitk_batch_rows, splitk_conv_rows: a conv over
 run-time images) and Winograd (wino_rows) over run-time sizes, and the
 transformer block over S (transformer_rows: the regions and plans decided
-at the box's corner hi, one unit and one session build on sm90 and sm80).
+at the box's corner hi, one unit and one session build on sm90 and sm80),
+pools whose output sizes are floor divisions / affine forms of the box's
+symbols (floordiv_rows: derived sizes read at run time), a heads merge
+whose domain is a box by isl's ranges only (heads_rows).
 HARP_CUDA_SS_MODELS=name[:SYM],... runs some only (attn_guard, splitk_m,
-splitk_b, splitk_conv, wino4, wino_grid, transformer name those functions' rows).  Skips (77) without g++."""
+splitk_b, splitk_conv, wino4, wino_grid, transformer, floordiv, heads name those functions' rows).  Skips (77) without g++."""
 import json
 import os
 import shutil
@@ -534,6 +537,17 @@ def session_counts(s, what, model, target, binds, fixed=()):
         return None, p.stderr
 
 
+def box_corner(s, what, model, target, binding, opts):
+    """The box unit of model (the box's options opts) dumped for target at
+    binding (name -> value): its directory, gpu.json and CUDA C (None, None,
+    None when the dump fails)."""
+    p, d = cuda_sim.dump(model, target, [f"{k}={v}" for k, v in binding.items()], extra=opts)
+    s.check(f"{what}: dump at the corner hi", p.returncode == 0, p.stderr)
+    if p.returncode:
+        return None, None, None
+    return d, json.load(open(os.path.join(d, "gpu.json")))["gpu"], open(os.path.join(d, "model.cu")).read()
+
+
 def transformer_box(s, rng, model, target):
     """TRANSFORMER_BOX on target: the corner hi's unit is the text at every
     binding of TRANSFORMER_AT and runs there on the simulator against the
@@ -541,12 +555,9 @@ def transformer_box(s, rng, model, target):
     what = f"transformer_block ({target})"
     box = tuple(x for k, (lo, hi) in TRANSFORMER_BOX.items() for x in ("--shapeset", f"{k}={lo}..{hi}"))
     at = lambda b: [f"{k}={v}" for k, v in b.items()]
-    p, dhi = cuda_sim.dump(model, target, at(TRANSFORMER_AT[0]), extra=box)
-    s.check(f"{what}: dump at the corner hi", p.returncode == 0, p.stderr)
-    if p.returncode:
+    dhi, ghi, src_hi = box_corner(s, what, model, target, TRANSFORMER_AT[0], box)
+    if not dhi:
         return
-    ghi = json.load(open(os.path.join(dhi, "gpu.json")))["gpu"]
-    src_hi = open(os.path.join(dhi, "model.cu")).read()
     names = [x["name"] for x in ghi["syms"]]
     kinds = {k["name"]: k["kind"] for k in ghi["kernels"]}
     s.check(f"{what}: the box's symbols are the unit's", sorted(names) == ["B", "S"], str(names))
@@ -577,11 +588,15 @@ def transformer_box(s, rng, model, target):
                 close(a, np.load(os.path.join(e, f"{o}.npy")).astype(np.float64), 5e-3, 5e-3)[0] for o, a in bad.items()))
 
 
+# a box that still prints a size (transformer_rows): a GATHER over R
+GATHER_MODEL = "graph<R=8> main(x: f32[R, 16], i: i32[R, 4]) -> (y: f32[R, 4]) {\n    y = gather(x, i, 1)\n    return y\n}\n"
+
+
 def transformer_rows(s, rng):
     """The transformer block's box on sm90 and sm80 (transformer_box), the
     session over its corners and between one build; a box that still prints
-    a size (pool_pad_hw: a grid of a floor division) builds per binding and
-    says which kernel, once."""
+    a size (a GATHER's element count) builds per binding and says which
+    kernel, once."""
     only = os.environ.get("HARP_CUDA_SS_MODELS")
     if only and "transformer" not in only.split(","):
         return
@@ -592,13 +607,15 @@ def transformer_rows(s, rng):
         if st:
             s.check(f"transformer_block ({target}) session: one build, no fallback", st["clusters"] == 1 and st["builds"] == 1 and
                     st["box_builds"] == 1 and st["box_fallbacks"] == 0 and "builds per binding" not in err, f"{st} {err[-800:]}")
-    # pool_pad_hw over H: its loop nest's grid is (H - 1) / 2 + 1's, not a
-    # product of the symbols, so the box still builds per binding
-    st, err = session_counts(s, "pool_pad_hw.harp (sm90)", os.path.join(MODELS, "pool_pad_hw.harp"), "sm90", ["H=15", "H=9"])
+    # a GATHER over R prints its element count (its kernel reads no size at
+    # run time), so the box still builds per binding, saying which kernel
+    model = os.path.join(tempfile.mkdtemp(prefix="harp_ss_"), "gather_r.harp")
+    open(model, "w").write(GATHER_MODEL)
+    st, err = session_counts(s, "gather_r.harp (sm90)", model, "sm90", ["R=7", "R=5"])
     if st:
-        s.check("pool_pad_hw.harp (sm90): per binding, the reason said once, naming the kernel",
+        s.check("gather_r.harp (sm90): per binding, the reason said once, naming the kernel",
                 st["box_fallbacks"] == 1 and st["builds"] == 2 and err.count("builds per binding") == 1 and
-                "--bind H=15 builds per binding: the code of k0_generic" in err, err[-1500:])
+                "--bind R=7 builds per binding: the code of k0_generic (gather" in err, err[-1500:])
 
 
 # Winograd's grids at the binding (sscuda9): the input and output
@@ -698,6 +715,127 @@ def splitk_conv_rows(s, rng):
                     "if (blockIdx.z >= ((hp_sv0 * 1L) * 1) * 3) return;")
 
 
+# Loop nests whose extents are floor divisions / affine forms of the box's
+# symbols (sspool): a pool's output rows (H - 1) / 2 + 1, H / 2 or H - 2 are
+# derived symbols of the graph (tiny_dsym), which join the box's symbols
+# (cuda_syms_derived): kernel parameters hp_sv<i> of their own, their
+# values the host's at each binding, their largest the corner hi's.  Model,
+# box, bindings (both corners and one between), the numpy reference
+FLOORDIV_AT = [{"H": 16, "W": 16}, {"H": 13, "W": 10}, {"H": 9, "W": 9}]
+FLOORDIV_CASES = [
+    ("pool_pad_hw.harp", {"H": (9, 16), "W": (9, 16)}, FLOORDIV_AT,
+     lambda x: {"y": np_pool(x, 3, 2, 1, "max"), "z": np_pool(x, 5, 2, 2, "max"), "u": np_pool(x, 3, 1, 1, "max")}),
+    # held out: H / 2 (a 2x2 max pool) and H - 2 (a 3x3 average of the ReLU at stride 1); H, W even
+    ("pool_hw.harp", {"H": (10, 16), "W": (10, 16)}, [{"H": 16, "W": 16}, {"H": 12, "W": 14}, {"H": 10, "W": 10}],
+     lambda x: {"y": np_pool(x, 2, 2, 0, "max"), "z": np_pool(np.maximum(x, 0), 3, 1, 0, "avg")}),
+]
+
+
+def np_pool(x, k, st, pad, how):
+    """A k x k pool of NCHW x at stride st, padded by pad (-inf) on each side (numpy)."""
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pad, pad), (pad, pad)), constant_values=-np.inf)
+    oh, ow = (xp.shape[2] - k) // st + 1, (xp.shape[3] - k) // st + 1
+    win = [xp[:, :, i:i + st * (oh - 1) + 1:st, j:j + st * (ow - 1) + 1:st] for i in range(k) for j in range(k)]
+    return np.max(win, axis=0) if how == "max" else np.mean(win, axis=0)
+
+
+def derived_defs(model, at, opts):
+    """The derived symbols of model lowered for a box (harp dump --dump tiny,
+    the box's options opts, bound at at): name -> its definition as a Python
+    expression."""
+    d = tempfile.mkdtemp(prefix="harp_ss_")
+    args = [cuda_sim.HARP, "dump", model, "--dump", "tiny", "--target", "sm80", "--dump-dir", d, *opts]
+    for k, v in at.items():
+        args += ["--sym", f"{k}={v}"]
+    p = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    if p.returncode:
+        return {}
+    return {k: v.replace("floordiv", "//") for k, v in json.load(open(os.path.join(d, "tiny.json"))).get("derived", {}).items()}
+
+
+def floordiv_rows(s, rng):
+    """FLOORDIV_CASES on sm80 and sm90: the box's unit reads every derived
+    size at run time (one more kernel parameter each, the loop nests' grids
+    from them) and is the same text at every binding; sm80's runs on the
+    simulator there against numpy (a derived size one short must fail); a
+    session over the box is one build, no fallback."""
+    only = os.environ.get("HARP_CUDA_SS_MODELS")
+    if only and "floordiv" not in only.split(","):
+        return
+    for name, box, at, ref in FLOORDIV_CASES:
+        model = os.path.join(MODELS, name)
+        opts = tuple(x for k, (lo, hi) in box.items() for x in ("--shapeset", f"{k}={lo}..{hi}"))
+        defs = derived_defs(model, at[0], opts)
+        s.check(f"{name}: derived sizes of a box", len(defs) >= 2, str(defs))
+        values = lambda b: {**b, **{k: eval(v, {}, dict(b)) for k, v in defs.items()}}
+        for target in ("sm80", "sm90"):
+            what = f"{name} ({target}) over {opts[1::2]}"
+            dhi, ghi, src_hi = box_corner(s, what, model, target, at[0], opts)
+            if not dhi:
+                continue
+            names = [x["name"] for x in ghi["syms"]]
+            s.check(f"{what}: the box's symbols and the derived ones, each at its largest", sorted(names) == sorted([*box, *defs]) and
+                    all(x["hi"] == values(at[0])[x["name"]] for x in ghi["syms"]), str(ghi["syms"]))
+            derived = [i for i, n in enumerate(names) if n in defs]
+            s.check(f"{what}: every launch reads the sizes, its grid from a derived one where its rows are",
+                    all(any(a["space"] == "sym" for a in l["args"]) for l in ghi["launches"]) and
+                    sum(any(j in derived for j in (l.get("grid_x") or {}).get("syms", [])) for l in ghi["launches"]) >= 1,
+                    str(ghi["launches"])[:2000])
+            for i, b in enumerate(at):
+                w = f"{what} {b}"
+                p, dv = cuda_sim.dump(model, target, [f"{k}={v}" for k, v in b.items()], extra=opts)
+                s.check(f"{w}: dump", p.returncode == 0, p.stderr)
+                if p.returncode:
+                    continue
+                s.check(f"{w}: the same CUDA C as at the corner hi", open(os.path.join(dv, "model.cu")).read() == src_hi)
+                if target == "sm90":
+                    continue  # sm90's generic kernels are sm80's text (the simulator's run: sm80's)
+                feeds, outs = feeds_outs(dv, rng)
+                sv = [values(b)[n] for n in names]
+                got, err = cuda_sim.run(dhi, feeds, sv=sv, out_shapes=outs)
+                s.check(f"{w}: the corner hi's build runs on the simulator", err is None, err)
+                want = ref(feeds["x"])
+                for out, a in (got or {}).items():
+                    ok, detail = close(a, want[out], 1e-6, 1e-6)
+                    s.check(f"{w}: {out} vs numpy", ok, detail)
+                if i == 1 and derived:  # must fail: the first derived size one short leaves rows unwritten (poison)
+                    bad, err = cuda_sim.run(dhi, feeds, sv=[v - (j == derived[0]) for j, v in enumerate(sv)], out_shapes=outs)
+                    s.check(f"{w}: a derived size one short gives another result", err is not None or not all(
+                        close(a, want[o], 1e-6, 1e-6)[0] for o, a in bad.items()))
+            if name == FLOORDIV_CASES[0][0]:  # one model's units through nvcc (its time is this test's most)
+                (NVCC_UNITS_90 if target == "sm90" else NVCC_UNITS).append((what, os.path.join(dhi, "model.cu")))
+            binds = [",".join(f"{k}={v}" for k, v in b.items()) for b in at]
+            st, err = session_counts(s, f"{what} session", model, target, binds)
+            if st:
+                s.check(f"{what} session: one build, no fallback", st["clusters"] == 1 and st["builds"] == 1 and
+                        st["box_builds"] == 1 and st["box_fallbacks"] == 0 and "builds per binding" not in err, f"{st} {err[-800:]}")
+
+
+# a loop nest whose statement's domain is a box only by isl's ranges (a
+# RESHAPE merging the heads back, [B, 4, S, 16] -> [B, S, 64]: its IndexBook
+# domain has more constraints than bounds) loops to the run-time S too
+# (sspool; before: a guard at the binding's S, the corners' texts apart):
+# q, k, v sliced from one fused projection, 4 heads, causal
+HEADS_AT = ("attention_fused_qkv.harp", "S", (33, 64), (64, 40, 33), {"B": 2})
+
+
+def heads_rows(s, rng):
+    """HEADS_AT on sm80: one unit over the box (one_box: the simulator at
+    each binding against the interpreter, TF32 within 5e-3; S one short
+    must differ); a session over it on sm90 is one build."""
+    only = os.environ.get("HARP_CUDA_SS_MODELS")
+    if only and "heads" not in only.split(","):
+        return
+    name, sym, (lo, hi), at, fixed = HEADS_AT
+    model = os.path.join(MODELS, name)
+    one_box(s, rng, f"{name}:{sym}", model, sym, hi, at, fixed, ("--shapeset", f"{sym}={lo}..{hi}"), "templates", 2,
+            tol=(5e-3, 5e-3))
+    st, err = session_counts(s, f"{name} (sm90) session", model, "sm90", [f"{sym}={v}" for v in at], [f"{k}={v}" for k, v in fixed.items()])
+    if st:
+        s.check(f"{name} (sm90) session: one build, no fallback", st["builds"] == 1 and st["box_fallbacks"] == 0 and
+                "builds per binding" not in err, f"{st} {err[-800:]}")
+
+
 def main():
     warnings.simplefilter("ignore", RuntimeWarning)
     s = Suite("cuda_shapeset")
@@ -738,6 +876,8 @@ def main():
         splitk_batch_rows(s, rng)
     if not only or "splitk_conv" in only.split(","):
         splitk_conv_rows(s, rng)
+    floordiv_rows(s, rng)
+    heads_rows(s, rng)
     # the sm80 units for sm_80 (their ISA); also for sm_90a with HARP_TEST_SLOW=1 (that nvcc
     # takes sm80 code for sm_90a is test_cuda_dedup.py's package check): nvcc was most of this test's time
     nvcc_compiles(s, NVCC_UNITS, ("80", "90a") if os.environ.get("HARP_TEST_SLOW") == "1" else ("80",))

@@ -107,6 +107,15 @@ harp_status cuda_emit_region(cuda_rctx *c, int r);
 harp_status cuda_gen_generic(cuda_rctx *c, int r, const char *name, const char *note);
 /* A launch of kernel k for Function kernel r; its arguments are filled by the caller. */
 cuda_launch *cuda_launch_add(cuda_rctx *c, const cuda_kernel *k, int r);
+/* A ShapeSet build's symbols names[0..n) (values hi[] at the box's corner
+ * hi) followed by the derived symbols of g (tiny_dsym) whose definitions
+ * read them and never shrink as they grow, each with its value where
+ * names are at hi and g's other symbols as `at` binds them, into
+ * names[n..cap), hi[n..cap): *out the count (their names g's).  A kernel
+ * reads them at run time like the others (hp_sv<i>), the runtime computes
+ * them at each binding.  LIMIT past cap. */
+harp_status cuda_syms_derived(harp_error *e, const tiny_graph *g, const tiny_symtab *at, const char **names, int64_t *hi,
+                              int n, int cap, int *out);
 /* The index of the ShapeSet symbol of c whose value dim d is, or -1. */
 int cuda_gen_sym(const cuda_rctx *c, const tiny_dim *d);
 /* A row kernel of Function kernel r whose rows (the dims but the last of

@@ -9,8 +9,12 @@
  * In an sm90 module a GEMM whose run-time TMA strides are 16-byte aligned
  * at some bindings only (cuda_sm90_rt_aligned) is a pair of kernels
  * (region_tmpl_cuda.c, cuda_gemm_spec.own).
+ * A derived symbol (tiny_dsym: a strided pool's (H + 1) floordiv 2) that
+ * reads a box symbol joins the box's symbols (cuda_syms_derived): its dims
+ * are read at run time like the others', its value computed on the host at
+ * each binding (tiny_dsym_bind), its largest at the box's corner hi.
  * Needs: region_cuda.h (cuda_rctx: the box's symbols, their values now).
- * Gives: cuda_gen_sym, cuda_sizes_printed, cuda_rows_at_run_time,
+ * Gives: cuda_syms_derived, cuda_gen_sym, cuda_sizes_printed, cuda_rows_at_run_time,
  * cuda_gemm_at_run_time, cuda_gemm_macs_hi, cuda_conv_at_run_time, cuda_attn_at_run_time,
  * cuda_launch_sym_args, cuda_wino_grids,
  * cuda_launch_rows, cuda_splitk_ws_const, cuda_splitk_zero_at, cuda_zero_grid,
@@ -20,6 +24,42 @@
 
 #include "backend/cuda/region_cuda.h"
 #include "kernel/contract.h"
+
+harp_status cuda_syms_derived(harp_error *e, const tiny_graph *g, const tiny_symtab *at, const char **names, int64_t *hi,
+                              int n, int cap, int *out) {
+  *out = n;
+  if (!n || !g->ndsyms) return HARP_OK;
+  bool *varies = ut_xcalloc((size_t)g->ndsyms, sizeof *varies), *r = ut_xcalloc((size_t)g->ndsyms, sizeof *r);
+  tiny_symtab t; /* the base symbols at the corner hi: names at hi, the others as at binds them */
+  tiny_symtab_init(&t);
+  harp_status st = varies && r ? HARP_OK : ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  for (int i = 0; !st && i < n; i++) {
+    tiny_dsym_readers(g, names[i], r);
+    for (int k = 0; k < g->ndsyms; k++) varies[k] |= r[k];
+    st = tiny_symtab_set(e, &t, names[i], hi[i]);
+  }
+  for (int i = 0; !st && i < at->n; i++) {
+    int64_t v;
+    if (tiny_dsym_find(g, at->names[i]) < 0 && !tiny_symtab_get(&t, at->names[i], &v))
+      st = tiny_symtab_set(e, &t, at->names[i], at->values[i]);
+  }
+  if (!st) st = tiny_dsym_bind(e, g, &t);
+  for (int k = 0; !st && k < g->ndsyms; k++) {
+    int64_t v;
+    /* one that may shrink as the box grows has no largest value at hi: it stays the binding's (the corners differ) */
+    if (!varies[k] || (!tiny_dsym_monotone(g->dsyms[k].def) && !tiny_dsym_steps_up(g, g->dsyms[k].def))) continue;
+    if (!tiny_symtab_get(&t, g->dsyms[k].name, &v)) continue; /* reads a symbol this binding leaves unbound */
+    if (*out == cap) {
+      st = ut_fail(e, HARP_E_LIMIT, NULL, "more than %d varying sizes in one ShapeSet build", cap);
+      break;
+    }
+    names[*out] = g->dsyms[k].name, hi[(*out)++] = v;
+  }
+  tiny_symtab_free(&t);
+  free(varies);
+  free(r);
+  return st;
+}
 
 int cuda_gen_sym(const cuda_rctx *c, const tiny_dim *d) {
   for (int i = 0; d->sym && i < c->gen.n; i++)
