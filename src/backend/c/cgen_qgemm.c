@@ -3,7 +3,8 @@
  * the epilogue; an AVX2 variant (its tile in cgen_qgemm_avx2.c) and a
  * scalar one of the same layouts where the CPU lacks VNNI.
  * Needs: cgen_qgemm_int.h (cgen_qgemm_avx2.c's tile, cgen_qamx.c's AMX
- * variant).  Gives: cgen_qgemm, cgen_qgemm_spec_init, cgen_qgemm_post_ok.
+ * variant).  Gives: cgen_qgemm, cgen_qgemm_spec_init, cgen_qgemm_c11,
+ * cgen_qgemm_post_ok.
  *
  * Layout.  Both operands are seen as "rows x K" and packed into blocks of W
  * rows: block b holds K4 = ceil(K / 4) words per row, word [k4][r] = the 4
