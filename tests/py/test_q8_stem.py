@@ -102,9 +102,10 @@ def harp_out(path, outs, x, extra):
     return p, (None if p.returncode else [np.load(os.path.join(d, f"{o}.npy")) for o in outs])
 
 
-def kernels_c(path, build):
+def kernels_c(path, build=True):
     """The C of `harp compile` of path for the cpu (int8 kernels forced), all its files in one
-    string, and the process: the package built and run too with build, else its sources only."""
+    string, and the process: the package built and run too with build, else its sources only
+    (test_q8_same.py and test_q8_strided.py build theirs)."""
     out = tempfile.mkdtemp(prefix="harp_q8stem_c_")
     p = subprocess.run([ht.HARP, "compile", path, "--target", "cpu", "-o", out, *FORCE, *([] if build else ["--sources-only"])],
                        capture_output=True, text=True, timeout=300)
