@@ -1,5 +1,5 @@
 /* plan_write.c — print a plan_t as canonical JSON (§12.5) or DSL (§12.6).
- * Needs: jansson (values and escaping), plan_core.c.  Gives: plan_to_json,
+ * Needs: jansson (values and escaping), plan_core.c, util/json_kind.h.  Gives: plan_to_json,
  * plan_to_dsl, plan_convert, plan_dump_json.
  *
  * Canonical means: the same plan always prints the same bytes, and printing
@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "plan_int.h"
+#include "util/json_kind.h"
 #include "util/util.h"
 
 /* ---- JSON ------------------------------------------------------------------------ */
@@ -152,17 +153,7 @@ harp_status plan_dump_json(const char *const *region_names, const plan_t *plans,
     ok = r && json_array_append_new(arr, r) == 0;
   }
   json_t *root = ok ? json_pack("{s:o}", "plans", arr) : (json_decref(arr), NULL);
-  char *txt = root ? json_dumps(root, JSON_INDENT(2)) : NULL;
-  json_decref(root);
-  if (!txt) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory printing plans");
-  size_t len = strlen(txt);
-  *out = ut_xmalloc(len + 2);
-  if (*out) {
-    memcpy(*out, txt, len);
-    memcpy(*out + len, "\n", 2);
-  }
-  free(txt);
-  return *out ? HARP_OK : ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory printing plans");
+  return ut_json_text(e, root, JSON_INDENT(2), out);
 }
 
 /* ---- DSL ------------------------------------------------------------------------- */

@@ -22,6 +22,7 @@
 
 #include "compile.h"
 #include "harp/tune.h"
+#include "util/json_kind.h"
 #include "util/util.h"
 
 #define CACHE_VERSION 1
@@ -164,28 +165,15 @@ harp_status rt_plan_cache_store(harp_error *e, const char *cache_dir, const rt_p
                         in->repeat, "tuned_at", in->tuned_at, "plan", pj)
             : NULL;
   json_decref(pj); /* "O" took its own reference */
-  txt = root ? json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER) : NULL;
-  if (!txt) {
-    st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory writing a plan cache entry");
-    goto done;
-  }
+  st = ut_json_text(e, root, JSON_INDENT(1) | JSON_PRESERVE_ORDER, &txt); /* root released */
+  root = NULL;
+  if (st) goto done;
   /* the directory: DIR/plans */
   char *slash = strrchr(path, '/');
   *slash = 0;
   st = ut_mkdirs(e, path);
   *slash = '/';
-  if (!st) {
-    size_t len = strlen(txt);
-    char *withnl = ut_xmalloc(len + 2);
-    if (!withnl) {
-      st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
-    } else {
-      memcpy(withnl, txt, len);
-      memcpy(withnl + len, "\n", 2);
-      st = ut_write_file_atomic(e, path, withnl, len + 1);
-      free(withnl);
-    }
-  }
+  if (!st) st = ut_write_file_atomic(e, path, txt, strlen(txt));
 done:
   json_decref(root);
   free(txt);

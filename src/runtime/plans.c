@@ -12,6 +12,7 @@
 
 #include "harp/region.h"
 #include "harp/tune.h"
+#include "util/json_kind.h"
 #include "util/util.h"
 
 const char *rt_plan_source_name(rt_plan_source s) {
@@ -179,17 +180,7 @@ harp_status rt_plans_dump_json(harp_error *e, const rt_plans *ps, char **out) {
     json_object_set(root, "plans", arr);
   }
   json_decref(arr);
-  char *txt = root ? json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
-  json_decref(root);
-  if (!txt) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory printing plans");
-  size_t len = strlen(txt);
-  *out = ut_xmalloc(len + 2);
-  if (*out) {
-    memcpy(*out, txt, len);
-    memcpy(*out + len, "\n", 2);
-  }
-  free(txt);
-  return *out ? HARP_OK : ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  return ut_json_text(e, root, JSON_INDENT(2) | JSON_PRESERVE_ORDER, out);
 }
 
 /* ---- --plan ------------------------------------------------------------------------ */

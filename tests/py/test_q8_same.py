@@ -56,11 +56,11 @@ def same_model(shape, zmid, pow2=True, zx=128):
     return st.save_model("same", nodes, inits, shape, outs), outs
 
 
-def case(name, shape, zmid, pow2=True, **kw):
+def case(name, shape, zmid, pow2=True, build=False, **kw):
     path, outs = same_model(shape, zmid, pow2=pow2, **kw)
     sd.compare(S, name, path, outs, shape, RNG, pow2, lambda o: 0.37)  # c, e, f all at s2
-    c, pc = st.kernels_c(path)
-    S.check(f"{name}: compiles", pc.returncode == 0, pc.stderr[-800:])
+    c, pc = st.kernels_c(path, build)  # its package built and run with build, else its C only read
+    S.check(f"{name}: {'compiles' if build else 'its C'}", pc.returncode == 0, pc.stderr[-800:])
     gemms = re.findall(r"int8 GEMM (\d+) x (\d+) x (\d+), u8 x s8 \(weight A\)", c)
     S.check(f"{name}: the six convs on the int8 kernel", len(gemms) == 6, f"{gemms}")
     pads = re.findall(r"static void (\w+)_pad\(const uint8_t \*x, uint8_t \*xp, long c\)", c)
@@ -70,7 +70,8 @@ def case(name, shape, zmid, pow2=True, **kw):
 
 
 def test_same():
-    case("24 channels 13x11, held zero point 128", (1, 24, 11, 13), 128)
+    # the first case's portable package built and run; the others' C only read (test_q8_stem.kernels_c)
+    case("24 channels 13x11, held zero point 128", (1, 24, 11, 13), 128, build=True)
     case("16 channels 9x70, held zero point 0, zx 3", (1, 16, 9, 70), 0, zx=3)
     case("quantize_static scales, 32 channels 15x15, held zero point 255", (1, 32, 15, 15), 255, pow2=False)
 

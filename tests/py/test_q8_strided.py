@@ -76,17 +76,18 @@ def compare(suite, name, path, outs, shape, rng, pow2, step_of):
                     base is not None and all(np.array_equal(g, b) for g, b in zip(got, base)), p2.stderr[-400:])
 
 
-def case(name, shape, pow2=True, **kw):
+def case(name, shape, pow2=True, build=False, **kw):
     path, outs = strided_model(shape, pow2=pow2, **kw)
     compare(S, name, path, outs, shape, RNG, pow2, lambda o: 0.37 if o == "b_d" else 0.29)
-    c, pc = st.kernels_c(path)
-    S.check(f"{name}: compiles", pc.returncode == 0, pc.stderr[-800:])
+    c, pc = st.kernels_c(path, build)  # its package built and run with build, else its C only read
+    S.check(f"{name}: {'compiles' if build else 'its C'}", pc.returncode == 0, pc.stderr[-800:])
     gemms = re.findall(r"int8 GEMM (\d+) x (\d+) x (\d+), u8 x s8 \(weight A\)", c)
     S.check(f"{name}: the four convs on the int8 kernel", len(gemms) == 4, f"{gemms}")
 
 
 def test_strided():
-    case("32 channels 29x23, zx 128", (1, 32, 23, 29))
+    # the first case's portable package built and run; the others' C only read (test_q8_stem.kernels_c)
+    case("32 channels 29x23, zx 128", (1, 32, 23, 29), build=True)
     case("16 channels 34x17, zx 3", (1, 16, 17, 34), zx=3)
     case("quantize_static scales, 64 channels 15x15", (1, 64, 15, 15), pow2=False)
 

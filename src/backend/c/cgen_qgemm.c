@@ -3,7 +3,8 @@
  * the epilogue; an AVX2 variant (its tile in cgen_qgemm_avx2.c) and a
  * scalar one of the same layouts where the CPU lacks VNNI.
  * Needs: cgen_qgemm_int.h (cgen_qgemm_avx2.c's tile, cgen_qamx.c's AMX
- * variant).  Gives: cgen_qgemm, cgen_qgemm_spec_init, cgen_qgemm_post_ok.
+ * variant).  Gives: cgen_qgemm, cgen_qgemm_spec_init, cgen_qgemm_c11,
+ * cgen_qgemm_post_ok.
  *
  * Layout.  Both operands are seen as "rows x K" and packed into blocks of W
  * rows: block b holds K4 = ceil(K / 4) words per row, word [k4][r] = the 4
@@ -793,13 +794,13 @@ static harp_status check_conv(harp_error *e, const cgen_qgemm_spec *s) {
 }
 
 /* Whether s is a GEMM or a 1x1 stride-1 unpadded conv (B is x itself). */
-static bool qg_c11(const cgen_qgemm_spec *s) {
+bool cgen_qgemm_c11(const cgen_qgemm_spec *s) {
   return s->conv.kh == 0 || (s->conv.kh == 1 && s->conv.kw == 1 && s->conv.sh == 1 && s->conv.sw == 1 && !s->conv.ph && !s->conv.pw);
 }
 
 /* Whether s may take a post hook: y row-major, no stride-1 conv but 1x1 (their grids have other columns). */
 bool cgen_qgemm_post_ok(const cgen_qgemm_spec *s) {
-  return !s->y_vnni4 && !(s->conv.kh > 0 && s->conv.sh == 1 && s->conv.sw == 1 && !qg_c11(s));
+  return !s->y_vnni4 && !(s->conv.kh > 0 && s->conv.sh == 1 && s->conv.sw == 1 && !cgen_qgemm_c11(s));
 }
 
 /* Checks spec s: sizes, dtypes, ranges. */
@@ -818,7 +819,7 @@ static harp_status check_spec(harp_error *e, const cgen_qgemm_spec *s) {
     return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_qgemm: output zero point %d / clamp [%d, %d] out of range", (int)s->zy,
                    (int)s->lo, (int)s->hi);
   if (s->conv.kh > 0 && check_conv(e, s)) return e->code;
-  bool c11 = qg_c11(s);
+  bool c11 = cgen_qgemm_c11(s);
   if (s->x_vnni4 && !(s->weight_a && s->x_dtype == TINY_U8 && s->k % 4 == 0 && c11))
     return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_qgemm: a VNNI-4 x needs the weight as A, u8, K %% 4 == 0, no conv but 1x1 stride 1");
   if (s->y_vnni4 && !(s->weight_a && s->y_dtype != TINY_FP32 && s->m % 4 == 0))
@@ -852,7 +853,7 @@ static void emit_sel(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, cons
  * B's [K][N] rows as they are (no padded copy, no padded-width grid, whose
  * epilogue compresses lanes); the conv's fields cleared in *g. */
 static const cgen_qgemm_spec *conv1x1_as_gemm(const cgen_qgemm_spec *s, cgen_qgemm_spec *g) {
-  if (s->conv.kh != 1 || s->conv.kw != 1 || s->conv.sh != 1 || s->conv.sw != 1 || s->conv.ph || s->conv.pw) return s;
+  if (s->conv.kh == 0 || !cgen_qgemm_c11(s)) return s;
   *g = *s;
   memset(&g->conv, 0, sizeof g->conv);
   return g;

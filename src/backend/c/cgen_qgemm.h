@@ -65,6 +65,9 @@ typedef struct cgen_qgemm_spec {
 
 void cgen_qgemm_spec_init(cgen_qgemm_spec *s, int64_t m, int64_t n, int64_t k);
 harp_status cgen_qgemm(harp_error *e, const cgen_qgemm_spec *spec, const char *fn_name, ut_str *out);
+/* Whether spec is a GEMM or a 1x1 conv of stride 1 without padding: x is B's
+ * [K][N] rows as they are (what a VNNI-4 x, spec.x_vnni4, needs). */
+bool cgen_qgemm_c11(const cgen_qgemm_spec *spec);
 /* Whether spec may take a post hook (spec.post): y row-major, no stride-1 conv but 1x1. */
 bool cgen_qgemm_post_ok(const cgen_qgemm_spec *spec);
 

@@ -542,8 +542,7 @@ static bool q8_emit(rc_ctx *c, int r, const char *fn, ut_str *out, const q8_job 
     jr.q.y_dtype = TINY_U8, jr.q.zy = -jr.rq.lo, jr.q.lo = 0, jr.q.hi = jr.rq.hi - jr.rq.lo;
   /* VNNI-4 bytes (cc_q8_plan.v4): a 1x1 conv of stride 1 reads them, an int8 conv storing its own writes them */
   const cgen_qgemm_spec *q = &j->q;
-  bool v4r = q->weight_a && q->k % 4 == 0 && (q->conv.kh == 0 || (q->conv.kh == 1 && q->conv.kw == 1 && q->conv.sh == 1 &&
-                                                                  q->conv.sw == 1 && !q->conv.ph && !q->conv.pw));
+  bool v4r = q->weight_a && q->k % 4 == 0 && cgen_qgemm_c11(q);
   bool v4w = q->weight_a && q->m % 4 == 0 && jr.rq.ok && jr.rq.post < 0;
   int zo = jr.zo = jr.rq.post >= 0 ? q8_post_zo(j->epi, j->nepi, &jr.rq) : q8_zo(&jr.rq);
   if (zo < 0) zo = jr.zo = q8_dq_zo(j->epi, j->nepi, &jr.rq, &jr.ys);

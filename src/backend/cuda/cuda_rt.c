@@ -518,16 +518,35 @@ static int cmp_double(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
+/* A timing's start: *t, reps doubles (zero), and the events *a, *b it
+ * records between (each NULL until made; time_end frees what was made). */
+static harp_status time_begin(harp_error *e, cuda_rt *rt, int reps, double **t, CUevent *a, CUevent *b) {
+  if (!(*t = ut_xcalloc((size_t)reps, sizeof **t))) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  if (rt->cu.EventCreate(a, 0) || rt->cu.EventCreate(b, 0)) return ut_fail(e, HARP_E_INTERNAL, NULL, "cuEventCreate failed");
+  return HARP_OK;
+}
+
+/* A timing's end (s its status so far): where s is OK, *ms_median the
+ * median of t's reps times; the events a, b and t freed.  Returns s. */
+static harp_status time_end(cuda_rt *rt, harp_status s, double *t, int reps, CUevent a, CUevent b, double *ms_median) {
+  if (!s) {
+    qsort(t, (size_t)reps, sizeof *t, cmp_double);
+    *ms_median = t[reps / 2];
+  }
+  if (a) rt->cu.EventDestroy(a);
+  if (b) rt->cu.EventDestroy(b);
+  free(t);
+  return s;
+}
+
 harp_status cuda_rt_time_launches(harp_error *e, cuda_rt *rt, void *fn, const int64_t grid[3], const int block[3],
                                 int64_t smem_bytes, void **params, int reps, double *ms_median) {
   *ms_median = 0;
   if (need_gpu(e, rt)) return e->code;
   if (reps < 1 || reps > 10000) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "reps must be 1..10000");
-  double *t = ut_xcalloc((size_t)reps, sizeof *t);
-  if (!t) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  double *t = NULL;
   CUevent a = NULL, b = NULL;
-  harp_status s = HARP_OK;
-  if (rt->cu.EventCreate(&a, 0) || rt->cu.EventCreate(&b, 0)) s = ut_fail(e, HARP_E_INTERNAL, NULL, "cuEventCreate failed");
+  harp_status s = time_begin(e, rt, reps, &t, &a, &b);
   for (int i = 0; i < 3 && !s; i++) s = cuda_rt_launch(e, rt, fn, grid, block, smem_bytes, params); /* warm up */
   for (int i = 0; i < reps && !s; i++) {
     float ms = 0;
@@ -537,14 +556,7 @@ harp_status cuda_rt_time_launches(harp_error *e, cuda_rt *rt, void *fn, const in
       s = ut_fail(e, HARP_E_INTERNAL, NULL, "timing kernel launches failed");
     t[i] = ms;
   }
-  if (!s) {
-    qsort(t, (size_t)reps, sizeof *t, cmp_double);
-    *ms_median = t[reps / 2];
-  }
-  if (a) rt->cu.EventDestroy(a);
-  if (b) rt->cu.EventDestroy(b);
-  free(t);
-  return s;
+  return time_end(rt, s, t, reps, a, b, ms_median);
 }
 
 void *cuda_rt_stream(const cuda_rt *rt) { return rt->st.gpu ? rt->own : NULL; }
@@ -583,11 +595,9 @@ harp_status cuda_rt_time_fn(harp_error *e, cuda_rt *rt, int (*fn)(void *), void 
   if (need_gpu(e, rt)) return e->code;
   if (reps < 1 || reps > 10000 || warmup < 0 || warmup > 10000)
     return ut_fail(e, HARP_E_INVALID_ARG, NULL, "reps must be 1..10000, warmup 0..10000");
-  double *t = ut_xcalloc((size_t)reps, sizeof *t);
-  if (!t) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  double *t = NULL;
   CUevent a = NULL, b = NULL;
-  harp_status s = HARP_OK;
-  if (rt->cu.EventCreate(&a, 0) || rt->cu.EventCreate(&b, 0)) s = ut_fail(e, HARP_E_INTERNAL, NULL, "cuEventCreate failed");
+  harp_status s = time_begin(e, rt, reps, &t, &a, &b);
   for (int i = 0; i < warmup && !s; i++)
     if (fn(ctx)) s = ut_fail(e, HARP_E_INTERNAL, NULL, "timed function failed");
   for (int i = 0; i < reps && !s; i++) {
@@ -597,14 +607,7 @@ harp_status cuda_rt_time_fn(harp_error *e, cuda_rt *rt, int (*fn)(void *), void 
       s = ut_fail(e, HARP_E_INTERNAL, NULL, "timing failed");
     t[i] = ms;
   }
-  if (!s) {
-    qsort(t, (size_t)reps, sizeof *t, cmp_double);
-    *ms_median = t[reps / 2];
-  }
-  if (a) rt->cu.EventDestroy(a);
-  if (b) rt->cu.EventDestroy(b);
-  free(t);
-  return s;
+  return time_end(rt, s, t, reps, a, b, ms_median);
 }
 
 harp_status cuda_rt_time_seq(harp_error *e, cuda_rt *rt, int n, int (*step)(void *, int), void *ctx, int warmup, int reps,
