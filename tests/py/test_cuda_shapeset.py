@@ -698,6 +698,91 @@ def splitk_conv_rows(s, rng):
                     "if (blockIdx.z >= ((hp_sv0 * 1L) * 1) * 3) return;")
 
 
+# split-K convs over a run-time height and width (sssk): the split conv's
+# pixel decode, padded window and guards read H and W, its grid the box's
+# pixel tiles (a CTA past the binding's pixels returns), y and the residual
+# at the binding, the fp32 workspace and the serial flags laid out at the
+# box's corner hi (H = W = 16: 4 pixel tiles of 64; 9 x 9: 2); K = 32 x 9
+# = 288 in 3 slices, H and W two symbols of one box
+SPLITK_CONV_HW_MODEL = "graph<H=16, W=16> main(x: f16[2, 32, H, W], w: f16[32, 32, 3, 3], b: f16[32], r: f16[2, 32, H, W])\n" \
+                       "    -> (y: f16[2, 32, H, W]) {\n    y = relu(conv2d(x, w, bias=b, pad=[1, 1]) + r)\n    return y\n}\n"
+SPLITK_CONV_HW_AT = [{"H": 16, "W": 16}, {"H": 12, "W": 10}, {"H": 9, "W": 9}]
+# a deep conv (512 -> 512 3x3, 2 x 4 output tiles, K = 4608: the Plan splits K) over H, W as a session's box
+DEEP_CONV_HW_MODEL = "graph<H=14, W=14> main(x: f16[1, 512, H, W], w: f16[512, 512, 3, 3], b: f16[512]) -> (y: f16[1, 512, H, W]) {\n" \
+                     "    y = relu(conv2d(x, w, bias=b, pad=[1, 1]))\n    return y\n}\n"
+
+
+def splitk_conv_hw_box(s, rng, model, plan, target, name):
+    """The conv of model split by plan, dumped on target over the box H, W =
+    9..16: one unit at every binding of SPLITK_CONV_HW_AT, the corner hi's
+    run on the simulator there against the interpreter (W one short at the
+    middle binding must differ), the split conv's grid the box's and its
+    pixel guard at run time."""
+    at = lambda b: [f"{k}={v}" for k, v in b.items()]
+    p, dr = cuda_sim.dump_regions(model, target, at(SPLITK_CONV_HW_AT[0]))  # the conv's region (sm90: the residual apart)
+    regions = json.load(open(os.path.join(dr, "region.json")))["regions"] if p.returncode == 0 else []
+    conv_region = next((r["name"] for r in regions if r["kind"] == "contraction"), "y")
+    box = ("--shapeset", "H=9..16", "--shapeset", "W=9..16", "--plan", f"{conv_region}={plan}")
+    p, dhi = cuda_sim.dump(model, target, at(SPLITK_CONV_HW_AT[0]), extra=box)
+    s.check(f"{name}: dump at the corner hi", p.returncode == 0, p.stderr)
+    if p.returncode:
+        return
+    ghi = json.load(open(os.path.join(dhi, "gpu.json")))["gpu"]
+    src_hi = open(os.path.join(dhi, "model.cu")).read()
+    names = [x["name"] for x in ghi["syms"]]
+    kinds = {k["name"]: k["kind"] for k in ghi["kernels"]}
+    s.check(f"{name}: the box's symbols are the unit's", sorted(names) == ["H", "W"], str(names))
+    s.check(f"{name}: every launch but the zeroing and the bias's cast reads the sizes at run time", all(
+        any(a["space"] == "sym" for a in l["args"]) for l in ghi["launches"] if kinds[l["kernel"]] not in ("zero", "ewise")),
+        str(ghi["launches"])[:2000])
+    conv = next((k for k in ghi["kernels"] if k["kind"] == "mma_conv"), {})
+    s.check(f"{name}: 3 slices, the box's 4 pixel tiles, the pixel guard at run time",
+            conv.get("plan", {}).get("splitk") == 3 and sorted(conv.get("grid", [0, 0, 0])) == [1, 4, 6] and
+            conv["grid"][2] == 6 and
+            "if (bn0 >= ((((hp_sv0 * 1L) + -1) / 1 + 1) * (((hp_sv1 * 1L) + -1) / 1 + 1))) return;" in src_hi, str(conv.get("grid")))
+    for b in SPLITK_CONV_HW_AT:
+        w = f"{name} {at(b)}"
+        p, dv = cuda_sim.dump(model, target, at(b), extra=box)
+        s.check(f"{w}: dump", p.returncode == 0, p.stderr)
+        if p.returncode:
+            continue
+        s.check(f"{w}: the same CUDA C as at the corner hi", open(os.path.join(dv, "model.cu")).read() == src_hi)
+        feeds, outs = feeds_outs(dv, rng)
+        got, err = cuda_sim.run(dhi, feeds, sv=[b[n] for n in names], out_shapes=outs)
+        s.check(f"{w}: the corner hi's build runs on the simulator", err is None, err)
+        q, e = run(model, feeds, at(b), backend="interp")
+        s.check(f"{w}: interpreter", q.returncode == 0, q.stderr)
+        for out, a in (got if q.returncode == 0 and got else {}).items():
+            ok, detail = close(a, np.load(os.path.join(e, f"{out}.npy")).astype(np.float64), 1e-3, 1e-3)
+            s.check(f"{w}: {out} vs interpreter", ok, detail)
+        if b is SPLITK_CONV_HW_AT[1]:  # must fail: a row of W short
+            bad, err = cuda_sim.run(dhi, feeds, sv=[b[n] - (n == "W") for n in names], out_shapes=outs)
+            s.check(f"{w}: W one short gives another result", err is not None or not all(
+                close(a, np.load(os.path.join(e, f"{o}.npy")).astype(np.float64), 1e-3, 1e-3)[0] for o, a in bad.items()))
+    (NVCC_UNITS_90 if target == "sm90" else NVCC_UNITS).append((name, os.path.join(dhi, "model.cu")))
+
+
+def splitk_conv_hw_rows(s, rng):
+    """Split-K convs over a run-time height and width: serial and parallel
+    on sm80, serial on sm90 (splitk_conv_hw_box), and the deep conv's
+    session over H, W on the fake libcuda, sm80 and sm90: one build."""
+    d = tempfile.mkdtemp(prefix="harp_ss_")
+    model = os.path.join(d, "splitk_conv_hw.harp")
+    open(model, "w").write(SPLITK_CONV_HW_MODEL)
+    for algo, target in (("splitk_serial", "sm80"), ("splitk_parallel", "sm80"), ("splitk_serial", "sm90")):
+        plan = os.path.join(d, f"{algo}.plan")
+        open(plan, "w").write(f"split m 64; split n 64; split k 64; predicate_tail m.i.i n.i.i k.i.i;\n"
+                              f"algo_choice matmul {algo};\nsplitk 3;\n")
+        splitk_conv_hw_box(s, rng, model, plan, target, f"splitk_conv_hw.harp:H,W ({algo}, {target})")
+    deep = os.path.join(d, "deep_conv_hw.harp")
+    open(deep, "w").write(DEEP_CONV_HW_MODEL)
+    for target in ("sm80", "sm90"):
+        st, err = session_counts(s, f"deep_conv_hw.harp ({target}) session", deep, target, ["H=14,W=14", "H=12,W=10"])
+        if st:
+            s.check(f"deep_conv_hw.harp ({target}) session: one build, no fallback", st["clusters"] == 1 and st["builds"] == 1 and
+                    st["box_builds"] == 1 and st["box_fallbacks"] == 0 and "builds per binding" not in err, f"{st} {err[-800:]}")
+
+
 def main():
     warnings.simplefilter("ignore", RuntimeWarning)
     s = Suite("cuda_shapeset")
@@ -738,6 +823,8 @@ def main():
         splitk_batch_rows(s, rng)
     if not only or "splitk_conv" in only.split(","):
         splitk_conv_rows(s, rng)
+    if not only or "splitk_conv_hw" in only.split(","):
+        splitk_conv_hw_rows(s, rng)
     # the sm80 units for sm_80 (their ISA); also for sm_90a with HARP_TEST_SLOW=1 (that nvcc
     # takes sm80 code for sm_90a is test_cuda_dedup.py's package check): nvcc was most of this test's time
     nvcc_compiles(s, NVCC_UNITS, ("80", "90a") if os.environ.get("HARP_TEST_SLOW") == "1" else ("80",))

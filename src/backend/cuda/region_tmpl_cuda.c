@@ -618,12 +618,14 @@ static bool conv_plan_tune(cuda_rctx *c, int r, const rg_info *info, int64_t ocg
  *   splitk_parallel  the workspace zeroed; slices add with fp32 atomics;
  *                    the finishing pass (cuda_gen_conv_finish) applies the
  *                    epilogue and stores y
- * (splitk_reduce: refused, *why).  A ShapeSet build whose images vary
- * (the input at x_slot; cuda_conv_at_run_time) reads them at run time: the
- * split conv's grid.z is the box's images x groups x slices, a CTA past the
- * binding's returns, the finishing pass alike; the workspace and the flags
- * laid out at the box's corner hi.  *done false (module and launches as
- * before) when a kernel refuses (*why). */
+ * (splitk_reduce: refused, *why).  A ShapeSet build whose images, height
+ * or width vary (the input at x_slot; cuda_conv_at_run_time) reads them at
+ * run time: the split conv's grid is the box's pixel tiles and images x
+ * groups x slices, a CTA past the binding's pixels or images returns, the
+ * finishing pass alike; the workspace and the flags laid out at the box's
+ * corner hi (the split conv's partials and the finishing pass's reads at
+ * its constant strides, cuda_conv_spec.ws_hi), y at the binding.  *done
+ * false (module and launches as before) when a kernel refuses (*why). */
 static harp_status conv_splitk(cuda_rctx *c, int r, const cuda_conv_spec *s0, int x_slot, const named_arg *io, int nio,
                                bool *done, const char **why) {
   int n0 = c->mod->n, l0 = c->nlaunch;
@@ -635,8 +637,8 @@ static harp_status conv_splitk(cuda_rctx *c, int r, const cuda_conv_spec *s0, in
     *why = "a convolution splits K as splitk_serial or splitk_parallel on the GPU (no per-slice partials form)";
     return HARP_OK;
   }
-  cuda_conv_spec g = *s; /* the split conv: into the workspace, no epilogue, unless serial */
-  if (!serial) g.y_dtype = TINY_FP32, g.n_epi = 0;
+  cuda_conv_spec g = *s; /* the split conv: into the workspace (laid out at hi), no epilogue, unless serial */
+  if (!serial) g.y_dtype = TINY_FP32, g.n_epi = 0, g.ws_hi = true;
   if (cr_try_gen(c, gen_conv, &g, cr_kname(c, r, "conv"), why)) return HARP_OK;
   const cuda_kernel *ck = c->mod->k[c->mod->n - 1], *fk = NULL;
   if (!serial && !cr_try_gen(c, gen_conv_finish, s, cr_kname(c, r, "splitk_finish"), why)) fk = c->mod->k[c->mod->n - 1];
