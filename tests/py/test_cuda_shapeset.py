@@ -707,23 +707,29 @@ def splitk_conv_rows(s, rng):
 SPLITK_CONV_HW_MODEL = "graph<H=16, W=16> main(x: f16[2, 32, H, W], w: f16[32, 32, 3, 3], b: f16[32], r: f16[2, 32, H, W])\n" \
                        "    -> (y: f16[2, 32, H, W]) {\n    y = relu(conv2d(x, w, bias=b, pad=[1, 1]) + r)\n    return y\n}\n"
 SPLITK_CONV_HW_AT = [{"H": 16, "W": 16}, {"H": 12, "W": 10}, {"H": 9, "W": 9}]
+# the same at stride 2, pad 1 (the box's corners even and odd: the model's
+# own bottom / right pad row, which an even size never reads)
+SPLITK_CONV_S2_MODEL = "graph<H=16, W=16> main(x: f16[2, 32, H, W], w: f16[32, 32, 3, 3], b: f16[32])\n" \
+                       "    -> (y: f16[2, 32, (H + 1) / 2, (W + 1) / 2]) {\n" \
+                       "    y = relu(conv2d(x, w, bias=b, stride=2, pad=[1, 1]))\n    return y\n}\n"
+SPLITK_CONV_S2_AT = [{"H": 16, "W": 16}, {"H": 12, "W": 11}, {"H": 9, "W": 9}]
 # a deep conv (512 -> 512 3x3, 2 x 4 output tiles, K = 4608: the Plan splits K) over H, W as a session's box
 DEEP_CONV_HW_MODEL = "graph<H=14, W=14> main(x: f16[1, 512, H, W], w: f16[512, 512, 3, 3], b: f16[512]) -> (y: f16[1, 512, H, W]) {\n" \
                      "    y = relu(conv2d(x, w, bias=b, pad=[1, 1]))\n    return y\n}\n"
 
 
-def splitk_conv_hw_box(s, rng, model, plan, target, name):
+def splitk_conv_hw_box(s, rng, model, plan, target, name, bindings, grid, guard):
     """The conv of model split by plan, dumped on target over the box H, W =
-    9..16: one unit at every binding of SPLITK_CONV_HW_AT, the corner hi's
-    run on the simulator there against the interpreter (W one short at the
-    middle binding must differ), the split conv's grid the box's and its
-    pixel guard at run time."""
+    9..16: one unit at every binding of bindings (the corner hi first), the
+    corner hi's run on the simulator there against the interpreter (W one
+    short at the second must differ), the split conv's grid (x, y sorted:
+    the raster's) and its pixel guard line at run time."""
     at = lambda b: [f"{k}={v}" for k, v in b.items()]
-    p, dr = cuda_sim.dump_regions(model, target, at(SPLITK_CONV_HW_AT[0]))  # the conv's region (sm90: the residual apart)
+    p, dr = cuda_sim.dump_regions(model, target, at(bindings[0]))  # the conv's region (sm90: the residual apart)
     regions = json.load(open(os.path.join(dr, "region.json")))["regions"] if p.returncode == 0 else []
     conv_region = next((r["name"] for r in regions if r["kind"] == "contraction"), "y")
     box = ("--shapeset", "H=9..16", "--shapeset", "W=9..16", "--plan", f"{conv_region}={plan}")
-    p, dhi = cuda_sim.dump(model, target, at(SPLITK_CONV_HW_AT[0]), extra=box)
+    p, dhi = cuda_sim.dump(model, target, at(bindings[0]), extra=box)
     s.check(f"{name}: dump at the corner hi", p.returncode == 0, p.stderr)
     if p.returncode:
         return
@@ -736,11 +742,10 @@ def splitk_conv_hw_box(s, rng, model, plan, target, name):
         any(a["space"] == "sym" for a in l["args"]) for l in ghi["launches"] if kinds[l["kernel"]] not in ("zero", "ewise")),
         str(ghi["launches"])[:2000])
     conv = next((k for k in ghi["kernels"] if k["kind"] == "mma_conv"), {})
-    s.check(f"{name}: 3 slices, the box's 4 pixel tiles, the pixel guard at run time",
-            conv.get("plan", {}).get("splitk") == 3 and sorted(conv.get("grid", [0, 0, 0])) == [1, 4, 6] and
-            conv["grid"][2] == 6 and
-            "if (bn0 >= ((((hp_sv0 * 1L) + -1) / 1 + 1) * (((hp_sv1 * 1L) + -1) / 1 + 1))) return;" in src_hi, str(conv.get("grid")))
-    for b in SPLITK_CONV_HW_AT:
+    s.check(f"{name}: 3 slices, the box's pixel tiles {grid}, the pixel guard at run time",
+            conv.get("plan", {}).get("splitk") == 3 and sorted(conv.get("grid", [0, 0, 0])[:2]) + conv["grid"][2:] == grid and
+            guard in src_hi, str(conv.get("grid")))
+    for b in bindings:
         w = f"{name} {at(b)}"
         p, dv = cuda_sim.dump(model, target, at(b), extra=box)
         s.check(f"{w}: dump", p.returncode == 0, p.stderr)
@@ -755,7 +760,7 @@ def splitk_conv_hw_box(s, rng, model, plan, target, name):
         for out, a in (got if q.returncode == 0 and got else {}).items():
             ok, detail = close(a, np.load(os.path.join(e, f"{out}.npy")).astype(np.float64), 1e-3, 1e-3)
             s.check(f"{w}: {out} vs interpreter", ok, detail)
-        if b is SPLITK_CONV_HW_AT[1]:  # must fail: a row of W short
+        if b is bindings[1]:  # must fail: a row of W short
             bad, err = cuda_sim.run(dhi, feeds, sv=[b[n] - (n == "W") for n in names], out_shapes=outs)
             s.check(f"{w}: W one short gives another result", err is not None or not all(
                 close(a, np.load(os.path.join(e, f"{o}.npy")).astype(np.float64), 1e-3, 1e-3)[0] for o, a in bad.items()))
@@ -764,16 +769,26 @@ def splitk_conv_hw_box(s, rng, model, plan, target, name):
 
 def splitk_conv_hw_rows(s, rng):
     """Split-K convs over a run-time height and width: serial and parallel
-    on sm80, serial on sm90 (splitk_conv_hw_box), and the deep conv's
-    session over H, W on the fake libcuda, sm80 and sm90: one build."""
+    on sm80, serial on sm90, and at stride 2 parallel on sm90
+    (splitk_conv_hw_box), and the deep conv's session over H, W on the fake
+    libcuda, sm80 and sm90: one build."""
     d = tempfile.mkdtemp(prefix="harp_ss_")
     model = os.path.join(d, "splitk_conv_hw.harp")
     open(model, "w").write(SPLITK_CONV_HW_MODEL)
-    for algo, target in (("splitk_serial", "sm80"), ("splitk_parallel", "sm80"), ("splitk_serial", "sm90")):
+    s2 = os.path.join(d, "splitk_conv_s2.harp")
+    open(s2, "w").write(SPLITK_CONV_S2_MODEL)
+    guard = "if (bn0 >= ((((hp_sv0 * 1L) + -1) / %d + 1) * (((hp_sv1 * 1L) + -1) / %d + 1))) return;"
+    for m, algo, target in ((model, "splitk_serial", "sm80"), (model, "splitk_parallel", "sm80"), (model, "splitk_serial", "sm90"),
+                            (s2, "splitk_parallel", "sm90")):
         plan = os.path.join(d, f"{algo}.plan")
         open(plan, "w").write(f"split m 64; split n 64; split k 64; predicate_tail m.i.i n.i.i k.i.i;\n"
                               f"algo_choice matmul {algo};\nsplitk 3;\n")
-        splitk_conv_hw_box(s, rng, model, plan, target, f"splitk_conv_hw.harp:H,W ({algo}, {target})")
+        if m == model:  # H, W = 16: 4 pixel tiles of 64
+            splitk_conv_hw_box(s, rng, m, plan, target, f"splitk_conv_hw.harp:H,W ({algo}, {target})", SPLITK_CONV_HW_AT,
+                               [1, 4, 6], guard % (1, 1))
+        else:  # 8 x 8 pixels at the corner hi: 1 tile; the model's pad row in the output size
+            splitk_conv_hw_box(s, rng, m, plan, target, f"splitk_conv_s2.harp:H,W ({algo}, {target})", SPLITK_CONV_S2_AT,
+                               [1, 1, 6], guard % (2, 2))
     deep = os.path.join(d, "deep_conv_hw.harp")
     open(deep, "w").write(DEEP_CONV_HW_MODEL)
     for target in ("sm80", "sm90"):
