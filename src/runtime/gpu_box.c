@@ -18,9 +18,9 @@
  * arena, the largest).
  * An SM90 GEMM's tensor maps are compared by their run-time formulas
  * (cuda_tmap_same): the runtime encodes them at each binding.
- * Where a kernel still prints a size (a split-K or Winograd template, a
- * row kernel whose row length varies, a TMA stride not 16-byte aligned at
- * every binding), the corners differ
+ * Where a kernel still prints a size (one that is no product of the box's
+ * symbols: the floor division after a strided conv or pool; a GATHER's),
+ * the corners differ
  * and the cluster falls back to one build per binding, the kernel that
  * differs named in `why` (as the CPU's sgen.c does).
  * Needs: gpu.c (gpu_build_gen), plan (plan_shapeset_class), tiny.
