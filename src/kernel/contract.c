@@ -1,7 +1,7 @@
 /* contract.c — contraction and attention regions read as template kernels,
  * for every target.
  * Needs: a region formed by rg_form (rg_info), its Poly-View, the Function.
- * Gives: ct_kind, ct_read_gemm, ct_read_conv, ct_read_attn (contract.h).
+ * Gives: ct_kind, ct_read_gemm, ct_read_conv, ct_read_attn, ct_window_pads (contract.h).
  *
  * What both backends' templates share: which tensors the kernel reads (the
  * base tensor or a materialized CAST of it, never through a rounding), each
@@ -634,6 +634,30 @@ static bool conv_window(const tiny_shape *xs, const tiny_shape *ws, const poly_i
   if (oh < 0 || oh != size[2 + vo] || ow != size[3 + vo] || size[0] != xs->d[0].n)
     DECLINE("the output size does not match the window");
   return true;
+}
+
+/* The PAD a read of tensor node x in Function kernel `kernel` passes (the
+ * window's padding as the model wrote it), or NULL. */
+static const tiny_node *pad_before(const ct_src *s, int kernel, int x) {
+  const rg_region *R = &s->f->part->regions[s->f->kernels[kernel].region];
+  for (int k = 0; k < R->nblocks; k++) {
+    const poly_block_info *b = poly_block(s->pv, R->blocks[k]);
+    for (int a = 0; a < b->naccess; a++) {
+      if (b->access[a].write || b->access[a].tensor != x) continue;
+      for (int v = 0; v < b->access[a].nvia; v++)
+        if (s->g->nodes[b->access[a].via[v]].op == TINY_PAD) return &s->g->nodes[b->access[a].via[v]];
+    }
+  }
+  return NULL;
+}
+
+void ct_window_pads(const ct_src *s, int kernel, int x, const int64_t *stride, const bool *rt, int64_t *pad) {
+  const tiny_node *p = pad_before(s, kernel, x);
+  if (!p || p->a.pad.n < 2) return;
+  for (int q = 0; q < 2; q++) {
+    int64_t hi = p->a.pad.hi[p->a.pad.n - 2 + q].n, lo = p->a.pad.lo[p->a.pad.n - 2 + q].n;
+    if (rt[q] && lo == pad[q] && hi > pad[2 + q] && hi < pad[2 + q] + stride[q]) pad[2 + q] = hi;
+  }
 }
 
 /* The epilogue tensors of em classified for a convolution (block b, its

@@ -162,6 +162,14 @@ bool ct_read_attn(const ct_src *s, int kernel, ct_attn *out, const char **why);
  * with *why NULL when it is no pooling, with *why set when it is one read
  * in a way the kernel does not take. */
 bool ct_read_pool(const ct_src *s, int kernel, ct_pool *out, const char **why);
+/* A ShapeSet unit's window over tensor node x in Function kernel `kernel`
+ * whose height / width is read at run time (rt[0], rt[1]): its bottom /
+ * right padding pad[2 + q] raised to the model's own (the PAD the read
+ * passes) where the reader kept only what this binding reads (less by
+ * under a stride: an even width at stride 2 never reads the last pad
+ * column, an odd one does, so a box's corners would hold for their parity
+ * alone).  The C backend (rc_window_pads) and the CUDA one call it. */
+void ct_window_pads(const ct_src *s, int kernel, int x, const int64_t *stride, const bool *rt, int64_t *pad);
 
 /* Extents of a block's variables: its output axes, then the reduced ones. */
 void ct_block_sizes(const tiny_graph *g, const poly_block_info *b, int64_t *size);

@@ -17,15 +17,15 @@ binding).  Each HI unit compiles with nvcc for its architecture (an sm80
 unit for sm_80, also for sm_90a with HARP_TEST_SLOW=1) when nvcc is
 there.  Further rows in their own functions: the row kernels' run-time
 row length (rowlen_rows), the attention's store guard (attn_store_guard),
-split-K (splitk_rows, splitk_batch_rows, splitk_conv_rows: a conv over
-run-time images) and Winograd (wino_rows) over run-time sizes, and the
+split-K (splitk_rows, splitk_batch_rows, splitk_conv_rows and
+splitk_conv_hw_rows: a conv over run-time images, height and width) and Winograd (wino_rows) over run-time sizes, and the
 transformer block over S (transformer_rows: the regions and plans decided
 at the box's corner hi, one unit and one session build on sm90 and sm80),
 pools whose output sizes are floor divisions / affine forms of the box's
 symbols (floordiv_rows: derived sizes read at run time), a heads merge
 whose domain is a box by isl's ranges only (heads_rows).
 HARP_CUDA_SS_MODELS=name[:SYM],... runs some only (attn_guard, splitk_m,
-splitk_b, splitk_conv, wino4, wino_grid, transformer, floordiv, heads name those functions' rows).  Skips (77) without g++."""
+splitk_b, splitk_conv, splitk_conv_hw, wino4, wino_grid, transformer, floordiv, heads name those functions' rows).  Skips (77) without g++."""
 import json
 import os
 import shutil
@@ -548,6 +548,34 @@ def box_corner(s, what, model, target, binding, opts):
     return d, json.load(open(os.path.join(d, "gpu.json")))["gpu"], open(os.path.join(d, "model.cu")).read()
 
 
+def at_bindings(s, rng, what, model, target, box, dhi, src_hi, names, bindings, short, tol):
+    """Each binding b (a dict) of bindings inside box (the dump options):
+    the unit dumped at b is src_hi's text, and the corner hi's build (dhi;
+    its symbols names) runs on the simulator at b against the interpreter
+    within tol (rtol and atol); short (b, sym): that binding with sym one
+    short must give another result (None: not checked)."""
+    at = lambda b: [f"{k}={v}" for k, v in b.items()]
+    for b in bindings:
+        w = f"{what} {at(b)}"
+        p, dv = cuda_sim.dump(model, target, at(b), extra=box)
+        s.check(f"{w}: dump", p.returncode == 0, p.stderr)
+        if p.returncode:
+            continue
+        s.check(f"{w}: the same CUDA C as at the corner hi", open(os.path.join(dv, "model.cu")).read() == src_hi)
+        feeds, outs = feeds_outs(dv, rng)
+        got, err = cuda_sim.run(dhi, feeds, sv=[b[n] for n in names], out_shapes=outs)
+        s.check(f"{w}: the corner hi's build runs on the simulator", err is None, err)
+        q, e = run(model, feeds, at(b), backend="interp")
+        s.check(f"{w}: interpreter", q.returncode == 0, q.stderr)
+        for out, a in (got if q.returncode == 0 and got else {}).items():
+            ok, detail = close(a, np.load(os.path.join(e, f"{out}.npy")).astype(np.float64), tol, tol)
+            s.check(f"{w}: {out} vs interpreter", ok, detail)
+        if short and b is short[0]:  # must fail: one row of short[1] short
+            bad, err = cuda_sim.run(dhi, feeds, sv=[b[n] - (n == short[1]) for n in names], out_shapes=outs)
+            s.check(f"{w}: {short[1]} one short gives another result", err is not None or not all(
+                close(a, np.load(os.path.join(e, f"{o}.npy")).astype(np.float64), tol, tol)[0] for o, a in bad.items()))
+
+
 def transformer_box(s, rng, model, target):
     """TRANSFORMER_BOX on target: the corner hi's unit is the text at every
     binding of TRANSFORMER_AT and runs there on the simulator against the
@@ -567,25 +595,8 @@ def transformer_box(s, rng, model, target):
     s.check(f"{what}: 3+ template launches", ghi["launch_kinds"]["template"] >= 3, str(ghi["launch_kinds"]))
     s.check(f"{what}: the output projection's A copied at the binding's sizes",
             "a strided copy at the binding's sizes" in src_hi, "")
-    for b in TRANSFORMER_AT:
-        w = f"{what} {at(b)}"
-        p, dv = cuda_sim.dump(model, target, at(b), extra=box)
-        s.check(f"{w}: dump", p.returncode == 0, p.stderr)
-        if p.returncode:
-            continue
-        s.check(f"{w}: the same CUDA C as at the corner hi", open(os.path.join(dv, "model.cu")).read() == src_hi)
-        feeds, outs = feeds_outs(dv, rng)
-        got, err = cuda_sim.run(dhi, feeds, sv=[b[n] for n in names], out_shapes=outs)
-        s.check(f"{w}: the corner hi's build runs on the simulator", err is None, err)
-        q, e = run(model, feeds, at(b), backend="interp")
-        s.check(f"{w}: interpreter", q.returncode == 0, q.stderr)
-        for out, a in (got if q.returncode == 0 and got else {}).items():
-            ok, detail = close(a, np.load(os.path.join(e, f"{out}.npy")).astype(np.float64), 5e-3, 5e-3)
-            s.check(f"{w}: {out} vs interpreter", ok, detail)
-        if b is TRANSFORMER_AT[1] and target == "sm90":  # must fail: one row of S short
-            bad, err = cuda_sim.run(dhi, feeds, sv=[b[n] - (n == "S") for n in names], out_shapes=outs)
-            s.check(f"{w}: S one short gives another result", err is not None or not all(
-                close(a, np.load(os.path.join(e, f"{o}.npy")).astype(np.float64), 5e-3, 5e-3)[0] for o, a in bad.items()))
+    at_bindings(s, rng, what, model, target, box, dhi, src_hi, names, TRANSFORMER_AT,
+                (TRANSFORMER_AT[1], "S") if target == "sm90" else None, 5e-3)
 
 
 # a box that still prints a size (transformer_rows): a GATHER over R
@@ -835,6 +846,91 @@ def heads_rows(s, rng):
         s.check(f"{name} (sm90) session: one build, no fallback", st["builds"] == 1 and st["box_fallbacks"] == 0 and
                 "builds per binding" not in err, f"{st} {err[-800:]}")
 
+# split-K convs over a run-time height and width (sssk): the split conv's
+# pixel decode, padded window and guards read H and W, its grid the box's
+# pixel tiles (a CTA past the binding's pixels returns), y and the residual
+# at the binding, the fp32 workspace and the serial flags laid out at the
+# box's corner hi (H = W = 16: 4 pixel tiles of 64; 9 x 9: 2); K = 32 x 9
+# = 288 in 3 slices, H and W two symbols of one box
+SPLITK_CONV_HW_MODEL = "graph<H=16, W=16> main(x: f16[2, 32, H, W], w: f16[32, 32, 3, 3], b: f16[32], r: f16[2, 32, H, W])\n" \
+                       "    -> (y: f16[2, 32, H, W]) {\n    y = relu(conv2d(x, w, bias=b, pad=[1, 1]) + r)\n    return y\n}\n"
+SPLITK_CONV_HW_AT = [{"H": 16, "W": 16}, {"H": 12, "W": 10}, {"H": 9, "W": 9}]
+# the same at stride 2, pad 1 (the box's corners even and odd: the model's
+# own bottom / right pad row, which an even size never reads)
+SPLITK_CONV_S2_MODEL = "graph<H=16, W=16> main(x: f16[2, 32, H, W], w: f16[32, 32, 3, 3], b: f16[32])\n" \
+                       "    -> (y: f16[2, 32, (H + 1) / 2, (W + 1) / 2]) {\n" \
+                       "    y = relu(conv2d(x, w, bias=b, stride=2, pad=[1, 1]))\n    return y\n}\n"
+SPLITK_CONV_S2_AT = [{"H": 16, "W": 16}, {"H": 12, "W": 11}, {"H": 9, "W": 9}]
+# a deep conv (512 -> 512 3x3, 2 x 4 output tiles, K = 4608: the Plan splits K) over H, W as a session's box
+DEEP_CONV_HW_MODEL = "graph<H=14, W=14> main(x: f16[1, 512, H, W], w: f16[512, 512, 3, 3], b: f16[512]) -> (y: f16[1, 512, H, W]) {\n" \
+                     "    y = relu(conv2d(x, w, bias=b, pad=[1, 1]))\n    return y\n}\n"
+
+
+def splitk_conv_hw_box(s, rng, model, plan, target, name, bindings, grid, guard):
+    """The conv of model split by plan, dumped on target over the box H, W =
+    9..16: one unit at every binding of bindings (the corner hi first), the
+    corner hi's run on the simulator there against the interpreter (W one
+    short at the second must differ), the split conv's grid (x, y sorted:
+    the raster's) and its pixel guard line at run time."""
+    at = lambda b: [f"{k}={v}" for k, v in b.items()]
+    p, dr = cuda_sim.dump_regions(model, target, at(bindings[0]))  # the conv's region (sm90: the residual apart)
+    regions = json.load(open(os.path.join(dr, "region.json")))["regions"] if p.returncode == 0 else []
+    conv_region = next((r["name"] for r in regions if r["kind"] == "contraction"), "y")
+    box = ("--shapeset", "H=9..16", "--shapeset", "W=9..16", "--plan", f"{conv_region}={plan}")
+    p, dhi = cuda_sim.dump(model, target, at(bindings[0]), extra=box)
+    s.check(f"{name}: dump at the corner hi", p.returncode == 0, p.stderr)
+    if p.returncode:
+        return
+    ghi = json.load(open(os.path.join(dhi, "gpu.json")))["gpu"]
+    src_hi = open(os.path.join(dhi, "model.cu")).read()
+    names = [x["name"] for x in ghi["syms"]]
+    kinds = {k["name"]: k["kind"] for k in ghi["kernels"]}
+    s.check(f"{name}: the box's symbols are the unit's", sorted(names) == ["H", "W"], str(names))
+    s.check(f"{name}: every launch but the zeroing and the bias's cast reads the sizes at run time", all(
+        any(a["space"] == "sym" for a in l["args"]) for l in ghi["launches"] if kinds[l["kernel"]] not in ("zero", "ewise")),
+        str(ghi["launches"])[:2000])
+    conv = next((k for k in ghi["kernels"] if k["kind"] == "mma_conv"), {})
+    s.check(f"{name}: 3 slices, the box's pixel tiles {grid}, the pixel guard at run time",
+            conv.get("plan", {}).get("splitk") == 3 and sorted(conv.get("grid", [0, 0, 0])[:2]) + conv["grid"][2:] == grid and
+            guard in src_hi, str(conv.get("grid")))
+    at_bindings(s, rng, name, model, target, box, dhi, src_hi, names, bindings, (bindings[1], "W"), 1e-3)
+    (NVCC_UNITS_90 if target == "sm90" else NVCC_UNITS).append((name, os.path.join(dhi, "model.cu")))
+
+
+def splitk_conv_hw_rows(s, rng):
+    """Split-K convs over a run-time height and width: parallel on sm80,
+    serial on sm90, and at stride 2 parallel on sm90 (splitk_conv_hw_box);
+    with HARP_TEST_SLOW=1 also serial on sm80 and the deep conv's session
+    over H, W on the fake libcuda, sm80 and sm90: one build."""
+    d = tempfile.mkdtemp(prefix="harp_ss_")
+    model = os.path.join(d, "splitk_conv_hw.harp")
+    open(model, "w").write(SPLITK_CONV_HW_MODEL)
+    s2 = os.path.join(d, "splitk_conv_s2.harp")
+    open(s2, "w").write(SPLITK_CONV_S2_MODEL)
+    guard = "if (bn0 >= ((((hp_sv0 * 1L) + -1) / %d + 1) * (((hp_sv1 * 1L) + -1) / %d + 1))) return;"
+    slow = os.environ.get("HARP_TEST_SLOW") == "1"
+    for m, algo, target in ((model, "splitk_serial", "sm80"), (model, "splitk_parallel", "sm80"), (model, "splitk_serial", "sm90"),
+                            (s2, "splitk_parallel", "sm90")):
+        if target == "sm80" and algo == "splitk_serial" and not slow:  # sm90 runs the same SM80 template's serial form
+            print("splitk_conv_hw.harp (splitk_serial, sm80): a slow row (HARP_TEST_SLOW=1 runs it)")
+            continue
+        plan = os.path.join(d, f"{algo}.plan")
+        open(plan, "w").write(f"split m 64; split n 64; split k 64; predicate_tail m.i.i n.i.i k.i.i;\n"
+                              f"algo_choice matmul {algo};\nsplitk 3;\n")
+        if m == model:  # H, W = 16: 4 pixel tiles of 64
+            splitk_conv_hw_box(s, rng, m, plan, target, f"splitk_conv_hw.harp:H,W ({algo}, {target})", SPLITK_CONV_HW_AT,
+                               [1, 4, 6], guard % (1, 1))
+        else:  # 8 x 8 pixels at the corner hi: 1 tile; the model's pad row in the output size
+            splitk_conv_hw_box(s, rng, m, plan, target, f"splitk_conv_s2.harp:H,W ({algo}, {target})", SPLITK_CONV_S2_AT,
+                               [1, 1, 6], guard % (2, 2))
+    deep = os.path.join(d, "deep_conv_hw.harp")
+    open(deep, "w").write(DEEP_CONV_HW_MODEL)
+    for target in ("sm80", "sm90") if slow else ():  # NVRTC at 512 channels: slow rows (the units above: one text)
+        st, err = session_counts(s, f"deep_conv_hw.harp ({target}) session", deep, target, ["H=14,W=14", "H=12,W=10"])
+        if st:
+            s.check(f"deep_conv_hw.harp ({target}) session: one build, no fallback", st["clusters"] == 1 and st["builds"] == 1 and
+                    st["box_builds"] == 1 and st["box_fallbacks"] == 0 and "builds per binding" not in err, f"{st} {err[-800:]}")
+
 
 def main():
     warnings.simplefilter("ignore", RuntimeWarning)
@@ -878,6 +974,8 @@ def main():
         splitk_conv_rows(s, rng)
     floordiv_rows(s, rng)
     heads_rows(s, rng)
+    if not only or "splitk_conv_hw" in only.split(","):
+        splitk_conv_hw_rows(s, rng)
     # the sm80 units for sm_80 (their ISA); also for sm_90a with HARP_TEST_SLOW=1 (that nvcc
     # takes sm80 code for sm_90a is test_cuda_dedup.py's package check): nvcc was most of this test's time
     nvcc_compiles(s, NVCC_UNITS, ("80", "90a") if os.environ.get("HARP_TEST_SLOW") == "1" else ("80",))

@@ -168,26 +168,6 @@ void rc_emit_run_syms(const rc_ctx *c, const char *P, ut_str *out) {
                 P, P, c->ngen_syms, c->ngen_syms, P, c->ngen_syms);
 }
 
-/* The PAD a read of tensor node x in region r passes (the window's
- * padding as the model wrote it), or NULL. */
-static const tiny_node *pad_before(const rc_ctx *c, int r, int x) {
-  const rg_region *R = &c->f->part->regions[c->f->kernels[r].region];
-  for (int k = 0; k < R->nblocks; k++) {
-    const poly_block_info *b = poly_block(c->pv, R->blocks[k]);
-    for (int a = 0; a < b->naccess; a++) {
-      if (b->access[a].write || b->access[a].tensor != x) continue;
-      for (int v = 0; v < b->access[a].nvia; v++)
-        if (c->g->nodes[b->access[a].via[v]].op == TINY_PAD) return &c->g->nodes[b->access[a].via[v]];
-    }
-  }
-  return NULL;
-}
-
 void rc_window_pads(const rc_ctx *c, int r, int x, const int64_t *stride, const bool *rt, int64_t *pad) {
-  const tiny_node *p = pad_before(c, r, x);
-  if (!p || p->a.pad.n < 2) return;
-  for (int q = 0; q < 2; q++) {
-    int64_t hi = p->a.pad.hi[p->a.pad.n - 2 + q].n, lo = p->a.pad.lo[p->a.pad.n - 2 + q].n;
-    if (rt[q] && lo == pad[q] && hi > pad[2 + q] && hi < pad[2 + q] + stride[q]) pad[2 + q] = hi;
-  }
+  ct_window_pads(&(ct_src){.g = c->g, .pv = c->pv, .f = c->f}, r, x, stride, rt, pad);
 }

@@ -291,12 +291,16 @@ typedef struct cuda_conv_spec {
   cuda_epi epi[CUDA_MAX_EPI];
   cuda_math math; /* fp32 x and w: as cuda_gemm_spec.math */
   cuda_tune tune;
-  /* a ShapeSet build (nsyms > 0, the implicit GEMM; split-K: the images only): the
+  /* a ShapeSet build (nsyms > 0, the implicit GEMM, split-K too): the
    * kernel takes hp_sv0 .. hp_sv<nsyms-1>; the images n, the input's h and
    * w whose rt_* has n > 0 are read at run time (n, h, w then the box's
    * most: the grid; the output's size follows from them in the kernel) */
   int nsyms;
   cuda_rtsz rt_n, rt_h, rt_w;
+  /* y is split-K's fp32 workspace [image*group][OC/G][pixels] laid out at
+   * the box's corner hi (n, h, w): its base and row stride stay constants
+   * while the sizes are read at run time (the finishing pass reads it so) */
+  bool ws_hi;
 } cuda_conv_spec;
 
 void cuda_conv_spec_init(cuda_conv_spec *s, int64_t n, int64_t c, int64_t h, int64_t w, int64_t oc,

@@ -321,8 +321,9 @@ harp_status cuda_conv_checks(harp_error *e, cuda_module *m, const cuda_conv_spec
 /* A ShapeSet build's run-time images, height and width of conv s in problem
  * p (pointwise: B is the input itself): the output's size from them as C
  * text, the pixel decode, the input's bounds and strides, the batch bases;
- * a chunk width or a store pair from what divides them at every binding.
- * True when out of memory. */
+ * a chunk width or a store pair from what divides them at every binding
+ * (s->ws_hi: C is a workspace laid out at the box's corner hi, its base
+ * and row stride kept constant).  True when out of memory. */
 static bool conv_rt(cuda_b *b, const cuda_conv_spec *s, cuda_mma_prob *p, bool pointwise) {
   const char *n = s->rt_n.n ? cuda_rtsz_text(b, &s->rt_n) : cuda_fmt(b, "%lldL", (long long)s->n);
   const char *h = s->rt_h.n ? cuda_rtsz_text(b, &s->rt_h) : cuda_fmt(b, "%lldL", (long long)s->h);
@@ -335,7 +336,7 @@ static bool conv_rt(cuda_b *b, const cuda_conv_spec *s, cuda_mma_prob *p, bool p
   if (s->rt_n.n) p->NZt = cuda_fmt(b, "%s * %lld", n, (long long)G);
   if (s->rt_h.n || s->rt_w.n) {
     p->Nt = np;
-    p->c_sm = 1, p->c_sm_t = np; /* the pixels' count: no store pairs */
+    if (!s->ws_hi) p->c_sm = 1, p->c_sm_t = np; /* the pixels' count: no store pairs */
     if (pointwise) {
       p->B.s_k = 1, p->B.s_k_t = hw;
       if (p->B.vec) p->B.vec = cuda_chunk_elems_esz(1, NULL, 0, tiny_dtype_size(s->x_dtype));
@@ -345,8 +346,10 @@ static bool conv_rt(cuda_b *b, const cuda_conv_spec *s, cuda_mma_prob *p, bool p
   }
   const char *img = cuda_fmt(b, "(hk_i64)(bz / %lld)", (long long)G), *grp = cuda_fmt(b, "(hk_i64)(bz %% %lld)", (long long)G);
   p->b_base = cuda_fmt(b, "%s * %lld * %s + %s * %lld * %s", img, (long long)s->c, hw, grp, (long long)cg, hw);
-  p->c_base = cuda_fmt(b, "%s * %lld * %s + %s * %lld * %s", img, (long long)s->oc, np, grp, (long long)ocg, np);
-  p->c_zmul = ocg % 8 == 0 ? 8 : ocg % 2 == 0 ? 2 : 1; /* every batch offset: a multiple of ocg */
+  if (!s->ws_hi) { /* y at the binding (a workspace at hi: conv_prob's constant base and strides) */
+    p->c_base = cuda_fmt(b, "%s * %lld * %s + %s * %lld * %s", img, (long long)s->oc, np, grp, (long long)ocg, np);
+    p->c_zmul = ocg % 8 == 0 ? 8 : ocg % 2 == 0 ? 2 : 1; /* every batch offset: a multiple of ocg */
+  }
   for (int i = 0; i < s->n_epi; i++) { /* a residual laid out like y: its row stride the pixels' count too */
     if (s->epi[i].kind != CUDA_EPI_RESIDUAL) continue;
     p->epi_ptr[i] = cuda_fmt(b, "(ep%d + %s)", i, p->c_base);
@@ -408,8 +411,6 @@ static harp_status conv_prob(harp_error *e, cuda_module *m, const cuda_conv_spec
   }
   if (tb.oom) return ut_fail(e, HARP_E_NO_MEMORY, name, "out of memory");
   p.tune = s->tune;
-  if (s->nsyms && s->tune.splitk > 1 && (s->rt_h.n || s->rt_w.n))
-    return ut_fail(e, HARP_E_UNSUPPORTED, name, "sizes read at run time: a split-K conv's images only");
   if (s->nsyms && conv_rt(&tb, s, &p, pointwise)) return ut_fail(e, HARP_E_NO_MEMORY, name, "out of memory");
   cuda_tune_fill_mma(&p.tune, p.M, p.N, s->y_dtype, p.mode);
   *pp = p;

@@ -142,7 +142,7 @@ bool cuda_gemm_at_run_time(const cuda_rctx *c, int r, const int slot[3], const i
  * that every binding of a box makes the same one. */
 int64_t cuda_gemm_macs_hi(const cuda_rctx *c, int r, const int slot[3], const cuda_gemm_spec *s);
 /* The implicit-GEMM conv s of Function kernel r (its input at x_slot, a
- * dense NCHW buffer; a split-K conv's images only; a residual laid out like the
+ * dense NCHW buffer, split-K too; a residual laid out like the
  * output reads its strides at run time too): in a ShapeSet build, when a
  * symbol is among the images, the height or the width, s reads them at run
  * time (nsyms, rt_n, rt_h, rt_w; n, h, w the box's most) and true. */

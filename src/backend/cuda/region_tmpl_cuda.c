@@ -611,6 +611,18 @@ static bool conv_plan_tune(cuda_rctx *c, int r, const rg_info *info, int64_t ocg
   return true;
 }
 
+/* cuda_conv_at_run_time for conv s of Function kernel r (its input X): a
+ * height or width read at run time takes the model's own bottom / right
+ * padding (ct_window_pads), so that every binding of the box computes its
+ * output size by one formula (the reader's padding holds for the binding's
+ * parity alone at stride 2). */
+static bool conv_at_run_time(cuda_rctx *c, int r, const ct_tensor *X, cuda_conv_spec *s) {
+  if (!cuda_conv_at_run_time(c, r, X->slot, s)) return false;
+  const bool rt[2] = {s->rt_h.n > 0, s->rt_w.n > 0};
+  if (rt[0] || rt[1]) ct_window_pads(&(ct_src){.g = c->g, .pv = c->pv, .f = c->f}, r, X->node, s->stride, rt, s->pad);
+  return true;
+}
+
 /* Split-K of conv s (s->tune.splitk > 1) through an fp32 workspace
  * [image*group][OC/G][pixels] in scratch:
  *   splitk_serial    a flag per output tile after it, zeroed first; slices
@@ -618,25 +630,27 @@ static bool conv_plan_tune(cuda_rctx *c, int r, const rg_info *info, int64_t ocg
  *   splitk_parallel  the workspace zeroed; slices add with fp32 atomics;
  *                    the finishing pass (cuda_gen_conv_finish) applies the
  *                    epilogue and stores y
- * (splitk_reduce: refused, *why).  A ShapeSet build whose images vary
- * (the input at x_slot; cuda_conv_at_run_time) reads them at run time: the
- * split conv's grid.z is the box's images x groups x slices, a CTA past the
- * binding's returns, the finishing pass alike; the workspace and the flags
- * laid out at the box's corner hi.  *done false (module and launches as
- * before) when a kernel refuses (*why). */
-static harp_status conv_splitk(cuda_rctx *c, int r, const cuda_conv_spec *s0, int x_slot, const named_arg *io, int nio,
+ * (splitk_reduce: refused, *why).  A ShapeSet build whose images, height
+ * or width vary (the input X; conv_at_run_time) reads them at
+ * run time: the split conv's grid is the box's pixel tiles and images x
+ * groups x slices, a CTA past the binding's pixels or images returns, the
+ * finishing pass alike; the workspace and the flags laid out at the box's
+ * corner hi (the split conv's partials and the finishing pass's reads at
+ * its constant strides, cuda_conv_spec.ws_hi), y at the binding.  *done
+ * false (module and launches as before) when a kernel refuses (*why). */
+static harp_status conv_splitk(cuda_rctx *c, int r, const cuda_conv_spec *s0, const ct_tensor *X, const named_arg *io, int nio,
                                bool *done, const char **why) {
   int n0 = c->mod->n, l0 = c->nlaunch;
   cuda_conv_spec sr = *s0, *s = &sr;
-  bool rt = cuda_conv_at_run_time(c, r, x_slot, &sr);
+  bool rt = conv_at_run_time(c, r, X, &sr);
   bool serial = s->tune.splitk_kind == CUDA_SPLITK_SERIAL;
   *done = false;
   if (!serial && s->tune.splitk_kind != CUDA_SPLITK_ATOMIC) {
     *why = "a convolution splits K as splitk_serial or splitk_parallel on the GPU (no per-slice partials form)";
     return HARP_OK;
   }
-  cuda_conv_spec g = *s; /* the split conv: into the workspace, no epilogue, unless serial */
-  if (!serial) g.y_dtype = TINY_FP32, g.n_epi = 0;
+  cuda_conv_spec g = *s; /* the split conv: into the workspace (laid out at hi), no epilogue, unless serial */
+  if (!serial) g.y_dtype = TINY_FP32, g.n_epi = 0, g.ws_hi = true;
   if (cr_try_gen(c, gen_conv, &g, cr_kname(c, r, "conv"), why)) return HARP_OK;
   const cuda_kernel *ck = c->mod->k[c->mod->n - 1], *fk = NULL;
   if (!serial && !cr_try_gen(c, gen_conv_finish, s, cr_kname(c, r, "splitk_finish"), why)) fk = c->mod->k[c->mod->n - 1];
@@ -670,15 +684,15 @@ static harp_status conv_splitk(cuda_rctx *c, int r, const cuda_conv_spec *s0, in
  * transform (a `once` launch into the packed area when w is a weight, else
  * into scratch before every run), the input transform, the batched GEMM and
  * the output transform with the epilogue; scratch [wv | wm | wu].  A
- * ShapeSet build's images, height and width (the input at x_slot) are read
+ * ShapeSet build's images, height and width (the input X) are read
  * at run time by the transforms, the workspace laid out at the box's corner
  * hi (cuda_wino.c), the grids of the kernels over the tiles at the
  * binding's (cuda_wino_grids).  *ok false (module and launches as before, *why) when
  * a kernel refuses or an argument breaks an alignment. */
-static harp_status conv_wino(cuda_rctx *c, int r, const cuda_conv_spec *s0, int x_slot, const named_arg *io, int nio, bool *ok,
-                             const char **why) {
+static harp_status conv_wino(cuda_rctx *c, int r, const cuda_conv_spec *s0, const ct_tensor *X, const named_arg *io, int nio,
+                             bool *ok, const char **why) {
   cuda_conv_spec g = *s0, *s = &g;
-  bool rt = cuda_conv_at_run_time(c, r, x_slot, &g);
+  bool rt = conv_at_run_time(c, r, X, &g);
   int n0 = c->mod->n, l0 = c->nlaunch, tile = cuda_wino_tile(s, s->tune.winograd);
   cuda_wino_dims d;
   harp_error e2 = {0};
@@ -724,17 +738,17 @@ static harp_status conv_wino(cuda_rctx *c, int r, const cuda_conv_spec *s0, int 
   return HARP_OK;
 }
 
-/* The conv kernel of spec s (its input at x_slot), its launch on io (*ok:
+/* The conv kernel of spec s (its input X), its launch on io (*ok:
  * bound); the images and the image size read at run time where a ShapeSet
  * build lets it. */
-static harp_status conv_launch(cuda_rctx *c, int r, const cuda_conv_spec *s, int x_slot, const named_arg *io, int nio, bool *ok,
-                               const char **why) {
+static harp_status conv_launch(cuda_rctx *c, int r, const cuda_conv_spec *s, const ct_tensor *X, const named_arg *io, int nio,
+                               bool *ok, const char **why) {
   int n0 = c->mod->n;
   *ok = false;
-  if (s->tune.winograd) return conv_wino(c, r, s, x_slot, io, nio, ok, why);
-  if (s->tune.splitk > 1) return conv_splitk(c, r, s, x_slot, io, nio, ok, why);
+  if (s->tune.winograd) return conv_wino(c, r, s, X, io, nio, ok, why);
+  if (s->tune.splitk > 1) return conv_splitk(c, r, s, X, io, nio, ok, why);
   cuda_conv_spec g = *s;
-  bool rt = cuda_conv_at_run_time(c, r, x_slot, &g);
+  bool rt = conv_at_run_time(c, r, X, &g);
   if (cr_try_gen(c, gen_conv, &g, cr_kname(c, r, "conv"), why)) return HARP_OK;
   harp_status st = cr_launch_last(c, r, n0, io, nio, ok, why);
   if (!st && *ok && rt) cuda_launch_sym_args(c);
@@ -772,7 +786,7 @@ harp_status cr_print_conv(cuda_rctx *c, int r, const ct_conv *read, bool *done, 
   bool ok = false;
   if (has_plan) {
     s.tune = pt;
-    if ((st = conv_launch(c, r, &s, cv.X.slot, na, 3 + cv.nepi, &ok, &refused))) return st;
+    if ((st = conv_launch(c, r, &s, &cv.X, na, 3 + cv.nepi, &ok, &refused))) return st;
     if (!ok && (st = plan_refused(c, r, refused, "the template's own tiles ran"))) return st;
     if (ok) plan_mark(c, r, true, s.tune.winograd ? wino_note(&s) : pnote);
   }
@@ -781,7 +795,7 @@ harp_status cr_print_conv(cuda_rctx *c, int r, const ct_conv *read, bool *done, 
     s.n_epi = cv.nepi;
     for (int i = 0; i < cv.nepi; i++) s.epi[i] = epi_of(&cv.epi[i]);
     s.math = c->math;
-    if ((st = conv_launch(c, r, &s, cv.X.slot, na, 3 + cv.nepi, &ok, why))) return st;
+    if ((st = conv_launch(c, r, &s, &cv.X, na, 3 + cv.nepi, &ok, why))) return st;
   }
   if (ok) { /* the conv kernel comes first (a split-K zero kernel after it; Winograd: the GEMM third) */
     cuda_kernel *k = c->mod->k[s.tune.winograd ? n0 + 2 : n0];

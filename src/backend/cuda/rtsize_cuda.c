@@ -238,7 +238,6 @@ bool cuda_conv_at_run_time(const cuda_rctx *c, int r, int x_slot, cuda_conv_spec
   if (!span_formula(c, sx, 0, 1, &t.rt_n, &t.n) || !span_formula(c, sx, 2, 3, &t.rt_h, &t.h) ||
       !span_formula(c, sx, 3, 4, &t.rt_w, &t.w) || !(t.rt_n.n || t.rt_h.n || t.rt_w.n))
     return false;
-  if (s->tune.splitk > 1 && (t.rt_h.n || t.rt_w.n)) return false; /* split-K: the images only (constant planes) */
   t.nsyms = c->gen.n;
   *s = t;
   return true;
