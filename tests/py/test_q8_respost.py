@@ -20,8 +20,8 @@ elements exactly, none more than one step off, as test_qvnni4.py) with AMX
 on (auto), the scalar variant forced (int8_isa) and the C built for AVX2
 (HARP_CFLAGS: the hook's scalar loop, its reference); the three runs equal
 on every element; the generated C has exactly one post hook (B's), with its
-AVX-512 loops (64 columns, the rounding in the conversion; then 16), and no
-output pass.  Skips (77) without onnxruntime."""
+AVX-512 loops (64 columns, the rounding in the conversion; then 16; the
+masked tail), and no output pass.  Skips (77) without onnxruntime."""
 import os
 import re
 import subprocess
@@ -117,7 +117,8 @@ def check_c(path):
     src = "".join(open(os.path.join(r, f)).read() for r, _, fs in os.walk(out) for f in fs if f.endswith(".c"))
     posts = re.findall(r"static void (\w+)_q8post\(void \*ctx, long m0, long m1, long n0, long n1\) \{", src)
     S.check("one post hook (B's)", len(posts) == 1, f"{posts}")
-    S.check("its AVX-512 loops", "for (; col + 16 <= n1; col += 16)" in src and "for (; col + 64 <= n1;)" in src, "")
+    S.check("its AVX-512 loops", "for (; col + 16 <= n1; col += 16)" in src and "for (; col + 64 <= n1;)" in src
+            and "_mm_mask_storeu_epi8(y + col, mk," in src, "")
     S.check("no output pass in B's kernel", all(f"{fn}_q8out(" not in src for fn in posts), "")
 
 

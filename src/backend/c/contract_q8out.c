@@ -9,6 +9,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "backend/c/contract_q8_int.h"
 
@@ -216,6 +217,32 @@ static int q8_late_rint(const q8_job *j, int from) {
   return r >= 0 && fabsf(sh) <= 1024.0f && sp.lo + (float)j->zo >= 0.0f && sp.hi + (float)j->zo <= 255.0f ? r : -1;
 }
 
+/* The int32 b of 16 values v as q8_post_vec converts them: rounded, plus
+ * zo where the conversion rounds (nr >= 0), else (int32_t)(v + j's zo);
+ * NaN lanes 0 (byte 0, as q8_convert stores a NaN). */
+static void q8_post_cvt(ut_str *o, const q8_job *j, int nr, int zo) {
+  if (nr >= 0)
+    ut_str_printf(o, "      __m512i b = _mm512_maskz_add_epi32(_mm512_cmp_ps_mask(v, v, _CMP_ORD_Q), _mm512_cvtps_epi32(v), _mm512_set1_epi32(%d));\n", zo);
+  else
+    ut_str_printf(o, "      __m512i b = _mm512_maskz_cvttps_epi32(_mm512_cmp_ps_mask(v, v, _CMP_ORD_Q), _mm512_add_ps(v, _mm512_set1_ps(%d.0f)));\n", j->zo);
+}
+
+/* The last columns of the row short of 16 (col < n1) in the loops of
+ * q8_post_vec: steps (printed on the 16 bytes at y + col) on masked loads,
+ * the conversion q8_post_cvt's (nr, zo), a masked store;
+ * col then n1 (AVX512VL; else the scalar loop after takes them). */
+static void q8_post_tail(ut_str *o, const q8_job *j, const char *steps, int nr, int zo) {
+  ut_str_puts(o, "#ifdef __AVX512VL__\n  if (col < n1) {\n      __mmask16 mk = (__mmask16)((1u << (n1 - col)) - 1u);\n");
+  for (const char *p = steps, *q; *p; p = q + 1) { /* each load of 16 bytes masked */
+    q = strchr(p, '\n');
+    const char *ld = strstr(p, "_mm_loadu_si128((const __m128i *)(");
+    if (ld && ld < q) ut_str_printf(o, "%.*s_mm_maskz_loadu_epi8(mk, (const void *)(%.*s\n", (int)(ld - p), p, (int)(q - ld - 34), ld + 34);
+    else ut_str_printf(o, "%.*s\n", (int)(q - p), p);
+  }
+  q8_post_cvt(o, j, nr, zo);
+  ut_str_puts(o, "      _mm_mask_storeu_epi8(y + col, mk, _mm512_cvtepi32_epi8(b));\n      col = n1;\n  }\n#endif\n");
+}
+
 /* The AVX-512 loops of <fn>_q8post (cc_q8_post) on the row's bytes y from
  * col to n1: 64 columns at a time where the conversion rounds (q8_late_rint:
  * four vectors packed to one 64-byte store), then 16; a NaN as byte 0.
@@ -239,11 +266,10 @@ static bool q8_post_vec(ut_str *o, const q8_job *j) {
                      " _mm512_packus_epi16(h0, h1));\n    _mm512_storeu_si512(y + col - 64, b);\n  }\n");
     }
     ut_str_printf(o, "  for (; col + 16 <= n1; col += 16) {\n%s", st.buf);
-    if (nr >= 0) /* the rounded integer plus zo, NaN lanes 0 */
-      ut_str_printf(o, "      __m512i b = _mm512_maskz_add_epi32(_mm512_cmp_ps_mask(v, v, _CMP_ORD_Q), _mm512_cvtps_epi32(v), _mm512_set1_epi32(%d));\n", zo);
-    else /* a NaN stored as byte 0; the bytes of (int32_t)(v + zo) */
-      ut_str_printf(o, "      __m512i b = _mm512_maskz_cvttps_epi32(_mm512_cmp_ps_mask(v, v, _CMP_ORD_Q), _mm512_add_ps(v, _mm512_set1_ps(%d.0f)));\n", j->zo);
-    ut_str_puts(o, "      _mm_storeu_si128((__m128i *)(y + col), _mm512_cvtepi32_epi8(b));\n  }\n#endif\n");
+    q8_post_cvt(o, j, nr, zo);
+    ut_str_puts(o, "      _mm_storeu_si128((__m128i *)(y + col), _mm512_cvtepi32_epi8(b));\n  }\n");
+    q8_post_tail(o, j, st.buf, nr, zo);
+    ut_str_puts(o, "#endif\n");
   }
   ut_str_free(&st);
   return ok;
