@@ -523,7 +523,7 @@ static bool q8_fuse_post(const q8_job *j) {
     return false;
   ut_str probe;
   ut_str_init(&probe);
-  bool vec = cc_q8_vec_steps(&probe, j, j->rq.post);
+  bool vec = cc_q8_vec_steps(&probe, j, j->rq.post, -1, NULL);
   ut_str_free(&probe);
   return vec;
 }

@@ -70,8 +70,8 @@ void cc_q8_load(char *buf, size_t cap, tiny_dtype dt, const char *p, const char 
 bool cc_q8_epilogue(ut_str *o, const q8_job *j, int from, bool pre);
 /* A task over output row t applying j's steps from `from` on, storing y (contract_q8out.c). */
 bool cc_q8_rows(ut_str *o, const q8_job *j, int from, const char *yt, const char *ys);
-/* The AVX-512 form of the steps from `from` on; false for a step it lacks (contract_q8out.c). */
-bool cc_q8_vec_steps(ut_str *o, const q8_job *j, int from);
+/* The AVX-512 form of the steps from `from` on, step norint left to the conversion (its integers added in *off); false for a step it lacks (contract_q8out.c). */
+bool cc_q8_vec_steps(ut_str *o, const q8_job *j, int from, int norint, int *off);
 /* <fn>_q8post, the kernel's post hook for job j (contract_q8out.c). */
 bool cc_q8_post(ut_str *o, const char *fn, const q8_job *j);
 /* <fn>_q8slow, the fp32 fallback of a job with an exact QDQ Add step (contract_q8out.c). */

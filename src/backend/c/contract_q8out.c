@@ -9,6 +9,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "backend/c/contract_q8_int.h"
 
@@ -139,12 +140,22 @@ bool cc_q8_rows(ut_str *o, const q8_job *j, int from, const char *yt, const char
  * from bytes held, relu, clamps, rint, a product or a sum by a constant, a
  * rounding that changes nothing; the
  * comparisons as vmaxps / vminps (the scalar `lo > v ? lo : v`, NaN and -0
- * alike).  False, printing part of it, for any other step. */
-bool cc_q8_vec_steps(ut_str *o, const q8_job *j, int from) {
+ * alike), a side the steps before already keep v within left out.  Step
+ * norint (a RINT, or -1) is left out too: the conversion after rounds
+ * (q8_late_rint), and the integers the steps after it add are summed into
+ * *off instead (the clamps after them moved by it).  False, printing part
+ * of it, for any other step. */
+bool cc_q8_vec_steps(ut_str *o, const q8_job *j, int from, int norint, int *off) {
   q8_span sp = {false, -INFINITY, INFINITY};
+  float sh = 0.0f; /* the sum left to the conversion */
   for (int i = from; i < j->nepi; i++) {
     const ct_epi *ep = &j->epi[i];
-    if (cc_q8_span_step(&sp, ep)) continue; /* a rounding that changes nothing */
+    q8_span before = sp;
+    if (cc_q8_span_step(&sp, ep) || i == norint) continue; /* a rounding that changes nothing, or left to the conversion */
+    if (norint >= 0 && i > norint && ep->kind == CT_EPI_SCALE) { /* q8_late_rint: an integer added */
+      sh += ep->shift;
+      continue;
+    }
     bool res = ep->kind == CT_EPI_RESIDUAL || ep->kind == CT_EPI_RESFMA;
     if (res && !(j->held_res && i == j->ri && !(ep->kind == CT_EPI_RESIDUAL && ep->mul))) return false;
     if (res) { /* R + rz (RESFMA) or R (RESIDUAL): the byte less its zero point hz, plus rz for RESFMA */
@@ -161,21 +172,107 @@ bool cc_q8_vec_steps(ut_str *o, const q8_job *j, int from) {
       continue;
     }
     switch (ep->kind) {
-    case CT_EPI_RELU: ut_str_puts(o, "      v = _mm512_max_ps(_mm512_setzero_ps(), v);\n"); break;
+    case CT_EPI_RELU:
+      if (!(before.lo >= 0.0f)) ut_str_printf(o, "      v = _mm512_max_ps(_mm512_set1_ps(%#.9gf), v);\n", (double)(0.0f - sh));
+      break;
     case CT_EPI_RINT: ut_str_puts(o, "      v = _mm512_roundscale_ps(v, 4);\n"); break; /* rint: the current mode */
     case CT_EPI_SCALE: /* a product or a sum (both: the compilers may contract them into one fma) */
       if (ep->scale != 1.0f && ep->shift != 0.0f) return false;
       if (ep->scale != 1.0f) ut_str_printf(o, "      v = _mm512_mul_ps(v, _mm512_set1_ps(%#.9gf));\n", (double)ep->scale);
       if (ep->shift != 0.0f) ut_str_printf(o, "      v = _mm512_add_ps(v, _mm512_set1_ps(%#.9gf));\n", (double)ep->shift);
       break;
-    case CT_EPI_CLAMP:
-      if (ep->lo != -INFINITY) ut_str_printf(o, "      v = _mm512_max_ps(_mm512_set1_ps(%#.9gf), v);\n", (double)ep->lo);
-      if (ep->hi != INFINITY) ut_str_printf(o, "      v = _mm512_min_ps(_mm512_set1_ps(%#.9gf), v);\n", (double)ep->hi);
+    case CT_EPI_CLAMP: /* vmaxps (lo, v) is v where v >= lo or NaN: a side the span keeps is left out */
+      if (ep->lo != -INFINITY && !(before.lo >= ep->lo))
+        ut_str_printf(o, "      v = _mm512_max_ps(_mm512_set1_ps(%#.9gf), v);\n", (double)(ep->lo - sh));
+      if (ep->hi != INFINITY && !(before.hi <= ep->hi))
+        ut_str_printf(o, "      v = _mm512_min_ps(_mm512_set1_ps(%#.9gf), v);\n", (double)(ep->hi - sh));
       break;
     default: return false;
     }
   }
+  if (off) *off = (int)sh;
   return true;
+}
+
+/* The RINT of j's steps from `from` on that the conversion to bytes can do
+ * (vcvtps2dq rounds as rint does): the last, where only relus, clamps to
+ * integers, sums with small integers and roundings left out follow it (each
+ * commutes with rint; the sums then added to the 16-bit integers) and the
+ * steps end within [-zo, 255 - zo] (the bytes then packed with saturation,
+ * exact); -1 if none. */
+static int q8_late_rint(const q8_job *j, int from) {
+  q8_span sp = {false, -INFINITY, INFINITY};
+  int r = -1;
+  float sh = 0.0f;
+  for (int i = from; i < j->nepi; i++) {
+    const ct_epi *ep = &j->epi[i];
+    if (cc_q8_span_step(&sp, ep)) continue;
+    bool whole = ep->kind == CT_EPI_RELU ||
+                 (ep->kind == CT_EPI_CLAMP && (isinf(ep->lo) || ep->lo == rintf(ep->lo)) && (isinf(ep->hi) || ep->hi == rintf(ep->hi)));
+    bool add = ep->kind == CT_EPI_SCALE && ep->scale == 1.0f && ep->shift == rintf(ep->shift) && fabsf(ep->shift) <= 1024.0f;
+    if (ep->kind == CT_EPI_RINT) r = i, sh = 0.0f;
+    else if (add) sh += ep->shift;
+    else if (!whole) r = -1;
+  }
+  return r >= 0 && fabsf(sh) <= 1024.0f && sp.lo + (float)j->zo >= 0.0f && sp.hi + (float)j->zo <= 255.0f ? r : -1;
+}
+
+/* The int32 b of 16 values v as q8_post_vec converts them: rounded, plus
+ * zo where the conversion rounds (nr >= 0), else (int32_t)(v + j's zo);
+ * NaN lanes 0 (byte 0, as q8_convert stores a NaN). */
+static void q8_post_cvt(ut_str *o, const q8_job *j, int nr, int zo) {
+  if (nr >= 0)
+    ut_str_printf(o, "      __m512i b = _mm512_maskz_add_epi32(_mm512_cmp_ps_mask(v, v, _CMP_ORD_Q), _mm512_cvtps_epi32(v), _mm512_set1_epi32(%d));\n", zo);
+  else
+    ut_str_printf(o, "      __m512i b = _mm512_maskz_cvttps_epi32(_mm512_cmp_ps_mask(v, v, _CMP_ORD_Q), _mm512_add_ps(v, _mm512_set1_ps(%d.0f)));\n", j->zo);
+}
+
+/* The last columns of the row short of 16 (col < n1) in the loops of
+ * q8_post_vec: steps (printed on the 16 bytes at y + col) on masked loads,
+ * the conversion q8_post_cvt's (nr, zo), a masked store;
+ * col then n1 (AVX512VL; else the scalar loop after takes them). */
+static void q8_post_tail(ut_str *o, const q8_job *j, const char *steps, int nr, int zo) {
+  ut_str_puts(o, "#ifdef __AVX512VL__\n  if (col < n1) {\n      __mmask16 mk = (__mmask16)((1u << (n1 - col)) - 1u);\n");
+  for (const char *p = steps, *q; *p; p = q + 1) { /* each load of 16 bytes masked */
+    q = strchr(p, '\n');
+    const char *ld = strstr(p, "_mm_loadu_si128((const __m128i *)(");
+    if (ld && ld < q) ut_str_printf(o, "%.*s_mm_maskz_loadu_epi8(mk, (const void *)(%.*s\n", (int)(ld - p), p, (int)(q - ld - 34), ld + 34);
+    else ut_str_printf(o, "%.*s\n", (int)(q - p), p);
+  }
+  q8_post_cvt(o, j, nr, zo);
+  ut_str_puts(o, "      _mm_mask_storeu_epi8(y + col, mk, _mm512_cvtepi32_epi8(b));\n      col = n1;\n  }\n#endif\n");
+}
+
+/* The AVX-512 loops of <fn>_q8post (cc_q8_post) on the row's bytes y from
+ * col to n1: 64 columns at a time where the conversion rounds (q8_late_rint:
+ * four vectors packed to one 64-byte store), then 16; a NaN as byte 0.
+ * False when a step has no vector form. */
+static bool q8_post_vec(ut_str *o, const q8_job *j) {
+  int nr = q8_late_rint(j, j->rq.post), off = 0;
+  ut_str st; /* the steps on v, the 16 bytes of y at col */
+  ut_str_init(&st);
+  ut_str_puts(&st, "      __m512 v = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(y + col))));\n");
+  if (j->rq.lo + j->rq.off) ut_str_printf(&st, "      v = _mm512_add_ps(v, _mm512_set1_ps(%d.0f));\n", j->rq.lo + j->rq.off);
+  bool ok = cc_q8_vec_steps(&st, j, j->rq.post, nr, &off);
+  int zo = j->zo + off; /* added to the rounded integers */
+  if (ok) {
+    ut_str_puts(o, "#if defined(__AVX512F__) && defined(__AVX512BW__)\n");
+    if (nr >= 0) { /* cvtps2dq's NaN (INT_MIN) saturates to byte 0 */
+      ut_str_printf(o, "  for (; col + 64 <= n1;) {\n    __m512i q[4];\n    for (int g = 0; g < 4; g++, col += 16) {\n%s"
+                       "      q[g] = _mm512_cvtps_epi32(v);\n    }\n", st.buf);
+      ut_str_puts(o, "    __m512i h0 = _mm512_packs_epi32(q[0], q[1]), h1 = _mm512_packs_epi32(q[2], q[3]);\n");
+      if (zo) ut_str_printf(o, "    h0 = _mm512_adds_epi16(h0, _mm512_set1_epi16(%d)), h1 = _mm512_adds_epi16(h1, _mm512_set1_epi16(%d));\n", zo, zo);
+      ut_str_puts(o, "    __m512i b = _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15),"
+                     " _mm512_packus_epi16(h0, h1));\n    _mm512_storeu_si512(y + col - 64, b);\n  }\n");
+    }
+    ut_str_printf(o, "  for (; col + 16 <= n1; col += 16) {\n%s", st.buf);
+    q8_post_cvt(o, j, nr, zo);
+    ut_str_puts(o, "      _mm_storeu_si128((__m128i *)(y + col), _mm512_cvtepi32_epi8(b));\n  }\n");
+    q8_post_tail(o, j, st.buf, nr, zo);
+    ut_str_puts(o, "#endif\n");
+  }
+  ut_str_free(&st);
+  return ok;
 }
 
 /* <fn>_q8post(ctx, m0, m1, n0, n1), the kernel's post hook (cgen_qgemm.h's
@@ -195,19 +292,7 @@ bool cc_q8_post(ut_str *o, const char *fn, const q8_job *j) {
                        " *e = (const char *)(r%d + (m1 - m0) * %" PRId64 "L + n1) + 63; p < e; p += 64) __builtin_prefetch(p);\n",
                     j->yrows, i, j->ylen, i, j->ylen);
   ut_str_printf(o, "  uint8_t *restrict y = (uint8_t *)x->y + t * %" PRId64 "L;\n  long col = n0;\n", j->ylen);
-  ut_str vec; /* 16 columns at a time where every step has its vector form (compiled for AVX-512) */
-  ut_str_init(&vec);
-  ut_str_printf(&vec,
-                "#if defined(__AVX512F__) && defined(__AVX512BW__)\n  for (; col + 16 <= n1; col += 16) {\n"
-                "      __m512 v = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(y + col))));\n");
-  if (j->rq.lo + j->rq.off) ut_str_printf(&vec, "      v = _mm512_add_ps(v, _mm512_set1_ps(%d.0f));\n", j->rq.lo + j->rq.off);
-  if (cc_q8_vec_steps(&vec, j, j->rq.post)) { /* a NaN stored as byte 0; the bytes of (int32_t)(v + zo) */
-    ut_str_printf(&vec, "      __m512i b = _mm512_maskz_cvttps_epi32(_mm512_cmp_ps_mask(v, v, _CMP_ORD_Q), _mm512_add_ps(v, _mm512_set1_ps(%d.0f)));\n",
-                  j->zo);
-    ut_str_puts(&vec, "      _mm_storeu_si128((__m128i *)(y + col), _mm512_cvtepi32_epi8(b));\n  }\n#endif\n");
-    ut_str_puts(o, vec.buf);
-  }
-  ut_str_free(&vec);
+  q8_post_vec(o, j); /* where every step has its vector form (compiled for AVX-512) */
   ut_str_printf(o, "  for (; col < n1; col++) {\n    float v = (float)y[col] + %d.0f;\n", j->rq.lo + j->rq.off);
   if (!cc_q8_epilogue(o, j, j->rq.post, false)) return false;
   /* a NaN (a NaN residual) stored as byte 0, as q8_convert does */
