@@ -25,7 +25,11 @@
  * row kernel whose row length varies, a TMA stride not 16-byte aligned at
  * every binding), the corners differ
  * and the cluster falls back to one build per binding, the kernel that
- * differs named in `why` (as the CPU's sgen.c does).
+ * differs named in `why` (as the CPU's sgen.c does).  Before that, the box
+ * is compared once more with its symbols that are an input's or output's
+ * innermost dimension pinned at the binding's value (retry_pinned: an
+ * attention's head width, whose corner lo no template takes); such a box
+ * serves the bindings at those values only (gpu_box_fits).
  * Needs: gpu.c (gpu_build_gen), plan (plan_shapeset_class), tiny.
  * Gives: gpu_box_decide, gpu_box_fits, gpu_box_free, gpu_prepare_at (gpu_int.h). */
 #include <stdio.h>
