@@ -227,6 +227,7 @@ static harp_status retry_pinned(harp_error *e, gpu_box *b, const char *json, con
   harp_status st = box_gens(e, b, (const char *const *)binding->names, lo, hi, n);
   if (!st) st = compare_corners(e, b, json, (const char *const *)binding->names, lo, hi, n, o, rt);
   if (!st && !b->m) memcpy(b->why, why, sizeof why);
+  else if (!st) b->why[0] = '\0';
   return st;
 }
 
