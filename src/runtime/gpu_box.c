@@ -25,7 +25,11 @@
  * varies, a GATHER's count, a TMA stride not 16-byte aligned at every
  * binding), the corners differ
  * and the cluster falls back to one build per binding, the kernel that
- * differs named in `why` (as the CPU's sgen.c does).
+ * differs named in `why` (as the CPU's sgen.c does).  Before that, the box
+ * is compared once more with its symbols that are an input's or output's
+ * innermost dimension pinned at the binding's value (retry_pinned: an
+ * attention's head width, whose corner lo no template takes); such a box
+ * serves the bindings at those values only (gpu_box_fits).
  * Needs: gpu.c (gpu_build_gen), plan (plan_shapeset_class), tiny.
  * Gives: gpu_box_decide, gpu_box_fits, gpu_box_free, gpu_prepare_at (gpu_int.h). */
 #include <stdio.h>
@@ -176,6 +180,57 @@ static harp_status compare_corners(harp_error *e, gpu_box *b, const char *json, 
   return st;
 }
 
+/* Box b's varying symbols: the binding's symbols i (names) with lo[i] <
+ * hi[i], at their hi, into b->gen (copies in b's arena). */
+static harp_status box_gens(harp_error *e, gpu_box *b, const char *const *names, const int64_t *lo, const int64_t *hi, int n) {
+  b->gen.n = 0;
+  for (int i = 0; i < n; i++) {
+    if (lo[i] == hi[i]) continue;
+    if (!(b->names[b->gen.n] = ut_arena_strdup(b->arena, names[i]))) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+    b->hi[b->gen.n++] = hi[i];
+  }
+  b->gen.names = (const char *const *)b->names, b->gen.hi = b->hi;
+  return HARP_OK;
+}
+
+/* Whether symbol name is the innermost (last) dimension of an input or an
+ * output of g: a head or channel width a template takes whole (its
+ * alignment, its register tiles), which a corner lo = hi / 2 + 1 breaks. */
+static bool innermost_of_io(const tiny_graph *g, const char *name) {
+  for (int i = 0; g && i < g->n; i++) {
+    const tiny_node *x = &g->nodes[i];
+    bool io = x->op == TINY_INPUT;
+    for (int k = 0; !io && k < g->noutputs; k++) io = g->outputs[k] == i;
+    const char *sym = io && x->shape.rank ? x->shape.d[x->shape.rank - 1].sym : NULL;
+    if (sym && !strcmp(sym, name)) return true;
+  }
+  return false;
+}
+
+/* When box b's corners differ: pin (lo = hi = the binding's value) its
+ * varying symbols that are an input's or output's innermost dimension
+ * (innermost_of_io, b->g the upper corner's graph) and compare again; the
+ * box then serves the bindings with those values only (gpu_box_fits).  The
+ * first attempt's reason stays when the second fails too. */
+static harp_status retry_pinned(harp_error *e, gpu_box *b, const char *json, const tiny_symtab *binding, int64_t *lo, int64_t *hi,
+                                const rt_gpu_opts *o, cuda_rt *rt) {
+  int n = binding->n, pinned = 0;
+  for (int i = 0; i < n; i++)
+    if (lo[i] != hi[i] && innermost_of_io(b->g, binding->names[i])) lo[i] = hi[i] = binding->values[i], pinned++;
+  if (!pinned || pinned == b->gen.n) return HARP_OK; /* nothing to pin, or nothing left to vary */
+  char why[sizeof b->why];
+  memcpy(why, b->why, sizeof why);
+  tiny_graph_free(b->g);
+  b->g = NULL;
+  tiny_symtab_free(&b->syms);
+  tiny_symtab_init(&b->syms);
+  harp_status st = box_gens(e, b, (const char *const *)binding->names, lo, hi, n);
+  if (!st) st = compare_corners(e, b, json, (const char *const *)binding->names, lo, hi, n, o, rt);
+  if (!st && !b->m) memcpy(b->why, why, sizeof why);
+  else if (!st) b->why[0] = '\0';
+  return st;
+}
+
 harp_status gpu_box_decide(harp_error *e, const char *json, const tiny_symtab *binding, const rt_gpu_opts *o, cuda_rt *rt,
                            gpu_box **out) {
   *out = NULL;
@@ -192,18 +247,15 @@ harp_status gpu_box_decide(harp_error *e, const char *json, const tiny_symtab *b
     gpu_box_free(b);
     return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   }
-  harp_status st = HARP_OK;
-  for (int i = 0; i < n && !st; i++) { /* the class of v: (2^(k-1), 2^k] from 3 on; 1 and 2 alone */
+  for (int i = 0; i < n; i++) { /* the class of v: (2^(k-1), 2^k] from 3 on; 1 and 2 alone */
     hi[i] = plan_shapeset_class(binding->values[i]);
     lo[i] = hi[i] > 2 ? hi[i] / 2 + 1 : hi[i];
-    if (lo[i] == hi[i]) continue;
-    if (!(b->names[b->gen.n] = ut_arena_strdup(b->arena, binding->names[i]))) st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
-    b->hi[b->gen.n++] = hi[i];
   }
-  b->gen.names = (const char *const *)b->names, b->gen.hi = b->hi;
+  harp_status st = box_gens(e, b, (const char *const *)binding->names, lo, hi, n);
   if (!st && o && o->per_binding) snprintf(b->why, sizeof b->why, "per-binding builds were asked for");
   else if (!st && !b->gen.n) snprintf(b->why, sizeof b->why, "the ShapeSet holds this binding alone");
   else if (!st) st = compare_corners(e, b, json, (const char *const *)binding->names, lo, hi, n, o, rt);
+  if (!st && !b->m && b->gen.n && !(o && o->per_binding)) st = retry_pinned(e, b, json, binding, lo, hi, o, rt);
   free(lo), free(hi);
   if (st) {
     gpu_box_free(b);
@@ -230,6 +282,12 @@ bool gpu_box_fits(const gpu_box *b, const tiny_graph *g, const tiny_symtab *bind
     int64_t v = 0;
     if (!tiny_symtab_get(binding, b->gen.names[i], &v) || v < 1 || v > b->gen.hi[i]) return false;
     sv[i] = v;
+  }
+  for (int i = 0; i < b->syms.n; i++) { /* every other symbol (one retry_pinned pinned) at the box's value */
+    int64_t v = 0;
+    bool varies = false;
+    for (int k = 0; k < b->gen.n && !varies; k++) varies = !strcmp(b->gen.names[k], b->syms.names[i]);
+    if (!varies && tiny_symtab_get(binding, b->syms.names[i], &v) && v != b->syms.values[i]) return false;
   }
   return true;
 }

@@ -25,7 +25,7 @@ pools whose output sizes are floor divisions / affine forms of the box's
 symbols (floordiv_rows: derived sizes read at run time), a heads merge
 whose domain is a box by isl's ranges only (heads_rows).
 HARP_CUDA_SS_MODELS=name[:SYM],... runs some only (attn_guard, splitk_m,
-splitk_b, splitk_conv, splitk_conv_hw, wino4, wino_grid, transformer, floordiv, heads name those functions' rows).  Skips (77) without g++."""
+splitk_b, splitk_conv, splitk_conv_hw, wino4, wino_grid, transformer, floordiv, heads, attn_box name those functions' rows).  Skips (77) without g++."""
 import json
 import os
 import shutil
@@ -936,6 +936,49 @@ def splitk_conv_hw_rows(s, rng):
                     st["box_builds"] == 1 and st["box_fallbacks"] == 0 and "builds per binding" not in err, f"{st} {err[-800:]}")
 
 
+
+# the attention template over a session's box (ssattn): every symbol of a
+# binding varies with its class, the head widths D and Dv too, and a corner
+# lo = hi / 2 + 1 of those (33 of 33..64) is no width the template takes
+# (the lower corner a generic kernel); gpu_box pins a symbol that is an
+# input's or output's innermost dimension (retry_pinned), the box then
+# serves that width only.  Model, box symbol (lo, hi), bindings, the rest
+ATTN_BOX = [("attention_full.json", "M", (33, 64), (64, 40, 33), {"B": 2, "H": 2, "N": 64, "D": 64, "Dv": 64}),
+            ("attention_full.json", "B", (5, 8), (8, 6, 5), {"H": 2, "M": 64, "N": 64, "D": 64, "Dv": 64}),
+            ("attention_full_causal.json", "H", (5, 8), (8, 6, 5), {"B": 2, "M": 64, "N": 64, "D": 64, "Dv": 64})]
+
+
+def attn_box_rows(s, rng):
+    """ATTN_BOX: the box unit over one symbol (one_box: the simulator on
+    sm80 against the interpreter at both corners and one between, TF32
+    within 5e-3; one short must differ), the sm90 unit for nvcc sm_90a;
+    a session over every symbol's class is one build, no fallback, on sm80
+    and sm90; a binding at another head width builds its own."""
+    only = os.environ.get("HARP_CUDA_SS_MODELS")
+    if only and "attn_box" not in only.split(","):
+        return
+    for name, sym, (lo, hi), at, fixed in ATTN_BOX:
+        model = os.path.join(MODELS, name)
+        box = ("--shapeset", f"{sym}={lo}..{hi}")
+        one_box(s, rng, f"{name}:{sym}", model, sym, hi, at, fixed, box, "templates", 1, tol=(5e-3, 5e-3))
+        d90, g90, _ = box_corner(s, f"{name}:{sym} (sm90)", model, "sm90", {sym: hi, **fixed}, box)
+        if d90:
+            NVCC_UNITS_90.append((f"{name}:{sym} (sm90)", os.path.join(d90, "model.cu")))
+        for target in ("sm80", "sm90"):
+            what = f"{name}:{sym} ({target}) session"
+            st, err = session_counts(s, what, model, target, [f"{sym}={v}" for v in at], [f"{k}={v}" for k, v in fixed.items()])
+            if st:
+                s.check(f"{what}: one build, no fallback", st["clusters"] == 1 and st["builds"] == 1 and st["box_builds"] == 1 and
+                        st["box_fallbacks"] == 0 and "builds per binding" not in err, f"{st} {err[-800:]}")
+    # D pinned: D = 48 (the class of 64) is not the box's, so it builds its own
+    name, sym, _, at, fixed = ATTN_BOX[0]
+    rest = [f"{k}={v}" for k, v in fixed.items() if k != "D"]
+    st, err = session_counts(s, f"{name}: D pinned", os.path.join(MODELS, name), "sm80", [f"{sym}={at[0]},D=64", f"{sym}={at[1]},D=48"], rest)
+    if st:
+        s.check(f"{name}: a binding at another D builds its own", st["builds"] == 2 and st["box_builds"] == 1 and
+                st["box_fallbacks"] == 0, f"{st} {err[-800:]}")
+
+
 def main():
     warnings.simplefilter("ignore", RuntimeWarning)
     s = Suite("cuda_shapeset")
@@ -980,6 +1023,7 @@ def main():
     heads_rows(s, rng)
     if not only or "splitk_conv_hw" in only.split(","):
         splitk_conv_hw_rows(s, rng)
+    attn_box_rows(s, rng)
     # the sm80 units for sm_80 (their ISA); also for sm_90a with HARP_TEST_SLOW=1 (that nvcc
     # takes sm80 code for sm_90a is test_cuda_dedup.py's package check): nvcc was most of this test's time
     nvcc_compiles(s, NVCC_UNITS, ("80", "90a") if os.environ.get("HARP_TEST_SLOW") == "1" else ("80",))
