@@ -879,12 +879,9 @@ def splitk_conv_hw_box(s, rng, model, plan, target, name, bindings, grid, guard)
     regions = json.load(open(os.path.join(dr, "region.json")))["regions"] if p.returncode == 0 else []
     conv_region = next((r["name"] for r in regions if r["kind"] == "contraction"), "y")
     box = ("--shapeset", "H=9..16", "--shapeset", "W=9..16", "--plan", f"{conv_region}={plan}")
-    p, dhi = cuda_sim.dump(model, target, at(bindings[0]), extra=box)
-    s.check(f"{name}: dump at the corner hi", p.returncode == 0, p.stderr)
-    if p.returncode:
+    dhi, ghi, src_hi = box_corner(s, name, model, target, bindings[0], box)
+    if not dhi:
         return
-    ghi = json.load(open(os.path.join(dhi, "gpu.json")))["gpu"]
-    src_hi = open(os.path.join(dhi, "model.cu")).read()
     names = [x["name"] for x in ghi["syms"]]
     kinds = {k["name"]: k["kind"] for k in ghi["kernels"]}
     # the stride-2 conv's output size (H + 1) / 2 joins them as a derived symbol (sspool's ds_*)
