@@ -54,7 +54,7 @@ static harp_status fill_cli(harp_error *e, tiny_symtab *bind, void *ctx) {
 static harp_status lower_program(harp_error *e, const cli_opts *o, const hg_program *program, const onnx_model *onnx,
                                tiny_graph **g, tiny_symtab *defaults) {
   bind_ctx c = {o, program, onnx};
-  if (o->nshapesets) /* the box's symbols stay: an expression of them becomes a derived symbol */
+  if (o->nshapesets || o->derive) /* the box's symbols stay: an expression of them becomes a derived symbol */
     return hg_lower_derive(e, program, fill_cli, &c, g, defaults);
   return hg_lower_or_bind(e, program, fill_cli, &c, g, defaults);
 }

@@ -23,10 +23,12 @@ transformer block over S (transformer_rows: the regions and plans decided
 at the box's corner hi, one unit and one session build on sm90 and sm80),
 pools whose output sizes are floor divisions / affine forms of the box's
 symbols (floordiv_rows: derived sizes read at run time), a heads merge
-whose domain is a box by isl's ranges only (heads_rows).
+whose domain is a box by isl's ranges only (heads_rows), CNNs over H, W
+whose convs after a stride-2 one read derived sizes (cnn_hw_rows).
 HARP_CUDA_SS_MODELS=name[:SYM],... runs some only (attn_guard, splitk_m,
-splitk_b, splitk_conv, splitk_conv_hw, wino4, wino_grid, transformer, floordiv, heads, attn_box name those functions' rows).  Skips (77) without g++."""
+splitk_b, splitk_conv, splitk_conv_hw, wino4, wino_grid, transformer, floordiv, heads, attn_box, cnn_hw name those functions' rows).  Skips (77) without g++."""
 import json
+import re
 import os
 import shutil
 import subprocess
@@ -976,6 +978,96 @@ def attn_box_rows(s, rng):
                 st["box_fallbacks"] == 0, f"{st} {err[-800:]}")
 
 
+# CNNs over the image's height and width (sscnn): every size after a
+# stride-2 conv is a floor division of H or W, a derived symbol of the box
+# (cuda_syms_derived) that a conv template reading it takes as a run-time
+# size like H (cuda_conv_at_run_time: its rt_h a formula of the derived
+# symbol's slot).  A session's box spans every symbol of a binding, so the
+# channels are the models' literals here (their graph<..> symbols would
+# vary too).  Model, bindings (the corner hi first; cnn_hw.harp's H, W even),
+# the tolerance against the interpreter's fp32 (TF32 convs; 5e-3: three deep,
+# a 7x7 window, as transformer_rows')
+CNN_HW_AT = [("cnn_hw.harp", [{"H": 16, "W": 16}, {"H": 12, "W": 14}, {"H": 10, "W": 10}], 1e-3),
+             ("dsym_cnn.harp", [{"H": 16, "W": 16}, {"H": 11, "W": 14}, {"H": 9, "W": 9}], 1e-3),
+             ("resnet_stem_hw.harp", [{"H": 32, "W": 32}, {"H": 23, "W": 29}, {"H": 17, "W": 17}], 5e-3)]
+# held out: a ResNet's stem (7x7/2 conv, padded 3x3/2 max pool), a basic
+# block at H / 4 and a stride-2 block with its 1x1/2 shortcut: three
+# floor divisions deep, H, W of either parity
+RESNET_STEM_HW_MODEL = """graph<H=32, W=32> main(x: f32[1, 3, H, W], w0: f32[8, 3, 7, 7], b0: f32[8], w1: f32[8, 8, 3, 3],
+                       b1: f32[8], w2: f32[8, 8, 3, 3], b2: f32[8], w3: f32[16, 8, 3, 3], b3: f32[16],
+                       wd: f32[16, 8, 1, 1], bd: f32[16])
+    -> (y: f32[1, 16, (((H - 1) / 2 + 1 - 1) / 2 + 1 - 1) / 2 + 1, (((W - 1) / 2 + 1 - 1) / 2 + 1 - 1) / 2 + 1]) {
+    s = relu(conv2d(x, w0, bias=b0, stride=2, pad=3))
+    p = max_pool2d(pad(s, [[0, 0], [0, 0], [1, 1], [1, 1]], value=-inf), kernel=3, stride=2)
+    a = relu(conv2d(p, w1, bias=b1, pad=1))
+    g = relu(p + conv2d(a, w2, bias=b2, pad=1))
+    y = relu(conv2d(g, wd, bias=bd, stride=2) + conv2d(g, w3, bias=b3, stride=2, pad=1))
+    return y
+}
+"""
+
+
+def literal_channels(name, d):
+    """tests/models/name (resnet_stem_hw.harp: RESNET_STEM_HW_MODEL) with
+    its symbols but H and W replaced by their defaults in the shapes
+    (graph<H=16, W=16>), written into d; its path."""
+    text = RESNET_STEM_HW_MODEL if name == "resnet_stem_hw.harp" else open(os.path.join(MODELS, name)).read()
+    head = re.search(r"graph<([^>]*)>", text)
+    defs = dict(x.strip().split("=") for x in head.group(1).split(","))
+    hw = ", ".join(f"{k}={defs[k]}" for k in ("H", "W"))
+    body = text[head.start():].replace(head.group(0), f"graph<{hw}>")
+    fixed = {k: v for k, v in defs.items() if k not in ("H", "W")}
+    body = re.sub(r"\[([^\]]*)\]", lambda m: "[" + re.sub(r"\b([A-Z])\b", lambda x: fixed.get(x.group(1), x.group(1)),
+                                                          m.group(1)) + "]", body)
+    path = os.path.join(d, name)
+    open(path, "w").write(body)
+    return path
+
+
+def cnn_hw_rows(s, rng):
+    """CNN_HW_AT on sm80 and sm90 over H, W (the class of the first
+    binding: 9..16, 17..32): one unit at every
+    binding, each conv reading its sizes at run time (those after a stride-2
+    conv the derived symbols' slots); sm80's corner hi runs on the simulator
+    at each binding against the interpreter (W one short must differ); a
+    session over the bindings is one build on the fake libcuda."""
+    only = os.environ.get("HARP_CUDA_SS_MODELS")
+    if only and "cnn_hw" not in only.split(","):
+        return
+    d = tempfile.mkdtemp(prefix="harp_ss_")
+    for name, at, tol in CNN_HW_AT:
+        model = literal_channels(name, d)
+        hi = at[0]["H"]  # the box: H, W = hi / 2 + 1 .. hi
+        box = ("--shapeset", f"H={hi // 2 + 1}..{hi}", "--shapeset", f"W={hi // 2 + 1}..{hi}")
+        for target in ("sm80", "sm90"):
+            what = f"{name} ({target}) over H, W"
+            dhi, ghi, src_hi = box_corner(s, what, model, target, at[0], box)
+            if not dhi:
+                continue
+            names = [x["name"] for x in ghi["syms"]]
+            derived = [i for i, n in enumerate(names) if n.startswith("ds_")]
+            kinds = {k["name"]: k["kind"] for k in ghi["kernels"]}
+            convs = [l for l in ghi["launches"] if kinds[l["kernel"]] in ("mma_conv", "mma_gemm")]
+            s.check(f"{what}: H, W and derived symbols; every conv reads the sizes at run time", names[:2] == ["H", "W"] and
+                    derived and len(convs) >= 2 and all(any(a["space"] == "sym" for a in l["args"]) for l in convs),
+                    f"{names} {str(ghi['launches'])[:1500]}")
+            if name != "cnn_hw.harp":  # a conv reads its input at (H + 1) / 2 (or deeper): the derived slots
+                s.check(f"{what}: a conv at the derived sizes reads their slots",
+                        all(f"hp_sv{i}" in src_hi for i in derived), str(names))
+            if target == "sm80":
+                at_bindings(s, rng, what, model, target, box, dhi, src_hi, names, at, (at[1], "W"), tol)
+            else:  # sm90's convs are the SM80 template's text on sm90 plans (the simulator's run: sm80's)
+                for b in at[1:]:
+                    p, dv = cuda_sim.dump(model, target, [f"{k}={v}" for k, v in b.items()], extra=box)
+                    s.check(f"{what} {b}: the same CUDA C as at the corner hi", p.returncode == 0 and
+                            open(os.path.join(dv, "model.cu")).read() == src_hi, p.stderr)
+            binds = [",".join(f"{k}={v}" for k, v in b.items()) for b in at]
+            st, err = session_counts(s, f"{what} session", model, target, binds)
+            if st:
+                s.check(f"{what} session: one build, no fallback", st["clusters"] == 1 and st["builds"] == 1 and
+                        st["box_builds"] == 1 and st["box_fallbacks"] == 0 and "builds per binding" not in err, f"{st} {err[-800:]}")
+
+
 def main():
     warnings.simplefilter("ignore", RuntimeWarning)
     s = Suite("cuda_shapeset")
@@ -1021,6 +1113,7 @@ def main():
     if not only or "splitk_conv_hw" in only.split(","):
         splitk_conv_hw_rows(s, rng)
     attn_box_rows(s, rng)
+    cnn_hw_rows(s, rng)
     # the sm80 units for sm_80 (their ISA); also for sm_90a with HARP_TEST_SLOW=1 (that nvcc
     # takes sm80 code for sm_90a is test_cuda_dedup.py's package check): nvcc was most of this test's time
     nvcc_compiles(s, NVCC_UNITS, ("80", "90a") if os.environ.get("HARP_TEST_SLOW") == "1" else ("80",))
