@@ -96,9 +96,6 @@ void cg_qg_emit_post(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, cons
           QG_NR, d->N, QG_NR, QG_NR, d->N);
 }
 
-/* a mod m in [0, m) (m > 0). */
-static long qg_mod(long a, long m) { return (a % m + m) % m; }
-
 /* The sizes of spec s's emitted functions (cgen_qgemm_int.h). */
 qg_dims cg_qg_dims(const cgen_qgemm_spec *s) {
   qg_dims d;
@@ -118,8 +115,8 @@ qg_dims cg_qg_dims(const cgen_qgemm_spec *s) {
     d.Hs = ((long)s->conv.h + sh - 1) / sh, d.Ws = ((long)s->conv.w + sw - 1) / sw;
     long ow = ((long)s->conv.w + 2 * (long)s->conv.pw - (long)s->conv.dw * ((long)s->conv.kw - 1) - 1) / sw + 1;
     unsigned uy = 0, ux = 0; /* the plane rows py and columns px some tap reads: every (py, px) where all are */
-    for (long ky = 0; ky < (long)s->conv.kh && ky < sh; ky++) uy |= 1u << qg_mod(ky * (long)s->conv.dh - (long)s->conv.ph, sh);
-    for (long kx = 0; kx < (long)s->conv.kw && kx < sw; kx++) ux |= 1u << qg_mod(kx * (long)s->conv.dw - (long)s->conv.pw, sw);
+    for (long ky = 0; ky < (long)s->conv.kh && ky < sh; ky++) uy |= 1u << ut_mod(ky * (long)s->conv.dh - (long)s->conv.ph, sh);
+    for (long kx = 0; kx < (long)s->conv.kw && kx < sw; kx++) ux |= 1u << ut_mod(kx * (long)s->conv.dw - (long)s->conv.pw, sw);
     d.ps = ow == d.Ws && uy == (1u << sh) - 1 && ux == (1u << sw) - 1;
   }
   d.MB = (d.M + QG_MR - 1) / QG_MR, d.NB = (d.NT + QG_NR - 1) / QG_NR;
@@ -307,7 +304,7 @@ static void emit_gather(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, b
 static void emit_taps(cg_out *o, const char *name, long n, long m, long p, long st, long E, long f, long g, int sel) {
   cg_emit(o, "  static const long %s[%ld] = {", name, n);
   for (long t = 0; t < n; t++) {
-    long r = t * m - p, ph = qg_mod(r, st), a = (r - ph) / st;
+    long r = t * m - p, ph = ut_mod(r, st), a = ut_floordiv(r, st);
     cg_emit(o, "%s%ldL", t ? ", " : "", sel == 0 ? ph * f + a * g : sel == 1 ? (E - ph + st - 1) / st : a);
   }
   cg_emit(o, "};\n");
