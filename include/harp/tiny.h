@@ -364,6 +364,14 @@ bool tiny_dsym_steps_up(const tiny_graph *g, const tiny_expr *def);
 /* reads[k] (per derived symbol of g): whether its definition reads symbol
  * sym, directly or through earlier derived symbols. */
 void tiny_dsym_readers(const tiny_graph *g, const char *sym, bool *reads);
+/* Ties (ties.c): the model json (canonical, unbound) with each symbol of
+ * the box names[n] (lo..hi each) that its elementwise ops tie to the
+ * others at every binding of the box (an ADD of [.., 2*H] and [.., G]:
+ * G = 2 H) made a derived symbol (G := 2*H), first in "derived", into
+ * *out (malloc'd; NULL: no tie); said[cap] lists them ("G = 2*H, ..";
+ * NULL: not asked).  A model that does not infer symbolically has none. */
+harp_status tiny_ties_text(harp_error *e, const char *json, const char *const *names, const int64_t *lo, const int64_t *hi,
+                           int n, char **out, char *said, size_t cap);
 
 /* ---- passes ------------------------------------------------------------- */
 /* Load a model from JSON text in either dialect (seed 001 uops, or seed 000

@@ -359,8 +359,8 @@ static harp_status read_given(harp_error *e, const cli_opts *o, bool need_inputs
       return ut_fail(e, HARP_E_USAGE, g->nodes[i].id, "no --input %s=FILE.npy given (or use --random-inputs)",
                      g->nodes[i].a.input.tensor_id);
   }
-  for (int i = 0; i < m->defaults.n; i++)
-    if (!tiny_symtab_get(&m->syms, m->defaults.names[i], NULL) &&
+  for (int i = 0; i < m->defaults.n; i++) /* a tied symbol's (cli_shapeset_ties) follows its definition */
+    if (!tiny_symtab_get(&m->syms, m->defaults.names[i], NULL) && tiny_dsym_find(g, m->defaults.names[i]) < 0 &&
         tiny_symtab_set(e, &m->syms, m->defaults.names[i], m->defaults.values[i]))
       return e->code;
   return HARP_OK;
@@ -422,7 +422,7 @@ harp_status cli_load_model(harp_error *e, cli_opts *o, bool need_inputs, cli_mod
   m->flow = m->onnx ? m->onnx->flow : NULL;
   if (onnx_names_to_ids(e, o, m)) return e->code;
   if (m->flow) return cli_flow_inputs(e, o, need_inputs, m); /* run-time control flow: a host program, no graph */
-  if (apply_io_options(e, o, m)) return e->code;
+  if (apply_io_options(e, o, m) || (o->nshapesets && cli_shapeset_ties(e, o, m))) return e->code;
   ut_tensor *files = ut_xcalloc((size_t)o->ninputs + 1, sizeof *files);
   if (!files) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   harp_status st = read_given(e, o, need_inputs, m, files);

@@ -80,6 +80,9 @@ harp_status cli_shapeset_compile_with(harp_error *e, const cli_opts *o, const cl
 /* With --shapeset, onnx_require_shapes for the dynamic dims of om but the
  * ShapeSet's (the import keeps those symbols, onnx_opts.keep_dynamic). */
 struct onnx_model;
+/* --shapeset: m->g with the symbols its ops tie to others over the box
+ * (tiny_ties_text: G = 2 H) made derived ones; --time-stages says which. */
+harp_status cli_shapeset_ties(harp_error *e, const cli_opts *o, cli_model *m);
 harp_status cli_shapeset_require(harp_error *e, const cli_opts *o, const struct onnx_model *om);
 /* An ONNX model whose ShapeSet dims the import or the lowering needs as
  * numbers (o->shapeset_why says which node): m compiled at its binding

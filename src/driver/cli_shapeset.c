@@ -4,7 +4,7 @@
  * variable ("x_d2") or INPUT:AXIS ("images:2"); the import leaves them
  * symbols (cmd_frontend.c).
  * Needs: harp/sgen.h, harp/onnx.h, cli.c (cli_model.raw).
- * Gives: cli_shapeset_compile(_with), cli_shapeset_require, cli_shapeset_per_binding. */
+ * Gives: cli_shapeset_compile(_with), cli_shapeset_ties, cli_shapeset_require, cli_shapeset_per_binding. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +22,30 @@ static void box_name(const cli_opts *o, const onnx_model *om, int k, char *name,
   snprintf(name, cap, "%.*s", eq ? (int)(eq - o->shapesets[k]) : 0, o->shapesets[k]);
   const char *sym = om ? onnx_dyn_sym(om, name) : NULL;
   if (sym) snprintf(name, cap, "%s", sym);
+}
+
+harp_status cli_shapeset_ties(harp_error *e, const cli_opts *o, cli_model *m) {
+  const char *names[CLI_MAX_LIST];
+  int64_t lo[CLI_MAX_LIST], hi[CLI_MAX_LIST];
+  char(*buf)[64] = ut_xcalloc((size_t)o->nshapesets + 1, sizeof *buf), said[256];
+  char *json = buf ? tiny_write_json(m->g) : NULL, *tied = NULL;
+  harp_status st = !buf || !json ? ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory") : HARP_OK;
+  for (int k = 0; !st && k < o->nshapesets; k++) {
+    rt_sgen_sym y;
+    if (!(st = rt_sgen_parse_box(e, o->shapesets[k], "--shapeset", buf[k], sizeof buf[k], &y)))
+      box_name(o, m->onnx, k, buf[k], sizeof buf[k]), names[k] = buf[k], lo[k] = y.lo, hi[k] = y.hi;
+  }
+  if (!st) st = tiny_ties_text(e, json, names, lo, hi, o->nshapesets, &tied, said, sizeof said);
+  tiny_graph *g = NULL;
+  if (!st && tied && !(st = tiny_load_json(e, tied, strlen(tied), o->model, &g))) {
+    tiny_graph_free(m->g);
+    m->g = g;
+    if (o->time_stages) fprintf(stderr, "harp: shapeset: tied symbols follow the others: %s\n", said);
+  }
+  free(tied);
+  free(json);
+  free(buf);
+  return st;
 }
 
 harp_status cli_shapeset_require(harp_error *e, const cli_opts *o, const onnx_model *om) {

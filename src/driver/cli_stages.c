@@ -166,17 +166,18 @@ void cli_print_stage_times(const cli_opts *o, const cli_model *m, const rt_compi
  * and hi[CLI_MAX_LIST] into co. */
 static harp_status gpu_box_syms(harp_error *e, const cli_opts *o, const cli_model *m, char (*names)[CLI_NAME_MAX],
                                 const char **ptrs, int64_t *hi, rt_compile_opts *co) {
+  int nb = 0; /* the box's own: a tied symbol (cli_shapeset_ties: G := 2*H) follows them, as a derived one */
   for (int k = 0; k < o->nshapesets; k++) {
     rt_sgen_sym y;
     int64_t v = 0;
-    if (rt_sgen_parse_box(e, o->shapesets[k], "--shapeset", names[k], CLI_NAME_MAX, &y)) return e->code;
+    if (rt_sgen_parse_box(e, o->shapesets[k], "--shapeset", names[nb], CLI_NAME_MAX, &y)) return e->code;
     if (!tiny_symtab_get(&m->syms, y.name, &v) || v < y.lo || v > y.hi)
       return ut_fail(e, HARP_E_USAGE, NULL, "--shapeset %s for a GPU dump: bind %s inside the box (--sym %s=%lld: its upper corner)",
                      o->shapesets[k], y.name, y.name, (long long)y.hi);
-    ptrs[k] = names[k], hi[k] = y.hi;
+    if (tiny_dsym_find(m->g, y.name) < 0) ptrs[nb] = names[nb], hi[nb++] = y.hi;
   }
   int n = 0; /* with the derived sizes that vary with them (a strided pool's (H + 1) floordiv 2) */
-  if (cuda_syms_derived(e, m->g, &m->syms, ptrs, hi, o->nshapesets, CLI_MAX_LIST, &n)) return e->code;
+  if (cuda_syms_derived(e, m->g, &m->syms, ptrs, hi, nb, CLI_MAX_LIST, &n)) return e->code;
   co->gen_syms = ptrs, co->gen_hi = hi, co->ngen_syms = n;
   return HARP_OK;
 }

@@ -30,8 +30,13 @@
  * innermost dimension pinned at the binding's value (retry_pinned: an
  * attention's head width, whose corner lo no template takes); such a box
  * serves the bindings at those values only (gpu_box_fits).
+ * A symbol the model's ops tie to others over the box (G = 2 H: an ADD of
+ * an upsampled map and a lateral one) would put the lower corner at a
+ * binding no model accepts: the session makes it a derived symbol of the
+ * cluster's model first (gpu_box_ties, tiny_ties_text), and the box
+ * leaves it out (free_symbols): its value follows the others'.
  * Needs: gpu.c (gpu_build_gen), plan (plan_shapeset_class), tiny.
- * Gives: gpu_box_decide, gpu_box_fits, gpu_box_free, gpu_prepare_at (gpu_int.h). */
+ * Gives: gpu_box_decide, gpu_box_ties, gpu_box_fits, gpu_box_free, gpu_prepare_at (gpu_int.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -231,9 +236,54 @@ static harp_status retry_pinned(harp_error *e, gpu_box *b, const char *json, con
   return st;
 }
 
-harp_status gpu_box_decide(harp_error *e, const char *json, const tiny_symtab *binding, const rt_gpu_opts *o, cuda_rt *rt,
+/* The ShapeSet class box of value v: (2^(k-1), 2^k] from 3 on; 1 and 2 alone. */
+static void class_box(int64_t v, int64_t *lo, int64_t *hi) {
+  *hi = plan_shapeset_class(v);
+  *lo = *hi > 2 ? *hi / 2 + 1 : *hi;
+}
+
+harp_status gpu_box_ties(harp_error *e, const char *json, const tiny_symtab *binding, char **out, char *said, size_t cap) {
+  *out = NULL;
+  int64_t *lo = ut_xcalloc((size_t)binding->n + 1, sizeof *lo), *hi = ut_xcalloc((size_t)binding->n + 1, sizeof *hi);
+  harp_status st = !lo || !hi ? ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory") : HARP_OK;
+  for (int i = 0; !st && i < binding->n; i++) class_box(binding->values[i], &lo[i], &hi[i]);
+  if (!st) st = tiny_ties_text(e, json, (const char *const *)binding->names, lo, hi, binding->n, out, said, cap);
+  free(lo), free(hi);
+  return st;
+}
+
+/* binding's symbols but those json's model defines (a tie, G := 2*H: its
+ * value follows the others) into *own. */
+static harp_status free_symbols(harp_error *e, const char *json, const tiny_symtab *binding, tiny_symtab *own) {
+  tiny_graph *g = NULL;
+  if (tiny_load_json(e, json, strlen(json), "<session>", &g)) return e->code;
+  harp_status st = HARP_OK;
+  for (int i = 0; !st && i < binding->n; i++)
+    if (tiny_dsym_find(g, binding->names[i]) < 0) st = tiny_symtab_set(e, own, binding->names[i], binding->values[i]);
+  tiny_graph_free(g);
+  return st;
+}
+
+static harp_status box_decide(harp_error *e, const char *json, const tiny_symtab *binding, const rt_gpu_opts *o, cuda_rt *rt,
+                              gpu_box **out);
+
+harp_status gpu_box_decide(harp_error *e, const char *json, const tiny_symtab *given, const rt_gpu_opts *o, cuda_rt *rt,
                            gpu_box **out) {
   *out = NULL;
+  tiny_symtab own;
+  tiny_symtab_init(&own);
+  if (free_symbols(e, json, given, &own)) {
+    tiny_symtab_free(&own);
+    return e->code;
+  }
+  harp_status st = box_decide(e, json, &own, o, rt, out);
+  tiny_symtab_free(&own);
+  return st;
+}
+
+/* gpu_box_decide over binding, every symbol of it free. */
+static harp_status box_decide(harp_error *e, const char *json, const tiny_symtab *binding, const rt_gpu_opts *o, cuda_rt *rt,
+                              gpu_box **out) {
   int n = binding->n;
   gpu_box *b = ut_xcalloc(1, sizeof *b);
   if (!b) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
@@ -247,10 +297,7 @@ harp_status gpu_box_decide(harp_error *e, const char *json, const tiny_symtab *b
     gpu_box_free(b);
     return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   }
-  for (int i = 0; i < n; i++) { /* the class of v: (2^(k-1), 2^k] from 3 on; 1 and 2 alone */
-    hi[i] = plan_shapeset_class(binding->values[i]);
-    lo[i] = hi[i] > 2 ? hi[i] / 2 + 1 : hi[i];
-  }
+  for (int i = 0; i < n; i++) class_box(binding->values[i], &lo[i], &hi[i]);
   harp_status st = box_gens(e, b, (const char *const *)binding->names, lo, hi, n);
   if (!st && o && o->per_binding) snprintf(b->why, sizeof b->why, "per-binding builds were asked for");
   else if (!st && !b->gen.n) snprintf(b->why, sizeof b->why, "the ShapeSet holds this binding alone");

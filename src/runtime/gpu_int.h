@@ -83,9 +83,14 @@ typedef struct gpu_box {
   rt_gpu_model *m; /* NULL: one build per binding, for the reason why */
   char why[512];
 } gpu_box;
+/* The model text json with the symbols that its ops tie to others over the
+ * ShapeSet class box of `binding` made derived ones (tiny_ties_text: G :=
+ * 2*H) into *out (malloc'd; NULL: no tie), said[cap] naming them. */
+harp_status gpu_box_ties(harp_error *e, const char *json, const tiny_symtab *binding, char **out, char *said, size_t cap);
 /* The box of `binding` for the model text json (a session's), decided by
  * generating both corners with o on rt.  Only running out of memory is an
- * error; a corner that does not build is a reason. */
+ * error; a corner that does not build is a reason.  A symbol of the
+ * binding that json defines (a tie: gpu_box_ties) follows the others. */
 harp_status gpu_box_decide(harp_error *e, const char *json, const tiny_symtab *binding, const rt_gpu_opts *o, cuda_rt *rt,
                            gpu_box **out);
 /* Whether box b's build serves the binding whose prepared graph is g (its

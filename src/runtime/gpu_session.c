@@ -47,6 +47,7 @@ typedef struct sess_cluster {
   cuda_rt_graph *exec;         /* the cluster's executable graph (NULL: none yet) */
   uint64_t current;            /* id of the model whose launches exec holds */
   gpu_box *box;                /* decided on the cluster's first binding (box->m NULL: per binding) */
+  char *json;                  /* the model with the box's ties (gpu_box_ties: G := 2*H); NULL: the session's */
 } sess_cluster;
 
 struct rt_gpu_session {
@@ -83,6 +84,7 @@ void rt_gpu_session_free(rt_gpu_session *s) {
   for (int i = 0; i < s->nclusters; i++) {
     cuda_rt_graph_free(s->rt, s->clusters[i].exec);
     gpu_box_free(s->clusters[i].box);
+    free(s->clusters[i].json);
   }
   free(s->clusters);
   tiny_graph_free(s->key_g);
@@ -119,9 +121,16 @@ fail:
   return st;
 }
 
-static int find_cluster(harp_error *e, rt_gpu_session *s, const char *key) {
+/* The cluster of key; -1: none yet. */
+static int cluster_of(const rt_gpu_session *s, const char *key) {
   for (int i = 0; i < s->nclusters; i++)
     if (!strcmp(s->clusters[i].key, key)) return i;
+  return -1;
+}
+
+static int find_cluster(harp_error *e, rt_gpu_session *s, const char *key) {
+  int had = cluster_of(s, key);
+  if (had >= 0) return had;
   if (s->nclusters == s->capclusters) {
     int cap = s->capclusters ? 2 * s->capclusters : 8;
     sess_cluster *c = realloc(s->clusters, (size_t)cap * sizeof *c);
@@ -145,7 +154,7 @@ static harp_status model_in(harp_error *e, rt_gpu_session *s, int c, const tiny_
   if (!cl->box) {
     rt_gpu_opts mo = s->opts;
     mo.graphs = false; /* the session captures, not the model */
-    if (gpu_box_decide(e, s->json, binding, &mo, s->rt, &cl->box)) return e->code;
+    if (gpu_box_decide(e, cl->json ? cl->json : s->json, binding, &mo, s->rt, &cl->box)) return e->code;
     if (s->opts.per_binding) snprintf(cl->box->why, sizeof cl->box->why, "per-binding builds were asked for");
     if (cl->box->m) s->st.box_builds++, s->st.builds++;
     else s->st.box_fallbacks++;
@@ -185,10 +194,15 @@ static harp_status get_model(harp_error *e, rt_gpu_session *s, const tiny_symtab
     s->st.evictions++;
   }
   sess_model *sm = lru;
-  harp_status st = gpu_prepare_at(e, s->json, (const char *const *)binding->names, binding->values, binding->n, &sm->g, &sm->syms);
-  int c = -1;
-  if (!st) plan_shapeset_key(binding, s->key_g, key, sizeof key);
+  plan_shapeset_key(binding, s->key_g, key, sizeof key);
+  int c = cluster_of(s, key);
+  char *tied = NULL; /* a new cluster's model: its box's ties made derived symbols (a binding breaking one is refused) */
+  harp_status st = c < 0 ? gpu_box_ties(e, s->json, binding, &tied, NULL, 0) : HARP_OK;
+  const char *json = c >= 0 && s->clusters[c].json ? s->clusters[c].json : tied ? tied : s->json;
+  if (!st) st = gpu_prepare_at(e, json, (const char *const *)binding->names, binding->values, binding->n, &sm->g, &sm->syms);
   if (!st && (c = find_cluster(e, s, key)) < 0) st = e->code; /* a binding that prepares opens a cluster */
+  if (!st && tied && !s->clusters[c].json) s->clusters[c].json = tied, tied = NULL;
+  free(tied);
   if (!st) st = model_in(e, s, c, binding, sm);
   if (st) {
     if (!sm->borrowed) rt_gpu_free(sm->m);

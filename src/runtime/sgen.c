@@ -9,6 +9,10 @@
  * it from hp_sym_ like the others, its value computed per binding and its
  * largest at the corner hi (the definition is monotone: by its form, or
  * checked at every binding of a small box).
+ * A box symbol that the model's ops tie to others (an ADD of [.., 2*H]
+ * and [.., G]: G = 2 H; tiny_ties_text) is made a derived symbol of the
+ * model first, so the corners are bindings the model accepts; it follows
+ * the others (s->follows) and a binding that breaks the tie is refused.
  * A weight whose shape moves with a symbol is one table at the corner hi,
  * read through a SHRINK by the binding (sgen_weights.c).
  * Needs: cpu.c (rt_cpu_compile_code, rt_cpu_adopt, rt_cpu_run_bound), sgen_weights.c, tiny.
@@ -49,6 +53,8 @@ struct rt_sgen {
   sgw_moved moved;         /* the weights whose shape moves with the box (sgen_weights.c) */
   rt_sgen_sym *syms;
   int nsyms;
+  bool *follows;           /* per symbol: a derived one of the model (a tie, G := 2*H): its value from the others */
+  char ties[256];          /* the ties learned for the box (tiny_ties_text): "G = 2*H, .." */
   rt_sgen_opts o;
   rt_cpu_opts cpu;
   /* the one object (fallback == NULL) */
@@ -75,8 +81,8 @@ static harp_status prepare_at(harp_error *e, const rt_sgen *s, const int64_t *va
   *g = NULL;
   tiny_symtab_init(t);
   t->sym_broadcasts = true; /* a symbol at 1 broadcasts as at 2: one graph for the box */
-  for (int i = 0; i < s->nsyms; i++)
-    if (tiny_symtab_set(e, t, s->syms[i].name, vals[i])) return e->code;
+  for (int i = 0; i < s->nsyms; i++) /* a tied symbol follows its definition (checked where an input gives it) */
+    if (!s->follows[i] && tiny_symtab_set(e, t, s->syms[i].name, vals[i])) return e->code;
   if (tiny_load_json(e, s->text, strlen(s->text), NULL, g) || tiny_dsym_bind(e, *g, t) || tiny_prepare(e, *g, t, false))
     return e->code;
   return tiny_dsym_bind(e, *g, t); /* the ones the preparation named (a window count: tiny_infer_move) */
@@ -226,7 +232,7 @@ static bool declared_by_input(const tiny_graph *g, const char *sym) {
 static bool raise_ones(rt_sgen *s, int64_t *lo) {
   bool any = false;
   for (int i = 0; i < s->nsyms; i++)
-    if (lo[i] == 1 && s->syms[i].hi >= 2) lo[i] = s->glo[i] = 2, any = true;
+    if (lo[i] == 1 && s->syms[i].hi >= 2 && !s->follows[i]) lo[i] = s->glo[i] = 2, any = true;
   return any;
 }
 
@@ -248,7 +254,7 @@ static bool box_values(const rt_sgen *s, const tiny_dsym *d, int64_t *v, int64_t
     }
     tiny_symtab t;
     tiny_symtab_init(&t);
-    for (int i = 0; ok && i < s->nsyms; i++) ok = !tiny_symtab_set(&e, &t, s->syms[i].name, vals[i]);
+    for (int i = 0; ok && i < s->nsyms; i++) ok = s->follows[i] || !tiny_symtab_set(&e, &t, s->syms[i].name, vals[i]);
     ok = ok && !tiny_dsym_bind(&e, s->ghi, &t) && tiny_symtab_get(&t, d->name, &v[p]);
     tiny_symtab_free(&t);
   }
@@ -317,7 +323,7 @@ static harp_status gen_values(harp_error *e, const rt_sgen *s, const int64_t *va
   tiny_symtab t;
   tiny_symtab_init(&t);
   harp_status st = HARP_OK;
-  for (int i = 0; !st && i < s->nsyms; i++) st = tiny_symtab_set(e, &t, s->syms[i].name, vals[i]);
+  for (int i = 0; !st && i < s->nsyms; i++) st = s->follows[i] ? HARP_OK : tiny_symtab_set(e, &t, s->syms[i].name, vals[i]);
   if (!st && s->ngen > s->nbase) st = tiny_dsym_bind(e, s->ghi, &t);
   for (int i = 0; !st && i < s->ngen; i++) {
     int64_t v = 0;
@@ -513,7 +519,7 @@ static harp_status box_setup(harp_error *e, rt_sgen *s, int64_t *lo, int64_t *hi
     for (int k = 0; k < i; k++)
       if (!strcmp(s->syms[k].name, y->name)) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "ShapeSet symbol %s given twice", y->name);
     lo[i] = s->glo[i] = y->lo, hi[i] = y->hi;
-    if (y->lo < y->hi) s->gen_names[s->ngen] = y->name, s->gen_hi[s->ngen] = y->hi, s->gen_of[s->ngen++] = i;
+    if (y->lo < y->hi && !s->follows[i]) s->gen_names[s->ngen] = y->name, s->gen_hi[s->ngen] = y->hi, s->gen_of[s->ngen++] = i;
   }
   s->nbase = s->ngen;
   return HARP_OK;
@@ -550,6 +556,25 @@ static harp_status move_weights(harp_error *e, rt_sgen *s, const int64_t *hi) {
   return HARP_OK;
 }
 
+/* s->text with the symbols its ops tie to the box's others made derived
+ * (tiny_ties_text: G := 2*H, said in s->ties), and s->follows: per box
+ * symbol, whether the model defines it (a tie, or a derived symbol it
+ * declares): its value follows the others', checked where an input gives it. */
+static harp_status learn_ties(harp_error *e, rt_sgen *s) {
+  const char *names[64 + 1];
+  int64_t lo[64 + 1], hi[64 + 1];
+  char *tied = NULL;
+  if (s->nsyms > 64) return HARP_OK; /* box_setup refuses it */
+  for (int i = 0; i < s->nsyms; i++) names[i] = s->syms[i].name, lo[i] = s->syms[i].lo, hi[i] = s->syms[i].hi;
+  if (tiny_ties_text(e, s->text, names, lo, hi, s->nsyms, &tied, s->ties, sizeof s->ties)) return e->code;
+  if (tied) free(s->text), s->text = tied;
+  tiny_graph *g = NULL;
+  if (tiny_load_json(e, s->text, strlen(s->text), NULL, &g)) return e->code;
+  for (int i = 0; i < s->nsyms; i++) s->follows[i] = tiny_dsym_find(g, s->syms[i].name) >= 0;
+  tiny_graph_free(g);
+  return HARP_OK;
+}
+
 harp_status rt_sgen_compile(harp_error *e, const tiny_graph *g, const rt_sgen_sym *syms, int nsyms,
                             const rt_sgen_opts *o, rt_sgen **out) {
   *out = NULL;
@@ -561,13 +586,15 @@ harp_status rt_sgen_compile(harp_error *e, const tiny_graph *g, const rt_sgen_sy
   if (s->o.cpu) s->cpu = *s->o.cpu;
   s->nsyms = nsyms;
   s->syms = ut_xcalloc((size_t)nsyms + 1, sizeof *s->syms);
+  s->follows = ut_xcalloc((size_t)nsyms + 1, sizeof *s->follows);
   int64_t *lo = ut_xcalloc((size_t)nsyms + 1, sizeof *lo), *hi = ut_xcalloc((size_t)nsyms + 1, sizeof *hi);
   s->text = tiny_write_json(g);
-  harp_status st = !s->syms || !lo || !hi || !s->text ? ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory") : HARP_OK;
+  harp_status st = !s->syms || !s->follows || !lo || !hi || !s->text ? ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory") : HARP_OK;
   for (int i = 0; !st && i < nsyms; i++) {
     s->syms[i] = syms[i];
     if (!(s->syms[i].name = sg_strdup(syms[i].name ? syms[i].name : ""))) st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   }
+  if (!st) st = learn_ties(e, s);
   if (!st) st = box_setup(e, s, lo, hi);
   if (!st) st = move_weights(e, s, hi);
   if (!st && s->o.per_binding) s->fallback = sg_strdup("per-binding compiles were asked for");
@@ -883,6 +910,7 @@ void rt_sgen_free(rt_sgen *s) {
   }
   for (int i = 0; s->syms && i < s->nsyms; i++) free((char *)s->syms[i].name);
   free(s->syms);
+  free(s->follows);
   free(s->gen_names);
   free(s->gen_hi);
   free(s->gen_of);
