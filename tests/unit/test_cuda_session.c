@@ -190,6 +190,67 @@ static void test_one_graph_per_shapeset(void **vs) {
   assert_released(&s0);
 }
 
+/* up2_add.harp (G = 2 H: tests/py/test_shapeset_ties.py) through a session:
+ * bindings of one class box, G following H, share one build; a binding
+ * whose G breaks the tie is InputMismatch naming it, before any build or
+ * launch (the session's model has G := 2*H: gpu_box_ties). */
+static harp_status run_tied(rt_gpu_session *s, long H, long G, harp_error *e) {
+  static const char *names[5] = {"N", "H", "W", "G", "V"};
+  long vals[5] = {1, H, 8, G, 16};
+  tiny_symtab b;
+  tiny_symtab_init(&b);
+  harp_error e2 = {0};
+  for (int i = 0; i < 5; i++) assert_ok(&e2, tiny_symtab_set(&e2, &b, names[i], vals[i]));
+  ut_tensor in[2], out[1];
+  int64_t xs[4] = {1, 8, H, 8}, zs[4] = {1, 8, G, 16};
+  assert_ok(&e2, ut_tensor_alloc(&e2, &in[0], TINY_FP32, 4, xs));
+  assert_ok(&e2, ut_tensor_alloc(&e2, &in[1], TINY_FP32, 4, zs));
+  harp_status st = rt_gpu_session_run(e, s, &b, in, 2, out);
+  if (!st) ut_tensor_free(&out[0]);
+  ut_tensor_free(&in[0]);
+  ut_tensor_free(&in[1]);
+  tiny_symtab_free(&b);
+  return st;
+}
+
+static void test_tied_box(void **vs) {
+  (void)vs;
+  NEED_NVRTC();
+  S->reset();
+  snap s0 = snapshot();
+  harp_error e = {0};
+  hg_program *p = NULL;
+  tiny_graph *g = NULL;
+  rt_gpu_session *s = NULL;
+  assert_ok(&e, hg_harp_load_file(&e, src_path("tests/models/up2_add.harp"), &p));
+  tiny_symtab dflt;
+  tiny_symtab_init(&dflt);
+  assert_ok(&e, hg_lower_derive(&e, p, NULL, NULL, &g, &dflt));
+  tiny_symtab_free(&dflt);
+  rt_gpu_opts o = {.knobs = &S->knobs, .target = session_target, .cache_dir = S->cache};
+  assert_ok(&e, rt_gpu_session_new(&e, g, &o, &s));
+  tiny_graph_free(g);
+  assert_ok(&e, run_tied(s, 8, 16, &e));
+  assert_ok(&e, run_tied(s, 5, 10, &e));
+  assert_ok(&e, run_tied(s, 6, 12, &e));
+  rt_gpu_session_stats st;
+  rt_gpu_session_stats_get(s, &st);
+  assert_int_equal(st.clusters, 1);
+  assert_int_equal(st.builds, 1);
+  assert_int_equal(st.box_builds, 1);
+  assert_int_equal(st.box_fallbacks, 0);
+  unsigned long long launches = delta(&s0, FAKE_CUDA_DIRECT_LAUNCHES);
+  assert_int_equal(run_tied(s, 6, 13, &e), HARP_E_INPUT_MISMATCH);
+  assert_non_null(strstr(e.msg, "shape symbol G is 13"));
+  assert_non_null(strstr(e.msg, "2*H gives 12"));
+  assert_int_equal(delta(&s0, FAKE_CUDA_DIRECT_LAUNCHES), launches); /* nothing ran */
+  rt_gpu_session_stats_get(s, &st);
+  assert_int_equal(st.builds, 1);
+  rt_gpu_session_free(s);
+  hg_program_free(p);
+  assert_released(&s0);
+}
+
 /* The fake's launch log on (1: emptied; a graph's launches keep the
  * arguments they were captured with while it is on) or off (0), through the
  * same copy of the fake the runtime loaded. */
@@ -699,7 +760,7 @@ int main(void) {
       cmocka_unit_test(test_errors),                 cmocka_unit_test(test_cli_bench_bind),
       cmocka_unit_test(test_cli_bench_profile),      cmocka_unit_test(test_one_build_per_box),
       cmocka_unit_test(test_wgmma_box),              cmocka_unit_test(test_wgmma_pair),
-      cmocka_unit_test(test_wino_grids),
+      cmocka_unit_test(test_wino_grids),             cmocka_unit_test(test_tied_box),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
