@@ -10,6 +10,10 @@ model (src/tiny/ties.c: G := 2*H), so the corners are real bindings and one
 compile serves the box; d2s_hw.harp (its output 2 H, no second symbol) is
 the control.  Checked here:
 
+- the ties a box learns (`harp dump --shapeset --time-stages`): G = 2*H;
+  upcat_hw's four; none where G may be 1 (a broadcast) or where 3 H = 2 G
+  (no integer form).
+
 - CPU (a Python session over a box whose lower corner breaks the tie, e.g.
   H 3..12 with G 5..24): one object, each of three bindings against the
   interpreter; a binding breaking the tie (G = 2 H + 1) is InputMismatch
@@ -55,6 +59,39 @@ GPU_ROWS = [
                       dict(N=1, H=7, W=3, G=14, V=6, P=28, Q=12)], dict(N=1, H=7, W=3, G=14, V=6, P=28, Q=13), "Q"),
     ("d2s_hw.harp", [dict(N=1, H=8, W=8), dict(N=1, H=5, W=6), dict(N=1, H=7, W=5)], None, None),
 ]
+
+
+# which ties a box learns (harp dump --time-stages): the model (a file of tests/models, or DSL text), the box,
+# a binding inside, the ties said (None: none learned)
+UNEVEN = ("graph<H=4, G=6> main(x: f32[H], z: f32[G]) -> (y: f32[3 * H]) {\n"
+          "    a = reshape(expand(reshape(x, [H, 1]), [H, 3]), [3 * H])\n"
+          "    b = reshape(expand(reshape(z, [G, 1]), [G, 2]), [2 * G])\n    y = a + b\n    return y\n}\n")
+LEARN_ROWS = [
+    ("up2_add.harp", {"H": (3, 12), "G": (5, 24)}, dict(N=1, H=4, W=8, G=8, V=16), "G = 2*H"),
+    ("upcat_hw.harp", {"H": (3, 8), "W": (2, 4), "G": (5, 16), "V": (3, 8), "P": (9, 32), "Q": (5, 16)},
+     dict(N=1, H=4, W=3, G=8, V=6, P=16, Q=12), "G = 2*H, V = 2*W, P = 4*H, Q = 4*W"),
+    # G may be 1 in this box (z broadcast along it): G = 2 H does not hold at every binding
+    ("up2_add.harp", {"H": (1, 12), "G": (1, 24)}, dict(N=1, H=4, W=8, G=8, V=16), None),
+    # 3 H = 2 G: neither symbol an integer form of the other
+    (UNEVEN, {"H": (2, 8), "G": (3, 12)}, dict(H=4, G=6), None),
+]
+
+
+def learn_rows(s):
+    """LEARN_ROWS: the ties `harp dump --shapeset --time-stages` says it learned."""
+    for name, box, b, want in LEARN_ROWS:
+        model = os.path.join(MODELS, name)
+        if name.startswith("graph"):
+            model = os.path.join(tempfile.mkdtemp(prefix="harp_ties_"), "uneven.harp")
+            open(model, "w").write(name)
+            name = "3 H = 2 G"
+        d = tempfile.mkdtemp(prefix="harp_ties_")
+        p = subprocess.run([HARP, "dump", model, "--dump", "tiny", "--dump-dir", d, "--time-stages",
+                            *[x for k, (lo, hi) in box.items() for x in ("--shapeset", f"{k}={lo}..{hi}")],
+                            *[x for k, v in b.items() for x in ("--sym", f"{k}={v}")]], capture_output=True, text=True, timeout=300)
+        said = [l.split("follow the others: ", 1)[-1] for l in p.stderr.splitlines() if "tied symbols follow the others" in l]
+        s.check(f"{name} over {box}: ties learned {want}", p.returncode == 0 and said == ([want] if want else []),
+                f"{said} {p.stderr[-400:]}")
 
 
 def cpu_rows(s):
@@ -230,6 +267,7 @@ def main():
     if not cuda_sim.have_gxx():
         print("g++ not found: skipped")
         sys.exit(77)
+    learn_rows(s)
     cpu_rows(s)
     rng = np.random.default_rng(25)
     for name, at, bad, sym in GPU_ROWS:
