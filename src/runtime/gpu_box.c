@@ -29,9 +29,11 @@
  * is compared once more with its symbols that are an input's or output's
  * innermost dimension pinned at the binding's value (retry_pinned: an
  * attention's head width, whose corner lo no template takes); such a box
- * serves the bindings at those values only (gpu_box_fits).
+ * serves the bindings at those values only (gpu_box_fits).  The symbols
+ * the options hold fixed (rt_gpu_opts.fixed: a CNN's channels) are pinned
+ * so from the start: the box varies over the others only.
  * Needs: gpu.c (gpu_build_gen), plan (plan_shapeset_class), tiny.
- * Gives: gpu_box_decide, gpu_box_fits, gpu_box_free, gpu_prepare_at (gpu_int.h). */
+ * Gives: gpu_box_decide, gpu_box_fits, gpu_sym_fixed, gpu_box_free, gpu_prepare_at (gpu_int.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -164,8 +166,8 @@ static harp_status compare_corners(harp_error *e, gpu_box *b, const char *json, 
   if (!ok && ce.code == HARP_E_NO_MEMORY) {
     st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   } else if (!ok) {
-    snprintf(b->why, sizeof b->why, "the box's %s corner does not build%s: %.400s", which,
-             mhi ? " with the upper's regions and plans" : "", ce.msg);
+    snprintf(b->why, sizeof b->why, "the box's %s corner does not build%s: %.60s%s%.300s", which,
+             mhi ? " with the upper's regions and plans" : "", ce.node, ce.node[0] ? ": " : "", ce.msg);
   } else if (strcmp(mlo->source, mhi->source)) {
     differing_kernel(mhi->source, mlo->source, b->why, sizeof b->why);
   } else if (!same_launches(mlo->tu, mhi->tu)) {
@@ -231,6 +233,12 @@ static harp_status retry_pinned(harp_error *e, gpu_box *b, const char *json, con
   return st;
 }
 
+bool gpu_sym_fixed(const rt_gpu_opts *o, const char *name) {
+  for (int i = 0; o && i < o->nfixed; i++)
+    if (o->fixed[i] && !strcmp(o->fixed[i], name)) return true;
+  return false;
+}
+
 harp_status gpu_box_decide(harp_error *e, const char *json, const tiny_symtab *binding, const rt_gpu_opts *o, cuda_rt *rt,
                            gpu_box **out) {
   *out = NULL;
@@ -247,9 +255,10 @@ harp_status gpu_box_decide(harp_error *e, const char *json, const tiny_symtab *b
     gpu_box_free(b);
     return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   }
-  for (int i = 0; i < n; i++) { /* the class of v: (2^(k-1), 2^k] from 3 on; 1 and 2 alone */
-    hi[i] = plan_shapeset_class(binding->values[i]);
-    lo[i] = hi[i] > 2 ? hi[i] / 2 + 1 : hi[i];
+  for (int i = 0; i < n; i++) { /* the class of v: (2^(k-1), 2^k] from 3 on; 1 and 2 alone; a fixed symbol its value */
+    bool fixed = gpu_sym_fixed(o, binding->names[i]);
+    hi[i] = fixed ? binding->values[i] : plan_shapeset_class(binding->values[i]);
+    lo[i] = hi[i] > 2 && !fixed ? hi[i] / 2 + 1 : hi[i];
   }
   harp_status st = box_gens(e, b, (const char *const *)binding->names, lo, hi, n);
   if (!st && o && o->per_binding) snprintf(b->why, sizeof b->why, "per-binding builds were asked for");
