@@ -110,16 +110,20 @@ def simulator(s, rng):
         if all(ran):
             s.check(f"{what}: both sessions compiled one unit (one PTX in the cache)", len(ptx) == 1, str(ptx))
 
-STRIDE2 = """graph<H=16> main(x: f32[1, 4, H, 12], w: f32[8, 4, 3, 3], b: f32[8]) -> (y: f32[1, 8, (H + 1) / 2, 6]) {
-    y = relu(conv2d(x, w, bias=b, stride=2, pad=1))
+STRIDE2 = """graph<H=16> main(x: f32[1, 4, H, 12], w: f32[8, 4, 3, 3], b: f32[8], w1: f32[8, 8, 3, 3], b1: f32[8])
+    -> (y: f32[1, 8, (H + 1) / 2, 6]) {
+    h = relu(conv2d(x, w, bias=b, stride=2, pad=1))
+    y = relu(conv2d(h, w1, bias=b1, pad=1) + h)
     return y
 }
 """
 
 
 def stride2(s):
-    """A stride-2 conv over H alone in a session, at an even and an odd H
-    of one box (the second binding once failed: BroadcastMismatch)."""
+    """A stride-2 conv over H alone, then a 3x3 conv whose input is added
+    back, in a session at an even and two odd H of one box (lowered at the
+    defaults, the second conv's window EXPAND kept (H + 1) / 2 at H = 16:
+    BroadcastMismatch at the second binding)."""
     d = tempfile.mkdtemp(prefix="harp_fix_")
     model = os.path.join(d, "conv_s2_h.harp")
     open(model, "w").write(STRIDE2)
