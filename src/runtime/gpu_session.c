@@ -230,15 +230,17 @@ static harp_status model_in(harp_error *e, rt_gpu_session *s, int c, const tiny_
   return HARP_OK;
 }
 
-/* The ShapeSet key of binding into key[cap]: plan_shapeset_key, then each
- * symbol the session holds fixed at its value ("|C=3"); a fixed symbol the
- * binding does not give is a usage error. */
-static harp_status cluster_key(harp_error *e, const rt_gpu_session *s, const tiny_symtab *binding, char *key, size_t cap) {
+/* The ShapeSet key of binding (its text: "H=16;W=16") into key[cap]:
+ * plan_shapeset_key, then each symbol the session holds fixed at its value
+ * ("|C=3"); a fixed symbol the binding does not give is a usage error. */
+static harp_status cluster_key(harp_error *e, const rt_gpu_session *s, const tiny_symtab *binding, const char *text, char *key,
+                               size_t cap) {
   plan_shapeset_key(binding, s->key_g, key, cap);
   for (int i = 0; i < s->opts.nfixed; i++) {
     int64_t v = 0;
     if (!tiny_symtab_get(binding, s->opts.fixed[i], &v))
-      return ut_fail(e, HARP_E_USAGE, NULL, "the session holds %s fixed, but a binding does not give it", s->opts.fixed[i]);
+      return ut_fail(e, HARP_E_USAGE, NULL, "the session holds %s fixed, but the binding %s does not give it", s->opts.fixed[i],
+                     text);
     size_t len = strlen(key);
     snprintf(key + len, cap - len, "|%s=%lld", s->opts.fixed[i], (long long)v);
   }
@@ -269,7 +271,7 @@ static harp_status get_model(harp_error *e, rt_gpu_session *s, const tiny_symtab
   sess_model *sm = lru;
   harp_status st = gpu_prepare_at(e, s->json, (const char *const *)binding->names, binding->values, binding->n, &sm->g, &sm->syms);
   int c = -1;
-  if (!st) st = cluster_key(e, s, binding, key, sizeof key);
+  if (!st) st = cluster_key(e, s, binding, text, key, sizeof key);
   if (!st && (c = find_cluster(e, s, key)) < 0) st = e->code; /* a binding that prepares opens a cluster */
   if (!st) st = model_in(e, s, c, binding, sm);
   if (st) {
