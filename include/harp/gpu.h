@@ -48,6 +48,13 @@ typedef struct rt_gpu_opts {
   rt_stage_hook after_stage;
   void *hook_ctx;
   bool per_binding;      /* a session: build each binding on its own, never one build for its ShapeSet's box */
+  /* a session: the symbols that stay fixed (a CNN's channels C, K): each
+   * ShapeSet's box holds them at its first binding's values, so its kernels
+   * may print them (a conv template's channels); a binding at another value
+   * is another ShapeSet.  Every name must be one the bindings give.  Copied
+   * by rt_gpu_session_new.  Without them every symbol may vary (see below) */
+  const char *const *fixed;
+  int nfixed;
 } rt_gpu_opts;
 
 typedef struct rt_gpu_model rt_gpu_model;
@@ -119,6 +126,14 @@ void rt_gpu_counts(const rt_gpu_model *m, int *templ, int *simple, int *generic)
  * row kernels print theirs), ONE build (NVRTC, one device arena) serves
  * every binding in it, the sizes and grids set per launch; else each binding
  * is built on first use (NVRTC's disk cache makes rebuilds cheap).
+ * opts.fixed names the symbols that stay fixed: they are not the box's, and
+ * their values are part of the ShapeSet.  Without them a box spans every
+ * symbol; when that box cannot be one build, the cluster's next binding
+ * that moves some symbols decides it again with the others held at their
+ * values (those that stayed the same at every binding of the cluster so
+ * far: box_learned), so a model whose channels are symbols costs one
+ * extra build, not one per binding.  A binding outside a box always gets
+ * its own build, never a wrong result.
  * With opts.graphs, runs go through ONE executable CUDA Graph per ShapeSet
  * (the binding's cluster, plan_shapeset_key): instantiated for the first
  * binding of the cluster, updated in place (cuGraphExecUpdate) when another
@@ -139,6 +154,7 @@ typedef struct rt_gpu_session_stats {
   int evictions;      /* built models dropped to make room */
   int box_builds;     /* ShapeSets served by one build (kernels read the sizes at run time; counted in builds) */
   int box_fallbacks;  /* ShapeSets built per binding: a kernel prints a size (rt_gpu_session_box says which) */
+  int box_learned;    /* boxes decided again, the symbols that stayed the same so far held fixed */
 } rt_gpu_session_stats;
 harp_status rt_gpu_session_new(harp_error *e, const tiny_graph *g, const rt_gpu_opts *o, rt_gpu_session **out);
 /* One execution for this binding (inputs[] as for rt_gpu_run, at its shapes). */

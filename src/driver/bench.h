@@ -13,6 +13,8 @@ typedef struct bench_args {
   bool json, graphs, profile;
   const char *binds[CLI_MAX_LIST]; /* --bind SYM=INT[,SYM=INT...] */
   int nbinds;
+  const char *fixes[CLI_MAX_LIST]; /* --fix SYM[,SYM...]: a session's symbols held fixed */
+  int nfixes;
 } bench_args;
 
 /* --profile: per kernel (CPU) or launch (CUDA) its name, kind and median. */

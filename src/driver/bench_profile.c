@@ -158,6 +158,9 @@ typedef struct session {
   int n;
   rt_gpu_session *s;
   double *times;
+  char *fixbuf;       /* --fix's lists, copied and cut at the commas */
+  const char **fixed; /* the names in fixbuf */
+  int nfixed;
 } session;
 
 static void session_free(session *x) {
@@ -169,7 +172,31 @@ static void session_free(session *x) {
   free(x->ms);
   free(x->bs);
   free(x->times);
+  free(x->fixbuf);
+  free(x->fixed);
   cli_model_free(&x->base);
+}
+
+/* --fix's lists (a->fixes, each SYM[,SYM...]) cut into x->fixed. */
+static harp_status session_fixed(harp_error *e, const bench_args *a, session *x) {
+  size_t len = 1;
+  for (int i = 0; i < a->nfixes; i++) len += strlen(a->fixes[i]) + 1;
+  if (!(x->fixbuf = calloc(len, 1)) || !(x->fixed = calloc(len, sizeof *x->fixed))) /* a name per 2 bytes at most */
+    return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  char *p = x->fixbuf;
+  for (int i = 0; i < a->nfixes; i++) {
+    strcpy(p, a->fixes[i]);
+    for (char *tok = p, *end;; tok = end + 1) { /* each name up to the next comma */
+      end = tok + strcspn(tok, ",");
+      bool last = !*end;
+      *end = '\0';
+      if (!*tok) return ut_fail(e, HARP_E_USAGE, NULL, "--fix %s: an empty symbol name", a->fixes[i]);
+      x->fixed[x->nfixed++] = tok;
+      if (last) break;
+    }
+    p += strlen(a->fixes[i]) + 1;
+  }
+  return HARP_OK;
 }
 
 /* Binding i: --sym, then its own symbols, then the model's defaults; the
@@ -211,8 +238,9 @@ static harp_status session_open(harp_error *e, cli_opts *o, const bench_args *a,
     *e = de;
   }
   if (st) return st;
+  if (session_fixed(e, a, x)) return e->code;
   rt_gpu_opts go = {.knobs = &o->knobs, .target = target, .graphs = a->graphs, .plan_overrides = pl->ov,
-                    .nplan_overrides = pl->n, .precision = o->precision};
+                    .nplan_overrides = pl->n, .precision = o->precision, .fixed = x->fixed, .nfixed = x->nfixed};
   if (rt_gpu_session_new(e, x->base.g, &go, &x->s)) return e->code;
   for (int i = 0; i < x->n; i++)
     if (session_bind(e, o, a->binds[i], x, i)) return e->code;
@@ -228,9 +256,9 @@ static void session_print(const cli_opts *o, const bench_args *a, const session 
     printf("{\"model\": \"%s\", \"backend\": \"cuda\", \"bindings\": %d, \"graphs\": %s, \"repeat\": %ld, "
            "\"warmup\": %ld, \"median_ms\": %.6f, \"min_ms\": %.6f, \"max_ms\": %.6f, \"session\": {\"clusters\": %d, "
            "\"builds\": %d, \"captures\": %d, \"instantiations\": %d, \"updates\": %d, \"replays\": %d, "
-           "\"evictions\": %d, \"box_builds\": %d, \"box_fallbacks\": %d}}\n",
+           "\"evictions\": %d, \"box_builds\": %d, \"box_fallbacks\": %d, \"box_learned\": %d}}\n",
            o->model, x->n, a->graphs ? "true" : "false", repeat, a->warmup, median, t[0], t[repeat - 1], st.clusters,
-           st.builds, st.captures, st.instantiations, st.updates, st.replays, st.evictions, st.box_builds, st.box_fallbacks);
+           st.builds, st.captures, st.instantiations, st.updates, st.replays, st.evictions, st.box_builds, st.box_fallbacks, st.box_learned);
   else
     printf("%s [cuda, %d bindings in turn%s]: median %.3f ms per run over %ld rounds (min %.3f, max %.3f); "
            "%d ShapeSets (%d served by one build), %d models built, graphs: %d captured, %d instantiated, %d updated, %d replays\n",

@@ -32,6 +32,10 @@ static const char bench_help[] =
     "                       each --repeat round runs every binding once, in\n"
     "                       turn, and the median is per run.  With --graphs the\n"
     "                       session keeps one CUDA Graph per ShapeSet\n"
+    "  --fix SYM[,SYM...]   cuda, with --bind: the session's symbols that stay\n"
+    "                       fixed (a CNN's channels: --fix C,K): each ShapeSet's\n"
+    "                       box varies over the others only; without it every\n"
+    "                       symbol may vary until a box falls back\n"
     "  --shapeset NAME=LO..HI\n"
     "                       cpu, with --bind (repeatable): one object for the box\n"
     "                       (harp run --shapeset) against the exactly-specialised\n"
@@ -121,6 +125,7 @@ static int bench_flags(int argc, char **argv, bench_args *a, char **rest, int *n
     else if (!strcmp(v, "--profile")) a->profile = true;
     else if (!strcmp(v, "--graphs")) a->graphs = true;
     else if (!strcmp(v, "--bind") && has && a->nbinds < CLI_MAX_LIST) a->binds[a->nbinds++] = argv[++i];
+    else if (!strcmp(v, "--fix") && has && a->nfixes < CLI_MAX_LIST) a->fixes[a->nfixes++] = argv[++i];
     else if (!strcmp(v, "--repeat") && has) a->repeat = opt_int(argv[++i], "repeat", &ok);
     else if (!strcmp(v, "--warmup") && has) a->warmup = opt_int(argv[++i], "warmup", &ok);
     else rest[(*nrest)++] = argv[i];
@@ -139,6 +144,8 @@ static int bench_check(const cli_opts *o, const cli_backend *b, const bench_args
     return cli_usage_error("bench", "--dump c needs --backend cpu (the C of the CPU backend)");
   if (o->nshapesets && (b->target != &rt_target_cpu || !a->nbinds || o->ndumps || o->nplans))
     return cli_usage_error("bench", "--shapeset needs --backend cpu and --bind (no --dump, --plan)");
+  if (a->nfixes && (!a->nbinds || o->nshapesets))
+    return cli_usage_error("bench", "--fix needs --bind with --backend cuda (a session)");
   if (a->nbinds && !o->nshapesets && (b->target != &rt_target_cuda || o->ndumps))
     return cli_usage_error("bench", "--bind needs --backend cuda (and no --dump), or --shapeset");
   return 0;

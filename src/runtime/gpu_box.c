@@ -29,14 +29,16 @@
  * is compared once more with its symbols that are an input's or output's
  * innermost dimension pinned at the binding's value (retry_pinned: an
  * attention's head width, whose corner lo no template takes); such a box
- * serves the bindings at those values only (gpu_box_fits).
+ * serves the bindings at those values only (gpu_box_fits).  The symbols
+ * the options hold fixed (rt_gpu_opts.fixed: a CNN's channels) are pinned
+ * so from the start: the box varies over the others only.
  * A symbol the model's ops tie to others over the box (G = 2 H: an ADD of
  * an upsampled map and a lateral one) would put the lower corner at a
  * binding no model accepts: the session makes it a derived symbol of the
  * cluster's model first (gpu_box_ties, tiny_ties_text), and the box
  * leaves it out (free_symbols): its value follows the others'.
  * Needs: gpu.c (gpu_build_gen), plan (plan_shapeset_class), tiny.
- * Gives: gpu_box_decide, gpu_box_ties, gpu_box_fits, gpu_box_free, gpu_prepare_at (gpu_int.h). */
+ * Gives: gpu_box_decide, gpu_box_ties, gpu_box_fits, gpu_sym_fixed, gpu_box_free, gpu_prepare_at (gpu_int.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -169,8 +171,8 @@ static harp_status compare_corners(harp_error *e, gpu_box *b, const char *json, 
   if (!ok && ce.code == HARP_E_NO_MEMORY) {
     st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   } else if (!ok) {
-    snprintf(b->why, sizeof b->why, "the box's %s corner does not build%s: %.400s", which,
-             mhi ? " with the upper's regions and plans" : "", ce.msg);
+    snprintf(b->why, sizeof b->why, "the box's %s corner does not build%s: %.60s%s%.300s", which,
+             mhi ? " with the upper's regions and plans" : "", ce.node, ce.node[0] ? ": " : "", ce.msg);
   } else if (strcmp(mlo->source, mhi->source)) {
     differing_kernel(mhi->source, mlo->source, b->why, sizeof b->why);
   } else if (!same_launches(mlo->tu, mhi->tu)) {
@@ -236,6 +238,12 @@ static harp_status retry_pinned(harp_error *e, gpu_box *b, const char *json, con
   return st;
 }
 
+bool gpu_sym_fixed(const rt_gpu_opts *o, const char *name) {
+  for (int i = 0; o && i < o->nfixed; i++)
+    if (o->fixed[i] && !strcmp(o->fixed[i], name)) return true;
+  return false;
+}
+
 /* The ShapeSet class box of value v: (2^(k-1), 2^k] from 3 on; 1 and 2 alone. */
 static void class_box(int64_t v, int64_t *lo, int64_t *hi) {
   *hi = plan_shapeset_class(v);
@@ -297,7 +305,10 @@ static harp_status box_decide(harp_error *e, const char *json, const tiny_symtab
     gpu_box_free(b);
     return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   }
-  for (int i = 0; i < n; i++) class_box(binding->values[i], &lo[i], &hi[i]);
+  for (int i = 0; i < n; i++) { /* a fixed symbol its value */
+    if (gpu_sym_fixed(o, binding->names[i])) lo[i] = hi[i] = binding->values[i];
+    else class_box(binding->values[i], &lo[i], &hi[i]);
+  }
   harp_status st = box_gens(e, b, (const char *const *)binding->names, lo, hi, n);
   if (!st && o && o->per_binding) snprintf(b->why, sizeof b->why, "per-binding builds were asked for");
   else if (!st && !b->gen.n) snprintf(b->why, sizeof b->why, "the ShapeSet holds this binding alone");

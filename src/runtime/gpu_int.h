@@ -98,6 +98,8 @@ harp_status gpu_box_decide(harp_error *e, const char *json, const tiny_symtab *b
  * no size past the corner hi; sv[i]: the value of b->gen's symbol i. */
 bool gpu_box_fits(const gpu_box *b, const tiny_graph *g, const tiny_symtab *binding, int64_t *sv);
 void gpu_box_free(gpu_box *b);
+/* Whether o holds the symbol name fixed in a session (rt_gpu_opts.fixed). */
+bool gpu_sym_fixed(const rt_gpu_opts *o, const char *name);
 /* A copy of the model text json prepared at the binding names/vals (n
  * symbols) into *g, its symbols in *t (the caller frees both, also on error). */
 harp_status gpu_prepare_at(harp_error *e, const char *json, const char *const *names, const int64_t *vals, int n,

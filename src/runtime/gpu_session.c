@@ -19,7 +19,11 @@
  * update (another launch count, an old driver) the exec is instantiated
  * anew.  Built models are kept for the RT_GPU_SESSION_MODELS most recently
  * used bindings; dropping the model an exec points into drops that exec
- * too, so a graph never outlives the arena its arguments address. */
+ * too, so a graph never outlives the arena its arguments address.
+ * Symbols held fixed (rt_gpu_opts.fixed) are not a box's and their values
+ * are part of a cluster's key (cluster_key); without them a cluster whose
+ * box builds per binding decides it again once its bindings show which
+ * symbols move, the others held (learn_box). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,12 +52,16 @@ typedef struct sess_cluster {
   uint64_t current;            /* id of the model whose launches exec holds */
   gpu_box *box;                /* decided on the cluster's first binding (box->m NULL: per binding) */
   char *json;                  /* the model with the box's ties (gpu_box_ties: G := 2*H); NULL: the session's */
+  tiny_symtab first;           /* the cluster's first binding */
+  uint64_t moved;              /* first's symbols (bit i: names[i]) another binding of the cluster changed */
+  uint64_t decided;            /* moved when box was decided again (learn_box); 0: never */
 } sess_cluster;
 
 struct rt_gpu_session {
   char *json;      /* the unbound graph, re-read for each new binding */
   tiny_graph *key_g; /* the unbound graph itself: which symbols a key names */
   rt_gpu_opts opts;
+  char **fixed;      /* opts.fixed, copied (opts.fixed points here) */
   cuda_rt *rt; /* shared by every model of the session */
   sess_model models[RT_GPU_SESSION_MODELS];
   sess_cluster *clusters;
@@ -85,7 +93,10 @@ void rt_gpu_session_free(rt_gpu_session *s) {
     cuda_rt_graph_free(s->rt, s->clusters[i].exec);
     gpu_box_free(s->clusters[i].box);
     free(s->clusters[i].json);
+    tiny_symtab_free(&s->clusters[i].first);
   }
+  for (int i = 0; s->fixed && i < s->opts.nfixed; i++) free(s->fixed[i]);
+  free(s->fixed);
   free(s->clusters);
   tiny_graph_free(s->key_g);
   free(s->json);
@@ -99,6 +110,18 @@ harp_status rt_gpu_session_new(harp_error *e, const tiny_graph *g, const rt_gpu_
   if (!s) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   if (o) s->opts = *o;
   harp_status st = HARP_OK;
+  s->opts.fixed = NULL, s->opts.nfixed = 0;
+  if (o && o->nfixed > 0 && !(s->fixed = ut_xcalloc((size_t)o->nfixed, sizeof *s->fixed))) {
+    st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+    goto fail;
+  }
+  for (int i = 0; o && i < o->nfixed; i++, s->opts.nfixed++) /* the caller's names are not borrowed */
+    if (!o->fixed[i] || !(s->fixed[i] = strdup(o->fixed[i]))) {
+      st = o->fixed[i] ? ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory")
+                       : ut_fail(e, HARP_E_USAGE, NULL, "a session's fixed symbol %d is NULL", i);
+      goto fail;
+    }
+  s->opts.fixed = (const char *const *)s->fixed;
   if (!(s->json = tiny_write_json(g))) {
     st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
     goto fail;
@@ -147,10 +170,54 @@ static int find_cluster(harp_error *e, rt_gpu_session *s, const char *key) {
   return s->nclusters++;
 }
 
+/* Cluster c's record of binding: its first binding kept (copied), the
+ * symbols a later one changes marked in c->moved (the first 64). */
+static harp_status note_binding(harp_error *e, sess_cluster *c, const tiny_symtab *binding) {
+  if (!c->first.n) {
+    for (int i = 0; i < binding->n; i++)
+      if (tiny_symtab_set(e, &c->first, binding->names[i], binding->values[i])) return e->code;
+    return HARP_OK;
+  }
+  for (int i = 0; i < c->first.n && i < 64; i++) {
+    int64_t v = 0;
+    if (!tiny_symtab_get(binding, c->first.names[i], &v) || v != c->first.values[i]) c->moved |= 1ull << i;
+  }
+  return HARP_OK;
+}
+
+/* Cluster c's box decided again at binding when it builds per binding and
+ * the cluster's bindings have moved other symbols since it was decided:
+ * the symbols that stayed at the first binding's values (and the options'
+ * fixed ones) held fixed, the moved ones the box's.  The old box serves no
+ * model (it built none), so it is replaced either way. */
+static harp_status learn_box(harp_error *e, rt_gpu_session *s, sess_cluster *c, const tiny_symtab *binding) {
+  if (c->box->m || s->opts.per_binding || !c->moved || c->moved == c->decided) return HARP_OK;
+  c->decided = c->moved;
+  const char **names = ut_xcalloc((size_t)c->first.n + (size_t)s->opts.nfixed + 1, sizeof *names);
+  if (!names) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  int k = 0, held = 0;
+  for (int i = 0; i < s->opts.nfixed; i++) names[k++] = s->opts.fixed[i];
+  for (int i = 0; i < c->first.n; i++)
+    if (i >= 64 || !(c->moved >> i & 1)) names[k++] = c->first.names[i], held++;
+  gpu_box *b = NULL;
+  rt_gpu_opts mo = s->opts;
+  mo.graphs = false, mo.fixed = names, mo.nfixed = k;
+  harp_status st = held ? gpu_box_decide(e, c->json ? c->json : s->json, binding, &mo, s->rt, &b) : HARP_OK; /* none held: the same box */
+  free(names);
+  if (st || !b) return st;
+  s->st.box_learned++;
+  if (b->m) s->st.box_builds++, s->st.builds++;
+  gpu_box_free(c->box);
+  c->box = b;
+  return HARP_OK;
+}
+
 /* The model of binding (its graph g prepared, symbols syms) in cluster c:
  * a view of the cluster's box build when it fits, else its own build. */
 static harp_status model_in(harp_error *e, rt_gpu_session *s, int c, const tiny_symtab *binding, sess_model *sm) {
   sess_cluster *cl = &s->clusters[c];
+  if (note_binding(e, cl, binding)) return e->code;
+  if (cl->box && learn_box(e, s, cl, binding)) return e->code;
   if (!cl->box) {
     rt_gpu_opts mo = s->opts;
     mo.graphs = false; /* the session captures, not the model */
@@ -169,6 +236,23 @@ static harp_status model_in(harp_error *e, rt_gpu_session *s, int c, const tiny_
   mo.graphs = false;
   if (gpu_build_on(e, sm->g, &sm->syms, &mo, s->rt, &sm->m)) return e->code;
   s->st.builds++;
+  return HARP_OK;
+}
+
+/* The ShapeSet key of binding (its text: "H=16;W=16") into key[cap]:
+ * plan_shapeset_key, then each symbol the session holds fixed at its value
+ * ("|C=3"); a fixed symbol the binding does not give is a usage error. */
+static harp_status cluster_key(harp_error *e, const rt_gpu_session *s, const tiny_symtab *binding, const char *text, char *key,
+                               size_t cap) {
+  plan_shapeset_key(binding, s->key_g, key, cap);
+  for (int i = 0; i < s->opts.nfixed; i++) {
+    int64_t v = 0;
+    if (!tiny_symtab_get(binding, s->opts.fixed[i], &v))
+      return ut_fail(e, HARP_E_USAGE, NULL, "the session holds %s fixed, but the binding %s does not give it", s->opts.fixed[i],
+                     text);
+    size_t len = strlen(key);
+    snprintf(key + len, cap - len, "|%s=%lld", s->opts.fixed[i], (long long)v);
+  }
   return HARP_OK;
 }
 
@@ -194,10 +278,11 @@ static harp_status get_model(harp_error *e, rt_gpu_session *s, const tiny_symtab
     s->st.evictions++;
   }
   sess_model *sm = lru;
-  plan_shapeset_key(binding, s->key_g, key, sizeof key);
-  int c = cluster_of(s, key);
+  int c = -1;
   char *tied = NULL; /* a new cluster's model: its box's ties made derived symbols (a binding breaking one is refused) */
-  harp_status st = c < 0 ? gpu_box_ties(e, s->json, binding, &tied, NULL, 0) : HARP_OK;
+  harp_status st = cluster_key(e, s, binding, text, key, sizeof key);
+  if (!st) c = cluster_of(s, key);
+  if (!st && c < 0) st = gpu_box_ties(e, s->json, binding, &tied, NULL, 0);
   const char *json = c >= 0 && s->clusters[c].json ? s->clusters[c].json : tied ? tied : s->json;
   if (!st) st = gpu_prepare_at(e, json, (const char *const *)binding->names, binding->values, binding->n, &sm->g, &sm->syms);
   if (!st && (c = find_cluster(e, s, key)) < 0) st = e->code; /* a binding that prepares opens a cluster */

@@ -636,6 +636,24 @@ static void test_errors(void **vs) {
   assert_int_equal(rt_gpu_session_new(&e, g, &o, &s), HARP_E_USAGE);
   assert_null(s);
   harp_error_clear(&e);
+  /* fixed symbols: a NULL name refused; a name no binding gives refused at the run, naming it */
+  char zname[] = "Z";
+  const char *fixed[] = {"B", NULL, zname};
+  rt_gpu_opts fo = {.knobs = &S->knobs, .target = "sm80", .cache_dir = S->cache, .fixed = fixed, .nfixed = 2};
+  assert_int_equal(rt_gpu_session_new(&e, g, &fo, &s), HARP_E_USAGE);
+  assert_null(s);
+  harp_error_clear(&e);
+  fo.fixed = fixed + 2, fo.nfixed = 1;
+  assert_ok(&e, rt_gpu_session_new(&e, g, &fo, &s));
+  zname[0] = 'Y'; /* the session copied the names */
+  tiny_symtab bz;
+  bind(&bz, 4);
+  assert_int_equal(rt_gpu_session_run(&e, s, &bz, NULL, 0, out), HARP_E_USAGE);
+  assert_non_null(strstr(e.msg, "holds Z fixed"));
+  harp_error_clear(&e);
+  tiny_symtab_free(&bz);
+  rt_gpu_session_free(s);
+  s = NULL;
   /* no driver: the run says why */
   rt_knobs nodrv = S->knobs;
   assert_ok(&e, rt_knob_set(&e, &nodrv, "libcuda", "/nonexistent/libcuda.so.1"));

@@ -39,7 +39,7 @@
 #include "util/util.h"
 
 #define CUDA_MAX_EPI 16
-#define CUDA_MAX_PARAMS 24
+#define CUDA_MAX_PARAMS 48 /* a ShapeSet unit passes every size of its box: ResNet-18 over H, W has 22 */
 #define CUDA_MAX_RANK 8
 #define CUDA_MAX_EW_IN 8
 #define CUDA_MAX_EW_INSTR 64

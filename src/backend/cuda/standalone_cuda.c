@@ -82,13 +82,21 @@ static const char host_head[] =
     "  return 0;\n}\n\n";
 
 /* The launch table and the tensor-map descriptors, from the TU. */
+/* The most arguments a launch of t passes, at least 24 (the packages' arrays). */
+static int max_args(const cuda_model_tu *t) {
+  int n = 24; /* what every package had (a ShapeSet unit, whose kernels take every size of the box, takes more) */
+  for (int i = 0; i < t->nlaunch; i++) n = t->launch[i].nargs > n ? t->launch[i].nargs : n;
+  return n;
+}
+
 static void tables(ut_str *o, const cuda_model_tu *t) {
   ut_str_puts(o, "/* where a kernel argument points: 0 NULL, 1 the arena, 2 the ConstPool; tmap >= 0: a tensor map of it */\n"
                  "typedef struct arg { int space; long long off; int tmap; } arg;\n"
                  "/* tiles > 0: a persistent kernel, grid.x = min(tiles, SMs x minb) on the device at hand;\n"
-                 " * once: run once after the weights go up (a weight packed for a template), not by model_run */\n"
-                 "typedef struct launch { const char *name; unsigned grid[3], block[3], smem; long long tiles; int minb, once, nargs; arg a[24]; } launch;\n"
-                 "/* cuTensorMapEncodeTiled operands (innermost first) */\n"
+                 " * once: run once after the weights go up (a weight packed for a template), not by model_run */\n");
+  ut_str_printf(o, "typedef struct launch { const char *name; unsigned grid[3], block[3], smem; long long tiles; int minb, once, nargs; "
+                   "arg a[%d]; } launch;\n", max_args(t));
+  ut_str_puts(o, "/* cuTensorMapEncodeTiled operands (innermost first) */\n"
                  "typedef struct tmap_desc { int dtype, rank, swizzle; uint64_t dims[5], strides[4]; uint32_t box[5]; } tmap_desc;\n");
   int ntmap = 0;
   ut_str td;
@@ -147,8 +155,9 @@ static const char host_body[] =
     "static int launch_all(model_t *m, int once) {\n"
     "  for (int i = 0; i < NLAUNCH; i++) {\n"
     "    const launch *l = &launches[i];\n"
-    "    if (l->once != once) continue;\n"
-    "    CUdeviceptr v[24];\n    void *pp[24];\n"
+    "    if (l->once != once) continue;\n";
+/* the rest of launch_all after its argument arrays (cuda_standalone_host prints them at max_args) */
+static const char host_body2[] =
     "    for (int p = 0; p < l->nargs; p++) {\n"
     "      v[p] = addr(m, &l->a[p]);\n"
     "      pp[p] = l->a[p].tmap >= 0 ? (void *)m->maps[l->a[p].tmap].b : (void *)&v[p];\n    }\n"
@@ -239,6 +248,8 @@ void cuda_standalone_host(ut_str *o, const cuda_model_tu *t) {
   ut_str_puts(o, "\n");
   tables(o, t);
   ut_str_puts(o, host_body);
+  ut_str_printf(o, "    CUdeviceptr v[%d];\n    void *pp[%d];\n", max_args(t), max_args(t));
+  ut_str_puts(o, host_body2);
 }
 
 void cuda_standalone_ptx_c(ut_str *o, const char *ptx) {
