@@ -99,6 +99,9 @@ typedef struct cuda_rctx {
 } cuda_rctx;
 /* The slot that names cuda_rctx.rep_a, the dense copy of a repacked A. */
 #define CUDA_SLOT_REP_A (-2)
+/* The slot of an operand laid out at the box's corner hi (B's TF32 pack at
+ * run-time sizes): its strides constants, its sizes read from the others. */
+#define CUDA_SLOT_HI (-3)
 
 /* Append the kernels and launches of Function kernel r. */
 harp_status cuda_emit_region(cuda_rctx *c, int r);
