@@ -199,9 +199,8 @@ static harp_status box_upper(harp_error *e, const cli_model *m, const rt_target 
       if (!strcmp(co->gen_syms[k], m->syms.names[i])) v = co->gen_hi[k];
     if (tiny_dsym_find(m->g, m->syms.names[i]) < 0 && tiny_symtab_set(e, shi, m->syms.names[i], v)) return e->code;
   }
-  shi->sym_broadcasts = m->syms.sym_broadcasts; /* prepared as the binding's graph */
   if (tiny_load_json(e, m->raw, strlen(m->raw), "<the box's corner hi>", ghi) || tiny_dsym_bind(e, *ghi, shi) ||
-      tiny_prepare(e, *ghi, shi, false) || tiny_dsym_bind(e, *ghi, shi))
+      tiny_prepare(e, *ghi, shi, false))
     return e->code;
   rt_compile_opts ho = *co;
   ho.until = t->regions_final, ho.after_stage = NULL, ho.hook_ctx = NULL, ho.keep_analysis = false;

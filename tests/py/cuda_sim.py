@@ -373,17 +373,3 @@ def session_counts(s, what, model, target, binds, fixed=()):
     except (ValueError, IndexError, KeyError):
         s.check(f"{what}: the session's JSON", False, p.stdout[-1000:])
         return None, p.stderr
-
-
-def derived_defs(model, at, opts):
-    """The derived symbols of model lowered for a box (harp dump --dump tiny,
-    the box's options opts, bound at at): name -> its definition as a Python
-    expression."""
-    d = tempfile.mkdtemp(prefix="harp_ss_")
-    args = [HARP, "dump", model, "--dump", "tiny", "--target", "sm80", "--dump-dir", d, *opts]
-    for k, v in at.items():
-        args += ["--sym", f"{k}={v}"]
-    p = subprocess.run(args, capture_output=True, text=True, timeout=300)
-    if p.returncode:
-        return {}
-    return {k: v.replace("floordiv", "//") for k, v in json.load(open(os.path.join(d, "tiny.json"))).get("derived", {}).items()}

@@ -17,7 +17,6 @@ libcuda (tests/fake_cuda, NVRTC compiles) as a 9.0 and an 8.0 device is one
 build, no fallback.  Skips (77) without g++."""
 import json
 import os
-import re
 import sys
 import tempfile
 import warnings
@@ -40,18 +39,13 @@ BMM_N = "graph<N=64> main(x: f32[2, 128, 64], w: f32[2, 64, N]) -> (y: f32[2, 12
 BMM_PERM = ("graph<H=3> main(x: f32[2, H, 128, 64], w: f32[2, 64, H, 64]) -> (y: f32[2, H, 128, 64]) {\n"
             "    y = x @ permute(w, [0, 2, 1, 3])\n    return y\n}\n")
 # name, text, box (symbol -> (lo, hi)), bindings (the corner hi first), the
-# symbol one short at the second binding, whether B's sizes vary (the pack
-# reads them; else a constant pack, M's row)
+# symbol one short at the second binding
 CASES = [
-    ("causal_mn.harp", CAUSAL_MN, {"B": (3, 4)}, [{"B": 4}, {"B": 3}], "B", True),
-    ("causal_mn.harp", CAUSAL_MN, {"B": (3, 4), "H": (2, 3)}, [{"B": 4, "H": 3}, {"B": 3, "H": 2}, {"B": 4, "H": 2}], "H", True),
-    # the keys N (P @ V's K: the pack's rows; the causal iota's window
-    # count N + 1 a derived size) and the queries M (C's rows)
-    ("causal_mn.harp", CAUSAL_MN, {"N": (65, 128)}, [{"N": 128}, {"N": 100}, {"N": 77}], "N", True),
-    ("causal_mn.harp", CAUSAL_MN, {"M": (33, 64)}, [{"M": 64}, {"M": 40}, {"M": 33}], "M", False),
-    ("bmm_k.harp", BMM_K, {"K": (33, 64)}, [{"K": 64}, {"K": 40}, {"K": 37}], "K", True),
-    ("bmm_n.harp", BMM_N, {"N": (33, 64)}, [{"N": 64}, {"N": 48}, {"N": 35}], "N", True),
-    ("bmm_perm.harp", BMM_PERM, {"H": (2, 3)}, [{"H": 3}, {"H": 2}], "H", True),
+    ("causal_mn.harp", CAUSAL_MN, {"B": (3, 4)}, [{"B": 4}, {"B": 3}], "B"),
+    ("causal_mn.harp", CAUSAL_MN, {"B": (3, 4), "H": (2, 3)}, [{"B": 4, "H": 3}, {"B": 3, "H": 2}, {"B": 4, "H": 2}], "H"),
+    ("bmm_k.harp", BMM_K, {"K": (33, 64)}, [{"K": 64}, {"K": 40}, {"K": 37}], "K"),
+    ("bmm_n.harp", BMM_N, {"N": (33, 64)}, [{"N": 64}, {"N": 48}, {"N": 35}], "N"),
+    ("bmm_perm.harp", BMM_PERM, {"H": (2, 3)}, [{"H": 3}, {"H": 2}], "H"),
 ]
 # sessions (harp bench --bind on the fake libcuda): model, bindings, the rest;
 # a session's box spans every symbol of a binding (B 3..4, M 33..64, N 65..128)
@@ -69,10 +63,9 @@ def at(b):
     return [f"{k}={v}" for k, v in b.items()]
 
 
-def box_row(s, rng, model, name, box, bindings, short, pack_rt):
+def box_row(s, rng, model, name, box, bindings, short):
     """The box unit of model for sm90 at bindings[0] (its corner hi), the same
-    text at every binding, its B packed by a kernel that reads the sizes
-    (pack_rt; else one that takes none);
+    text at every binding, its B packed by a kernel that reads the sizes;
     the corner's build on the simulator at each binding against the
     interpreter; short one short at bindings[1] must differ."""
     opts = tuple(x for k, (lo, hi) in box.items() for x in ("--shapeset", f"{k}={lo}..{hi}"))
@@ -84,13 +77,10 @@ def box_row(s, rng, model, name, box, bindings, short, pack_rt):
     g = json.load(open(os.path.join(dhi, "gpu.json")))["gpu"]
     src = open(os.path.join(dhi, "model.cu")).read()
     names = [x["name"] for x in g["syms"]]
-    defs = cuda_sim.derived_defs(model, bindings[0], opts) if any(n not in bindings[0] for n in names) else {}
-    dflt = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", open(model).read().split(">")[0])}  # graph<..>'s
-    values = lambda b: {**b, **{k: eval(v, {}, {**dflt, **b}) for k, v in defs.items()}}  # with the derived sizes
     kinds = {k["name"]: k["kind"] for k in g["kernels"]}
     packs = [l for l in g["launches"] if kinds[l["kernel"]] == "pack"]
-    s.check(f"{what}: B packed before a wgmma GEMM, the pack {'reading' if pack_rt else 'taking no'} size",
-            len(packs) == 1 and any(a["space"] == "sym" for a in packs[0]["args"]) == pack_rt and "wgmma_gemm" in kinds.values(),
+    s.check(f"{what}: B packed before a wgmma GEMM, the pack reading the sizes at run time",
+            len(packs) == 1 and any(a["space"] == "sym" for a in packs[0]["args"]) and "wgmma_gemm" in kinds.values(),
             str([(l["kernel"], [a["space"] for a in l["args"]]) for l in g["launches"]]))
     s.check(f"{what}: every GEMM's launch reads the sizes at run time",
             all(any(a["space"] == "sym" for a in l["args"]) for l in g["launches"] if kinds[l["kernel"]].endswith("gemm")),
@@ -105,7 +95,7 @@ def box_row(s, rng, model, name, box, bindings, short, pack_rt):
         gv = json.load(open(os.path.join(dv, "gpu.json")))["gpu"]
         feeds = cuda_sim.feeds_of(gv, rng)
         outs = {x["name"]: x["shape"] for x in gv["buffers"] if x["space"] == "output"}
-        sv = [values(b)[n] for n in names]
+        sv = [b[n] for n in names]
         got, err = cuda_sim.run(dhi, feeds, sv=sv, out_shapes=outs)
         s.check(f"{w}: the corner hi's build runs on the simulator", err is None, err)
         q, e = run(model, feeds, at(b), backend="interp")
@@ -143,8 +133,8 @@ def main():
     for name, text, *_ in CASES:
         models[name] = os.path.join(work, name)
         open(models[name], "w").write(text)
-    for name, _, box, bindings, short, pack_rt in CASES:
-        box_row(s, rng, models[name], name, box, bindings, short, pack_rt)
+    for name, _, box, bindings, short in CASES:
+        box_row(s, rng, models[name], name, box, bindings, short)
     for name, binds, fixed in SESSIONS:
         for target in ("sm90", "sm80"):
             session_row(s, models[name], name, target, binds, fixed)

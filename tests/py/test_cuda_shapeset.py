@@ -39,7 +39,7 @@ import warnings
 import numpy as np
 
 import cuda_sim
-from cuda_sim import derived_defs, session_counts
+from cuda_sim import session_counts
 from harp_test import MODELS, SRC, Suite, close, run
 
 NO_TEMPLATES = ("--knob", "no_templates=1")
@@ -730,6 +730,20 @@ def np_pool(x, k, st, pad, how):
     oh, ow = (xp.shape[2] - k) // st + 1, (xp.shape[3] - k) // st + 1
     win = [xp[:, :, i:i + st * (oh - 1) + 1:st, j:j + st * (ow - 1) + 1:st] for i in range(k) for j in range(k)]
     return np.max(win, axis=0) if how == "max" else np.mean(win, axis=0)
+
+
+def derived_defs(model, at, opts):
+    """The derived symbols of model lowered for a box (harp dump --dump tiny,
+    the box's options opts, bound at at): name -> its definition as a Python
+    expression."""
+    d = tempfile.mkdtemp(prefix="harp_ss_")
+    args = [cuda_sim.HARP, "dump", model, "--dump", "tiny", "--target", "sm80", "--dump-dir", d, *opts]
+    for k, v in at.items():
+        args += ["--sym", f"{k}={v}"]
+    p = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    if p.returncode:
+        return {}
+    return {k: v.replace("floordiv", "//") for k, v in json.load(open(os.path.join(d, "tiny.json"))).get("derived", {}).items()}
 
 
 def floordiv_rows(s, rng):
