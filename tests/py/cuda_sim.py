@@ -350,3 +350,31 @@ def ptx_entry(ptx, name):
         return None
     nxt = ptx.find(".entry ", m.end())
     return ptx[m.start():nxt if nxt > 0 else len(ptx)]
+
+
+def session_counts(s, what, model, target, binds, fixed=(), extra=(), env=None, fails=False):
+    """`harp bench --bind` over binds (one session, graphs; extra options,
+    env added to the environment) on the fake libcuda as a device of target:
+    its counters and stderr (None when the fake or NVRTC is not there).
+    fails: the run must fail (None and its stderr)."""
+    fake = os.path.join(os.path.dirname(os.path.abspath(HARP)), "tests", "libharp_fake_cuda.so")
+    if not os.path.exists(fake):
+        print(f"{what}: no fake libcuda ({fake}), the session not checked")
+        return None, ""
+    args = [HARP, "bench", model, "--backend", "cuda", "--target", target, "--graphs", "--repeat", "1",
+            "--warmup", "0", "--json", *[x for f in fixed for x in ("--sym", f)], *[x for b in binds for x in ("--bind", b)],
+            *extra]
+    env = {**os.environ, "HARP_LIBCUDA": fake, "HARP_FAKE_CUDA_CC": "9.0" if target == "sm90" else "8.0", **(env or {})}
+    p = subprocess.run(args, capture_output=True, text=True, timeout=600, env=env)
+    if p.returncode and "NVRTC" in p.stderr:
+        print(f"{what}: no NVRTC, the session not checked: {p.stderr.strip()[-300:]}")
+        return None, p.stderr
+    if fails:
+        s.check(f"{what}: refused", p.returncode != 0 and "error" in p.stderr, p.stderr[-2000:])
+        return None, p.stderr
+    s.check(f"{what}: the session runs on the fake libcuda", p.returncode == 0, p.stderr[-2000:])
+    try:
+        return json.loads(p.stdout.strip().splitlines()[-1])["session"], p.stderr
+    except (ValueError, IndexError, KeyError):
+        s.check(f"{what}: the session's JSON", False, p.stdout[-1000:])
+        return None, p.stderr

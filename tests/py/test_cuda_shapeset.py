@@ -39,6 +39,7 @@ import warnings
 import numpy as np
 
 import cuda_sim
+from cuda_sim import session_counts
 from harp_test import MODELS, SRC, Suite, close, run
 
 NO_TEMPLATES = ("--knob", "no_templates=1")
@@ -514,34 +515,6 @@ def wino_rows(s, rng):
 # compile the unit's compile check)
 TRANSFORMER_BOX = {"S": (33, 64), "B": (3, 4)}
 TRANSFORMER_AT = [{"S": 64, "B": 4}, {"S": 33, "B": 4}, {"S": 33, "B": 3}]
-
-
-def session_counts(s, what, model, target, binds, fixed=(), extra=(), env=None, fails=False):
-    """`harp bench --bind` over binds (one session, graphs; extra options,
-    env added to the environment) on the fake libcuda as a device of target:
-    its counters and stderr (None when the fake or NVRTC is not there).
-    fails: the run must fail (None and its stderr)."""
-    fake = os.path.join(os.path.dirname(os.path.abspath(cuda_sim.HARP)), "tests", "libharp_fake_cuda.so")
-    if not os.path.exists(fake):
-        print(f"{what}: no fake libcuda ({fake}), the session not checked")
-        return None, ""
-    args = [cuda_sim.HARP, "bench", model, "--backend", "cuda", "--target", target, "--graphs", "--repeat", "1",
-            "--warmup", "0", "--json", *[x for f in fixed for x in ("--sym", f)], *[x for b in binds for x in ("--bind", b)],
-            *extra]
-    env = {**os.environ, "HARP_LIBCUDA": fake, "HARP_FAKE_CUDA_CC": "9.0" if target == "sm90" else "8.0", **(env or {})}
-    p = subprocess.run(args, capture_output=True, text=True, timeout=600, env=env)
-    if p.returncode and "NVRTC" in p.stderr:
-        print(f"{what}: no NVRTC, the session not checked: {p.stderr.strip()[-300:]}")
-        return None, p.stderr
-    if fails:
-        s.check(f"{what}: refused", p.returncode != 0 and "error" in p.stderr, p.stderr[-2000:])
-        return None, p.stderr
-    s.check(f"{what}: the session runs on the fake libcuda", p.returncode == 0, p.stderr[-2000:])
-    try:
-        return json.loads(p.stdout.strip().splitlines()[-1])["session"], p.stderr
-    except (ValueError, IndexError, KeyError):
-        s.check(f"{what}: the session's JSON", False, p.stdout[-1000:])
-        return None, p.stderr
 
 
 def box_corner(s, what, model, target, binding, opts):

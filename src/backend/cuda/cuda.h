@@ -268,10 +268,18 @@ harp_status cuda_gen_copy_at(harp_error *e, cuda_module *m, const cuda_copy_at *
  * truncation reads the rounded value and a second rounding changes nothing).
  * A 32x32 tile per CTA through SMEM: loads and stores coalesced.  How an
  * ONNX MatMul weight reaches TF32 wgmma, which reads K-major operands only.
- * Parameters: (in, out). */
+ * Parameters: (in, out).  A ShapeSet build (nsyms > 0; issue 25) adds the
+ * sizes hp_sv0 .. hp_sv<nsyms-1>: a batch count, K, N or source stride
+ * whose rt_* has n > 0 is read at run time (batch, K, N are then the box's
+ * corner hi's: the grid, and out's layout [b0][b1][N][K] at hi, so the
+ * GEMM reads the copy through constant strides); a CTA past the binding's
+ * batches returns, the rows and columns past its K and N are not read or
+ * written. */
 typedef struct cuda_pack_spec {
   int64_t batch[2], K, N;
   int64_t s_b[2], s_k;
+  int nsyms;
+  cuda_rtsz rt_b[2], rt_k, rt_n, rt_sb[2], rt_sk;
 } cuda_pack_spec;
 harp_status cuda_gen_pack_tf32(harp_error *e, cuda_module *m, const cuda_pack_spec *s, const char *name);
 

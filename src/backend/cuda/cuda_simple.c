@@ -630,22 +630,36 @@ harp_status cuda_gen_zero_at(harp_error *e, cuda_module *m, const cuda_zero_at *
   return cuda_b_finish(b, k);
 }
 
-harp_status cuda_gen_pack_tf32(harp_error *e, cuda_module *m, const cuda_pack_spec *s, const char *name) {
+/* Size v of a pack as C text: its formula z at run time, else the literal. */
+static const char *pack_sz(cuda_b *b, const cuda_rtsz *z, int64_t v) {
+  return z->n ? cuda_rtsz_text(b, z) : cuda_fmt(b, "%lld", (long long)v);
+}
+
+/* The checks of pack s (sizes, strides, grid, size parameters). */
+static harp_status pack_check(harp_error *e, const cuda_pack_spec *s, const char *name) {
   const int64_t lim = (int64_t)1 << 31;
-  if (s->K < 1 || s->N < 1 || s->batch[0] < 1 || s->batch[1] < 1 || s->K > lim || s->N > lim)
+  if (s->K < 1 || s->N < 1 || s->batch[0] < 1 || s->batch[1] < 1 || s->K > lim || s->N > lim || s->nsyms < 0 || s->nsyms > 8)
     return ut_fail(e, HARP_E_INVALID_ARG, name, "pack: %lld x %lld", (long long)s->K, (long long)s->N);
   if (s->s_k < 0 || s->s_b[0] < 0 || s->s_b[1] < 0) return ut_fail(e, HARP_E_NEGATIVE_STRIDE, name, "pack: a negative stride");
   int64_t gx = (s->N + 31) / 32, gy = (s->K + 31) / 32, gz = s->batch[0] * s->batch[1];
   if (gy > 65535 || gz > 65535) return ut_fail(e, HARP_E_LIMIT, name, "pack: grid %lld x %lld x %lld", (long long)gx, (long long)gy, (long long)gz);
+  return HARP_OK;
+}
+
+harp_status cuda_gen_pack_tf32(harp_error *e, cuda_module *m, const cuda_pack_spec *s, const char *name) {
+  if (pack_check(e, s, name)) return e->code;
   cuda_b bb, *b = &bb;
   cuda_kernel *k = cuda_kernel_new(b, m, e, name, "pack");
   if (!k) return e->code;
-  k->grid[0] = gx, k->grid[1] = gy, k->grid[2] = gz;
+  k->grid[0] = (s->N + 31) / 32, k->grid[1] = (s->K + 31) / 32, k->grid[2] = s->batch[0] * s->batch[1];
   k->block[0] = 256; /* 8 warps: warp ty, lane tx */
   k->smem_bytes = 32 * 33 * 4;
   cuda_param_add(k, "in", "float", CUDA_P_PTR_IN, TINY_FP32);
   cuda_param_add(k, "out", "float", CUDA_P_PTR_OUT, TINY_FP32);
+  for (int i = 0; i < s->nsyms; i++) cuda_param_add(k, cuda_fmt(b, "hp_sv%d", i), "long", CUDA_P_LONG, TINY_I32);
   cuda_meta_str(k, "layout", "[K][N] -> [N][K], rounded to TF32");
+  if (s->nsyms) cuda_meta_str(k, "sizes_at_run_time", "the binding's batches, K and N; the copy laid out at the box's corner hi");
+  const char *K = pack_sz(b, &s->rt_k, s->K), *N = pack_sz(b, &s->rt_n, s->N);
   cuda_call(b, "HK_SMEM_DECL(hk_smem)");
   cuda_decl(b, "const hk_saddr", "hk_t", NULL, "hk_smem_addr(hk_smem)");
   cuda_decl(b, "const int", "tx", NULL, "threadIdx.x & 31");
@@ -653,15 +667,18 @@ harp_status cuda_gen_pack_tf32(harp_error *e, cuda_module *m, const cuda_pack_sp
   cuda_decl(b, "const hk_i64", "n0", NULL, "(hk_i64)blockIdx.x * 32");
   cuda_decl(b, "const hk_i64", "k0", NULL, "(hk_i64)blockIdx.y * 32");
   cuda_decl(b, "const hk_i64", "bz", NULL, "blockIdx.z");
+  if (s->rt_b[0].n || s->rt_b[1].n) /* the box's batches in grid.z (out's layout at hi): past the binding's, none */
+    cuda_call(b, cuda_fmt(b, "if (bz / %lld >= %s || bz %% %lld >= %s) return", (long long)s->batch[1],
+                          pack_sz(b, &s->rt_b[0], s->batch[0]), (long long)s->batch[1], pack_sz(b, &s->rt_b[1], s->batch[1])));
   cuda_decl(b, "const float *", "src", NULL,
-            cuda_fmt(b, "in + (bz / %lld) * %lld + (bz %% %lld) * %lld", (long long)s->batch[1], (long long)s->s_b[0],
-                     (long long)s->batch[1], (long long)s->s_b[1]));
+            cuda_fmt(b, "in + (bz / %lld) * %s + (bz %% %lld) * %s", (long long)s->batch[1], pack_sz(b, &s->rt_sb[0], s->s_b[0]),
+                     (long long)s->batch[1], pack_sz(b, &s->rt_sb[1], s->s_b[1])));
   cuda_for(b, "i", "0", "4", -1); /* rows k0 + ty + 8i, column n0 + tx: coalesced over n */
   cuda_decl(b, "const hk_i64", "kk", NULL, "k0 + ty + 8 * i");
   cuda_decl(b, "const hk_i64", "nn", NULL, "n0 + tx");
   cuda_decl(b, "hk_u32", "v", NULL, NULL);
-  cuda_emit_s(b, CU_LD_GLOBAL, "v", cuda_fmt(b, "src + kk * %lld + nn", (long long)s->s_k),
-              cuda_fmt(b, "kk < %lld && nn < %lld", (long long)s->K, (long long)s->N), NULL)->i[0] = 4;
+  cuda_emit_s(b, CU_LD_GLOBAL, "v", cuda_fmt(b, "src + kk * %s + nn", pack_sz(b, &s->rt_sk, s->s_k)),
+              cuda_fmt(b, "kk < %s && nn < %s", K, N), NULL)->i[0] = 4;
   cuda_emit_s(b, CU_ST_SHARED, "hk_t + ((ty + 8 * i) * 33 + tx) * 4",
               "fabsf(hk_u2f(v)) < HK_INF ? hk_tf32(v) & 0xFFFFE000u : v", NULL, NULL)->i[0] = 4;
   cuda_close(b);
@@ -672,7 +689,7 @@ harp_status cuda_gen_pack_tf32(harp_error *e, cuda_module *m, const cuda_pack_sp
   cuda_decl(b, "hk_u32", "v", NULL, NULL);
   cuda_emit_s(b, CU_LD_SHARED, "v", "hk_t + (tx * 33 + ty + 8 * i) * 4", NULL, NULL)->i[0] = 4;
   cuda_emit_s(b, CU_ST_GLOBAL_VEC, cuda_fmt(b, "out + (bz * %lld + nn) * %lld + kk", (long long)s->N, (long long)s->K), "v",
-              cuda_fmt(b, "nn < %lld && kk < %lld", (long long)s->N, (long long)s->K), NULL)->i[0] = 4;
+              cuda_fmt(b, "nn < %s && kk < %s", N, K), NULL)->i[0] = 4;
   cuda_close(b);
   return cuda_b_finish(b, k);
 }

@@ -99,6 +99,9 @@ typedef struct cuda_rctx {
 } cuda_rctx;
 /* The slot that names cuda_rctx.rep_a, the dense copy of a repacked A. */
 #define CUDA_SLOT_REP_A (-2)
+/* The slot of an operand laid out at the box's corner hi (B's TF32 pack at
+ * run-time sizes): its strides constants, its sizes read from the others. */
+#define CUDA_SLOT_HI (-3)
 
 /* Append the kernels and launches of Function kernel r. */
 harp_status cuda_emit_region(cuda_rctx *c, int r);
@@ -128,7 +131,8 @@ bool cuda_rows_at_run_time(const cuda_rctx *c, int r, int slot, cuda_rownorm_spe
  * reduction) leaves Function kernel r, whose buffer at slot has a symbol's
  * size, to the loop nest; else NULL. */
 const char *cuda_sizes_printed(const cuda_rctx *c, int r, int slot);
-/* The GEMM s of Function kernel r (A, B, C at slot[0..2]; -1: none; the
+/* The GEMM s of Function kernel r (A, B, C at slot[0..2]; -1: none; B at
+ * CUDA_SLOT_HI: its packed copy, constant strides; the
  * tensor of epilogue op i at epi_slot[i]) on an
  * sm80 module, no split-K, C's columns or rows contiguous: in a ShapeSet
  * build, when a symbol is among the batches, M, N (C's dims [batch[0]..]

@@ -289,7 +289,9 @@ static harp_status repack_a(cuda_rctx *c, int r, const ct_gemm *gm, int n0, int6
  * K-major and the GEMM has PACK_MIN_MACS multiply-adds or more (`macs`: a
  * ShapeSet build's at its box's corner hi, so every binding agrees): below that
  * the SM80 template fills the GPU as well, rounds A to TF32 where wgmma
- * truncates it (half the error), and needs no copy. */
+ * truncates it (half the error), and needs no copy.  A ShapeSet build's s
+ * is at the corner hi too (its sizes and strides there; the GEMM a pair
+ * where a binding's strides are not aligned). */
 #define PACK_MIN_MACS ((int64_t)1 << 20)
 static bool want_pack_b(const cuda_rctx *c, const cuda_gemm_spec *s, int64_t macs) {
   if (c->mod->arch != CUDA_SM90 || s->a_dtype != TINY_FP32 || s->math != CUDA_MATH_TF32 || s->b_sn != 1 || s->b_sk == 1)
@@ -301,32 +303,49 @@ static bool want_pack_b(const cuda_rctx *c, const cuda_gemm_spec *s, int64_t mac
   return cuda_sm90_gemm_ok(&k, NULL, 0);
 }
 
+/* The TF32 pack *p of GEMM s's B (N-major) in a ShapeSet build where B's
+ * batches, K, N or strides vary (h: s read at run time, its sizes the box's
+ * corner hi's): the binding's read at run time, the copy laid out at hi.
+ * False when none of them varies (p unchanged). */
+static bool pack_at_run_time(const cuda_gemm_spec *s, const cuda_gemm_spec *h, cuda_pack_spec *p) {
+  cuda_pack_spec q = {.batch = {s->b_sb[0] ? h->batch[0] : 1, s->b_sb[1] ? h->batch[1] : 1}, .K = h->K, .N = h->N,
+                      .s_b = {s->b_sb[0], s->b_sb[1]}, .s_k = s->b_sk, .nsyms = h->nsyms, .rt_k = h->rt_k, .rt_n = h->rt_n,
+                      .rt_sk = h->rt_st[2]};
+  for (int i = 0; i < 2; i++)
+    if (s->b_sb[i]) q.rt_b[i] = h->rt_b[i], q.rt_sb[i] = h->rt_sb[1][i]; /* a broadcast batch (stride 0): one, constant */
+  if (!(q.rt_b[0].n || q.rt_b[1].n || q.rt_k.n || q.rt_n.n || q.rt_sk.n || q.rt_sb[0].n || q.rt_sb[1].n)) return false;
+  *p = q;
+  return true;
+}
+
 /* B (N-major, of s) transposed into a contiguous K-major copy [b0][b1][N][K]
- * rounded to TF32 (cuda_gen_pack_tf32; a batch dimension B broadcasts keeps
- * stride 0): once into the packed area after the weights go up when B is a
- * weight, else into scratch at scr_off before the GEMM on every run.  On
- * success *s reads the copy (*b_arg, *bytes) and *ok is true; else nothing
+ * rounded to TF32 (cuda_gen_pack_tf32 of *ps, s's sizes or, rt, the
+ * binding's read at run time into a copy laid out at the box's corner hi;
+ * a batch dimension B broadcasts keeps stride 0): once into the packed
+ * area after the weights go up when B is a weight, else into scratch at
+ * scr_off before the GEMM on every run.  On success *s reads the copy
+ * (*b_arg, *bytes; its strides the layout's) and *ok is true; else nothing
  * changed (n0: the module's kernels before the pack) and *why says why. */
-static harp_status pack_b(cuda_rctx *c, int r, int n0, cuda_gemm_spec *s, cuda_arg src, int64_t scr_off, cuda_arg *b_arg,
-                          int64_t *bytes, bool *ok, const char **why) {
+static harp_status pack_b(cuda_rctx *c, int r, int n0, cuda_gemm_spec *s, const cuda_pack_spec *ps, bool rt, cuda_arg src,
+                          int64_t scr_off, cuda_arg *b_arg, int64_t *bytes, bool *ok, const char **why) {
   *ok = false;
-  int64_t nb0 = s->b_sb[0] ? s->batch[0] : 1, nb1 = s->b_sb[1] ? s->batch[1] : 1;
-  cuda_pack_spec ps = {.batch = {nb0, nb1}, .K = s->K, .N = s->N, .s_b = {s->b_sb[0], s->b_sb[1]}, .s_k = s->b_sk};
-  if (cr_try_gen(c, gen_pack, &ps, cr_kname(c, r, "pack_b"), why)) return HARP_OK;
+  if (cr_try_gen(c, gen_pack, ps, cr_kname(c, r, "pack_b"), why)) return HARP_OK;
   bool once = src.kind == CUDA_ARG_BUF && c->f->buffers[src.buffer].kind == FN_PARAM;
   cuda_arg dst = once ? (cuda_arg){CUDA_ARG_PACKED, -1, c->packed_bytes} : (cuda_arg){CUDA_ARG_SCRATCH, -1, scr_off};
   named_arg na[] = {{"in", src}, {"out", dst}};
   harp_status st = cr_launch_last(c, r, n0, na, 2, ok, why);
   if (st || !*ok) return st;
+  if (rt) cuda_launch_sym_args(c);
   *b_arg = dst;
-  *bytes = nb0 * nb1 * s->N * s->K * 4;
+  const int64_t nb0 = ps->batch[0], nb1 = ps->batch[1], N = ps->N, K = ps->K;
+  *bytes = nb0 * nb1 * N * K * 4;
   c->launch[c->nlaunch - 1].once = once;
   cuda_meta_str(c->mod->k[c->mod->n - 1], "pack",
                 once ? "an fp32 weight [K][N] transposed to K-major (rounded to TF32) for wgmma, once after the weights go up"
                      : "an fp32 B [K][N] transposed to K-major (rounded to TF32) for wgmma, before the GEMM");
   if (once) c->packed_bytes += up256(*bytes);
-  s->b_sk = 1, s->b_sn = s->K;
-  s->b_sb[1] = nb1 > 1 ? s->N * s->K : 0, s->b_sb[0] = nb0 > 1 ? nb1 * s->N * s->K : 0;
+  s->b_sk = 1, s->b_sn = K;
+  s->b_sb[1] = nb1 > 1 ? N * K : 0, s->b_sb[0] = nb0 > 1 ? nb1 * N * K : 0;
   return HARP_OK;
 }
 
@@ -375,9 +394,11 @@ static void gemm_spec_of(const cuda_rctx *c, const ct_gemm *gm, cuda_gemm_spec *
 
 /* The copies before region r's GEMM gm of spec s: A repacked (gm->nrep),
  * B packed where the template wants it; *a_bytes gets the scratch they
- * take, *b_arg B's argument, *go false when A cannot be repacked (why). */
+ * take, *b_arg B's argument, *b_slot the slot the GEMM reads B's run-time
+ * sizes from (B's, -1: constants, CUDA_SLOT_HI: its copy laid out at the
+ * box's corner hi), *go false when A cannot be repacked (why). */
 static harp_status gemm_pack_operands(cuda_rctx *c, int r, const ct_gemm *gm, cuda_gemm_spec *s, const gemm_mark *mk,
-                                      int64_t *a_bytes, cuda_arg *b_arg, bool *go, const char **why) {
+                                      int64_t *a_bytes, cuda_arg *b_arg, int *b_slot, bool *go, const char **why) {
   *go = false;
   if (gm->nrep) {
     bool ok;
@@ -385,18 +406,32 @@ static harp_status gemm_pack_operands(cuda_rctx *c, int r, const ct_gemm *gm, cu
     if (st || !ok) return st;
   }
   *b_arg = targ(c, r, &gm->B);
+  *b_slot = gm->B.slot;
   /* decided at the box's corner hi: the same template at every binding */
   const int slots[3] = {gm->nrep ? -1 : gm->A.slot, gm->B.slot, gm->C.slot};
-  if (want_pack_b(c, s, cuda_gemm_macs_hi(c, r, slots, s))) { /* scratch: [A's copy | B's | split-K workspace] */
+  const int rt_slots[3] = {gm->nrep ? (c->rep_a.rank ? CUDA_SLOT_REP_A : -1) : gm->A.slot, gm->B.slot, gm->C.slot};
+  cuda_pack_spec ps = {.batch = {s->b_sb[0] ? s->batch[0] : 1, s->b_sb[1] ? s->batch[1] : 1}, .K = s->K, .N = s->N,
+                       .s_b = {s->b_sb[0], s->b_sb[1]}, .s_k = s->b_sk};
+  cuda_gemm_spec h = *s; /* a ShapeSet build's s at the box's corner hi */
+  int eslots[CT_MAX_EPI];
+  for (int i = 0; i < gm->nepi; i++) eslots[i] = gm->epi[i].slot;
+  bool at_hi = cuda_gemm_at_run_time(c, r, rt_slots, eslots, &h);
+  if (at_hi) cuda_gemm_strides_at(&h, c->gen.hi);
+  bool once = b_arg->kind == CUDA_ARG_BUF && c->f->buffers[b_arg->buffer].kind == FN_PARAM; /* a weight: its sizes printed */
+  bool rt = !once && at_hi && pack_at_run_time(s, &h, &ps);
+  if (want_pack_b(c, at_hi ? &h : s, cuda_gemm_macs_hi(c, r, slots, s))) { /* scratch: [A's copy | B's | split-K workspace] */
     bool ok;
     const char *pwhy = NULL; /* a pack refused (e.g. > 65535 batches): B as it is, on SM80 */
     int64_t b_bytes = 0, b_off = up256(*a_bytes);
-    harp_status st = pack_b(c, r, c->mod->n, s, *b_arg, b_off, b_arg, &b_bytes, &ok, &pwhy);
+    harp_status st = pack_b(c, r, c->mod->n, s, &ps, rt, *b_arg, b_off, b_arg, &b_bytes, &ok, &pwhy);
     if (st) {
       gemm_undo(c, mk);
       return st;
     }
     if (ok && b_arg->kind == CUDA_ARG_SCRATCH) *a_bytes = b_off + b_bytes;
+    /* B's copy: laid out at hi (constant strides) when its sizes are read at run time; else its slot while
+     * B's sizes are the box's constants, so its strides, the copy's, stay constants */
+    if (ok) *b_slot = rt ? CUDA_SLOT_HI : !cuda_sizes_printed(c, r, gm->B.slot) ? gm->B.slot : -1;
   }
   *go = true;
   return HARP_OK;
@@ -504,8 +539,9 @@ harp_status cr_print_gemm(cuda_rctx *c, int r, const ct_gemm *read, bool *done, 
   const gemm_mark mk = {c->mod->n, c->nlaunch, c->packed_bytes};
   int64_t a_bytes = 0;
   cuda_arg b_arg;
+  int b_slot;
   bool go;
-  harp_status st = gemm_pack_operands(c, r, &gm, &s, &mk, &a_bytes, &b_arg, &go, why);
+  harp_status st = gemm_pack_operands(c, r, &gm, &s, &mk, &a_bytes, &b_arg, &b_slot, &go, why);
   if (st || !go) return st;
   int npre = c->mod->n - mk.n0; /* the copies of A and B before the GEMM */
   /* the Plan's tiles first, then the template's own choice */
@@ -526,10 +562,8 @@ harp_status cr_print_gemm(cuda_rctx *c, int r, const ct_gemm *read, bool *done, 
   epi_args(c, r, gm.epi, gm.nepi, na + 3, epn);
   /* a ShapeSet build's M, N, K and strides (A: its slot, or its copy's
    * shape when the copy reads the sizes at run time, else constants;
-   * B's packed copy: its slot while B's sizes are the box's constants, so
-   * its strides, the copy's, stay constants) */
-  bool b_fixed = b_arg.kind == CUDA_ARG_BUF || !cuda_sizes_printed(c, r, gm.B.slot);
-  const int slots[3] = {gm.nrep ? (c->rep_a.rank ? CUDA_SLOT_REP_A : -1) : gm.A.slot, b_fixed ? gm.B.slot : -1, gm.C.slot};
+   * B: its slot, or its packed copy's, gemm_pack_operands) */
+  const int slots[3] = {gm.nrep ? (c->rep_a.rank ? CUDA_SLOT_REP_A : -1) : gm.A.slot, b_slot, gm.C.slot};
   int eslots[CT_MAX_EPI];
   for (int i = 0; i < gm.nepi; i++) eslots[i] = gm.epi[i].slot;
   bool rt = cuda_gemm_at_run_time(c, r, slots, eslots, &s);

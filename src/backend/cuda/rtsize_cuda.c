@@ -147,7 +147,7 @@ bool cuda_rows_at_run_time(const cuda_rctx *c, int r, int slot, cuda_rownorm_spe
  * suffix of sh of v elements (v 0 or 1, or none: a constant, z->n 0). */
 static bool stride_formula(const cuda_rctx *c, const tiny_shape *sh, int64_t v, cuda_rtsz *z) {
   int64_t hi;
-  int j = v > 1 ? suffix_of(sh, v) : -1;
+  int j = v > 1 && sh ? suffix_of(sh, v) : -1; /* sh NULL: an operand laid out at hi (CUDA_SLOT_HI) */
   memset(z, 0, sizeof *z);
   return j < 0 || span_formula(c, sh, j, sh->rank, z, &hi);
 }
@@ -155,14 +155,14 @@ static bool stride_formula(const cuda_rctx *c, const tiny_shape *sh, int64_t v, 
 /* K of s as a formula *z (*hi at the corner hi): A's suffix when k is A's
  * contiguous dimension (A [M..][K..]), else B's suffix (B [N..][K..]), the
  * dims of B before N's suffix (B [K..][N..]) or of A before M's (A
- * [K..][M..]).  False when none is K. */
+ * [K..][M..]; sb NULL: B laid out at hi, A's only).  False when none is K. */
 static bool k_formula(const cuda_rctx *c, const cuda_gemm_spec *s, const tiny_shape *sa, const tiny_shape *sb, cuda_rtsz *z,
                       int64_t *hi) {
   int j;
   if (s->a_sk == 1 && (j = suffix_of(sa, s->K)) >= 0) return span_formula(c, sa, j, sa->rank, z, hi);
-  if (s->b_sk == 1 && (j = suffix_of(sb, s->K)) >= 0) return span_formula(c, sb, j, sb->rank, z, hi);
+  if (sb && s->b_sk == 1 && (j = suffix_of(sb, s->K)) >= 0) return span_formula(c, sb, j, sb->rank, z, hi);
   int e;
-  if (s->b_sn == 1 && (e = suffix_of(sb, s->N)) >= 0 && (j = suffix_in(sb, e, s->K)) >= 0) return span_formula(c, sb, j, e, z, hi);
+  if (sb && s->b_sn == 1 && (e = suffix_of(sb, s->N)) >= 0 && (j = suffix_in(sb, e, s->K)) >= 0) return span_formula(c, sb, j, e, z, hi);
   if (s->a_sm == 1 && (e = suffix_of(sa, s->M)) >= 0 && (j = suffix_in(sa, e, s->K)) >= 0) return span_formula(c, sa, j, e, z, hi);
   return false;
 }
@@ -185,7 +185,7 @@ static bool epi_formulas(const cuda_rctx *c, int r, const int *epi_slot, const c
 
 bool cuda_gemm_at_run_time(const cuda_rctx *c, int r, const int slot[3], const int *epi_slot, cuda_gemm_spec *s) {
   const tiny_shape *sa = c->gen.n ? slot_shape(c, r, slot[0]) : NULL, *sb = sa ? slot_shape(c, r, slot[1]) : NULL;
-  const tiny_shape *sc = sb ? slot_shape(c, r, slot[2]) : NULL;
+  const tiny_shape *sc = sb || (sa && slot[1] == CUDA_SLOT_HI) ? slot_shape(c, r, slot[2]) : NULL; /* B at hi: constant strides */
   bool cm = s->c_sn != 1 && s->c_sm == 1; /* C's rows contiguous: [..][N..][M..] */
   if (!sc || s->tune.splitk > 1 || (s->c_sn != 1 && !cm)) return false;
   cuda_gemm_spec t = *s;
