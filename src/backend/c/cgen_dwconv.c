@@ -69,23 +69,9 @@ static int n_acc(const cgen_conv_spec *s, const cg_isa *isa) {
   return isa->id != CGEN_ISA_SCALAR && s->kh * s->kw + 8 + 2 <= isa->nregs ? 8 : 4;
 }
 
-/* Channel c's (C variable) per-channel epilogue operands (BIAS_M steps:
- * bias or scale) as broadcasts eb<e>, once a plane: read in the epilogue
- * of every vector they would be reloaded after each store (the vector
- * stores may alias tt->ep), two loads in the chain before the store. */
-static void emit_bias_regs(cg_out *o, const cgen_conv_spec *s) {
-  char buf[256], pname[32];
-  for (int e = 0; e < s->n_epi; e++) {
-    if (s->epi[e].kind != CGEN_EPI_BIAS_M) continue;
-    snprintf(pname, sizeof pname, "cx->ep[%d]", e);
-    cg_scalar_ld(o, buf, sizeof buf, s->epi[e].dtype, pname, "c");
-    cg_emit(o, "  const $P_v eb%d = $P_set1(%s);\n", e, buf);
-  }
-}
-
 /* The epilogue of vector x (a C variable) and its store at y + at (C
  * variable at): all lanes when full, else the first nl (a C expression);
- * per-channel operands from emit_bias_regs. */
+ * per-channel operands from cg_emit_bias_regs. */
 static void emit_epi_store(cg_out *o, const cgen_conv_spec *s, const char *x, bool full, const char *nl) {
   for (int e = 0; e < s->n_epi; e++) {
     const cgen_epi *ep = &s->epi[e];
@@ -310,7 +296,7 @@ static void emit_variant_rt(cg_out *o, const cgen_conv_spec *s, const dw_geo *g,
   cg_emit(o, "  const %s *x = (const %s *)cx->B + pi * h * w;\n", xt, xt);
   emit_data_rt(o, s);
   emit_taps(o, s);
-  emit_bias_regs(o, s);
+  cg_emit_bias_regs(o, s->epi, s->n_epi, "cx->ep", "c");
   cg_emit(o, "  const struct { const void *const *ep; } tt0 = {cx->ep}, *tt = &tt0;\n  (void)tt;\n");
   cg_emit(o, "  %s *y = (%s *)cx->C + pi * oh_ * ow_;\n", yt, yt);
   for (int i = 0; i < s->n_epi; i++)
@@ -333,7 +319,7 @@ static void emit_chan_io(cg_out *o, const cgen_conv_spec *s, int64_t plane) {
   long C = (long)s->c;
   const char *yt = cg_ctype(s->y_dtype);
   emit_taps(o, s);
-  emit_bias_regs(o, s);
+  cg_emit_bias_regs(o, s->epi, s->n_epi, "cx->ep", "c");
   cg_emit(o, "  const struct { const void *const *ep; } tt0 = {cx->ep}, *tt = &tt0;\n  (void)tt;\n");
   cg_emit(o, "  %s *y = (%s *)cx->C + (n * %ldL + c) * %ldL;\n", yt, yt, C, (long)plane);
   for (int i = 0; i < s->n_epi; i++)

@@ -164,15 +164,7 @@ void cg_mm_emit_row_as(cg_out *o, const cg_mm *p, const cg_tile *t, int nv, cons
   cg_emit(o, ") {\n  (void)first; (void)last;\n");
   if (t->direct && t->multi) cg_emit(o, "  float *cp = (float *)tt->c + m * %s + n;\n", ldc);
   if (t->ws) cg_emit(o, "  float *wp = tt->ws + (m - tt->wm0) * %ldL + (n - tt->wn0);\n", (long)t->ncp);
-  /* row m's bias (BIAS_M) broadcast once: read per vector, it is read again
-   * after each store (the vector stores may alias tt->ep) */
-  for (int i = 0; i < p->n_epi; i++) {
-    if (p->epi[i].kind != CGEN_EPI_BIAS_M) continue;
-    char pname[32];
-    snprintf(pname, sizeof pname, "tt->ep[%d]", i);
-    cg_scalar_ld(o, buf, sizeof buf, p->epi[i].dtype, pname, "m");
-    cg_emit(o, "  const $P_v eb%d = $P_set1(%s);\n", i, buf);
-  }
+  cg_emit_bias_regs(o, p->epi, p->n_epi, "tt->ep", "m"); /* row m's bias, once */
   for (int j = 0; j < nv; j++) {
     cg_emit(o, "  {\n    int nj = nr - %d;\n    $P_v x = x%d;\n", j * w, j);
     if (j > 0) cg_emit(o, "    if (nj <= 0) return;\n");
