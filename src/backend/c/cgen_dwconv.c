@@ -70,11 +70,14 @@ static int n_acc(const cgen_conv_spec *s, const cg_isa *isa) {
 }
 
 /* The epilogue of vector x (a C variable) and its store at y + at (C
- * variable at): all lanes when full, else the first nl (a C expression). */
+ * variable at): all lanes when full, else the first nl (a C expression);
+ * per-channel operands from cg_emit_bias_regs. */
 static void emit_epi_store(cg_out *o, const cgen_conv_spec *s, const char *x, bool full, const char *nl) {
   for (int e = 0; e < s->n_epi; e++) {
     const cgen_epi *ep = &s->epi[e];
-    if (ep->kind == CGEN_EPI_RESIDUAL) {
+    if (ep->kind == CGEN_EPI_BIAS_M) {
+      cg_emit(o, "          %s = %s %s eb%d;\n", x, x, ep->mul ? "*" : "+", e);
+    } else if (ep->kind == CGEN_EPI_RESIDUAL) {
       const char *sx = cg_vsuffix(ep->dtype);
       const char *op = ep->mul ? "*" : "+";
       if (full) cg_emit(o, "          %s = %s %s $P_ld%s(res%d + at);\n", x, x, op, sx, e);
@@ -293,6 +296,7 @@ static void emit_variant_rt(cg_out *o, const cgen_conv_spec *s, const dw_geo *g,
   cg_emit(o, "  const %s *x = (const %s *)cx->B + pi * h * w;\n", xt, xt);
   emit_data_rt(o, s);
   emit_taps(o, s);
+  cg_emit_bias_regs(o, s->epi, s->n_epi, "cx->ep", "c");
   cg_emit(o, "  const struct { const void *const *ep; } tt0 = {cx->ep}, *tt = &tt0;\n  (void)tt;\n");
   cg_emit(o, "  %s *y = (%s *)cx->C + pi * oh_ * ow_;\n", yt, yt);
   for (int i = 0; i < s->n_epi; i++)
@@ -315,6 +319,7 @@ static void emit_chan_io(cg_out *o, const cgen_conv_spec *s, int64_t plane) {
   long C = (long)s->c;
   const char *yt = cg_ctype(s->y_dtype);
   emit_taps(o, s);
+  cg_emit_bias_regs(o, s->epi, s->n_epi, "cx->ep", "c");
   cg_emit(o, "  const struct { const void *const *ep; } tt0 = {cx->ep}, *tt = &tt0;\n  (void)tt;\n");
   cg_emit(o, "  %s *y = (%s *)cx->C + (n * %ldL + c) * %ldL;\n", yt, yt, C, (long)plane);
   for (int i = 0; i < s->n_epi; i++)

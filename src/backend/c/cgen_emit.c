@@ -754,6 +754,19 @@ void cg_emit_activation(cg_out *o, cgen_epi_kind k, float scale, float shift, co
   }
 }
 
+/* Read in each vector's epilogue, a BIAS_M operand is read again after
+ * every store (the vector stores may alias the tensor pointers): two loads
+ * in the chain before the store.  Broadcast once instead. */
+void cg_emit_bias_regs(cg_out *o, const cgen_epi *epi, int n, const char *ep, const char *bias_idx) {
+  char buf[256], pname[48];
+  for (int i = 0; i < n; i++) {
+    if (epi[i].kind != CGEN_EPI_BIAS_M) continue;
+    snprintf(pname, sizeof pname, "%s[%d]", ep, i);
+    cg_scalar_ld(o, buf, sizeof buf, epi[i].dtype, pname, bias_idx);
+    cg_emit(o, "  const $P_v eb%d = $P_set1(%s);\n", i, buf);
+  }
+}
+
 bool cg_emit_epi_common(cg_out *o, const cgen_epi *ep, int i, const char *bias_idx, const char *x) {
   char buf[256];
   switch (ep->kind) {

@@ -164,6 +164,7 @@ void cg_mm_emit_row_as(cg_out *o, const cg_mm *p, const cg_tile *t, int nv, cons
   cg_emit(o, ") {\n  (void)first; (void)last;\n");
   if (t->direct && t->multi) cg_emit(o, "  float *cp = (float *)tt->c + m * %s + n;\n", ldc);
   if (t->ws) cg_emit(o, "  float *wp = tt->ws + (m - tt->wm0) * %ldL + (n - tt->wn0);\n", (long)t->ncp);
+  cg_emit_bias_regs(o, p->epi, p->n_epi, "tt->ep", "m"); /* row m's bias, once */
   for (int j = 0; j < nv; j++) {
     cg_emit(o, "  {\n    int nj = nr - %d;\n    $P_v x = x%d;\n", j * w, j);
     if (j > 0) cg_emit(o, "    if (nj <= 0) return;\n");
@@ -180,6 +181,10 @@ void cg_mm_emit_row_as(cg_out *o, const cg_mm *p, const cg_tile *t, int nv, cons
     for (int i = 0; i < p->n_epi; i++) {
       const cgen_epi *ep = &p->epi[i];
       const char *et = cg_ctype(ep->dtype), *sx = cg_vsuffix(ep->dtype), *op = ep->mul ? "*" : "+";
+      if (ep->kind == CGEN_EPI_BIAS_M) {
+        cg_emit(o, "      x = x %s eb%d;\n", op, i);
+        continue;
+      }
       if (cg_emit_epi_common(o, ep, i, "m", "x")) continue;
       switch (ep->kind) {
         case CGEN_EPI_BIAS_N:

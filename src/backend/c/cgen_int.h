@@ -75,6 +75,9 @@ void cg_emit_activation(cg_out *o, cgen_epi_kind k, float scale, float shift, co
  * template's tile: + bias[bias_idx] (BIAS_M; bias_idx is C text), a rounding,
  * an activation.  False for BIAS_N and RESIDUAL, which the template writes. */
 bool cg_emit_epi_common(cg_out *o, const cgen_epi *ep, int i, const char *bias_idx, const char *x);
+/* Each BIAS_M step i of epi[0..n) as a broadcast `eb<i>` of its tensor
+ * (`<ep>[i]`, e.g. "tt->ep") at bias_idx, for a run of vectors that share it. */
+void cg_emit_bias_regs(cg_out *o, const cgen_epi *epi, int n, const char *ep, const char *bias_idx);
 
 /* bf16 GEMM pieces (cgen_bf16.c), AVX-512 only: functions carrying
  * CG_BF16_ATTR use vdpbf16ps.  $P_bfcv(float *d, long kc, int w) rewrites a
