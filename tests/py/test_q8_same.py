@@ -65,7 +65,7 @@ def case(name, shape, zmid, pow2=True, build=False, **kw):
     S.check(f"{name}: the six convs on the int8 kernel", len(gemms) == 6, f"{gemms}")
     pads = re.findall(r"static void (\w+)_pad\(const uint8_t \*x, uint8_t \*xp, long c\)", c)
     S.check(f"{name}: one padded copy (e's, OW < W), none for b, d, f", len(pads) == 1, f"{pads}")
-    S.check(f"{name}: b, d, f read x through masked loads", c.count("_mm512_mask_loadu_epi8(vz, (__mmask64)m") >= 3)
+    S.check(f"{name}: b, d, f read x through masked loads", c.count("_mm512_mask_loadu_epi8(vz, (__mmask64)") >= 3)
     S.check(f"{name}: b, c, f read the bytes their int8 producer holds", c.count("(the input held as u8 - ") >= 3)
 
 

@@ -136,7 +136,7 @@ def check_c(path):
             "")
     pads = len(re.findall(r"static void \w+_pad\(const uint8_t \*x", on))
     S.check("the 1x1 convs as GEMMs of their images, the 3x3 read in place: no padded copy", pads == 0, f"{pads} padded copies")
-    S.check("the stride-1 3x3 conv's B rows through masked loads", "_mm512_mask_loadu_epi8(vz, (__mmask64)m" in on, "")
+    S.check("the stride-1 3x3 conv's B rows through masked loads", "_mm512_mask_loadu_epi8(vz, (__mmask64)" in on, "")
 
 
 for zx, zy in ((0, 128), (255, 0)):

@@ -85,8 +85,11 @@ static const ccase CCASES[] = {
     {5, 3, 11, 9, 3, 3, 1, 1, 1, 1, 1, 1, U8, F32, 255, 0, 0, 0},        /* OW = W: B read from x, masked (qg_dims.ci) */
     {5, 3, 9, 7, 3, 3, 1, 1, 2, 2, 1, 1, U8, F32, 255, 0, 0, 0},          /* padded copy, Wp 11: the last row's 8 columns from
                                                                              q = 112 end at OW (AVX2: a store past them ends past y) */
-    {16, 3, 23, 21, 7, 7, 2, 2, 3, 3, 1, 1, U8, U8, 125, 0, 0, 255},      /* a stem: C_in 3, 7x7/2, B gathered from the
-                                                                             padded image (qg_dims.pg), rows of 11 */
+    {16, 3, 23, 21, 7, 7, 2, 2, 3, 3, 1, 1, U8, U8, 125, 0, 0, 255},      /* a stem: C_in 3, 7x7/2 pad 3, OW = ceil(W / 2):
+                                                                             B from the phase planes (qg_dims.ps), rows of 11,
+                                                                             K = 147 unrolled, a partial last word */
+    {8, 3, 15, 17, 3, 3, 2, 2, 0, 0, 1, 1, I8, U8, 10, 2, 0, 255},        /* C_in 3, 3x3/2 unpadded (OW < ceil(W / 2)): B
+                                                                             gathered from the padded image (qg_dims.pg) */
     {9, 4, 30, 67, 3, 3, 2, 2, 1, 1, 1, 1, I8, I8, -7, 3, -128, 127},     /* the same, s8, rows of 34 (a block spans 3) */
     {70, 64, 10, 13, 1, 1, 1, 1, 0, 0, 1, 1, U8, U8, 7, 0, 0, 255},       /* 1x1 unpadded: the GEMM of the image, 130 pixels */
     {40, 256, 7, 19, 1, 1, 1, 1, 0, 0, 3, 2, I8, U8, -9, 4, 4, 255},      /* the same, K = 256, dilations (no effect), 133 pixels */

@@ -39,10 +39,12 @@
  * are as wide as the image's phase planes (qg_dims.ps: OW = ceil(W / sw),
  * every phase read, e.g. 3x3/2 pad 1): the image split per call into sh sw
  * phase planes per channel ($F_phs, emit_phase) and B's blocks read from
- * them masked as from x (emit_inplace), no im2col; other strides: built per call ($F_col, the
+ * them masked as from x (emit_inplace), no im2col (a 7x7/2 stem too); the
+ * AVX-512 variant's blocks unrolled per period of lcm(kh kw, 4) rows
+ * (emit_inplace_unrolled); other strides: built per call ($F_col, the
  * padding za) into scratch and packed from there as a [K][N] matrix; or,
- * with few input channels (a stem: qg_dims.pg), each B block's rows
- * gathered from the padded image (emit_gather), no im2col.
+ * with few input channels (qg_dims.pg, where ps does not apply), each B
+ * block's rows gathered from the padded image (emit_gather), no im2col.
  *
  * Epilogue (MLAS's requantization): v = float(acc + c0) * mult; fp32 out: v;
  * else v clamped to [lo - zy, hi - zy], rounded to nearest even, + zy, stored
@@ -107,10 +109,8 @@ qg_dims cg_qg_dims(const cgen_qgemm_spec *s) {
   d.OW = d.Wp - (long)(s->conv.dw * (s->conv.kw - 1));
   d.NT = d.cd ? d.N / (d.OW > 0 ? d.OW : 1) * d.Wp : d.N;
   /* the padded image (and its slack) fits where the AMX variant keeps an im2col (cgen_qamx.c: K N bytes) */
-  d.pg = s->conv.kh > 0 && !s1 && s->conv.c <= QG_PG_C && s->conv.sw <= 4 && s->weight_a &&
-         (long)s->conv.c * d.Hp * d.Wp + QG_PG_SLACK <= d.K * d.N;
   d.ps = false, d.Hs = d.Ws = 0;
-  if (s->conv.kh > 0 && !s1 && !d.pg && s->weight_a && s->conv.sh <= QG_PS_S && s->conv.sw <= QG_PS_S) {
+  if (s->conv.kh > 0 && !s1 && s->weight_a && s->conv.sh <= QG_PS_S && s->conv.sw <= QG_PS_S) {
     long sh = (long)s->conv.sh, sw = (long)s->conv.sw;
     d.Hs = ((long)s->conv.h + sh - 1) / sh, d.Ws = ((long)s->conv.w + sw - 1) / sw;
     long ow = ((long)s->conv.w + 2 * (long)s->conv.pw - (long)s->conv.dw * ((long)s->conv.kw - 1) - 1) / sw + 1;
@@ -119,6 +119,9 @@ qg_dims cg_qg_dims(const cgen_qgemm_spec *s) {
     for (long kx = 0; kx < (long)s->conv.kw && kx < sw; kx++) ux |= 1u << ut_mod(kx * (long)s->conv.dw - (long)s->conv.pw, sw);
     d.ps = ow == d.Ws && uy == (1u << sh) - 1 && ux == (1u << sw) - 1;
   }
+  /* the phase planes where they apply: a 7x7/2 stem 0.92x the gather's time on them (Zen 5, one thread) */
+  d.pg = !d.ps && s->conv.kh > 0 && !s1 && s->conv.c <= QG_PG_C && s->conv.sw <= 4 && s->weight_a &&
+         (long)s->conv.c * d.Hp * d.Wp + QG_PG_SLACK <= d.K * d.N;
   d.MB = (d.M + QG_MR - 1) / QG_MR, d.NB = (d.NT + QG_NR - 1) / QG_NR;
   d.wrows = s->weight_a ? d.M : d.N;
   d.wblk = s->weight_a ? QG_MR : QG_NR;
@@ -310,6 +313,70 @@ static void emit_taps(cg_out *o, const char *name, long n, long m, long p, long 
   cg_emit(o, "};\n");
 }
 
+/* emit_inplace's masks of block jb (n0 = 64 jb, oy / ox its first
+ * column's output row and column): rm[ky] the columns whose tap-ky pixel
+ * row oy + ya[ky] is in [0, yn[ky]), cm[kx] those whose column ox + xa[kx]
+ * is in [0, xn[kx]); per stretch of the block along one output row (OW
+ * columns wide), a bit range each, not a test per column. */
+static void emit_inplace_masks(cg_out *o, const qg_dims *d, long kh, long kw, long OW) {
+  cg_emit(o, "  long n0 = jb * %dL, oy = n0 / %ldL, ox = n0 %% %ldL;\n", QG_NR, OW, OW);
+  cg_emit(o, "  for (long l = 0; l < %d && n0 + l < %ldL; oy++, ox = 0) {\n", QG_NR, d->N);
+  cg_emit(o, "    long len = %ldL - ox;\n    if (len > %d - l) len = %d - l;\n    if (len > %ldL - n0 - l) len = %ldL - n0 - l;\n", OW,
+          QG_NR, QG_NR, d->N, d->N);
+  cg_emit(o, "    unsigned long long seg = (len >= 64 ? ~0ULL : (1ULL << len) - 1ULL) << l;\n");
+  cg_emit(o, "    for (long ky = 0; ky < %ldL; ky++) if ((unsigned long)(oy + ya[ky]) < (unsigned long)yn[ky]) rm[ky] |= seg;\n", kh);
+  cg_emit(o, "    for (long kx = 0; kx < %ldL; kx++) {\n", kw);
+  cg_emit(o, "      long lo = -xa[kx] > ox ? -xa[kx] : ox, hi = xn[kx] - xa[kx] < ox + len ? xn[kx] - xa[kx] : ox + len;\n");
+  cg_emit(o, "      if (lo < hi) cm[kx] |= (hi - lo >= 64 ? ~0ULL : (1ULL << (hi - lo)) - 1ULL) << (l + lo - ox);\n    }\n");
+  cg_emit(o, "    l += len;\n  }\n");
+}
+
+/* The rows of emit_inplace's B in periods of P = lcm(kh kw, 4): each
+ * period's P / 4 words unrolled, every row's (c, ky, kx) a constant (its
+ * offset from the period's base and its mask rm[ky] & cm[kx]), the periods
+ * a loop (the base stepping P / (kh kw) channels), the rows past the last
+ * full period unrolled after it, the words past K zero (rows of x bytes,
+ * ^ x).  AVX-512 only; false (nothing emitted) where a period is over 64
+ * words. */
+static bool emit_inplace_unrolled(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, unsigned x) {
+  long H = (long)s->conv.h, W = (long)s->conv.w, kh = (long)s->conv.kh, kw = (long)s->conv.kw, khw = kh * kw;
+  long dh = (long)s->conv.dh, dw = (long)s->conv.dw, ph = (long)s->conv.ph, pw = (long)s->conv.pw;
+  long sh = (long)s->conv.sh, sw = (long)s->conv.sw, pl = d->Hs * d->Ws;
+  long P = khw % 4 == 0 ? khw : khw % 2 == 0 ? 2 * khw : 4 * khw, np = d->K / P;
+  long cst = d->ps ? sh * sw * pl : H * W; /* a channel's bytes */
+  if (P / 4 > 64) return false;
+  cg_emit(o, "  const __m512i vz = _mm512_set1_epi8((char)%d), vx = _mm512_set1_epi8((char)%u);\n  (void)vx;\n", (int)s->za, x);
+  cg_emit(o, "  uintptr_t b0 = (uintptr_t)%s + (uintptr_t)n0;\n  uint8_t *t = q;\n  (void)rw;\n", d->ps ? "cx->col" : "cx->x");
+  for (int part = 0; part < 2; part++) {
+    long rows = part ? d->K - np * P : P;
+    if (part == 0 && np == 0) continue;
+    if (part == 1 && rows == 0) break;
+    if (part == 0) cg_emit(o, "  for (long g = 0; g < %ldL; g++, b0 += %ldUL, t += %ldL) {\n", np, P / khw * cst, P / 4 * QG_NR * 4);
+    else cg_emit(o, "  {\n");
+    for (long k4 = 0; k4 < (rows + 3) / 4; k4++) {
+      cg_emit(o, "    {\n");
+      for (long j = 0; j < 4; j++) {
+        long r = 4 * k4 + j, c = r / khw, ky = r % khw / kw, kx = r % kw;
+        if (r >= rows) {
+          cg_emit(o, "      __m512i v%ld = vx;\n", j);
+          continue;
+        }
+        long off;
+        if (d->ps) {
+          long ry = ky * dh - ph, rx = kx * dw - pw;
+          off = c * cst + ut_mod(ry, sh) * sw * pl + ut_floordiv(ry, sh) * d->Ws + ut_mod(rx, sw) * pl + ut_floordiv(rx, sw);
+        } else off = c * cst + ky * dh * W + kx * dw - (ph * W + pw);
+        cg_emit(o, "      __m512i v%ld = _mm512_mask_loadu_epi8(vz, (__mmask64)(rm[%ld] & cm[%ld]), (const void *)(b0 + (uintptr_t)%ldL));\n", j,
+                ky, kx, off);
+      }
+      cg_emit(o, "      $P_il4r(v0, v1, v2, v3, %uu, t + %ld);\n    }\n", x, k4 * QG_NR * 4);
+    }
+    cg_emit(o, "  }\n");
+  }
+  cg_emit(o, "}\n");
+  return true;
+}
+
 /* d->ci's $P_pkb(cx, jb, B): block jb of B for a stride-1 conv whose
  * output rows are as wide as its image's (OW = W), read from x itself:
  * row k = (c, ky, kx) of the im2col at columns n0 .. n0 + 63 (n = oy W +
@@ -333,24 +400,12 @@ static void emit_inplace(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, 
   long sh = (long)s->conv.sh, sw = (long)s->conv.sw, pl = d->Hs * d->Ws, OW = d->ps ? d->Ws : W;
   cg_emit(o, "static %s void $P_pkb(const $F_ctx *cx, long jb, int32_t *B) {\n  uint8_t *q = (uint8_t *)B;\n", vec ? QG_ATTR : "");
   cg_emit(o, "  uint8_t rw[4][64] __attribute__((aligned(64)));\n  unsigned long long rm[%ld] = {0}, cm[%ld] = {0};\n", kh, kw);
-  if (d->ps) { /* per tap: its phase plane's row / column shift, count and offset */
-    emit_taps(o, "ya", kh, dh, ph, sh, H, 0, 0, 2), emit_taps(o, "yn", kh, dh, ph, sh, H, 0, 0, 1);
-    emit_taps(o, "yo", kh, dh, ph, sh, H, sw * pl, d->Ws, 0);
-    emit_taps(o, "xa", kw, dw, pw, sw, W, 0, 0, 2), emit_taps(o, "xn", kw, dw, pw, sw, W, 0, 0, 1);
-    emit_taps(o, "xo", kw, dw, pw, sw, W, pl, 1, 0);
-  }
-  cg_emit(o, "  long n0 = jb * %dL, oy = n0 / %ldL, ox = n0 %% %ldL;\n", QG_NR, OW, OW);
-  cg_emit(o, "  for (int l = 0; l < %d && n0 + l < %ldL; l++) {\n", QG_NR, d->N);
-  if (d->ps) {
-    cg_emit(o, "    for (long ky = 0; ky < %ldL; ky++) if ((unsigned long)(oy + ya[ky]) < (unsigned long)yn[ky]) rm[ky] |= 1ULL << l;\n", kh);
-    cg_emit(o, "    for (long kx = 0; kx < %ldL; kx++) if ((unsigned long)(ox + xa[kx]) < (unsigned long)xn[kx]) cm[kx] |= 1ULL << l;\n", kw);
-  } else {
-    cg_emit(o, "    for (long ky = 0; ky < %ldL; ky++) if ((unsigned long)(oy + ky * %ldL - %ldL) < %luUL) rm[ky] |= 1ULL << l;\n", kh, dh,
-            ph, (unsigned long)H);
-    cg_emit(o, "    for (long kx = 0; kx < %ldL; kx++) if ((unsigned long)(ox + kx * %ldL - %ldL) < %luUL) cm[kx] |= 1ULL << l;\n", kw, dw,
-            pw, (unsigned long)W);
-  }
-  cg_emit(o, "    if (++ox == %ldL) ox = 0, oy++;\n  }\n", OW);
+  /* per tap: the image (or phase plane) row / column shift and count (stride 1: ky dh - ph and H) */
+  emit_taps(o, "ya", kh, dh, ph, sh, H, 0, 0, 2), emit_taps(o, "yn", kh, dh, ph, sh, H, 0, 0, 1);
+  emit_taps(o, "xa", kw, dw, pw, sw, W, 0, 0, 2), emit_taps(o, "xn", kw, dw, pw, sw, W, 0, 0, 1);
+  if (d->ps) emit_taps(o, "yo", kh, dh, ph, sh, H, sw * pl, d->Ws, 0), emit_taps(o, "xo", kw, dw, pw, sw, W, pl, 1, 0);
+  emit_inplace_masks(o, d, kh, kw, OW);
+  if (vec && emit_inplace_unrolled(o, s, d, x)) return;
   cg_emit(o, "  long c = 0, ky = 0, kx = 0;\n");
   if (vec) cg_emit(o, "  const __m512i vz = _mm512_set1_epi8((char)%d);\n", (int)s->za);
   cg_emit(o, "  for (long k4 = 0; k4 < %ldL; k4++) {\n    const uint8_t *p[4];\n    int nj = 0;\n", d->K4);

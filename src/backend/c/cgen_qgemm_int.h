@@ -26,7 +26,7 @@ typedef struct qg_dims {
   bool ci;                   /* a stride-1 conv as wide as its image (OW = W): B's blocks read from x
                                 itself, masked loads, the output's own grid (cgen_qgemm.c's
                                 emit_inplace), no padded copy */
-  bool pg;                   /* a strided conv of few channels: B's blocks gathered from the padded image
+  bool pg;                   /* a strided conv of few channels that ps does not take: B's blocks gathered from the padded image
                                 ($F_pad into col), no im2col (cgen_qgemm.c's emit_gather) */
   bool ps;                   /* a strided conv whose output rows are as wide as its image's phase
                                 planes (OW = ceil(W / sw), every phase read): the image split into
