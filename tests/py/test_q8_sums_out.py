@@ -9,8 +9,10 @@ the graph as written, fp32 Gemm, is no reference here: its sums round
 differently and the GELU widens a flipped step to 2-3 steps off its own
 int8 run, on ~0.02% of elements); and the generated C has the int8 kernel
 writing y (`cx.y)) rc = 2`) with no output pass (`_q8out`) for it.
-Rows a multiple of the tile's 6 and not (130), columns a multiple of 64 and
-not (200).  Needs: HARP_BIN, onnx, onnxruntime.
+Rows 128 and 130 (2 and 4 past a multiple of the VNNI tile's 6: the last
+row block on its own tile of those rows, cgen_qgemm.c's tilem / tilemt),
+columns a multiple of 64 (1536) and not (200).  Needs: HARP_BIN, onnx,
+onnxruntime.
 """
 import os
 import subprocess
