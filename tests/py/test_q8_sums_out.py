@@ -15,9 +15,7 @@ columns a multiple of 64 (1536) and not (200).  Needs: HARP_BIN, onnx,
 onnxruntime.
 """
 import os
-import subprocess
 import sys
-import tempfile
 
 import numpy as np
 
@@ -25,11 +23,9 @@ sys.path.insert(0, os.path.dirname(__file__))
 import harp_test as ht  # noqa: E402
 
 ht.onnx_or_skip()
-import onnx  # noqa: E402
-import onnxruntime as ort  # noqa: E402
 from onnx import TensorProto as T  # noqa: E402
 from onnx import helper as h  # noqa: E402
-from onnx import numpy_helper as nh  # noqa: E402
+from quant_models import compiled_c, init, model, ort_run, vi  # noqa: E402
 
 S = ht.Suite("q8_sums_out")
 RNG = np.random.default_rng(5)
@@ -42,7 +38,7 @@ def ffn1(m, k, n):
     sx, sh, sy = np.float32(0.03), np.float32(0.04), np.float32(0.02)
     ws = (RNG.random(n) * 0.004 + 0.002).astype(np.float32)
     w = RNG.integers(-128, 128, (k, n), dtype=np.int8)
-    inits = [nh.from_array(np.asarray(v), name) for name, v in
+    inits = [init(name, v) for name, v in
              (("sx", sx), ("zx", np.uint8(128)), ("w", w), ("ws", ws), ("wz", np.zeros(n, np.int8)),
               ("b", (RNG.standard_normal(n) * 0.5).astype(np.float32)), ("sh", sh), ("zh", np.uint8(131)),
               ("sy", sy), ("zy", np.uint8(9)))]
@@ -52,21 +48,7 @@ def ffn1(m, k, n):
              h.make_node(q, ["cb", "sh", "zh"], ["hq"]),
              h.make_node(dq, ["hq", "sh", "zh"], ["hd"]), h.make_node("Gelu", ["hd"], ["g"]),
              h.make_node(q, ["g", "sy", "zy"], ["gq"]), h.make_node(dq, ["gq", "sy", "zy"], ["y"])]
-    g = h.make_graph(nodes, "ffn1", [h.make_tensor_value_info("x", T.FLOAT, [m, k])],
-                     [h.make_tensor_value_info("y", T.FLOAT, None)], initializer=inits)
-    mod = h.make_model(g, opset_imports=[h.make_opsetid("", 20)])
-    mod.ir_version = 9
-    path = os.path.join(tempfile.mkdtemp(prefix="harp_py_q8sums_"), "ffn1.onnx")
-    onnx.save(mod, path)
-    return path, float(sy)
-
-
-def sums_kernels(path):
-    """(int8 kernels storing their sums as y, output passes, int8 wrappers) in the C `harp compile` makes of path, and its stderr."""
-    out = tempfile.mkdtemp(prefix="harp_py_q8sums_c_")
-    p = subprocess.run([ht.HARP, "compile", path, "--target", "cpu", "-o", out], capture_output=True, text=True, timeout=300)
-    src = "".join(open(os.path.join(r, f)).read() for r, _, fs in os.walk(out) for f in fs if f.endswith(".c"))
-    return (src.count("cx.y)) rc = 2"), src.count("_q8out(void *ctx"), src.count("_q8(pool, bufs);")), p.stderr
+    return model(nodes, [vi("x", T.FLOAT, [m, k])], [vi("y", T.FLOAT, None)], inits, opset=20), float(sy)
 
 
 def test_ffn1():
@@ -74,7 +56,7 @@ def test_ffn1():
         name = f"QDQ Gemm + GELU M={m} K={k} N={n}"
         path, sy = ffn1(m, k, n)
         x = (RNG.standard_normal((m, k)) * 1.5).astype(np.float32)
-        want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+        want = ort_run(path, {"x": x})["y"]
         p, d = ht.run(path, {"x": x}, backend="cpu")
         S.check(f"{name}: runs", p.returncode == 0, p.stderr[-600:])
         if p.returncode == 0:
@@ -86,7 +68,8 @@ def test_ffn1():
             S.check(f"{name}: within one step of onnxruntime's int8 run",
                     got.shape == want.shape and float(np.mean(e <= 1 + 1e-3)) >= 0.999 and e.max() <= 1 + 1e-3 and inside > 0.5,
                     f"{np.mean(e <= 1 + 1e-3):.4%} within one step, max {e.max():.2f}, {inside:.1%} unsaturated")
-        (direct, passes, q8), err = sums_kernels(path)
+        src, err = compiled_c(path)
+        direct, passes, q8 = src.count("cx.y)) rc = 2"), src.count("_q8out(void *ctx"), src.count("_q8(pool, bufs);")
         S.check(f"{name}: the int8 kernel stores its sums as y, no output pass",
                 q8 == 1 and direct == 1 and passes == 0, f"{q8} int8 kernels, {direct} storing y, {passes} output passes; {err[-300:]}")
 
