@@ -3,8 +3,9 @@ they are (contract_q8.c's q8_sums_are_y: no epilogue step, no
 requantization; a QDQ BERT layer's first FFN GEMM, its bias, scales, GELU
 and requantization left to the next kernel): the kernel stores them into y
 itself, no output pass copies them.  Against onnxruntime's int8 run (its
-QGemm fusion): equal within one step of the output's scale on >= 99.9% of
-elements, at most one step, most outputs unsaturated (onnxruntime's run of
+QGemm fusion): equal on >= 99.9% of elements, none more than one step of
+the output's scale off, > 30% unsaturated (quant_models.check_q8_out;
+onnxruntime's run of
 the graph as written, fp32 Gemm, is no reference here: its sums round
 differently and the GELU widens a flipped step to 2-3 steps off its own
 int8 run, on ~0.02% of elements); and the generated C has the int8 kernel
@@ -25,7 +26,7 @@ import harp_test as ht  # noqa: E402
 ht.onnx_or_skip()
 from onnx import TensorProto as T  # noqa: E402
 from onnx import helper as h  # noqa: E402
-from quant_models import compiled_c, init, model, ort_run, vi  # noqa: E402
+from quant_models import check_q8_out, compiled_c, init, model, ort_run, vi  # noqa: E402
 
 S = ht.Suite("q8_sums_out")
 RNG = np.random.default_rng(5)
@@ -60,14 +61,7 @@ def test_ffn1():
         p, d = ht.run(path, {"x": x}, backend="cpu")
         S.check(f"{name}: runs", p.returncode == 0, p.stderr[-600:])
         if p.returncode == 0:
-            got = np.load(os.path.join(d, "y.npy"))
-            e = np.abs(got.astype(np.float64) - want) / sy
-            inside = float(np.mean((want / sy > -9) & (want / sy < 246)))
-            print(f"{name}: {np.mean(e <= 1e-3):.4%} equal, {np.mean(e <= 1 + 1e-3):.4%} within one step, "
-                  f"max {e.max():.2f}, {inside:.1%} unsaturated")
-            S.check(f"{name}: within one step of onnxruntime's int8 run",
-                    got.shape == want.shape and float(np.mean(e <= 1 + 1e-3)) >= 0.999 and e.max() <= 1 + 1e-3 and inside > 0.5,
-                    f"{np.mean(e <= 1 + 1e-3):.4%} within one step, max {e.max():.2f}, {inside:.1%} unsaturated")
+            check_q8_out(S, name, "y", np.load(os.path.join(d, "y.npy")), want, sy, 9)
         src, err = compiled_c(path)
         direct, passes, q8 = src.count("cx.y)) rc = 2"), src.count("_q8out(void *ctx"), src.count("_q8(pool, bufs);")
         S.check(f"{name}: the int8 kernel stores its sums as y, no output pass",
