@@ -555,19 +555,23 @@ static void emit_store(cg_out *o, const cgen_qgemm_spec *s, bool vec, bool compr
 
 /* The depth loop of the VNNI tile in one asm block (GCC 12 spilled the
  * accumulators of the C loop to the stack on every step): kn steps of nv
- * vector loads of B (zmm28..), MR broadcasts of A words, MR x nv vpdpbusd
- * into the C variables cI_J, kept in registers.  The u8 operand (the
+ * vector loads of B (zmm28..), mr <= MR broadcasts of A words, mr x nv
+ * vpdpbusd into the C variables cI_J, kept in registers (rows mr .. MR - 1
+ * zero: the last A block of M % MR rows computes only those, 3% of a
+ * 128-row GEMM's 132).  The u8 operand (the
  * activation) is vpdpbusd's first source: the B vectors when the weight is
  * A (its s8 words then broadcast straight from memory, {1to16}), else the
  * A word broadcast into zmm27. */
-static void emit_vnni_loop(cg_out *o, const cgen_qgemm_spec *s, int nv, long arow, long astep) {
+static void emit_vnni_loop(cg_out *o, const cgen_qgemm_spec *s, int nv, int mr, long arow, long astep) {
+  for (int i = mr; i < QG_MR; i++) /* rows past the block's: zero, stored nowhere */
+    for (int j = 0; j < nv; j++) cg_emit(o, "  c%d_%d = _mm512_setzero_si512();\n", i, j);
   cg_emit(o, "  { const uint8_t *pa = ap; const int32_t *pb = bp; long kk = kn;\n  __asm__ volatile(\n");
-  for (int i = 0; i < QG_MR; i++)
+  for (int i = 0; i < mr; i++)
     for (int j = 0; j < nv; j++) cg_emit(o, "    \"vpxord %%[c%d_%d], %%[c%d_%d], %%[c%d_%d]\\n\\t\"\n", i, j, i, j, i, j);
   cg_emit(o, "    \"1:\\n\\t\"\n");
   for (int j = 0; j < nv; j++) cg_emit(o, "    \"vmovdqu64 %d(%%[pb]), %%%%zmm%d\\n\\t\"\n", 64 * j, 28 + j);
   cg_emit(o, "    \"prefetcht0 %d(%%[pb])\\n\\t\"\n", 8 * QG_NR * 4);
-  for (int i = 0; i < QG_MR; i++) {
+  for (int i = 0; i < mr; i++) {
     cg_emit(o, "    \"vpbroadcastd %ld(%%[pa]), %%%%zmm27\\n\\t\"\n", arow * i);
     for (int j = 0; j < nv; j++) {
       if (s->weight_a) cg_emit(o, "    \"vpdpbusd %%%%zmm27, %%%%zmm%d, %%[c%d_%d]\\n\\t\"\n", 28 + j, i, j);
@@ -576,7 +580,7 @@ static void emit_vnni_loop(cg_out *o, const cgen_qgemm_spec *s, int nv, long aro
   }
   cg_emit(o, "    \"add $%ld, %%[pa]\\n\\tadd $%d, %%[pb]\\n\\tdec %%[kk]\\n\\tjnz 1b\"\n    : [pa] \"+r\"(pa), [pb] \"+r\"(pb), [kk] \"+r\"(kk)",
           astep, QG_NR * 4);
-  for (int i = 0; i < QG_MR; i++)
+  for (int i = 0; i < mr; i++)
     for (int j = 0; j < nv; j++) cg_emit(o, ", [c%d_%d] \"=v\"(c%d_%d)", i, j, i, j);
   cg_emit(o, "\n    :\n    : \"cc\", \"memory\"");
   for (int j = -1; j < nv; j++) cg_emit(o, ", \"zmm%d\"", 28 + j);
@@ -622,10 +626,10 @@ static void emit_row64(cg_out *o, const cgen_qgemm_spec *s, int i) {
   cg_emit(o, "      _mm512_storeu_si512((uint8_t *)y + (m0 + %d) * %ldL + n0, b);\n", i, (long)s->n);
 }
 
-/* The AVX-512 VNNI micro-kernel $P_<name>: MR rows of packed A (ap) times
+/* The AVX-512 VNNI micro-kernel $P_<name>: MR rows (mr computed) of packed A (ap) times
  * the first nv vectors of 16 of NR columns of packed B (bp: nv < QG_NV for
  * the last block of a narrow N), stored from row m0, column n0. */
-static void emit_tile_vnni(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, const char *name, int nv) {
+static void emit_tile_vnni(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, const char *name, int nv, int mr) {
   /* kn words from ap / bp (block strides MR, NR); acc: the partial sums
    * [MR][NR] of the earlier depth blocks (first: none) and, unless last,
    * where this block's go instead of the epilogue */
@@ -635,7 +639,7 @@ static void emit_tile_vnni(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d
     for (int j = 0; j < nv; j++)
       cg_emit(o, "  __m512i c%d_%d;\n", i, j);
   bool ain = !s->weight_a && s->x_dtype == TINY_U8; /* A in place: rows K bytes apart (emit_task) */
-  emit_vnni_loop(o, s, nv, ain ? d->K : 4, ain ? 4 : QG_MR * 4);
+  emit_vnni_loop(o, s, nv, mr, ain ? d->K : 4, ain ? 4 : QG_MR * 4);
   cg_emit(o, "  if (!first) {\n");
   for (int i = 0; i < QG_MR; i++)
     for (int j = 0; j < nv; j++) cg_emit(o, "    c%d_%d = _mm512_add_epi32(c%d_%d, _mm512_loadu_si512(acc + %d));\n", i, j, i, j, i * QG_NR + 16 * j);
@@ -787,9 +791,13 @@ static void emit_task(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, con
   cg_emit(o, "  for (long k0 = 0; k0 < %ldL; k0 += %ldL) {\n    long kn = %ldL - k0 < %ldL ? %ldL - k0 : %ldL;\n", d->K4, r->kc, d->K4,
           r->kc, d->K4, r->kc);
   cg_emit(o, "    for (long mb = mb0; mb < mb1; mb++)\n");
-  cg_emit(o, "      (jb == %ldL ? $P_%s : $P_tile)(%s, B + k0 * %d, c0, mu, cx->y, mb * %d, jb * %d, kn, acc + (mb - mb0) * %d, k0 == 0,"
+  bool tn = cg_qg_tail_nv(d) < QG_NV;
+  if (o->isa->id == CGEN_ISA_AVX512 && d->M % QG_MR) /* the last A block's rows alone (tilem, tilemt) */
+    cg_emit(o, "      (mb == %ldL ? (jb == %ldL ? $P_%s : $P_tilem) : ", d->MB - 1, d->NB - 1, tn ? "tilemt" : "tilem");
+  else cg_emit(o, "      (");
+  cg_emit(o, "jb == %ldL ? $P_%s : $P_tile)(%s, B + k0 * %d, c0, mu, cx->y, mb * %d, jb * %d, kn, acc + (mb - mb0) * %d, k0 == 0,"
              " k0 + kn == %ldL);\n  }\n",
-          d->NB - 1, cg_qg_tail_nv(d) < QG_NV ? "tilet" : "tile", abase, QG_NR, QG_MR, QG_NR, QG_MR * QG_NR, d->K4);
+          d->NB - 1, tn ? "tilet" : "tile", abase, QG_NR, QG_MR, QG_NR, QG_MR * QG_NR, d->K4);
   cg_qg_emit_post(o, s, d, m0, m1);
   cg_emit(o, "}\n");
 }
@@ -939,8 +947,10 @@ harp_status cgen_qgemm(harp_error *e, const cgen_qgemm_spec *s0, const char *fn,
   emit_run(&o, s, &d);
   cg_set_isa(&o, cg_isa_get(CGEN_ISA_AVX512));
   cg_emit(&o, "#ifdef HPRT_X86\n");
-  emit_tile_vnni(&o, s, &d, "tile", QG_NV);
-  if (cg_qg_tail_nv(&d) < QG_NV) emit_tile_vnni(&o, s, &d, "tilet", cg_qg_tail_nv(&d));
+  emit_tile_vnni(&o, s, &d, "tile", QG_NV, QG_MR);
+  if (cg_qg_tail_nv(&d) < QG_NV) emit_tile_vnni(&o, s, &d, "tilet", cg_qg_tail_nv(&d), QG_MR);
+  if (d.M % QG_MR) emit_tile_vnni(&o, s, &d, "tilem", QG_NV, (int)(d.M % QG_MR));
+  if (d.M % QG_MR && cg_qg_tail_nv(&d) < QG_NV) emit_tile_vnni(&o, s, &d, "tilemt", cg_qg_tail_nv(&d), (int)(d.M % QG_MR));
   if (d.ps && s->conv.sw == 2) emit_phase(&o, s, &d, true);
   if (s->weight_a) emit_bpack(&o, s, &d, true);
   emit_run(&o, s, &d);

@@ -281,6 +281,15 @@ static void q8_rep_loops(ut_str *o, const q8_job *j) {
   ut_str_puts(o, ";\n");
 }
 
+/* True when job j's output is the kernel's fp32 sums as they are (no
+ * epilogue step, no requantization, y fp32 and not held): the kernel then
+ * stores them into y itself, rows ylen apart as its sums, and no output
+ * pass copies them (FFN1 of a QDQ BERT layer: 1.5 MB written and read
+ * twice). */
+static bool q8_sums_are_y(const q8_job *j) {
+  return j->nepi == 0 && !j->rq.ok && !j->held_out && !j->q.post && j->Y.dtype == TINY_FP32;
+}
+
 /* The per-batch tasks of job j: the input as u8 (x + za, clamped; a NaN
  * flags the context, and the caller then runs the template, which
  * propagates it) and the epilogue, on local restrict pointers so that the
@@ -306,6 +315,7 @@ static bool q8_tasks(ut_str *o, const char *fn, const q8_job *j) {
                 xl, j->rep ? "src" : "i", (int)j->q.za, j->rep ? "++" : "");
   }
   if (j->held_out && j->rq.post < 0) return true; /* the kernel stores the bytes */
+  if (q8_sums_are_y(j)) return true;              /* the kernel stores y */
   if (j->q.post) return cc_q8_post(o, fn, j);
   ut_str_printf(o, "static void %s_q8out(void *ctx, int t, int tid) {\n  (void)tid;\n  %s_q8ctx *x = (%s_q8ctx *)ctx;\n", fn, fn, fn);
   if (j->rq.ok && j->rq.post >= 0) { /* the kernel requantized: the steps after it on its bytes + lo + off */
@@ -434,8 +444,9 @@ static void q8_wrapper(ut_str *out, const rc_ctx *c, int r, const char *fn, cons
   const fn_kernel *K = &c->f->kernels[r];
   int xs = tiny_dtype_size(j->X.dtype), ys = tiny_dtype_size(j->Y.dtype);
   bool held = j->held_in || j->held_out || j->held_res;
-  /* the kernel stores the held output itself (its post hook the output pass's steps), no output pass */
-  bool kout = j->held_out && (j->rq.post < 0 || j->q.post);
+  /* the kernel stores the held output itself (its post hook the output pass's steps), or its sums
+   * as y (q8_sums_are_y): no output pass */
+  bool kout = (j->held_out && (j->rq.post < 0 || j->q.post)) || q8_sums_are_y(j);
   int64_t yb = kout ? 0 : (j->yrows * j->ylen * (j->rq.ok ? 1 : 4) + 63) / 64 * 64; /* bytes, or fp32 sums */
   int64_t xb = j->held_in ? 0 : j->xrows * j->xlen;
   char no[96];
