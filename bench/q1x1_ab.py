@@ -4,7 +4,8 @@ after), in one process, interleaved: the stride-1 ones as the GEMMs they run as 
 VNNI-4 as the model holds it) and the three stride-2 downsamples as convs.
 
     python3 bench/q1x1_ab.py BASE/qgemm_gen BRANCH/qgemm_gen [--rounds 5] [--repeat 50] [--only r11,r12]
-                             [--threads 2] [--cold]
+                             [--threads 2] [--cold] [--cpu]
+                             [--base-order -ws|-tiles] [--branch-order -ws|-tiles]
 
 Needs: two qgemm_gen binaries (`make -C bench BUILD=... $BUILD/qgemm_gen`; a copy of one built before the
        change serves as the base), a C compiler, numpy.
@@ -37,9 +38,9 @@ GEMMS = [("r1", 64, 3136, 64, 0), ("r2", 256, 3136, 64, 1), ("r2d", 256, 3136, 6
 CONVS = [("s56", 256, 56, 56, 512), ("s28", 512, 28, 28, 1024), ("s14", 1024, 14, 14, 2048)]
 
 
-def build(gen, tmp, tag, gemms, convs):
+def build(gen, tmp, tag, gemms, convs, order=""):
     src, so = os.path.join(tmp, f"{tag}.c"), os.path.join(tmp, f"{tag}.so")
-    args = ["--vnni", src]
+    args = ["--vnni" + order, src]
     for name, m, n, k, xv in gemms:
         args += [name, str(m), str(n), str(k), "1", "0", "u8v" if xv else "u8", "u8", str(ZA), str(ZY), "0", "255"]
     for name, c, h, w, co in convs:
@@ -121,6 +122,8 @@ def main():
     ap.add_argument("--threads", type=int, default=THREADS)
     ap.add_argument("--only", default="", help="comma-separated names (r1..r12, r2d, s56, s28, s14); default all")
     ap.add_argument("--cold", action="store_true", help="the packed weight flushed from the caches before each timed call")
+    ap.add_argument("--base-order", default="", choices=["", "-ws", "-tiles"], help="spec.ws of the base's kernels forced")
+    ap.add_argument("--branch-order", default="", choices=["", "-ws", "-tiles"], help="the same for the branch's")
     ap.add_argument("--cpu", action="store_true", help="one thread, timed on the thread's CPU clock (a loaded machine)")
     a = ap.parse_args()
     if a.cpu:
@@ -133,7 +136,8 @@ def main():
     gemms = [g for g in GEMMS if not only or g[0] in only]
     convs = [c for c in CONVS if not only or c[0] in only]
     tmp = tempfile.mkdtemp(prefix="harp-q1x1-ab-")
-    libs = {"base": build(a.base, tmp, "base", gemms, convs), "branch": build(a.branch, tmp, "branch", gemms, convs)}
+    libs = {"base": build(a.base, tmp, "base", gemms, convs, a.base_order),
+            "branch": build(a.branch, tmp, "branch", gemms, convs, a.branch_order)}
     pools = {t: P(lib.hprt_pool_create(a.threads)) for t, lib in libs.items()}
     rng, keep = np.random.default_rng(0), []
     fl = flusher(tmp) if a.cold else None
