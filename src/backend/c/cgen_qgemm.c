@@ -74,11 +74,17 @@
 /* The weight-stationary order (qg_ws) where the packed weight is at least
  * QG_WS_W bytes and B packed whole at most QG_WS_B (it stays in L2, read
  * by both cores): the weight then streams from L3 / DRAM once a call, in
- * order (the hardware prefetcher keeps up: a software prefetch 1 or 2 KiB
- * ahead of A gained nothing).  Zen 5, 1 thread, the weight flushed before
- * each call (bench/q1x1_ab.py --cold), ResNet-50's 1x1 convs: ... */
+ * order, A's next rows asked for QG_PFA bytes ahead in the tile's depth
+ * loop.  Zen 5, 1 thread, the weight flushed before each call
+ * (bench/q1x1_ab.py --cold --cpu), ResNet-50's 1x1 convs of weights of
+ * 256 KiB to 2 MiB against the B block per task: 0.58-0.97x the time
+ * (512x49x2048 0.59, 2048 @ 14x14/2 0.58, 512x196x1024 0.81); warm, equal;
+ * ws forced on the smaller weights (64-128 KiB), 1.00-1.09x: no gain.
+ * Without the prefetch 0.75-1.10x; 512 bytes ahead 2-10% slower than
+ * 1024, 2048 3% faster, 4096 as 2048. */
 #define QG_WS_W (192L << 10)
 #define QG_WS_B (512L << 10)
+#define QG_PFA 2048
 
 /* The attribute of o's variant's functions: VNNI, AVX2 or none. */
 static const char *qg_attr(const cg_out *o) {
@@ -524,14 +530,16 @@ static void emit_store(cg_out *o, const cgen_qgemm_spec *s, bool vec, bool compr
  * into the C variables cI_J, kept in registers.  The u8 operand (the
  * activation) is vpdpbusd's first source: the B vectors when the weight is
  * A (its s8 words then broadcast straight from memory, {1to16}), else the
- * A word broadcast into zmm27. */
-static void emit_vnni_loop(cg_out *o, const cgen_qgemm_spec *s, int nv, long arow, long astep) {
+ * A word broadcast into zmm27.  pfa > 0: A's bytes pfa ahead asked for on
+ * every step (the weight-stationary order's stream, qg_ws). */
+static void emit_vnni_loop(cg_out *o, const cgen_qgemm_spec *s, int nv, long arow, long astep, int pfa) {
   cg_emit(o, "  { const uint8_t *pa = ap; const int32_t *pb = bp; long kk = kn;\n  __asm__ volatile(\n");
   for (int i = 0; i < QG_MR; i++)
     for (int j = 0; j < nv; j++) cg_emit(o, "    \"vpxord %%[c%d_%d], %%[c%d_%d], %%[c%d_%d]\\n\\t\"\n", i, j, i, j, i, j);
   cg_emit(o, "    \"1:\\n\\t\"\n");
   for (int j = 0; j < nv; j++) cg_emit(o, "    \"vmovdqu64 %d(%%[pb]), %%%%zmm%d\\n\\t\"\n", 64 * j, 28 + j);
   cg_emit(o, "    \"prefetcht0 %d(%%[pb])\\n\\t\"\n", 8 * QG_NR * 4);
+  if (pfa > 0) cg_emit(o, "    \"prefetcht0 %d(%%[pa])\\n\\t\"\n", pfa);
   for (int i = 0; i < QG_MR; i++) {
     cg_emit(o, "    \"vpbroadcastd %ld(%%[pa]), %%%%zmm27\\n\\t\"\n", arow * i);
     for (int j = 0; j < nv; j++) {
@@ -600,7 +608,7 @@ static void emit_tile_vnni(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d
     for (int j = 0; j < nv; j++)
       cg_emit(o, "  __m512i c%d_%d;\n", i, j);
   bool ain = !s->weight_a && s->x_dtype == TINY_U8; /* A in place: rows K bytes apart (emit_task) */
-  emit_vnni_loop(o, s, nv, ain ? d->K : 4, ain ? 4 : QG_MR * 4);
+  emit_vnni_loop(o, s, nv, ain ? d->K : 4, ain ? 4 : QG_MR * 4, qg_ws(s, d) ? QG_PFA : 0);
   cg_emit(o, "  if (!first) {\n");
   for (int i = 0; i < QG_MR; i++)
     for (int j = 0; j < nv; j++) cg_emit(o, "    c%d_%d = _mm512_add_epi32(c%d_%d, _mm512_loadu_si512(acc + %d));\n", i, j, i, j, i * QG_NR + 16 * j);
