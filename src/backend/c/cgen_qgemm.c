@@ -80,8 +80,8 @@
  * 256 KiB to 2 MiB against the B block per task: 0.58-0.97x the time
  * (512x49x2048 0.59, 2048 @ 14x14/2 0.58, 512x196x1024 0.81); warm, equal;
  * ws forced on the smaller weights (64-128 KiB), 1.00-1.09x: no gain.
- * Without the prefetch 0.75-1.10x; 512 bytes ahead 2-10% slower than
- * 1024, 2048 3% faster, 4096 as 2048. */
+ * The order without the prefetch: 0.75-1.10x (1024x196x256 slower);
+ * 512 bytes ahead 2-10% slower than 1024, 2048 3% faster, 4096 as 2048. */
 #define QG_WS_W (192L << 10)
 #define QG_WS_B (512L << 10)
 #define QG_PFA 2048
