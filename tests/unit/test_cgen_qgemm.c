@@ -133,6 +133,12 @@ static void make_cspec(const ccase *c, int isa, cgen_qgemm_spec *s) {
   s->conv.sh = c->sh, s->conv.sw = c->sw, s->conv.ph = c->ph, s->conv.pw = c->pw, s->conv.dh = c->dh, s->conv.dw = c->dw;
 }
 
+/* The spec of case i of CASES then CCASES, variant isa forced (-1: none). */
+static void case_spec(int i, int isa, cgen_qgemm_spec *s) {
+  if (i < NCASE) make_spec(&CASES[i], isa, s);
+  else make_cspec(&CCASES[i - NCASE], isa, s);
+}
+
 typedef int (*qg_fn)(hprt_pool *, const void *, const void *, void *);
 typedef long (*qg_size)(void);
 typedef int (*qg_pack)(const int8_t *, const int32_t *, const float *, void *);
@@ -325,8 +331,7 @@ static void check_all(const char *flags, int v0, int v1) {
   for (int v = v0; v <= v1; v++)
     for (int i = 0; on[v] && i < NCASE + NCCASE; i++) {
       cgen_qgemm_spec s;
-      if (i < NCASE) make_spec(&CASES[i], VISA[v], &s);
-      else make_cspec(&CCASES[i - NCASE], VISA[v], &s);
+      case_spec(i, VISA[v], &s);
       char name[32];
       snprintf(name, sizeof name, "q%s%d", VTAG[v], i);
       emit_case(&s, name, v > 0, &src);
@@ -361,8 +366,7 @@ static void test_cases_avx2(void **st) {
   }
   for (int i = 0; i < NCASE + NCCASE; i++) {
     cgen_qgemm_spec s;
-    if (i < NCASE) make_spec(&CASES[i], CGEN_ISA_AVX2, &s);
-    else make_cspec(&CCASES[i - NCASE], CGEN_ISA_AVX2, &s);
+    case_spec(i, CGEN_ISA_AVX2, &s);
     ut_str src;
     ut_str_init(&src);
     harp_error e = {0};
@@ -393,8 +397,7 @@ static void test_cases_amx(void **st) {
   for (int v = 0; v < 2; v++)
     for (int i = 0; i < NCASE + NCCASE; i++) {
       cgen_qgemm_spec s;
-      if (i < NCASE) make_spec(&CASES[i], v ? CGEN_ISA_AVX512 : -1, &s);
-      else make_cspec(&CCASES[i - NCASE], v ? CGEN_ISA_AVX512 : -1, &s);
+      case_spec(i, v ? CGEN_ISA_AVX512 : -1, &s);
       s.amx = 2;
       char name[32];
       snprintf(name, sizeof name, "q%s%d", v ? "f" : "a", i);
@@ -477,8 +480,7 @@ static void test_cases_ws(void **st) {
   bool run[NCASE + NCCASE];
   for (int i = 0; i < NCASE + NCCASE; i++) {
     cgen_qgemm_spec s;
-    if (i < NCASE) make_spec(&CASES[i], CGEN_ISA_AVX512, &s);
-    else make_cspec(&CCASES[i - NCASE], CGEN_ISA_AVX512, &s);
+    case_spec(i, CGEN_ISA_AVX512, &s);
     run[i] = s.weight_a;
     bool big = s.weight_a && s.m * s.k >= 200 * 1000;
     for (int ws = -1; ws <= 0; ws++) { /* by size: the two big cases only; -1: none */
