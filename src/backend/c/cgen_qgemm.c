@@ -13,7 +13,10 @@
  * B's NR = 64 (four vectors of 16 words).  The weight's blocks are packed by
  * F_pack once; the activation per call, s8 through x ^ 0x80 (= x + 128 as
  * u8): as B, each task packs its own B block into its thread's scratch (once
- * per thread for the M chunks of one block); as A, a pool task per block, or
+ * per thread for the M chunks of one block), or, where the weight is large
+ * and B small (qg_ws, spec.ws; AVX-512), all of B first into shared
+ * scratch, each task then a run of the weight's blocks times all of B (the
+ * weight read once, in order); as A, a pool task per block, or
  * (u8, AVX-512) no packing at all: the tile broadcasts the words straight
  * from the rows (K bytes apart; the last block from a zero-padded copy, so
  * nothing past x is read).  vpdpbusd takes the u8 operand first: the
