@@ -4,6 +4,9 @@
  *                   [conv NAME C H W COUT KS STRIDE PAD ...]
  * (--amx, for bench/qamx.py: each NAME without the AMX variant and NAME_amx
  * with it always (spec amx = 2), no float twins)
+ * (--vnni, for bench/q1x1_ab.py: each NAME alone, no twins; a GEMM's XDT
+ * u8v: x held VNNI-4, spec x_vnni4; YDT u8v: y VNNI-4; --vnni-ws / --vnni-tiles:
+ * the same with spec ws 1 / -1, the weight-stationary order forced on / off)
  * (--avx2, for bench/int8_avx2.py: NAME on the AVX2 variant, NAME_sc on the
  * scalar one, NAME_vn on VNNI, each forced, and the fp32 twin NAME_f32 on
  * the AVX2 variant alone; no bf16 twin)
@@ -51,11 +54,12 @@ static int twins(harp_error *e, const cgen_qgemm_spec *q, const char *base, bool
 
 int main(int argc, char **argv) {
   if (argc < 3) {
-    fprintf(stderr, "usage: qgemm_gen [--amx | --avx2] OUT.c NAME M N K WA KMAJ XDT YDT ZA ZY LO HI [NAME ...] [conv NAME C H W COUT KS S P ...]\n");
+    fprintf(stderr, "usage: qgemm_gen [--amx | --avx2 | --vnni] OUT.c NAME M N K WA KMAJ XDT YDT ZA ZY LO HI [NAME ...] [conv NAME C H W COUT KS S P ...]\n");
     return 2;
   }
-  bool amx = !strcmp(argv[1], "--amx"), avx2 = !strcmp(argv[1], "--avx2");
-  if (amx || avx2) argv++, argc--;
+  bool amx = !strcmp(argv[1], "--amx"), avx2 = !strcmp(argv[1], "--avx2"), vnni = !strncmp(argv[1], "--vnni", 6);
+  int ws = !strcmp(argv[1], "--vnni-ws") ? 1 : !strcmp(argv[1], "--vnni-tiles") ? -1 : 0;
+  if (amx || avx2 || vnni) argv++, argc--;
   ut_str src;
   ut_str_init(&src);
   harp_error e;
@@ -81,9 +85,11 @@ int main(int argc, char **argv) {
       cgen_qgemm_spec_init(&s, atol(v[1]), atol(v[2]), atol(v[3]));
       s.weight_a = atoi(v[4]), s.w_kmajor = atoi(v[5]);
       s.x_dtype = dt_of(v[6]), s.y_dtype = dt_of(v[7]);
+      s.x_vnni4 = !strcmp(v[6], "u8v"), s.y_vnni4 = !strcmp(v[7], "u8v");
       s.za = atoi(v[8]), s.zy = atoi(v[9]), s.lo = atoi(v[10]), s.hi = atoi(v[11]);
       a += 12;
     }
+    s.ws = ws;
     if (avx2) { /* NAME_sc, NAME_vn: the scalar and VNNI variants; NAME: AVX2 */
       const char *suf[2] = {"_sc", "_vn"};
       for (int i = 0; i < 2; i++) {
@@ -105,7 +111,7 @@ int main(int argc, char **argv) {
       fprintf(stderr, "cgen_qgemm %s: %s\n", name, e.msg);
       return 1;
     }
-    if (!amx && twins(&e, &s, v[0], avx2, &src)) return 1;
+    if (!amx && !vnni && twins(&e, &s, v[0], avx2, &src)) return 1;
   }
   return bn_write_src(argv[1], &src);
 }

@@ -29,6 +29,8 @@ typedef enum rt_knob_qdq_add { RT_QDQ_ADD_EXACT, RT_QDQ_ADD_FUSED } rt_knob_qdq_
 typedef enum rt_knob_amx { RT_AMX_AUTO, RT_AMX_OFF, RT_AMX_IM2COL } rt_knob_amx;
 /* HARP_INT8_ISA: the variant the int8 kernels run (tests, benchmarks: the AVX2 one on an AVX-512 host). */
 typedef enum rt_knob_int8_isa { RT_INT8_ISA_AUTO, RT_INT8_ISA_AVX2, RT_INT8_ISA_SCALAR } rt_knob_int8_isa;
+/* HARP_INT8_ORDER: the int8 kernels' loop order on AVX-512 VNNI (cgen_qgemm.h's spec.ws; A/B, tests). */
+typedef enum rt_knob_int8_order { RT_INT8_ORDER_AUTO, RT_INT8_ORDER_WS, RT_INT8_ORDER_TILES } rt_knob_int8_order;
 
 /* HARP_TIER0: the CPU's first runs before the compiled object exists (src/runtime/tier0.h). */
 typedef enum rt_knob_tier0 { RT_TIER0_OFF, RT_TIER0_AUTO, RT_TIER0_FORCE } rt_knob_tier0;
@@ -55,6 +57,7 @@ typedef struct rt_knobs {
   int conv;                     /* HARP_CONV: rt_knob_conv */
   int amx;                      /* HARP_AMX: rt_knob_amx */
   int int8_isa;                 /* HARP_INT8_ISA: rt_knob_int8_isa */
+  int int8_order;               /* HARP_INT8_ORDER: rt_knob_int8_order */
   bool int8_decline;            /* HARP_INT8_DECLINE: int8 kernels decline at run time (their fallbacks tested) */
   bool bf16_fp32_temps;         /* HARP_BF16_FP32_TEMPS: --precision bf16 stores no temp in bf16 */
   bool no_gate_epilogues;       /* HARP_NO_GATE_EPILOGUES: CPU gates and / c stay maps (A/B) */

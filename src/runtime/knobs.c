@@ -53,6 +53,10 @@ static const rt_knob table[] = {
     ROW(int8_isa, "HARP_INT8_ISA", CHOICE, "auto", "auto|avx2|scalar", 0, 0,
         "the int8 kernels' variant (auto: by CPUID, AMX-INT8, AVX-512 VNNI, AVX2 or scalar; avx2: the AVX2 one where "
         "the CPU has AVX2, as on a CPU without AVX-512 (tests, benchmarks); scalar: the plain C one)"),
+    ROW(int8_order, "HARP_INT8_ORDER", CHOICE, "auto", "auto|ws|tiles", 0, 0,
+        "the int8 kernels' loop order on AVX-512 VNNI (auto: weight-stationary where the weight is large and B small, "
+        "the weight then read once a call, in order; ws: weight-stationary wherever the weight is A; tiles: never, a B "
+        "block per task; A/B, tests)"),
     ROW(int8_decline, "HARP_INT8_DECLINE", BOOL, "0", NULL, 0, 0,
         "CPU: every int8 conv / GEMM kernel (contract_q8.c) declines at run time as for a weight that is no int8, so "
         "that its fallback runs (the template, or with an exact QDQ Add step the template and that step's pass; tests)"),

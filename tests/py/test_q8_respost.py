@@ -17,7 +17,8 @@ past the 16-column vectors; and once 19 x 19, 361 pixels: a last block of
   D  1x1 64 -> 96 on x, held, read by the Add alone (ResNet's downsample).
 Checked: the output equal to onnxruntime's int8 run (>= 99.9% of the
 elements exactly, none more than one step off, as test_qvnni4.py) with AMX
-on (auto), the scalar variant forced (int8_isa) and the C built for AVX2
+on (auto), the scalar variant forced (int8_isa), the VNNI one weight-stationary
+(int8_order=ws: the hook on 6 rows x all columns) and the C built for AVX2
 (HARP_CFLAGS: the hook's scalar loop, its reference); the three runs equal
 on every element; the generated C has exactly one post hook (B's), with its
 AVX-512 loops (64 columns, the rounding in the conversion; then 16; the
@@ -74,8 +75,10 @@ def calibrated(zx, zy, hw):
     return qm.calibrated(lambda a, b, sc: qdq_model(a, b, sc, hw), zx, zy, 4)
 
 
+# ws: the VNNI kernels weight-stationary (int8_order; the hook then on each 6-row block of all columns);
 # the last: the C without AVX-512, so the hook's scalar loop (an -O1 build: a shorter compile)
-RUNS = (("auto", {}), ("scalar", {"HARP_INT8_ISA": "scalar"}), ("avx2 C", {"HARP_CFLAGS": "-O1 -march=x86-64-v3"}))
+RUNS = (("auto", {}), ("scalar", {"HARP_INT8_ISA": "scalar"}), ("ws", {"HARP_INT8_ORDER": "ws"}),
+        ("avx2 C", {"HARP_CFLAGS": "-O1 -march=x86-64-v3"}))
 
 
 def run_case(zx, zy, hw=(17, 19)):

@@ -9,7 +9,8 @@
  * nothing read past the activation (a guard page after it);
  * convolutions (im2col per call, B read in place or from phase planes:
  * padding reads the zero point, strides,
- * dilations, 1x1) against a direct conv; the scalar, AVX2 and VNNI variants
+ * dilations, 1x1) against a direct conv; the scalar, AVX2 and VNNI variants,
+ * the VNNI one also weight-stationary (spec.ws) on every case it takes
  * (each where the CPU has it; AVX2 also built with -mavx2 -mfma alone and
  * checked free of AVX-512 code), threads, -O3; bad specs.
  *
@@ -64,6 +65,8 @@ static const qcase CASES[] = {
     {45, 33, 70, true, false, U8, I8, 255, -7, -128, 127},     /* AMX, weight A: 2 panels, 33 columns (a half and one more vector) */
     {64, 128, 96, true, false, U8, I8, 9, -3, -100, 90, 2},     /* rows of 64 bytes: s8 clamped inside its range, |v| past 2^31 */
     {40, 192, 70, false, true, I8, U8, -20, 10, 10, 200, 2},    /* the same for u8 (lo = zy, hi < 255), weight as B */
+    {200, 70, 1001, true, false, U8, U8, 7, 128, 0, 255},       /* a weight of 200 KB: weight-stationary on VNNI (B whole,
+                                                                   2 blocks, the last of 6 columns), K % 4 = 1 */
 };
 #define NCASE ((int)(sizeof CASES / sizeof CASES[0]))
 
@@ -111,6 +114,8 @@ static const ccase CCASES[] = {
     {12, 10, 10, 17, 3, 3, 3, 3, 1, 1, 1, 1, I8, U8, -60, 4, 0, 255},     /* 3x3/3: 9 planes of 4 x 6, the last row and column short */
     {40, 64, 31, 35, 3, 3, 2, 2, 1, 1, 1, 1, U8, U8, 255, 0, 0, 255},     /* 3x3/2, 64 channels, 16 x 18: 5 blocks, za 255 */
     {9, 6, 13, 261, 5, 5, 2, 2, 2, 2, 1, 1, U8, I8, 1, -5, -128, 127},    /* 5x5/2 pad 2, rows of 261: split 128 at a time, odd tail */
+    {200, 1000, 5, 5, 1, 1, 2, 2, 0, 0, 1, 1, U8, U8, 3, 0, 0, 255},      /* 1x1/2, a weight of 200 KB: weight-stationary on
+                                                                             VNNI over the im2col, 9 pixels */
 };
 #define NCCASE ((int)(sizeof CCASES / sizeof CCASES[0]))
 
@@ -129,6 +134,12 @@ static void make_cspec(const ccase *c, int isa, cgen_qgemm_spec *s) {
   make_spec(&g, isa, s);
   s->conv.c = c->c, s->conv.h = c->h, s->conv.w = c->w, s->conv.kh = c->kh, s->conv.kw = c->kw;
   s->conv.sh = c->sh, s->conv.sw = c->sw, s->conv.ph = c->ph, s->conv.pw = c->pw, s->conv.dh = c->dh, s->conv.dw = c->dw;
+}
+
+/* The spec of case i of CASES then CCASES, variant isa forced (-1: none). */
+static void case_spec(int i, int isa, cgen_qgemm_spec *s) {
+  if (i < NCASE) make_spec(&CASES[i], isa, s);
+  else make_cspec(&CCASES[i - NCASE], isa, s);
 }
 
 typedef int (*qg_fn)(hprt_pool *, const void *, const void *, void *);
@@ -323,8 +334,7 @@ static void check_all(const char *flags, int v0, int v1) {
   for (int v = v0; v <= v1; v++)
     for (int i = 0; on[v] && i < NCASE + NCCASE; i++) {
       cgen_qgemm_spec s;
-      if (i < NCASE) make_spec(&CASES[i], VISA[v], &s);
-      else make_cspec(&CCASES[i - NCASE], VISA[v], &s);
+      case_spec(i, VISA[v], &s);
       char name[32];
       snprintf(name, sizeof name, "q%s%d", VTAG[v], i);
       emit_case(&s, name, v > 0, &src);
@@ -359,8 +369,7 @@ static void test_cases_avx2(void **st) {
   }
   for (int i = 0; i < NCASE + NCCASE; i++) {
     cgen_qgemm_spec s;
-    if (i < NCASE) make_spec(&CASES[i], CGEN_ISA_AVX2, &s);
-    else make_cspec(&CCASES[i - NCASE], CGEN_ISA_AVX2, &s);
+    case_spec(i, CGEN_ISA_AVX2, &s);
     ut_str src;
     ut_str_init(&src);
     harp_error e = {0};
@@ -391,8 +400,7 @@ static void test_cases_amx(void **st) {
   for (int v = 0; v < 2; v++)
     for (int i = 0; i < NCASE + NCCASE; i++) {
       cgen_qgemm_spec s;
-      if (i < NCASE) make_spec(&CASES[i], v ? CGEN_ISA_AVX512 : -1, &s);
-      else make_cspec(&CCASES[i - NCASE], v ? CGEN_ISA_AVX512 : -1, &s);
+      case_spec(i, v ? CGEN_ISA_AVX512 : -1, &s);
       s.amx = 2;
       char name[32];
       snprintf(name, sizeof name, "q%s%d", v ? "f" : "a", i);
@@ -459,6 +467,60 @@ static void test_phase_planes(void **st) {
   }
 }
 
+/* The weight-stationary order (spec.ws, cgen_qgemm.c's qg_ws) of the
+ * VNNI variant: chosen by size for the two cases of a 200 KB weight alone,
+ * never with ws -1; and forced (ws 1) on every case whose weight is A (B
+ * packed whole by $P_btask: tails of M, N and K, the convs' images, a
+ * single block, many), each against the reference.  Skipped without VNNI. */
+static void test_cases_ws(void **st) {
+  (void)st;
+  if (!has_vnni()) {
+    fprintf(stderr, "no AVX512_VNNI here: skipped\n");
+    return;
+  }
+  ut_str src;
+  ut_str_init(&src);
+  bool run[NCASE + NCCASE];
+  for (int i = 0; i < NCASE + NCCASE; i++) {
+    cgen_qgemm_spec s;
+    case_spec(i, CGEN_ISA_AVX512, &s);
+    run[i] = s.weight_a;
+    bool big = s.weight_a && s.m * s.k >= 200 * 1000;
+    for (int ws = -1; ws <= 0; ws++) { /* by size: the two big cases only; -1: none */
+      s.ws = ws;
+      ut_str one;
+      ut_str_init(&one);
+      harp_error e = {0};
+      assert_int_equal(cgen_qgemm(&e, &s, "f", &one), HARP_OK);
+      assert_int_equal(strstr(one.buf, "f_avx512_btask(") != NULL, big && ws == 0);
+      ut_str_free(&one);
+    }
+    if (!run[i]) continue;
+    s.ws = 1;
+    char name[32];
+    snprintf(name, sizeof name, "qw%d", i);
+    emit_case(&s, name, true, &src);
+    snprintf(name, sizeof name, "qw%d_avx512_btask(", i);
+    assert_non_null(strstr(src.buf, name));
+  }
+  if (emit_only()) {
+    ut_str_free(&src);
+    return;
+  }
+  void *h = ct_compile_flags(src.buf, getenv("CT_FLAGS") ? getenv("CT_FLAGS") : "-O2");
+  assert_non_null(h);
+  hprt_pool *pool = ct_pool_create(h, 3);
+  assert_non_null(pool);
+  for (int i = 0; i < NCASE + NCCASE; i++) {
+    if (!run[i]) continue;
+    assert_int_equal(run_case(h, i, "w", pool), 0);
+    assert_int_equal(run_case(h, i, "w", NULL), 0);
+  }
+  ct_pool_destroy(h, pool);
+  dlclose(h);
+  ut_str_free(&src);
+}
+
 /* One bad call (spec s, name fn): the status, a message, nothing emitted;
  * then s back to a good 4 x 4 x 4 spec. */
 static void bad_fn(cgen_qgemm_spec *s, const char *fn, harp_status want) {
@@ -497,6 +559,8 @@ static void test_errors(void **st) {
   bad(&s, HARP_E_INVALID_ARG);
   s.amx = 3;
   bad(&s, HARP_E_INVALID_ARG);
+  s.ws = 2;
+  bad(&s, HARP_E_INVALID_ARG);
   s.weight_a = true, s.n = 9, s.k = 18, s.conv.c = 2, s.conv.h = s.conv.w = 3, s.conv.kh = s.conv.kw = 3;
   s.conv.sh = s.conv.sw = s.conv.dh = s.conv.dw = 1, s.conv.ph = s.conv.pw = 1;
   s.k = 17; /* not c kh kw */
@@ -526,6 +590,7 @@ int main(void) {
       cmocka_unit_test(test_cases_amx),
       cmocka_unit_test(test_phase_planes),
       cmocka_unit_test(test_cases_avx2),
+      cmocka_unit_test(test_cases_ws),
   };
   if (getenv("HARP_QGEMM_ONLY")) cmocka_set_test_filter(getenv("HARP_QGEMM_ONLY")); /* one test, e.g. test_cases_avx2 */
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -13,7 +13,10 @@
  * B's NR = 64 (four vectors of 16 words).  The weight's blocks are packed by
  * F_pack once; the activation per call, s8 through x ^ 0x80 (= x + 128 as
  * u8): as B, each task packs its own B block into its thread's scratch (once
- * per thread for the M chunks of one block); as A, a pool task per block, or
+ * per thread for the M chunks of one block), or, where the weight is large
+ * and B small (qg_ws, spec.ws; AVX-512), all of B first into shared
+ * scratch, each task then a run of the weight's blocks times all of B (the
+ * weight read once, in order); as A, a pool task per block, or
  * (u8, AVX-512) no packing at all: the tile broadcasts the words straight
  * from the rows (K bytes apart; the last block from a zero-padded copy, so
  * nothing past x is read).  vpdpbusd takes the u8 operand first: the
@@ -73,6 +76,21 @@
  * sh sw planes per channel */
 #define QG_PS_S 4
 
+/* The weight-stationary order (qg_ws) where the packed weight is at least
+ * QG_WS_W bytes and B packed whole at most QG_WS_B (it stays in L2, read
+ * by both cores): the weight then streams from L3 / DRAM once a call, in
+ * order, A's next rows asked for QG_PFA bytes ahead in the tile's depth
+ * loop.  Zen 5, 1 thread, the weight flushed before each call
+ * (bench/q1x1_ab.py --cold --cpu), ResNet-50's 1x1 convs of weights of
+ * 256 KiB to 2 MiB against the B block per task: 0.58-0.97x the time
+ * (512x49x2048 0.59, 2048 @ 14x14/2 0.58, 512x196x1024 0.81); warm, equal;
+ * ws forced on the smaller weights (64-128 KiB), 1.00-1.09x: no gain.
+ * The order without the prefetch: 0.75-1.10x (1024x196x256 slower);
+ * 512 bytes ahead 2-10% slower than 1024, 2048 3% faster, 4096 as 2048. */
+#define QG_WS_W (192L << 10)
+#define QG_WS_B (512L << 10)
+#define QG_PFA 2048
+
 /* The attribute of o's variant's functions: VNNI, AVX2 or none. */
 static const char *qg_attr(const cg_out *o) {
   return o->isa->id == CGEN_ISA_AVX512 ? QG_ATTR : o->isa->id == CGEN_ISA_AVX2 ? QG_ATTR2 : "";
@@ -131,6 +149,17 @@ qg_dims cg_qg_dims(const cgen_qgemm_spec *s) {
   d.wwords = d.wblocks * d.K4 * d.wblk;
   if (d.amx && cg_qamx_wwords(s, &d) > d.wwords) d.wwords = cg_qamx_wwords(s, &d);
   return d;
+}
+
+/* Whether the AVX-512 variant of spec s (sizes d) runs weight-stationary
+ * (emit_task_ws: B's NB blocks packed once into shared scratch, then each
+ * task a run of A blocks times every B block over the whole depth): the
+ * weight as A and spec.ws 1, or 0 and the weight at least QG_WS_W bytes,
+ * B packed at most QG_WS_B.  Not with the AMX variant (it reads B blocks
+ * per task). */
+static bool qg_ws(const cgen_qgemm_spec *s, const qg_dims *d) {
+  if (!s->weight_a || d->amx || s->ws < 0) return false;
+  return s->ws > 0 || (d->M * d->K >= QG_WS_W && d->NB * d->K4 * QG_NR * 4 <= QG_WS_B);
 }
 
 /* $F_pk: rows [b W, b W + W) of an R x K byte matrix (row stride rs, k
@@ -561,8 +590,9 @@ static void emit_store(cg_out *o, const cgen_qgemm_spec *s, bool vec, bool compr
  * 128-row GEMM's 132).  The u8 operand (the
  * activation) is vpdpbusd's first source: the B vectors when the weight is
  * A (its s8 words then broadcast straight from memory, {1to16}), else the
- * A word broadcast into zmm27. */
-static void emit_vnni_loop(cg_out *o, const cgen_qgemm_spec *s, int nv, int mr, long arow, long astep) {
+ * A word broadcast into zmm27.  pfa > 0: A's bytes pfa ahead asked for on
+ * every step (the weight-stationary order's stream, qg_ws). */
+static void emit_vnni_loop(cg_out *o, const cgen_qgemm_spec *s, int nv, int mr, long arow, long astep, int pfa) {
   for (int i = mr; i < QG_MR; i++) /* rows past the block's: zero, stored nowhere */
     for (int j = 0; j < nv; j++) cg_emit(o, "  c%d_%d = _mm512_setzero_si512();\n", i, j);
   cg_emit(o, "  { const uint8_t *pa = ap; const int32_t *pb = bp; long kk = kn;\n  __asm__ volatile(\n");
@@ -571,6 +601,7 @@ static void emit_vnni_loop(cg_out *o, const cgen_qgemm_spec *s, int nv, int mr, 
   cg_emit(o, "    \"1:\\n\\t\"\n");
   for (int j = 0; j < nv; j++) cg_emit(o, "    \"vmovdqu64 %d(%%[pb]), %%%%zmm%d\\n\\t\"\n", 64 * j, 28 + j);
   cg_emit(o, "    \"prefetcht0 %d(%%[pb])\\n\\t\"\n", 8 * QG_NR * 4);
+  if (pfa > 0) cg_emit(o, "    \"prefetcht0 %d(%%[pa])\\n\\t\"\n", pfa);
   for (int i = 0; i < mr; i++) {
     cg_emit(o, "    \"vpbroadcastd %ld(%%[pa]), %%%%zmm27\\n\\t\"\n", arow * i);
     for (int j = 0; j < nv; j++) {
@@ -639,7 +670,7 @@ static void emit_tile_vnni(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d
     for (int j = 0; j < nv; j++)
       cg_emit(o, "  __m512i c%d_%d;\n", i, j);
   bool ain = !s->weight_a && s->x_dtype == TINY_U8; /* A in place: rows K bytes apart (emit_task) */
-  emit_vnni_loop(o, s, nv, mr, ain ? d->K : 4, ain ? 4 : QG_MR * 4);
+  emit_vnni_loop(o, s, nv, mr, ain ? d->K : 4, ain ? 4 : QG_MR * 4, qg_ws(s, d) ? QG_PFA : 0);
   cg_emit(o, "  if (!first) {\n");
   for (int i = 0; i < QG_MR; i++)
     for (int j = 0; j < nv; j++) cg_emit(o, "    c%d_%d = _mm512_add_epi32(c%d_%d, _mm512_loadu_si512(acc + %d));\n", i, j, i, j, i * QG_NR + 16 * j);
@@ -716,9 +747,10 @@ static void emit_tile_scalar(cg_out *o, const cgen_qgemm_spec *s, const qg_dims 
  * im2col, the packed activation A, the copy of A's last block) and per
  * thread (the partial sums of the depth blocks, the packed B block). */
 typedef struct qg_scr {
-  long col, xp, at, acc, bb;
+  long col, xp, at, bs, acc, bb;
   long kc;  /* the depth block in words (K4: one block) */
   bool ain; /* A (the activation, u8) read in place, rows K bytes apart */
+  bool ws;  /* weight-stationary (qg_ws): B packed whole into shared scratch (bs bytes) */
 } qg_scr;
 
 long cg_qg_col_bytes(const cgen_qgemm_spec *s, const qg_dims *d) {
@@ -728,15 +760,18 @@ long cg_qg_col_bytes(const cgen_qgemm_spec *s, const qg_dims *d) {
          : s->conv.kh > 0 && !d->ci ? (d->K * d->N + 63) / 64 * 64 : 0;
 }
 
-static qg_scr scr_of(const cgen_qgemm_spec *s, const qg_dims *d, bool vec) {
-  qg_scr r; /* vec: the VNNI or the AVX2 tile (the same contract) */
+static qg_scr scr_of(const cgen_qgemm_spec *s, const qg_dims *d, int isa) {
+  qg_scr r;
+  bool vec = isa != CGEN_ISA_SCALAR; /* the VNNI or the AVX2 tile (the same contract) */
+  r.ws = isa == CGEN_ISA_AVX512 && qg_ws(s, d);
+  r.bs = r.ws ? d->NB * d->K4 * QG_NR * 4 : 0;
   r.col = cg_qg_col_bytes(s, d);
   r.ain = vec && !s->weight_a && s->x_dtype == TINY_U8;
   r.xp = s->weight_a || r.ain ? 0 : d->MB * d->K4 * QG_MR * 4;
   r.at = r.ain ? (QG_MR * d->K + 4 + 63) / 64 * 64 : 0;
-  r.kc = vec && d->K4 > QG_KC4 * 5 / 4 ? QG_KC4 : d->K4;
+  r.kc = vec && !r.ws && d->K4 > QG_KC4 * 5 / 4 ? QG_KC4 : d->K4;
   r.acc = r.kc < d->K4 ? d->MB * QG_MR * QG_NR * 4 : 0;
-  r.bb = s->weight_a ? d->K4 * QG_NR * 4 : 0;
+  r.bb = s->weight_a && !r.ws ? d->K4 * QG_NR * 4 : 0;
   return r;
 }
 
@@ -802,11 +837,32 @@ static void emit_task(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, con
   cg_emit(o, "}\n");
 }
 
+/* The weight-stationary tasks (r->ws): $P_btask(jb) packs B block jb into
+ * the shared cx->bs; $P_task(task) then runs A blocks [mb0, mb1) of chunk
+ * task, each times every B block over the whole depth (B from L2, A's
+ * rows in L1 across the B blocks, the weight read once, in order), the
+ * post hook on each A block's rows once they are final. */
+static void emit_task_ws(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d) {
+  cg_emit(o, "static %s void $P_btask(void *vc, int task, int tid) {\n  $F_ctx *cx = ($F_ctx *)vc;\n  (void)tid;\n", qg_attr(o));
+  cg_emit(o, "  $P_pkb(cx, task, cx->bs + (long)task * %ldL);\n}\n", d->K4 * QG_NR);
+  cg_emit(o, "static %s void $P_task(void *vc, int task, int tid) {\n  $F_ctx *cx = ($F_ctx *)vc;\n  (void)tid;\n", qg_attr(o));
+  cg_emit(o, "  long mb0 = %ldL * task / cx->mc, mb1 = %ldL * (task + 1) / cx->mc;\n", d->MB, d->MB);
+  cg_emit(o, "  const int32_t *c0 = cx->wp + %ldL;\n  const float *mu = (const float *)(c0 + %ldL);\n", d->wwords, d->chpad);
+  cg_emit(o, "  for (long mb = mb0; mb < mb1; mb++) {\n    const uint8_t *a = (const uint8_t *)(cx->wp + mb * %ldL);\n", d->K4 * QG_MR);
+  cg_emit(o, "    for (long jb = 0; jb < %ldL; jb++)\n", d->NB);
+  cg_emit(o, "      (jb == %ldL ? $P_%s : $P_tile)(a, cx->bs + jb * %ldL, c0, mu, cx->y, mb * %d, jb * %d, %ldL, NULL, 1, 1);\n",
+          d->NB - 1, cg_qg_tail_nv(d) < QG_NV ? "tilet" : "tile", d->K4 * QG_NR, QG_MR, QG_NR, d->K4);
+  if (s->post)
+    cg_emit(o, "    if (cx->post) cx->post(cx->pctx, mb * %dL, mb * %dL + %d < %ldL ? mb * %dL + %d : %ldL, 0L, %ldL);\n", QG_MR, QG_MR,
+            QG_MR, d->M, QG_MR, QG_MR, d->M, d->N);
+  cg_emit(o, "  }\n}\n");
+}
+
 /* The variant's tasks and $P_run: the conv's image (padded or im2col), A
  * packed when it is the activation and not read in place (a task per
  * block), then the tiles over (chunks of A blocks) x (B blocks). */
 static void emit_run(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d) {
-  qg_scr r = scr_of(s, d, o->isa->id != CGEN_ISA_SCALAR);
+  qg_scr r = scr_of(s, d, o->isa->id);
   unsigned x = s->x_dtype == TINY_I8 ? 0x80u : 0u;
   bool conv = s->conv.kh > 0 && !d->ci; /* an image built per call */
   long nrow = d->cd || d->pg || d->ps ? (long)s->conv.c : d->K; /* rows of the im2col, or channels of the image */
@@ -815,13 +871,15 @@ static void emit_run(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d) {
                "  $F_pk((const uint8_t *)cx->x, %ldL, 1L, %ldL, %d, %uu, task, cx->xp + task * %ldL);\n}\n",
             d->K, d->M, QG_MR, x, d->K4 * QG_MR);
   if (conv) emit_ctask(o, s, d, nrow);
-  emit_task(o, s, d, &r);
+  if (r.ws) emit_task_ws(o, s, d);
+  else emit_task(o, s, d, &r);
   cg_emit(o, "static int $P_run(hprt_pool *pool, const void *wp, const void *x, void *y%s) {\n  $F_ctx cx;\n", cg_qg_post_params(s));
   cg_emit(o, "  cx.wp = (const int32_t *)wp; cx.x = x; cx.y = y;\n  for (int t = 0; t < HPRT_MAXT; t++) cx.pjb[t] = -1;\n");
   if (s->post) cg_emit(o, "  cx.post = post, cx.pctx = pctx;\n");
-  cg_emit(o, "  if (hprt_scratch_get(pool, %ldUL, %ldUL, &cx.sc)) return -1;\n", r.col + r.xp + r.at, r.acc + r.bb);
+  cg_emit(o, "  if (hprt_scratch_get(pool, %ldUL, %ldUL, &cx.sc)) return -1;\n", r.col + r.xp + r.at + r.bs, r.acc + r.bb);
   cg_emit(o, "  cx.col = (uint8_t *)cx.sc.shared;\n  cx.xp = (int32_t *)(cx.sc.shared + %ldL);\n", r.col);
   cg_emit(o, "  cx.at = (uint8_t *)cx.sc.shared + %ldL;\n", r.col + r.xp);
+  cg_emit(o, "  cx.bs = (int32_t *)(cx.sc.shared + %ldL);\n", r.col + r.xp + r.at);
   /* below ~2M multiply-adds a pool wake-up costs more than it saves */
   bool small = (double)d->M * (double)d->N * (double)d->K < 2e6;
   cg_emit(o, "  hprt_pool *p = %s;\n  int P = hprt_pool_size(p);\n", small ? "NULL" : "pool");
@@ -835,6 +893,13 @@ static void emit_run(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d) {
   if (r.ain) /* A's last block: its rows (the bytes past them defined), read as the others */
     cg_emit(o, "  memset(cx.at, 0, %ldUL);\n  memcpy(cx.at, (const uint8_t *)x + %ldL, %ldUL);\n", r.at, (d->MB - 1) * QG_MR * d->K,
             (d->M - (d->MB - 1) * QG_MR) * d->K);
+  if (r.ws) { /* B whole, then runs of A blocks */
+    cg_emit(o, "  hprt_pool_run(P > 1 ? p : NULL, %d, $P_btask, &cx);\n", (int)d->NB);
+    cg_emit(o, "  cx.mc = 4L * P < %ldL ? 4L * P : %ldL;\n", d->MB, d->MB);
+    cg_emit(o, "  hprt_pool_run(P > 1 ? p : NULL, (int)cx.mc, $P_task, &cx);\n");
+    cg_emit(o, "  hprt_scratch_put(&cx.sc);\n  return 0;\n}\n");
+    return;
+  }
   cg_emit(o, "  long mc = (4L * P + %ldL - 1) / %ldL;\n  cx.mc = mc < 1 ? 1 : mc > %ldL ? %ldL : mc;\n", d->NB, d->NB, d->MB, d->MB);
   cg_emit(o, "  hprt_pool_run(P > 1 ? p : NULL, (int)(cx.mc * %ldL), $P_task, &cx);\n", d->NB);
   cg_emit(o, "  hprt_scratch_put(&cx.sc);\n  return 0;\n}\n");
@@ -887,6 +952,7 @@ static harp_status check_spec(harp_error *e, const cgen_qgemm_spec *s) {
   if (s->post && !cgen_qgemm_post_ok(s))
     return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_qgemm: a post hook needs y row-major, no stride-1 conv but 1x1");
   if (s->amx < 0 || s->amx > 2) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_qgemm: amx must be 0, 1 or 2");
+  if (s->ws < -1 || s->ws > 1) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_qgemm: ws must be -1, 0 or 1");
   if (s->force_isa != -1 && s->force_isa != CGEN_ISA_SCALAR && s->force_isa != CGEN_ISA_AVX2 && s->force_isa != CGEN_ISA_AVX512)
     return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_qgemm: force_isa must be -1, scalar, avx2 or avx512");
   return HARP_OK;
@@ -933,7 +999,7 @@ harp_status cgen_qgemm(harp_error *e, const cgen_qgemm_spec *s0, const char *fn,
           tiny_dtype_name(s->x_dtype), s->weight_a ? "A" : "B", tiny_dtype_name(s->y_dtype), s->x_vnni4 ? ", x VNNI-4" : "",
           s->y_vnni4 ? ", y VNNI-4" : "");
   cg_emit(&o, "#include <math.h>\n#include <string.h>\n");
-  cg_emit(&o, "typedef struct { const int32_t *wp; const void *x; void *y; int32_t *xp; uint8_t *col, *at; long mc, nct, pjb[HPRT_MAXT]; hprt_scratch sc;%s } $F_ctx;\n",
+  cg_emit(&o, "typedef struct { const int32_t *wp; const void *x; void *y; int32_t *xp; uint8_t *col, *at; int32_t *bs; long mc, nct, pjb[HPRT_MAXT]; hprt_scratch sc;%s } $F_ctx;\n",
           s->post ? " void (*post)(void *, long, long, long, long); void *pctx;" : "");
   emit_pack(&o, d.K, d.K4);
   if (d.cd || d.pg) emit_pad(&o, s, &d);

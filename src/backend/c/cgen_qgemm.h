@@ -54,6 +54,10 @@ typedef struct cgen_qgemm_spec {
                            (AMX's B rows: its tiles read B there, no packing) */
   bool y_vnni4;         /* y written so: [M / 4][N][4] bytes (weight_a, u8 / s8 out, M % 4 == 0) */
   bool post;            /* F takes a post hook (above): y row-major, no stride-1 conv but 1x1 */
+  int ws;               /* the AVX-512 variant's order where the weight is A and no AMX variant is
+                           emitted: 0 by size (weight-stationary, B packed whole first, where the
+                           weight is large and B small: cgen_qgemm.c's qg_ws), 1 weight-stationary,
+                           -1 never (a B block per task) */
   struct {              /* kh > 0: a convolution; x is one NCHW image [c][h][w] (the caller
                            steps the batch and the groups) and B its im2col [c kh kw][oh ow],
                            the padding reading za (x - za = 0, as onnxruntime pads); needs

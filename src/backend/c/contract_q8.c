@@ -549,6 +549,8 @@ static bool q8_emit(rc_ctx *c, int r, const char *fn, ut_str *out, const q8_job 
   jr.q.amx = rt_knobs_or_default(c->knobs)->amx != RT_AMX_OFF && ut_cpu_amx_int8() ? 1 : 0;
   int isa = rt_knobs_or_default(c->knobs)->int8_isa; /* HARP_INT8_ISA: a variant forced (no AMX then) */
   if (isa != RT_INT8_ISA_AUTO) jr.q.amx = 0, jr.q.force_isa = isa == RT_INT8_ISA_AVX2 ? CGEN_ISA_AVX2 : CGEN_ISA_SCALAR;
+  int order = rt_knobs_or_default(c->knobs)->int8_order; /* HARP_INT8_ORDER */
+  jr.q.ws = order == RT_INT8_ORDER_WS ? 1 : order == RT_INT8_ORDER_TILES ? -1 : 0;
   if (q8_requant(j->epi, j->nepi, j->bias_col, j->Y.dtype, &jr.rq))
     jr.q.y_dtype = TINY_U8, jr.q.zy = -jr.rq.lo, jr.q.lo = 0, jr.q.hi = jr.rq.hi - jr.rq.lo;
   /* VNNI-4 bytes (cc_q8_plan.v4): a 1x1 conv of stride 1 reads them, an int8 conv storing its own writes them */
