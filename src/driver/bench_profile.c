@@ -223,21 +223,19 @@ static harp_status session_open(harp_error *e, cli_opts *o, const bench_args *a,
   if (!x->ms || !x->bs || !x->times) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   const char *target;
   if (cli_gpu_target(e, o, NULL, &target)) return e->code;
-  /* a size that is an expression of the bindings' symbols (H / 2): a derived symbol, not its value at the
-   * defaults (which the other bindings' sizes would contradict); a model that does not lower so, as before */
+  /* a size that is an expression of the bindings' symbols (H / 2) lowers as a derived symbol, not as its value at
+   * the defaults, which the other bindings' sizes would contradict.  A model whose sizes do not lower so (a derived
+   * size meeting a fixed one) has no one session for its bindings: an error, located by the lowering. */
   o->derive = true;
   harp_error de = {0};
   harp_status st = cli_load_graph(&de, o, &x->base, &x->base.defaults);
   o->derive = false;
-  if (st && st != HARP_E_NO_MEMORY) {
-    cli_model_free(&x->base);
-    tiny_symtab_init(&x->base.syms);
-    tiny_symtab_init(&x->base.defaults);
-    st = cli_load_graph(e, o, &x->base, &x->base.defaults);
-  } else if (st) {
+  if (st) {
     *e = de;
+    if (st != HARP_E_NO_MEMORY)
+      snprintf(e->msg, sizeof e->msg, "%.900s (harp bench --bind: the model lowered once for all its bindings)", de.msg);
+    return st;
   }
-  if (st) return st;
   if (session_fixed(e, a, x)) return e->code;
   rt_gpu_opts go = {.knobs = &o->knobs, .target = target, .graphs = a->graphs, .plan_overrides = pl->ov,
                     .nplan_overrides = pl->n, .precision = o->precision, .fixed = x->fixed, .nfixed = x->nfixed};

@@ -35,7 +35,8 @@ import tempfile
 import numpy as np
 
 import cuda_sim
-import test_cuda_shapeset as ss
+import cuda_ss_common as ss
+import test_cuda_shapeset_nets as nets
 from harp_test import MODELS, Suite
 
 # bindings inside one box of H, W (9..16), the corner hi first
@@ -100,7 +101,7 @@ def simulator(s, rng):
         s.check(f"{what}: the box's symbols are H, W (and derived ones), no channel", names[:2] == ["H", "W"] and
                 not any(n in ("C", "K", "N") for n in names), str(names))
         ss.at_bindings(s, rng, what, model, "sm80", BOX, dhi, src_hi, names, at, (at[1], "W"), 1e-3)
-        literal = ss.literal_channels(name, d)
+        literal = nets.literal_channels(name, d)
         _, _, src_lit = ss.box_corner(s, f"{name} (literal channels)", literal, "sm80", at[0], BOX)
         s.check(f"{what}: the literal-channel model's CUDA C", src_lit == src_hi)
         cache = tempfile.mkdtemp(prefix="harp_fixcache_")

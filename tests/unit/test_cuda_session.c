@@ -8,6 +8,7 @@
  * asked to do, so every session counter is checked against the driver's
  * own.  Needs NVRTC (the models are really compiled); skips without it. */
 #include <math.h>
+#include <sys/wait.h>
 
 #include "fake_testutil.h"
 #include "harp/tune.h"
@@ -726,6 +727,31 @@ static void test_cli_bench_bind(void **vs) {
   assert_int_not_equal(system(cmd), 0);
 }
 
+/* harp bench --bind over a model that does not lower: exit 1 with the
+ * lowering's located error, said to come from the session's one lowering
+ * (no second lowering at the defaults); no crash. */
+static void test_cli_bench_bind_bad_model(void **vs) {
+  const char *bin = getenv("HARP_BIN");
+  if (!bin) skip();
+  char path[160], cmd[1024], out[4096];
+  snprintf(path, sizeof path, "%s/bad_bind.harp", S->cache);
+  FILE *m = fopen(path, "w");
+  assert_non_null(m);
+  fputs("graph<B=4> main(x: f32[B, 8], w: f32[4, 8]) -> (y: f32[B, 8]) {\n    y = x @ w\n    return y\n}\n", m);
+  fclose(m);
+  snprintf(cmd, sizeof cmd, "'%s' bench '%s' --backend cuda --target sm80 --bind B=3 --bind B=4 2>&1", bin, path);
+  FILE *f = popen(cmd, "r");
+  assert_non_null(f);
+  size_t n = fread(out, 1, sizeof out - 1, f);
+  out[n] = 0;
+  int st = pclose(f);
+  assert_true(WIFEXITED(st));
+  assert_int_equal(WEXITSTATUS(st), 1);
+  assert_non_null(strstr(out, "error[AxisSizeMismatch]"));
+  assert_non_null(strstr(out, "bad_bind.harp:2:11"));
+  assert_non_null(strstr(out, "(harp bench --bind: the model lowered once for all its bindings)"));
+}
+
 /* harp bench --profile --backend cuda: one entry per launch of --dump gpu
  * (its kernel and region), each timed between its own pair of events (the fake's clock ticks once per
  * launch and once per event record: 0.002 ms a launch); --dump gpu is
@@ -776,6 +802,7 @@ int main(void) {
       cmocka_unit_test(test_one_graph_per_shapeset), cmocka_unit_test(test_no_graphs),
       cmocka_unit_test(test_update_refused),         cmocka_unit_test(test_eviction),
       cmocka_unit_test(test_errors),                 cmocka_unit_test(test_cli_bench_bind),
+      cmocka_unit_test(test_cli_bench_bind_bad_model),
       cmocka_unit_test(test_cli_bench_profile),      cmocka_unit_test(test_one_build_per_box),
       cmocka_unit_test(test_wgmma_box),              cmocka_unit_test(test_wgmma_pair),
       cmocka_unit_test(test_wino_grids),             cmocka_unit_test(test_tied_box),

@@ -49,6 +49,33 @@ typedef struct cg_mm {
   const struct cg_mm *full;
 } cg_mm;
 
+/* The task split's rule, spelled once: the tasks to cut nbat batches into
+ * on target tasks a round (the threads): enough that the count is a
+ * multiple of target (3 images on 2 threads: 6 halves, not 2 rounds for one
+ * thread and 1 for the other); from 4 rounds per thread on, whole batches
+ * (1).  Compiled here for split_tasks (cgen_gemm_variant.c) and emitted as
+ * text, CG_SPLIT_NEED_TEXT, for a run that reads its batches and pixels at
+ * run time (cg_rt_run_sizes), so that both split alike. */
+#define CG_SPLIT_NEED_BODY                                                                                             \
+  {                                                                                                                    \
+    long a = nbat, b = target;                                                                                         \
+    while (b) {                                                                                                        \
+      long r = a % b;                                                                                                  \
+      a = b, b = r;                                                                                                    \
+    }                                                                                                                  \
+    return nbat >= 4 * target ? 1 : target / a;                                                                        \
+  }
+static inline long cg_split_need(long nbat, long target) CG_SPLIT_NEED_BODY
+#define CG_STR_(...) #__VA_ARGS__
+#define CG_STR(...) CG_STR_(__VA_ARGS__)
+#define CG_SPLIT_NEED_TEXT CG_STR(CG_SPLIT_NEED_BODY)
+
+/* The tasks a round the split aims at: the tuning's tasks, else its threads
+ * (2 when unset). */
+static inline long cg_split_target(const cgen_tuning *u) {
+  return u->tasks > 0 ? u->tasks : u->threads > 0 ? u->threads : 2;
+}
+
 /* Per-variant blocking, resolved from the tuning. */
 typedef struct cg_tile {
   int mr, nr, nv, kc, nc, pf;

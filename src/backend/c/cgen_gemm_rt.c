@@ -7,7 +7,7 @@
  * it (cgen_gemm_variant.c), the tasks' place and their store context from
  * them.  The upper corner's sizes (p->nb[0], p->N, p->cv_h, ...) size the
  * tiles and the scratch; M and K do not move.
- * Needs: cgen_gemm_int.h (cg_mm, cg_tile), cgen_int.h (cg_emit_rt_out_hw).
+ * Needs: cgen_gemm_int.h (cg_mm, cg_tile, the split rule cg_split_need), cgen_int.h (cg_emit_rt_out_hw).
  * Gives: cg_rt_size, cg_rt_task_range, cg_rt_batch_off, cg_rt_run_sizes. */
 #include <stdio.h>
 #include <string.h>
@@ -40,18 +40,14 @@ void cg_rt_run_sizes(cg_out *o, const cg_mm *p, const cg_tile *t, char *ntask, s
   cg_rt_window k = {s->n_expr, s->h_expr, s->w_expr, s->n, s->h, s->w, s->kh, s->kw, s->stride, s->pad, s->dil};
   cg_emit_rt_out_hw(o, &k);
   cg_emit(o, "  cx.nb0 = n; cx.N = cx.oh * cx.ow;\n");
-  /* split_tasks at this run's batches and pixels: along N (an upper corner
-   * split along M keeps its row blocks, whole pixel rows a task) */
+  /* split_tasks at this run's batches and pixels, by its rule
+   * ($P_split_need, emitted before $P_run): along N (an upper corner split
+   * along M keeps its row blocks, whole pixel rows a task) */
   const cgen_tuning *u = &p->tune;
-  long threads = u->threads > 0 ? u->threads : 2, target = u->tasks > 0 ? u->tasks : threads;
   bool pn = u->par_n || !u->par_m;
-  cg_emit(o, "  long need = 1, ncol = (cx.N + %dL) / %dL;\n", t->nr - 1, t->nr);
-  if (t->sm == 1 && pn) {
-    cg_emit(o, "  if (n * %ldL < %ldL) { /* fewer batches than 4 rounds a thread: the threads over N too */\n", (long)p->nb[1],
-            4 * target);
-    cg_emit(o, "    long a = n * %ldL, b = %ldL;\n    while (b) { long r = a %% b; a = b; b = r; }\n    need = %ldL / a;\n  }\n",
-            (long)p->nb[1], target, target);
-  }
+  if (t->sm == 1 && pn) cg_emit(o, "  long need = $P_split_need(n * %ldL, %ldL);\n", (long)p->nb[1], cg_split_target(u));
+  else cg_emit(o, "  long need = 1;\n");
+  cg_emit(o, "  long ncol = (cx.N + %dL) / %dL;\n", t->nr - 1, t->nr);
   cg_emit(o, "  if (need > ncol) need = ncol;\n");
   cg_emit(o, "  cx.tn = ((cx.N + need - 1) / need + %dL) / %dL * %dL;\n  cx.sn = (cx.N + cx.tn - 1) / cx.tn;\n", t->nr - 1,
           t->nr, t->nr);

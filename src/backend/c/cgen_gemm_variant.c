@@ -39,24 +39,13 @@
 #include "backend/c/cgen_gemm_int.h"
 
 /* ---- blocking ------------------------------------------------------------ */
-static int64_t cg_gcd(int64_t a, int64_t b) {
-  while (b) {
-    int64_t r = a % b;
-    a = b, b = r;
-  }
-  return a;
-}
-
 /* The task split of p's nbat batches on variant t (its mr, nr, mp):
- * *sm row blocks by *sn column blocks a batch.  Enough splits that the
- * task count is a multiple of the threads (3 images on 2 threads: 6
- * halves, not 2 rounds for one thread and 1 for the other); from 4 rounds
- * per thread on, whole batches. */
+ * *sm row blocks by *sn column blocks a batch, as many tasks as
+ * cg_split_need asks for, along N or M. */
 static void split_tasks(const cg_mm *p, const cg_tile *t, const cg_isa *isa, int64_t nbat, int64_t *sm, int64_t *sn) {
   const cgen_tuning *u = &p->tune;
   int threads = u->threads > 0 ? u->threads : 2;
-  int64_t target = u->tasks > 0 ? u->tasks : threads;
-  int64_t need = nbat >= 4 * target ? 1 : target / cg_gcd(nbat, target);
+  int64_t need = cg_split_need((long)nbat, cg_split_target(u));
   bool pm = u->par_m, pn = u->par_n;
   if (!pm && !pn) pm = pn = true;
   *sm = 1, *sn = 1;
@@ -478,8 +467,7 @@ static void emit_rows_split(cg_out *o, const cg_mm *p, const cg_tile *t) {
  * table over the batch counts where it splits (up to 4 rounds per thread;
  * past the table, whole batches: its last row). */
 static void emit_batch_split(cg_out *o, const cg_mm *p, const cg_tile *t) {
-  const cgen_tuning *u = &p->tune;
-  int64_t target = u->tasks > 0 ? u->tasks : u->threads > 0 ? u->threads : 2;
+  int64_t target = cg_split_target(&p->tune);
   int64_t rows = (4 * target + p->nb[1] - 1) / p->nb[1];
   if (rows > p->nb[0]) rows = p->nb[0];
   cg_emit(o, "  cx.nb0 = %s;\n  if (cx.nb0 < 1 || cx.nb0 > %ldL) return -1;\n", p->b0_expr, (long)p->nb[0]);
@@ -610,6 +598,7 @@ void cg_mm_emit_variant(cg_out *o, const cg_mm *p, const cg_tile *t) {
     cg_emit_splitk_sum(o, p->full, &sk);
     used = (sk.off + cg_splitk_floats(p, sk.S)) * 4;
   }
+  if (p->rt) cg_emit(o, "static inline long $P_split_need(long nbat, long target) %s\n", CG_SPLIT_NEED_TEXT);
   cg_emit(o, "static $T int $P_run(hprt_pool *pool, const void *A, const void *B, void *C, const void *const *ep) {\n");
   cg_emit(o, "  $F_ctx cx;\n  cx.A = A; cx.B = B; cx.C = C; cx.ep = ep;\n");
   emit_depth(o, p, t);

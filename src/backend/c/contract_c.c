@@ -717,8 +717,15 @@ harp_status cc_emit_conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
     bool wino = rs.tune.conv_algo == CGEN_CONV_AUTO && rt_wino_pays(c, &s);
     /* the batch alone at run time, the direct kernel: one image's constant-size kernel, per image */
     one_image = cc_conv_one_image(&s, &img);
+    /* the implicit GEMM's variants (AVX2, scalar) take the plan's K block at
+     * the box's corner, as a specialised object's do (issue 25: KC 256 of K =
+     * 288 summed two blocks through C); the direct kernel reads it only when
+     * forced, which keeps its own */
+    int pkc = ch && s.tune.conv_algo != CGEN_CONV_DIRECT && !conv_plan_direct(c, r, &s, &s.tune) ? cc_plan_tile_k(c, r) : 0;
+    if (pkc > 0) s.tune.kc = pkc;
     if (ch && one_image) cc_note_add(ch, "ShapeSet object, the batch read at run time: one image's kernel (built-in blocking), per image");
-    if (ch && !one_image) cc_note_add(ch, "ShapeSet object, sizes read at run time: the direct or depthwise kernel's built-in blocking, not the plan");
+    if (ch && !one_image) cc_note_add(ch, pkc > 0 ? "ShapeSet object, sizes read at run time: the direct or depthwise kernel's built-in blocking, the implicit GEMM's (AVX2, scalar) the plan's K block"
+                               : "ShapeSet object, sizes read at run time: the direct or depthwise kernel's built-in blocking, not the plan");
     if (ch && !one_image && wino) cc_note_add(ch, "ShapeSet object: Winograd from this many output pixels an image, chosen per binding");
   } else {
     /* the plan's M is con->m: the pixels when X is the left operand */

@@ -52,8 +52,12 @@ rt_plan_choice *cc_choice_of(const rc_ctx *c, int r);
  * choice, or NULL for the built-in tuning. */
 rt_plan_choice *cc_plan_tuning(const rc_ctx *c, int r, char kind, bool swap, cgen_tuning *t, int *bm, int *bn,
                                plan_use *u);
+/* Region r's plan's tile of its GEMM view's K (the template's KC), 0 when
+ * it has no plan or the plan no such tile. */
+int cc_plan_tile_k(const rc_ctx *c, int r);
 /* The template's kernel kfn into out under the plan's tuning, else the
- * built-in one; false: the template refuses the shape itself. */
+ * built-in one (with no plan, tune's conv_algo and kc kept); false: the
+ * template refuses the shape itself. */
 bool cc_template_body(rc_ctx *c, plan_use *pu, gen_fn gen, const void *spec, cgen_tuning *tune, int *bm, int *bn,
                       const char *kfn, ut_str *out);
 /* Whether a template's spec takes its tune.splitk (set), and why not. */

@@ -114,6 +114,23 @@ static void plan_to_dconv(const plan_t *p, const plan_region_info *ri, const pla
   if (toc > 0 && oc_ax >= 0) t->dconv.order = toc >= ri->axes[oc_ax].size ? 1 : 2;
 }
 
+/* Region r's plan, its region info into *ri and its GEMM view into *gv;
+ * NULL when the region has no plan or the plan no GEMM view. */
+static rt_plan_choice *plan_gemm_of(const rc_ctx *c, int r, const plan_region_info **ri, plan_gemm_view *gv) {
+  rt_plan_choice *ch = cc_choice_of(c, r);
+  const rg_info *info = c->f->part->regions[c->f->kernels[r].region].info;
+  if (!ch || !info || plan_region_gemm_view(&info->plan_info, gv, NULL)) return NULL;
+  *ri = &info->plan_info;
+  return ch;
+}
+
+int cc_plan_tile_k(const rc_ctx *c, int r) {
+  const plan_region_info *ri;
+  plan_gemm_view gv;
+  const rt_plan_choice *ch = plan_gemm_of(c, r, &ri, &gv);
+  return ch ? tile_of(&ch->plan, ri, gv.k) : 0;
+}
+
 /* Fill t from the region's plan (kind: 'g' GEMM, 'c' conv with the plan's
  * roles swapped when swap, 'a' attention; bm/bn for attention).  Returns the
  * choice, or NULL for the built-in tuning. */
@@ -122,15 +139,14 @@ rt_plan_choice *cc_plan_tuning(const rc_ctx *c, int r, char kind, bool swap, cge
   cgen_tuning_default(t);
   u->ch = NULL;
   u->desc[0] = 0;
-  rt_plan_choice *ch = cc_choice_of(c, r);
-  const rg_info *info = c->f->part->regions[c->f->kernels[r].region].info;
+  const plan_region_info *ri;
   plan_gemm_view gv;
-  if (!ch || !info || plan_region_gemm_view(&info->plan_info, &gv, NULL)) {
+  rt_plan_choice *ch = plan_gemm_of(c, r, &ri, &gv);
+  if (!ch) {
     cc_jit_variant(c, t, cc_host_isa_mask());
     return NULL;
   }
   const plan_t *p = &ch->plan;
-  const plan_region_info *ri = &info->plan_info;
   int m_ax = swap ? gv.n : gv.m, n_ax = swap ? gv.m : gv.n;
   int tm = tile_of(p, ri, m_ax), tn = tile_of(p, ri, n_ax), tk = tile_of(p, ri, gv.k);
   bool full = p->ntile == 3 && tm > 0 && tn > 0 && tk > 0;
@@ -219,12 +235,13 @@ bool cc_template_body(rc_ctx *c, plan_use *pu, gen_fn gen, const void *spec, cge
   ut_str body;
   ut_str_init(&body);
   bool refused = pu->ch && gen(&pe, spec, kfn, &body) != HARP_OK;
-  if (refused || !pu->ch) { /* the built-in tuning (the conv algorithm is not the plan's) */
+  if (refused || !pu->ch) { /* the built-in tuning (the conv algorithm is not the plan's; without a plan
+                                * the K block the caller set: a ShapeSet conv's, cc_emit_conv) */
     ut_str_free(&body);
     ut_str_init(&body);
-    int conv_algo = tune->conv_algo;
+    int conv_algo = tune->conv_algo, kc = refused ? 0 : tune->kc;
     cgen_tuning_default(tune);
-    tune->conv_algo = conv_algo;
+    tune->conv_algo = conv_algo, tune->kc = kc;
     if (bm) *bm = *bn = 0;
     cc_jit_variant(c, tune, cc_host_isa_mask());
     if (gen(&e2, spec, kfn, &body) != HARP_OK) {
