@@ -6,7 +6,8 @@
  * cg_qg_tail_nv, cg_qg_col_bytes, cg_qg_emit_epilogue, cg_qg_post_params, cg_qg_emit_post
  * (cgen_qgemm.c); cg_qamx_pays,
  * cg_qamx_on, cg_qamx_wwords, cg_qamx_emit (cgen_qamx.c);
- * cg_qg2_emit_tile (cgen_qgemm_avx2.c). */
+ * cg_qg2_emit_tile (cgen_qgemm_avx2.c); cg_qg_emit_pad, cg_qg_emit_phase,
+ * cg_qg_emit_bpack (cgen_qgemm_b.c). */
 #ifndef HARP_CGEN_QGEMM_INT_H
 #define HARP_CGEN_QGEMM_INT_H
 
@@ -75,5 +76,15 @@ void cg_qamx_emit(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d);
  * first nv vectors of 16 of NR columns of packed B, depth blocks through
  * acc, the requantizing epilogue on the last), exact, with AVX2 only. */
 void cg_qg2_emit_tile(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, const char *name, int nv);
+
+/* cgen_qgemm_b.c.  $F_pad: channel c of a stride-1 conv's image with its
+ * padding (za), Hp x Wp bytes (d->cd). */
+void cg_qg_emit_pad(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d);
+/* $F_phs (vec: $P_phs too): channel c of a strided conv's image as its sh sw
+ * phase planes (d->ps). */
+void cg_qg_emit_phase(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, bool vec);
+/* $P_pkb: B block jb packed (or read in place: d->ci, d->ps, d->pg) for the
+ * tiles (vec: the AVX-512 variant's). */
+void cg_qg_emit_bpack(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, bool vec);
 
 #endif
