@@ -9,7 +9,6 @@ run the softmax template with the steps in it, not the loop nest.  Runs on
 the interpreter and the cpu backend (HARP_TEST_BACKENDS).
 """
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -53,14 +52,6 @@ def qdq_softmax(shape, s_in, zp_in, mul, s_mid, zp_mid, s_out, zp_out):
     return path
 
 
-def kernels_c(path):
-    """The C `harp compile` makes of path for the cpu, and the process."""
-    out = tempfile.mkdtemp(prefix="harp_qsoftmax_c_")
-    p = subprocess.run([ht.HARP, "compile", path, "--target", "cpu", "-o", out], capture_output=True, text=True,
-                       timeout=300)
-    return "".join(open(os.path.join(r, f)).read() for r, _, fs in os.walk(out) for f in fs if f.endswith(".c")), p
-
-
 def check(name, path, x, s_out):
     """harp on each backend against onnxruntime on input x: within one step
     of the output scale everywhere, and nearly all elements equal (the exp
@@ -92,7 +83,7 @@ def case(name, shape, zp_in, zp_mid, s_out, zp_out=0, template=True, mul=0.125, 
         x.reshape(-1, shape[-1])[1::5, :] = lo
     check(name, path, x, s_out)
     if "cpu" in ht.BACKENDS:
-        c, p = kernels_c(path)
+        c, p = ht.cpu_c(path)
         S.check(f"{name}: compiles", p.returncode == 0, p.stderr[-800:])
         k = c.find("_softmax_avx512_row(")
         body = c[k:c.find("\n}\n", k)] if k >= 0 else ""

@@ -13,7 +13,11 @@
  * AVX-512): terms below 2^-126 flush to 0, which keeps subnormals (and their
  * microcode assists) out of the sums; NaN propagates, so a row holding NaN
  * or inf (max - max = NaN) comes out NaN like the reference's division chain.
- * Rows go to tasks in chunks; small problems stay on the calling thread. */
+ * Rows go to tasks in chunks; small problems stay on the calling thread.
+ * A QDQ softmax (an int8 BERT's DQ -> Q -> DQ -> Softmax -> Q): pass 1 runs
+ * x through the spec's prologue steps and keeps the codes in d, pass 2
+ * reads d; pass 3 scales by ymul / sum and runs the epilogue steps (rint,
+ * clamp) before the store. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -27,14 +31,6 @@ void cgen_softmax_spec_init(cgen_softmax_spec *s, int64_t rows, int64_t cols, ti
   s->scale = 1.0f;
   s->ymul = 1.0f;
   cgen_tuning_default(&s->tune);
-}
-
-/* A float constant as C source (%#.9gf: read back bit for bit). */
-typedef struct { char s[40]; } sm_fbuf;
-static sm_fbuf fmt_f(float v) {
-  sm_fbuf b;
-  snprintf(b.s, sizeof b.s, "%#.9gf", (double)v);
-  return b;
 }
 
 /* The steps n of list ep applied to vector `v` (cgen_emit's chain). */
@@ -113,7 +109,8 @@ static void emit_variant(cg_out *o, const cgen_softmax_spec *s) {
   if (tail) /* the lanes past the row are not summed: read back what was stored */
     cg_emit(o, "  $P_stn(d + %ldL, $P_exp2z(($P_ldn%s(%s + %ldL, %d) - vm) * vl), %d);\n  s1 = s1 + $P_ldn(d + %ldL, %d);\n",
             full, ss, src, full, tail, tail, full, tail);
-  cg_emit(o, "  $P_v vi = $P_set1(%s / $P_hsum(s0 + s1));\n", s->ymul == 1.0f ? "1.0f" : fmt_f(s->ymul).s);
+  if (s->ymul == 1.0f) cg_emit(o, "  $P_v vi = $P_set1(1.0f / $P_hsum(s0 + s1));\n");
+  else cg_emit(o, "  $P_v vi = $P_set1(%#.9gf / $P_hsum(s0 + s1));\n", (double)s->ymul); /* e * ymul / sum */
   if (s->nepi) emit_quant_store(o, s, C, full, tail);
   else {
     cg_emit(o, "  for (j = 0; j + %d <= %ldL; j += %d) $P_st%s(y + j, $P_ld(d + j) * vi);\n", w, C, w, ys);
