@@ -211,6 +211,14 @@ typedef struct ct_softmax {
   ct_tensor x, y;     /* x: what the kernel reads (a peeled CAST's source); offsets 0 */
   float scale;        /* 1: plain softmax; a program's exp2(c (x - max)) gives c / log2(e), times
                          a positive constant the program scales x by first */
+  /* a QDQ softmax: x goes through pro[0..npro) (elementwise steps with
+   * constants, ct_epi_chain: a DequantizeLinear / QuantizeLinear pair) before
+   * the max; y = e * ymul / sum then goes through epi[0..nepi) (a
+   * QuantizeLinear's rint and clamp) before its store.  npro 0, ymul 1,
+   * nepi 0: a plain softmax. */
+  int npro, nepi;
+  ct_epi pro[CT_MAX_EPI], epi[CT_MAX_EPI];
+  float ymul;
 } ct_softmax;
 
 /* y = (x - mean) * rsqrt(var + eps) [* gamma] [+ beta] per row. */
@@ -224,6 +232,8 @@ typedef struct ct_layernorm {
  * kernels; false with *why NULL when it is not that computation, false with
  * *why set when it is but is read in a way the kernels do not take. */
 bool ct_read_softmax(const ct_row *w, ct_softmax *out, const char **why);
+/* A softmax with no QDQ steps (npro 0, nepi 0, ymul 1): what a row kernel without them takes. */
+bool ct_softmax_plain(const ct_softmax *s);
 bool ct_read_layernorm(const ct_row *w, ct_layernorm *out, const char **why);
 
 /* ---- elementwise maps (contract_map.c) --------------------------------------

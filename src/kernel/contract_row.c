@@ -174,19 +174,55 @@ static ct_tensor tensor_of(const ct_row *w, int n) {
   return (ct_tensor){n, ct_row_slot_of(w, n), ct_row_storage(w, n), 0};
 }
 
-/* softmax: y = e / bcast(SUM e), e = EXP2(MUL(SUB(x, bcast(MAX x)), c)) | EXP(SUB(..)), [CAST y] */
+/* The prologue of a QDQ softmax: ns[0..nn) elementwise steps with constants
+ * (ct_epi_chain) from the outside tensor ns[0] reads, into out->pro; each
+ * read point for point.  The chain's last node into *last, the tensor it
+ * starts from into *x; false when the steps are not such a chain. */
+static bool softmax_pro(const ct_row *w, const int *ns, int nn, ct_softmax *out, int *x, int *last) {
+  const tiny_graph *g = w->s->g;
+  const tiny_node *n0 = node(w, ns[0]);
+  *x = -1;
+  for (int k = 0; k < n0->nsrc && *x < 0; k++) /* the operand that is no constant */
+    if (!const_src(w, ns[0], k, NULL)) *x = n0->src[k].node;
+  const char *why = NULL;
+  if (*x < 0 || !ct_epi_chain(g, ns, nn, *x, false, out->pro, &out->npro, last, &why)) return false;
+  if (node(w, *last)->dtype != TINY_FP32 || !row_input(w, *x, &ns[0], 1)) return false;
+  for (int i = 1; i < nn; i++)
+    if (!read_by_rows(w, ns[i - 1], &ns[i], 1)) return false;
+  return true;
+}
+
+/* The epilogue of a QDQ softmax: ns[0..nn) after y, into out->epi, the
+ * node stored into *o; each read point for point. */
+static bool softmax_epi(const ct_row *w, const int *ns, int nn, int y, ct_softmax *out, int *o) {
+  const char *why = NULL;
+  *o = y;
+  if (!nn) return true;
+  if (!ct_epi_chain(w->s->g, ns, nn, y, false, out->epi, &out->nepi, o, &why)) return false;
+  for (int i = 0; i < nn; i++)
+    if (!read_by_rows(w, i ? ns[i - 1] : y, &ns[i], 1)) return false;
+  return true;
+}
+
+/* softmax: y = e [* k] / bcast(SUM e), e = EXP2(MUL(SUB(x, bcast(MAX x)), c)) | EXP(SUB(..)) | EXP(MUL(..)),
+ * x: the input, the input times a constant, or (QDQ) a chain of elementwise steps of it; then a chain
+ * after y ([CAST], or a QuantizeLinear's steps) */
 bool ct_read_softmax(const ct_row *w, ct_softmax *out, const char **why) {
   *why = NULL;
   memset(out, 0, sizeof *out);
-  int ns[16], n = ct_row_compute_nodes(w, ns, 16);
-  if (n < 5 || n > 8) return false;
+  out->ymul = 1.0f;
+  int ns[64], n = ct_row_compute_nodes(w, ns, 64);
+  if (n < 5) return false;
+  int imx = 0; /* the row max: what comes before it is the prologue */
+  while (imx < n && !last_axis_reduce(w, ns[imx], TINY_RMAX)) imx++;
+  if (imx >= n || imx > CT_MAX_EPI) return false;
   /* a positive constant scale first (softmax(x / T), softmax(x * s)): the
    * max of c x is c times the max of x, so c folds into the kernel's scale
    * (unless c x overflows where x does not) */
-  int k = 0, pre = -1, pre_x = -1; /* the scaling node and the x it scales */
+  int k = 0, pre = -1, pre_x = -1, chain_x = -1, chain_last = -1; /* the scaling node and the x it scales */
   double pc = 1;
   const tiny_node *p0 = node(w, ns[0]);
-  if (n >= 6 && (p0->op == TINY_MUL || p0->op == TINY_FDIV)) {
+  if (imx == 1 && n >= 6 && (p0->op == TINY_MUL || p0->op == TINY_FDIV)) {
     int a = base_src(w, ns[0], 0), b = base_src(w, ns[0], 1);
     bool cb = const_src(w, ns[0], 1, &pc), ca = p0->op == TINY_MUL && !cb && const_src(w, ns[0], 0, &pc);
     if ((cb || ca) && pc > 0 && isfinite(pc)) {
@@ -195,36 +231,51 @@ bool ct_read_softmax(const ct_row *w, ct_softmax *out, const char **why) {
       if (p0->op == TINY_FDIV) pc = 1 / pc;
     }
   }
+  if (imx > k) { /* a QDQ prologue */
+    if (k || !softmax_pro(w, ns, imx, out, &chain_x, &chain_last)) return false;
+    k = imx;
+  }
   if (n - k < 5) return false;
   int mx = ns[k++], d = ns[k++], t = -1, ex;
-  double c = 1.4426950408889634;
+  double c = 1.4426950408889634, ym = 1;
   if (node(w, ns[k])->op == TINY_MUL) t = ns[k++];
   if (n - k < 3) return false;
   ex = ns[k++];
-  int z = ns[k++], y = ns[k++], o = k < n ? ns[k++] : y;
-  if (k != n) return false;
-  int xin = base_src(w, mx, 0); /* what MAX and SUB read: x, or the scaled x */
+  int z = -1, num = ex; /* the SUM, the numerator (e, or e times a constant) */
+  for (int r = 0; r < 2 && k < n; r++) {
+    int q = ns[k];
+    if (z < 0 && last_axis_reduce(w, q, TINY_RSUM)) z = q, k++;
+    else if (num == ex && node(w, q)->op == TINY_MUL && base_src(w, q, 0) == ex && const_src(w, q, 1, &ym) && ym > 0 &&
+             isfinite(ym))
+      num = q, k++;
+    else break;
+  }
+  if (z < 0 || k >= n) return false;
+  int y = ns[k++], o = y;
+  int xin = base_src(w, mx, 0); /* what MAX and SUB read: x, the scaled x or the prologue's last value */
   if (pre >= 0 && xin != pre) return false;
-  int x = pre >= 0 ? pre_x : xin;
+  if (chain_last >= 0 && xin != chain_last) return false;
+  int x = pre >= 0 ? pre_x : chain_x >= 0 ? chain_x : xin;
   if (!last_axis_reduce(w, mx, TINY_RMAX) || node(w, d)->op != TINY_SUB || base_src(w, d, 0) != xin ||
       base_src(w, d, 1) != mx)
     return false;
   if (t >= 0 && (base_src(w, t, 0) != d || !const_src(w, t, 1, &c) || !(c > 0))) return false;
-  if (!((t >= 0 && node(w, ex)->op == TINY_EXP2 && base_src(w, ex, 0) == t) ||
-        (t < 0 && node(w, ex)->op == TINY_EXP && base_src(w, ex, 0) == d)))
+  bool e2 = node(w, ex)->op == TINY_EXP2, e1 = node(w, ex)->op == TINY_EXP;
+  if (!((t >= 0 && (e2 || e1) && base_src(w, ex, 0) == t) || (t < 0 && e1 && base_src(w, ex, 0) == d))) return false;
+  if (t >= 0 && e1) c *= 1.4426950408889634; /* exp(c u) = exp2(c log2(e) u) */
+  if (base_src(w, z, 0) != ex || node(w, y)->op != TINY_FDIV || base_src(w, y, 0) != num || base_src(w, y, 1) != z)
     return false;
-  if (!last_axis_reduce(w, z, TINY_RSUM) || base_src(w, z, 0) != ex || node(w, y)->op != TINY_FDIV ||
-      base_src(w, y, 0) != ex || base_src(w, y, 1) != z)
-    return false;
-  if (o != y && (node(w, o)->op != TINY_CAST || base_src(w, o, 0) != y)) return false;
+  if (!softmax_epi(w, ns + k, n - k, y, out, &o)) return false;
   if (w->R->nout != 1 || w->R->out_values[0] != o || !tiny_dtype_is_float(node(w, x)->dtype)) return false;
   int64_t rows, cols;
   int rd[2] = {mx, d};
-  bool rows_ok = pre < 0 ? row_input(w, x, rd, 2) : row_input(w, x, &pre, 1) && read_by_rows(w, pre, rd, 2);
+  bool rows_ok = chain_x >= 0 ? read_by_rows(w, xin, rd, 2)
+                 : pre < 0    ? row_input(w, x, rd, 2)
+                              : row_input(w, x, &pre, 1) && read_by_rows(w, pre, rd, 2);
   if (!row_space(w, mx, &rows, &cols) || !rows_ok) DECLINE("softmax input is not read row by row");
   int bd = ct_row_block_of(w, d), by = ct_row_block_of(w, y);
   if (!reads_rowmajor(w, bd, access_of(w, bd, mx), 1) || !reads_rowmajor(w, by, access_of(w, by, z), 1) ||
-      !reads_rowmajor(w, by, access_of(w, by, ex), 0))
+      !reads_rowmajor(w, by, access_of(w, by, num), 0) || (num != ex && !read_by_rows(w, ex, &num, 1)))
     DECLINE("softmax reads its row statistics other than broadcast along the row");
   if (ct_row_slot_of(w, o) < 0) DECLINE("softmax output is not a buffer of the kernel");
   out->cols = cols;
@@ -232,9 +283,12 @@ bool ct_read_softmax(const ct_row *w, ct_softmax *out, const char **why) {
   out->x = tensor_of(w, x);
   out->y = tensor_of(w, o);
   out->scale = (float)(pc * c / 1.4426950408889634);
+  out->ymul = (float)ym;
   if (!(out->scale > 0) || !isfinite(out->scale)) DECLINE("softmax scale out of range");
   return true;
 }
+
+bool ct_softmax_plain(const ct_softmax *s) { return !s->npro && !s->nepi && s->ymul == 1.0f; }
 
 /* layernorm: mean = SUM x * 1/n; xc = x - mean; var = SUM xc*xc * 1/n;
  * y = xc * bcast(RSQRT(var + eps)) [* gamma] [+ beta] [CAST] */

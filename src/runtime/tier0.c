@@ -173,7 +173,7 @@ static char read_row(const ct_src *src, int r, t0_read *k) {
   const char *why = NULL;
   ct_row_init(&w, src, r);
   if (ct_read_softmax(&w, &k->u.s, &why))
-    return k->u.s.x.dtype == TINY_FP32 && k->u.s.y.dtype == TINY_FP32 ? 's' : 0;
+    return k->u.s.x.dtype == TINY_FP32 && k->u.s.y.dtype == TINY_FP32 && ct_softmax_plain(&k->u.s) ? 's' : 0;
   const ct_layernorm *ln = &k->u.l;
   if (!ct_read_layernorm(&w, &k->u.l, &why) || ln->x.dtype != TINY_FP32 || ln->y.dtype != TINY_FP32 ||
       (ln->gamma.slot >= 0 && ln->gamma.dtype != TINY_FP32) || (ln->beta.slot >= 0 && ln->beta.dtype != TINY_FP32))

@@ -21,7 +21,7 @@ package's sessions compile to their object before the first run anyway).
 
 Needs: numpy; the harp CLI (HARP_BIN); the package where built.  Gives:
 Suite, run, run_model, package, run_cpu_and_interp, compiled_only, close,
-onnx_or_skip, write_model, shapeset_run, shapeset_built, HARP, SRC, MODELS, BACKENDS.
+onnx_or_skip, write_model, shapeset_run, shapeset_built, cpu_c, HARP, SRC, MODELS, BACKENDS.
 """
 import atexit
 import os
@@ -193,6 +193,15 @@ def close(got, want, rtol=1e-3, atol=1e-3):
     ok = np.allclose(got, want, rtol=rtol, atol=atol, equal_nan=True)
     err = np.nanmax(np.abs(got - want)) if got.size else 0.0
     return ok, f"max abs err {err:.3g}"
+
+
+def cpu_c(path, extra=()):
+    """The C `harp compile` makes of path for the cpu (extra: more options),
+    all its .c files in one string, and the process."""
+    out = tempfile.mkdtemp(prefix="harp_cpu_c_")
+    p = subprocess.run([HARP, "compile", path, "--target", "cpu", "-o", out, *extra], capture_output=True, text=True,
+                       timeout=300)
+    return "".join(open(os.path.join(r, f)).read() for r, _, fs in os.walk(out) for f in fs if f.endswith(".c")), p
 
 
 def write_model(uops, outputs=None, path=None):

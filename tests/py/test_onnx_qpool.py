@@ -8,7 +8,6 @@ run the pool template, not the loop nest.  Runs on the interpreter and the
 cpu backend (HARP_TEST_BACKENDS).
 """
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -48,14 +47,6 @@ def qdq_pool(pool, shape, zp, s_in, s_out, k, st, pad, **attrs):
     path = os.path.join(tempfile.mkdtemp(prefix="harp_qpool_"), "m.onnx")
     onnx.save(m, path)
     return path
-
-
-def kernels_c(path):
-    """The C `harp compile` makes of path for the cpu, and the process."""
-    out = tempfile.mkdtemp(prefix="harp_qpool_c_")
-    p = subprocess.run([ht.HARP, "compile", path, "--target", "cpu", "-o", out], capture_output=True, text=True,
-                       timeout=300)
-    return "".join(open(os.path.join(r, f)).read() for r, _, fs in os.walk(out) for f in fs if f.endswith(".c")), p
 
 
 def check(name, path, x, exact=True):
@@ -99,7 +90,7 @@ def case(name, pool, shape, zp, s_in, s_out, k, st, pad, exact=True, template=Tr
         x = RNG.uniform(lo, hi, size=shape).astype(np.float32)
     check(name, path, x, exact)
     if "cpu" in ht.BACKENDS:
-        c, p = kernels_c(path)
+        c, p = ht.cpu_c(path)
         S.check(f"{name}: compiles", p.returncode == 0, p.stderr[-800:])
         took = "_pool(hprt_pool *pool" in c and "template declined" not in c
         S.check(f"{name}: the pool template {'takes' if template else 'declines'} it", took == template,

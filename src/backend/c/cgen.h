@@ -306,6 +306,12 @@ typedef struct cgen_softmax_spec {
   cgen_tuning tune;            /* simd, isa_mask, force_isa */
   const char *rows_expr;       /* NULL; else the row count as a C expression read at run time
                                   (a ShapeSet object: rc_size_expr), rows its value here */
+  /* a QDQ softmax: x through pro[0..npro) before the max (a dequantize and
+   * requantize), y = e * ymul / sum through epi[0..nepi) before the store (a
+   * quantize); steps with constants only (no bias, residual).  0, 1, 0: none */
+  int npro, nepi;
+  cgen_epi pro[CGEN_MAX_EPI], epi[CGEN_MAX_EPI];
+  float ymul;
 } cgen_softmax_spec;
 
 void cgen_softmax_spec_init(cgen_softmax_spec *s, int64_t rows, int64_t cols, tiny_dtype dt);

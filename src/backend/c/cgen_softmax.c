@@ -13,7 +13,11 @@
  * AVX-512): terms below 2^-126 flush to 0, which keeps subnormals (and their
  * microcode assists) out of the sums; NaN propagates, so a row holding NaN
  * or inf (max - max = NaN) comes out NaN like the reference's division chain.
- * Rows go to tasks in chunks; small problems stay on the calling thread. */
+ * Rows go to tasks in chunks; small problems stay on the calling thread.
+ * A QDQ softmax (an int8 BERT's DQ -> Q -> DQ -> Softmax -> Q): pass 1 runs
+ * x through the spec's prologue steps and keeps the codes in d, pass 2
+ * reads d; pass 3 scales by ymul / sum and runs the epilogue steps (rint,
+ * clamp) before the store. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -25,7 +29,44 @@ void cgen_softmax_spec_init(cgen_softmax_spec *s, int64_t rows, int64_t cols, ti
   s->rows = rows, s->cols = cols;
   s->x_dtype = s->y_dtype = dt;
   s->scale = 1.0f;
+  s->ymul = 1.0f;
   cgen_tuning_default(&s->tune);
+}
+
+/* The steps n of list ep applied to vector `v` (cgen_emit's chain). */
+static void emit_steps(cg_out *o, const cgen_epi *ep, int n) {
+  for (int i = 0; i < n; i++) cg_emit_epi_common(o, &ep[i], i, "0", "v");
+}
+
+/* Pass 1 of a QDQ softmax (s->npro steps): the row's x through the prologue
+ * into d (fp32) and its max into m0 / m1; C columns, full of them in whole
+ * vectors, tail after. */
+static void emit_pro_max(cg_out *o, const cgen_softmax_spec *s, long C, long full, int tail) {
+  int w = o->isa->w;
+  const char *xs = cg_vsuffix(s->x_dtype);
+  cg_emit(o, "  $P_v m0 = $P_set1(-INFINITY), m1 = m0, m2 = m0, m3 = m0;\n  long j = 0;\n");
+  cg_emit(o, "  for (; j + %d <= %ldL; j += %d) {\n    $P_v v = $P_ld%s(x + j);\n", w, C, w, xs);
+  emit_steps(o, s->pro, s->npro);
+  cg_emit(o, "    $P_st(d + j, v);\n    m0 = $P_max(m0, v);\n  }\n");
+  if (tail) {
+    cg_emit(o, "  {\n    $P_v v = $P_ldn%s(x + %ldL, %d);\n", xs, full, tail);
+    emit_steps(o, s->pro, s->npro);
+    cg_emit(o, "    $P_stn(d + %ldL, v, %d);\n    m1 = $P_max(m1, $P_keep(v, %d));\n  }\n", full, tail, tail);
+  }
+}
+
+/* Pass 3 of a QDQ softmax: y = d * vi through s->epi (a quantize) into y. */
+static void emit_quant_store(cg_out *o, const cgen_softmax_spec *s, long C, long full, int tail) {
+  int w = o->isa->w;
+  const char *ys = cg_vsuffix(s->y_dtype);
+  cg_emit(o, "  for (j = 0; j + %d <= %ldL; j += %d) {\n    $P_v v = $P_ld(d + j) * vi;\n", w, C, w);
+  emit_steps(o, s->epi, s->nepi);
+  cg_emit(o, "    $P_st%s(y + j, v);\n  }\n", ys);
+  if (tail) {
+    cg_emit(o, "  {\n    $P_v v = $P_ldn(d + %ldL, %d) * vi;\n", full, tail);
+    emit_steps(o, s->epi, s->nepi);
+    cg_emit(o, "    $P_stn%s(y + %ldL, v, %d);\n  }\n", ys, full, tail);
+  }
 }
 
 static void emit_variant(cg_out *o, const cgen_softmax_spec *s) {
@@ -39,15 +80,19 @@ static void emit_variant(cg_out *o, const cgen_softmax_spec *s) {
   /* one row; d is y itself when y is fp32, so neither is restrict */
   cg_emit(o, "static $T void $P_row(const %s *restrict x, const %s *nx, %s *y, float *d) {\n", xt, xt, yt);
   cg_emit(o, "  (void)nx;\n");
-  cg_emit(o, "  $P_v m0 = $P_set1(-INFINITY), m1 = m0, m2 = m0, m3 = m0;\n  long j = 0;\n");
-  cg_emit(o, "  for (; j + %d <= %ldL; j += %d) {\n", 4 * w, C, 4 * w);
-  for (int u = 0; u < 4; u++) cg_emit(o, "    m%d = $P_max(m%d, $P_ld%s(x + j + %d));\n", u, u, xs, u * w);
-  cg_emit(o, "  }\n");
-  /* leftover loops only where they run: GCC warns about loops it proves empty */
-  if (C % (4 * w) >= w) cg_emit(o, "  for (; j + %d <= %ldL; j += %d) m0 = $P_max(m0, $P_ld%s(x + j));\n", w, C, w, xs);
-  if (tail) cg_emit(o, "  m1 = $P_max(m1, $P_keep($P_ldn%s(x + %ldL, %d), %d));\n", xs, full, tail, tail);
+  if (s->npro) emit_pro_max(o, s, C, full, tail);
+  else {
+    cg_emit(o, "  $P_v m0 = $P_set1(-INFINITY), m1 = m0, m2 = m0, m3 = m0;\n  long j = 0;\n");
+    cg_emit(o, "  for (; j + %d <= %ldL; j += %d) {\n", 4 * w, C, 4 * w);
+    for (int u = 0; u < 4; u++) cg_emit(o, "    m%d = $P_max(m%d, $P_ld%s(x + j + %d));\n", u, u, xs, u * w);
+    cg_emit(o, "  }\n");
+    /* leftover loops only where they run: GCC warns about loops it proves empty */
+    if (C % (4 * w) >= w) cg_emit(o, "  for (; j + %d <= %ldL; j += %d) m0 = $P_max(m0, $P_ld%s(x + j));\n", w, C, w, xs);
+    if (tail) cg_emit(o, "  m1 = $P_max(m1, $P_keep($P_ldn%s(x + %ldL, %d), %d));\n", xs, full, tail, tail);
+  }
   cg_emit(o, "  $P_v vm = $P_set1($P_hmax($P_max($P_max(m0, m1), $P_max(m2, m3))));\n");
   cg_emit(o, "  $P_v vl = $P_set1(%#.9gf), s0 = $P_zero(), s1 = s0;\n", (double)s->scale * 1.4426950408889634);
+  const char *src = s->npro ? "d" : "x", *ss = s->npro ? "" : xs; /* a prologue's values wait in d */
   cg_emit(o, "  for (j = 0; j + %d <= %ldL; j += %d) {\n", 2 * w, C, 2 * w);
   /* the next row's input, a line at a time, while the exp pass computes
    * (one core alone does not keep enough loads in flight: ~15% here) */
@@ -55,18 +100,22 @@ static void emit_variant(cg_out *o, const cgen_softmax_spec *s) {
   for (int b = 0; w > 1 && b < step; b += 64)
     cg_emit(o, "    __builtin_prefetch((const char *)(nx + j) + %d, 0, 3);\n", b);
   for (int u = 0; u < 2; u++)
-    cg_emit(o, "    { $P_v e = $P_exp2z(($P_ld%s(x + j + %d) - vm) * vl); $P_st(d + j + %d, e); s%d = s%d + e; }\n", xs, u * w,
-            u * w, u, u);
+    cg_emit(o, "    { $P_v e = $P_exp2z(($P_ld%s(%s + j + %d) - vm) * vl); $P_st(d + j + %d, e); s%d = s%d + e; }\n", ss, src,
+            u * w, u * w, u, u);
   cg_emit(o, "  }\n");
   if (C % (2 * w) >= w)
-    cg_emit(o, "  for (; j + %d <= %ldL; j += %d) { $P_v e = $P_exp2z(($P_ld%s(x + j) - vm) * vl); $P_st(d + j, e); s0 = s0 + e; }\n",
-            w, C, w, xs);
+    cg_emit(o, "  for (; j + %d <= %ldL; j += %d) { $P_v e = $P_exp2z(($P_ld%s(%s + j) - vm) * vl); $P_st(d + j, e); s0 = s0 + e; }\n",
+            w, C, w, ss, src);
   if (tail) /* the lanes past the row are not summed: read back what was stored */
-    cg_emit(o, "  $P_stn(d + %ldL, $P_exp2z(($P_ldn%s(x + %ldL, %d) - vm) * vl), %d);\n  s1 = s1 + $P_ldn(d + %ldL, %d);\n",
-            full, xs, full, tail, tail, full, tail);
-  cg_emit(o, "  $P_v vi = $P_set1(1.0f / $P_hsum(s0 + s1));\n");
-  cg_emit(o, "  for (j = 0; j + %d <= %ldL; j += %d) $P_st%s(y + j, $P_ld(d + j) * vi);\n", w, C, w, ys);
-  if (tail) cg_emit(o, "  $P_stn%s(y + %ldL, $P_ldn(d + %ldL, %d) * vi, %d);\n", ys, full, full, tail, tail);
+    cg_emit(o, "  $P_stn(d + %ldL, $P_exp2z(($P_ldn%s(%s + %ldL, %d) - vm) * vl), %d);\n  s1 = s1 + $P_ldn(d + %ldL, %d);\n",
+            full, ss, src, full, tail, tail, full, tail);
+  if (s->ymul == 1.0f) cg_emit(o, "  $P_v vi = $P_set1(1.0f / $P_hsum(s0 + s1));\n");
+  else cg_emit(o, "  $P_v vi = $P_set1(%#.9gf / $P_hsum(s0 + s1));\n", (double)s->ymul); /* e * ymul / sum */
+  if (s->nepi) emit_quant_store(o, s, C, full, tail);
+  else {
+    cg_emit(o, "  for (j = 0; j + %d <= %ldL; j += %d) $P_st%s(y + j, $P_ld(d + j) * vi);\n", w, C, w, ys);
+    if (tail) cg_emit(o, "  $P_stn%s(y + %ldL, $P_ldn(d + %ldL, %d) * vi, %d);\n", ys, full, full, tail, tail);
+  }
   cg_emit(o, "}\n");
   /* a task: a chunk of rows */
   cg_emit(o, "static $T void $P_task(void *vc, int task, int tid) {\n  const $F_ctx *cx = (const $F_ctx *)vc;\n");
@@ -94,6 +143,16 @@ static void emit_variant(cg_out *o, const cgen_softmax_spec *s) {
   if (o->isa->id != CGEN_ISA_SCALAR) cg_emit(o, "#endif /* HPRT_X86 */\n");
 }
 
+/* Whether steps ep[0..n) are ones with constants only (no tensor read). */
+static bool steps_ok(const cgen_epi *ep, int n) {
+  if (n < 0 || n > CGEN_MAX_EPI) return false;
+  for (int i = 0; i < n; i++)
+    if (ep[i].kind == CGEN_EPI_BIAS_M || ep[i].kind == CGEN_EPI_BIAS_N || ep[i].kind == CGEN_EPI_RESIDUAL ||
+        (unsigned)ep[i].kind >= CGEN_EPI_COUNT)
+      return false;
+  return true;
+}
+
 harp_status cgen_softmax(harp_error *e, const cgen_softmax_spec *s, const char *fn, ut_str *out) {
   if (!s || !out) return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_softmax: NULL argument");
   if (cg_check_name(e, fn)) return e->code;
@@ -104,6 +163,10 @@ harp_status cgen_softmax(harp_error *e, const cgen_softmax_spec *s, const char *
     return ut_fail(e, HARP_E_UNSUPPORTED, NULL, "cgen_softmax: dtypes must be fp32, fp16 or bf16");
   if (!isfinite(s->scale) || !(s->scale > 0))
     return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_softmax: scale must be finite and > 0");
+  if (!isfinite(s->ymul) || !(s->ymul > 0))
+    return ut_fail(e, HARP_E_INVALID_ARG, NULL, "cgen_softmax: ymul must be finite and > 0");
+  if (!steps_ok(s->pro, s->npro) || !steps_ok(s->epi, s->nepi))
+    return ut_fail(e, HARP_E_UNSUPPORTED, NULL, "cgen_softmax: QDQ steps must be constants' steps, at most %d", CGEN_MAX_EPI);
   unsigned set = cg_isa_set(&s->tune);
   cg_out o = {.s = out, .F = fn};
   cg_set_isa(&o, NULL);

@@ -145,6 +145,10 @@ harp_status cc_emit_softmax(rc_ctx *c, int r, const char *fn, ut_str *out, const
   cgen_softmax_spec_init(&s, sm.rows, sm.cols, sm.x.dtype);
   s.y_dtype = sm.y.dtype;
   s.scale = sm.scale;
+  s.ymul = sm.ymul;
+  s.npro = sm.npro, s.nepi = sm.nepi;
+  if (!cc_epi_to_cgen(sm.pro, sm.npro, s.pro) || !cc_epi_to_cgen(sm.epi, sm.nepi, s.epi))
+    DECLINE("a QDQ softmax step the kernel has no step for");
   char rows[160]; /* a ShapeSet object: the rows of y read at run time */
   const tiny_shape *ys = rc_slot_shape(c, r, sm.y.slot);
   if (ys && ys->rank >= 1 && ys->d[ys->rank - 1].n == sm.cols && rc_size_expr(c, ys, 0, ys->rank - 1, sm.rows, rows, sizeof rows))

@@ -125,6 +125,10 @@ static void rownorm_of(const cuda_rctx *c, int64_t rows, int64_t cols, const ct_
 }
 
 static harp_status print_softmax(cuda_rctx *c, int r, const ct_softmax *sm, bool *done, const char **why) {
+  if (!ct_softmax_plain(sm)) { /* the row kernel has no QDQ steps: the loop nests */
+    *why = "a QDQ softmax (steps before the max or after the division): not on the row kernel";
+    return HARP_OK;
+  }
   cuda_rownorm_spec s;
   rownorm_of(c, sm->rows, sm->cols, &sm->x, &sm->y, &s);
   s.scale = sm->scale;
