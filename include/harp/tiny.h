@@ -372,6 +372,10 @@ void tiny_dsym_readers(const tiny_graph *g, const char *sym, bool *reads);
  * NULL: not asked).  A model that does not infer symbolically has none. */
 harp_status tiny_ties_text(harp_error *e, const char *json, const char *const *names, const int64_t *lo, const int64_t *hi,
                            int n, char **out, char *said, size_t cap);
+/* t's symbols but those g defines (a tie, G := 2*H, or another derived
+ * symbol: its value follows the others') into *out, initialised here with
+ * t's sym_broadcasts. */
+harp_status tiny_ties_drop(harp_error *e, const tiny_graph *g, const tiny_symtab *t, tiny_symtab *out);
 
 /* ---- passes ------------------------------------------------------------- */
 /* Load a model from JSON text in either dialect (seed 001 uops, or seed 000

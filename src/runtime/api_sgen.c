@@ -79,24 +79,20 @@ static harp_status prepared_copy(harp_error *e, const char *text, tiny_symtab *t
   return tiny_prepare(e, *out, t, false);
 }
 
-/* t without the symbols that the object's model text defines (a tie the
- * box learned, G := 2*H: rt_sgen's; computed from the others instead). */
-static harp_status drop_tied(harp_error *e, const char *text, tiny_symtab *t) {
+/* lo and syms without the symbols that the object's model text defines (a
+ * tie the box learned, G := 2*H: rt_sgen's; computed from the others
+ * instead), the model read once. */
+static harp_status drop_tied(harp_error *e, const char *text, tiny_symtab *lo, tiny_symtab *syms) {
   tiny_graph *g = NULL;
-  tiny_symtab keep;
-  tiny_symtab_init(&keep);
-  keep.sym_broadcasts = t->sym_broadcasts;
-  harp_status st = tiny_load_json(e, text, strlen(text), NULL, &g);
-  for (int i = 0; !st && i < t->n; i++)
-    if (tiny_dsym_find(g, t->names[i]) < 0) st = tiny_symtab_set(e, &keep, t->names[i], t->values[i]);
-  tiny_graph_free(g);
-  if (st) {
-    tiny_symtab_free(&keep);
-    return st;
+  if (tiny_load_json(e, text, strlen(text), NULL, &g)) return e->code;
+  tiny_symtab *ts[2] = {lo, syms};
+  harp_status st = HARP_OK;
+  for (int k = 0; !st && k < 2; k++) {
+    tiny_symtab keep;
+    if (!(st = tiny_ties_drop(e, g, ts[k], &keep))) tiny_symtab_free(ts[k]), *ts[k] = keep;
   }
-  tiny_symtab_free(t);
-  *t = keep;
-  return HARP_OK;
+  tiny_graph_free(g);
+  return st;
 }
 
 /* The box of o->shapesets plus every symbol syms binds (fixed there; a
@@ -149,8 +145,7 @@ harp_status api_sgen_new(harp_error *e, const tiny_graph *g, tiny_symtab *syms, 
                     .max_memory = o->max_memory > 0 ? (uint64_t)o->max_memory : 0};
   rt_sgen_opts so = {.cpu = &co, .recompile_outside = o->shapeset_recompile};
   if (!st) st = rt_sgen_compile(e, g, box, n, &so, &a->s);
-  if (!st) st = drop_tied(e, rt_sgen_text(a->s), &lo);
-  if (!st) st = drop_tied(e, rt_sgen_text(a->s), syms);
+  if (!st) st = drop_tied(e, rt_sgen_text(a->s), &lo, syms);
   if (!st) st = prepared_copy(e, rt_sgen_text(a->s), &lo, &a->glo); /* the object's model: its weights' shapes */
   if (!st) st = prepared_copy(e, rt_sgen_text(a->s), syms, ghi);
   tiny_symtab_free(&lo);

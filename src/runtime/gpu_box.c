@@ -261,13 +261,11 @@ harp_status gpu_box_ties(harp_error *e, const char *json, const tiny_symtab *bin
 }
 
 /* binding's symbols but those json's model defines (a tie, G := 2*H: its
- * value follows the others) into *own. */
+ * value follows the others) into *own (tiny_ties_drop). */
 static harp_status free_symbols(harp_error *e, const char *json, const tiny_symtab *binding, tiny_symtab *own) {
   tiny_graph *g = NULL;
   if (tiny_load_json(e, json, strlen(json), "<session>", &g)) return e->code;
-  harp_status st = HARP_OK;
-  for (int i = 0; !st && i < binding->n; i++)
-    if (tiny_dsym_find(g, binding->names[i]) < 0) st = tiny_symtab_set(e, own, binding->names[i], binding->values[i]);
+  harp_status st = tiny_ties_drop(e, g, binding, own);
   tiny_graph_free(g);
   return st;
 }
@@ -279,11 +277,7 @@ harp_status gpu_box_decide(harp_error *e, const char *json, const tiny_symtab *g
                            gpu_box **out) {
   *out = NULL;
   tiny_symtab own;
-  tiny_symtab_init(&own);
-  if (free_symbols(e, json, given, &own)) {
-    tiny_symtab_free(&own);
-    return e->code;
-  }
+  if (free_symbols(e, json, given, &own)) return e->code;
   harp_status st = box_decide(e, json, &own, o, rt, out);
   tiny_symtab_free(&own);
   return st;

@@ -22,7 +22,7 @@
  * X could broadcast instead), the definition monotone, reading only the
  * box's symbols, and X or the definition varying.
  * Needs: infer.c (tiny_infer, tiny_broadcast), dsym.c, expr.c.
- * Gives: tiny_ties_text. */
+ * Gives: tiny_ties_text, tiny_ties_drop. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -314,4 +314,15 @@ harp_status tiny_ties_text(harp_error *e, const char *json, const char *const *n
   }
   tiny_graph_free(t.g);
   return st;
+}
+
+harp_status tiny_ties_drop(harp_error *e, const tiny_graph *g, const tiny_symtab *t, tiny_symtab *out) {
+  tiny_symtab_init(out);
+  out->sym_broadcasts = t->sym_broadcasts;
+  for (int i = 0; i < t->n; i++)
+    if (tiny_dsym_find(g, t->names[i]) < 0 && tiny_symtab_set(e, out, t->names[i], t->values[i])) {
+      tiny_symtab_free(out);
+      return e->code;
+    }
+  return HARP_OK;
 }
