@@ -10,7 +10,6 @@ the interpreter and the cpu backend (HARP_TEST_BACKENDS).
 """
 import os
 import sys
-import tempfile
 
 import numpy as np
 
@@ -18,11 +17,11 @@ sys.path.insert(0, os.path.dirname(__file__))
 import harp_test as ht  # noqa: E402
 
 ht.onnx_or_skip()
-import onnx  # noqa: E402
 import onnxruntime as ort  # noqa: E402
 from onnx import TensorProto as T  # noqa: E402
 from onnx import helper as h  # noqa: E402
 from onnx import numpy_helper as nh  # noqa: E402
+import quant_models as qm  # noqa: E402
 
 S = ht.Suite("onnx_qsoftmax")
 os.environ.setdefault("HARP_CC_OPT", "1")  # what the kernels compute, not their speed
@@ -43,13 +42,7 @@ def qdq_softmax(shape, s_in, zp_in, mul, s_mid, zp_mid, s_out, zp_out):
              h.make_node("Softmax", ["md"], ["p"], axis=-1),
              h.make_node("QuantizeLinear", ["p", "so", "zo"], ["pq"]),
              h.make_node("DequantizeLinear", ["pq", "so", "zo"], ["out"])]
-    g = h.make_graph(nodes, "qsoftmax", [h.make_tensor_value_info("x", T.FLOAT, list(shape))],
-                     [h.make_tensor_value_info("out", T.FLOAT, None)], inits)
-    m = h.make_model(g, opset_imports=[h.make_opsetid("", 13)])
-    m.ir_version = 8
-    path = os.path.join(tempfile.mkdtemp(prefix="harp_qsoftmax_"), "m.onnx")
-    onnx.save(m, path)
-    return path
+    return qm.model(nodes, [qm.vi("x", T.FLOAT, list(shape))], [qm.vi("out", T.FLOAT, None)], inits, opset=13)
 
 
 def check(name, path, x, s_out):
