@@ -61,15 +61,18 @@ def transformer_box(s, rng, model, target):
                 (TRANSFORMER_AT[1], "S") if target == "sm90" else None, 5e-3)
 
 
-# a box that still prints a size (transformer_rows): a GATHER over R
-GATHER_MODEL = "graph<R=8> main(x: f32[R, 16], i: i32[R, 4]) -> (y: f32[R, 4]) {\n    y = gather(x, i, 1)\n    return y\n}\n"
+# a box that still prints a size (transformer_rows): a conv over C channels
+# (the implicit-GEMM template prints its channels; a GATHER reads its sizes
+# at run time since ssgather: test_cuda_gather_box.py)
+CONV_C_MODEL = ("graph<C=8> main(x: f32[1, C, 8, 8], w: f32[16, C, 3, 3]) -> (y: f32[1, 16, 8, 8]) {\n"
+                "    y = conv2d(x, w, pad=[1, 1])\n    return y\n}\n")
 
 
 def transformer_rows(s, rng):
     """The transformer block's box on sm90 and sm80 (transformer_box), the
     session over its corners and between one build; a box that still prints
-    a size (a GATHER's element count) builds per binding and says which
-    kernel, once."""
+    a size (a conv's channels) builds per binding and says which kernel,
+    once."""
     if not only("transformer"):
         return
     model = os.path.join(SRC, "examples", "transformer_block.harp")
@@ -77,15 +80,15 @@ def transformer_rows(s, rng):
         transformer_box(s, rng, model, target)
         st, err = session_counts(s, f"transformer_block ({target}) session", model, target, ["S=33", "S=48", "S=64"], ["B=4"])
         one_build(s, f"transformer_block ({target}) session", st, err)
-    # a GATHER over R prints its element count (its kernel reads no size at
-    # run time), so the box still builds per binding, saying which kernel
-    model = os.path.join(tempfile.mkdtemp(prefix="harp_ss_"), "gather_r.harp")
-    open(model, "w").write(GATHER_MODEL)
-    st, err = session_counts(s, "gather_r.harp (sm90)", model, "sm90", ["R=7", "R=5"])
+    # a conv over C prints its channels (the template reads no channel count
+    # at run time), so the box still builds per binding, saying which kernel
+    model = os.path.join(tempfile.mkdtemp(prefix="harp_ss_"), "conv_c.harp")
+    open(model, "w").write(CONV_C_MODEL)
+    st, err = session_counts(s, "conv_c.harp (sm90)", model, "sm90", ["C=7", "C=5"])
     if st:
-        s.check("gather_r.harp (sm90): per binding, the reason said once, naming the kernel",
+        s.check("conv_c.harp (sm90): per binding, the reason said once, naming the kernel",
                 st["box_fallbacks"] == 1 and st["builds"] == 2 and err.count("builds per binding") == 1 and
-                "--bind R=7 builds per binding: the code of k0_generic (gather" in err, err[-1500:])
+                "--bind C=7 builds per binding: the code of k0_" in err, err[-1500:])
 
 
 # Loop nests whose extents are floor divisions / affine forms of the box's

@@ -37,12 +37,17 @@ static const char softmax_b_src[] = "graph<B=4> main(x: f32[B, B]) -> (y: f32[B,
                                     "    y = softmax(x)\n"
                                     "    return y\n"
                                     "}\n";
-/* a GATHER over B rows: its kernel prints its sizes, so the box's corners
- * differ */
+/* a GATHER over B rows: its kernel reads its count at run time */
 static const char gather_b_src[] = "graph<B=4> main(x: f32[B, 8], i: i32[B, 8]) -> (y: f32[B, 8]) {\n"
                                    "    y = gather(x, i, 0)\n"
                                    "    return y\n"
                                    "}\n";
+/* a conv over B images of B channels: the implicit-GEMM template prints its
+ * channels, so the box's corners differ */
+static const char conv_c_src[] = "graph<B=4> main(x: f32[B, B, 4, 4], w: f32[16, B, 3, 3]) -> (y: f32[B, 16, 4, 4]) {\n"
+                                 "    y = conv2d(x, w, pad=[1, 1])\n"
+                                 "    return y\n"
+                                 "}\n";
 
 /* an fp16 GEMM over M = B rows: on sm90 the wgmma template, whose TMA maps
  * hold B (A's and C's rows and their packed batch strides) */
@@ -453,8 +458,9 @@ static void test_wino_grids(void **vs) {
  * cluster's graph is updated in place per binding.  A batched GEMM's
  * template reads the batch B at run time: one build too, and so does a GEMM
  * whose residual's row stride is B, and a row softmax whose rows and row
- * length are B.  A GATHER prints its sizes: the box's corners differ, one
- * build per binding, and the session says which kernel. */
+ * length are B, and a GATHER over B rows.  A conv over B channels prints
+ * them: the box's corners differ, one build per binding, and the session
+ * says which kernel. */
 static void test_one_build_per_box(void **vs) {
   NEED_NVRTC();
   S->reset();
@@ -512,6 +518,13 @@ static void test_one_build_per_box(void **vs) {
   open_session_with(&t, NULL, gather_b_src, true, &S->knobs, false);
   assert_ok(&e, run_at(&t, 48, NULL, gather_b_src, &e));
   assert_ok(&e, run_at(&t, 64, NULL, gather_b_src, &e));
+  expect(&t, 1, 1, 2, 1, 1, 2);
+  assert_int_equal(stats(&t).box_fallbacks, 0);
+  assert_true(rt_gpu_session_box(t.s, &b48, &why));
+  close_session(&t);
+  open_session_with(&t, NULL, conv_c_src, true, &S->knobs, false);
+  assert_ok(&e, run_at(&t, 48, NULL, conv_c_src, &e));
+  assert_ok(&e, run_at(&t, 64, NULL, conv_c_src, &e));
   expect(&t, 1, 2, 2, 1, 1, 2);
   assert_int_equal(stats(&t).box_fallbacks, 1);
   assert_false(rt_gpu_session_box(t.s, &b48, &why));

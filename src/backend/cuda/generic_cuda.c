@@ -1,7 +1,7 @@
 /* generic_cuda.c — any region as a CUDA kernel: the loop nest isl builds for
  * the CPU backend (rc_nest of src/backend/common/nest.c, the same statements
  * and arithmetic), with the region's shared loops spread over threads.
- * Needs: nest.h (the loop nest), cuda.h.  Gives: cuda_gen_generic.
+ * Needs: nest.h (the loop nest), cuda.h, cuda_int.h (cuda_rtsz_text).  Gives: cuda_gen_generic.
  *
  * The shared loops (the region's prefix: every dependence inside the region
  * is the identity on them) are fixed per point; the points are numbered
@@ -12,13 +12,15 @@
  * registers, or in local arrays of the thread; arrays beyond LOCAL_MAX
  * bytes go to a slice of the model's scratch area per thread instead.
  * GATHER regions get a thread per output element; an index out of range
- * writes 0 and sets the model's status word (the runtime reports it). */
+ * writes 0 and sets the model's status word (the runtime reports it); in a
+ * ShapeSet build their counts, dims and strides read the sizes at run time. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend/common/nest.h"
+#include "backend/cuda/cuda_int.h"
 #include "backend/cuda/region_cuda.h"
 #include "harp/region.h"
 
@@ -144,6 +146,24 @@ static void put_lines(cuda_b *b, const char *text) {
   }
 }
 
+/* Dims [d0, d1) of sh as C text: in a ShapeSet build where a symbol of c
+ * is among them their formula (hp_sv<i> * .. * lit), *z its symbols (z->n
+ * 0: none) and *hi its value at the box's corner hi; else their product as
+ * a literal, with an L suffix unless bare. */
+static const char *dims_text(const cuda_rctx *c, cuda_b *b, const tiny_shape *sh, int d0, int d1, bool bare, cuda_rtsz *z,
+                             int64_t *hi) {
+  int64_t now = 1;
+  for (int d = d0; d < d1; d++) now *= sh->d[d].n;
+  if (c->gen.n && cuda_dims_formula(c, sh, d0, d1, z, hi) && z->n) return cuda_rtsz_text(b, z);
+  z->n = 0, z->lit = *hi = now; /* no symbol (or more than a formula takes: printed, the box's corners differ) */
+  return cuda_fmt(b, bare ? "%" PRId64 : "%" PRId64 "L", now);
+}
+
+/* Region r's GATHER (x along axis at the indices, the output's shape) as
+ * kernel `name`: a thread per output element, grid-stride; an index out of
+ * range writes 0 and sets the status word.  In a ShapeSet build the count,
+ * the dims, x's strides and the axis's bound read the box's symbols at run
+ * time (hp_sv<i>), the grid from the binding's elements. */
 static harp_status gen_gather(cuda_rctx *c, int r, const char *name) {
   const fn_kernel *K = &c->f->kernels[r];
   const rg_region *R = &c->f->part->regions[K->region];
@@ -163,32 +183,38 @@ static harp_status gen_gather(cuda_rctx *c, int r, const char *name) {
   if (!k) return c->e->code;
   slot_params(c, b, k, r);
   cuda_param_add(k, "hp_status", "int", CUDA_P_PTR_OUT, TINY_I32);
-  int64_t total = tiny_shape_numel(&n->shape), blocks = (total + THREADS - 1) / THREADS;
+  for (int i = 0; i < c->gen.n; i++) cuda_param_add(k, cuda_fmt(b, "hp_sv%d", i), "long", CUDA_P_LONG, TINY_I32);
+  int axis = n->a.gather.axis, rank = n->shape.rank;
+  cuda_rtsz zt, z; /* the elements (the grid's formula); a scratch one */
+  int64_t total, h;
+  const char *total_t = dims_text(c, b, &n->shape, 0, rank, false, &zt, &total); /* total: at the box's corner hi */
+  int64_t blocks = (total + THREADS - 1) / THREADS;
   if (blocks > MAX_BLOCKS) blocks = MAX_BLOCKS;
   if (blocks < 1) blocks = 1;
   k->grid[0] = blocks;
   k->block[0] = THREADS;
   cuda_meta_str(k, "bind", "output element -> thread, grid-stride");
-  int axis = n->a.gather.axis, rank = n->shape.rank;
-  int64_t xs[TINY_MAX_RANK], st = 1;
-  for (int d = x->shape.rank - 1; d >= 0; d--) xs[d] = st, st *= x->shape.d[d].n;
   tiny_dtype xdt = c->f->buffers[c->f->buffer_of[n->src[0].node]].dtype, odt = c->f->buffers[c->f->buffer_of[node]].dtype;
   cuda_open(b, cuda_emit_s(b, CU_LOOP, "hp_i", cuda_fmt(b, "(long)blockIdx.x * %d + threadIdx.x", THREADS),
-                           cuda_fmt(b, "hp_i < %" PRId64 "L", total), cuda_fmt(b, "%" PRId64 "L", blocks * THREADS)));
+                           cuda_fmt(b, "hp_i < %s", total_t), cuda_fmt(b, "%" PRId64 "L", blocks * THREADS)));
   cuda_decl(b, "long", "hp_rest", NULL, "hp_i");
   cuda_decl(b, "long", "hp_off", NULL, "0");
   for (int d = rank - 1; d >= 0; d--) {
-    cuda_decl(b, "const long", cuda_fmt(b, "hp_i%d", d), NULL, cuda_fmt(b, "hp_rest %% %" PRId64 "L", n->shape.d[d].n));
-    cuda_assign(b, "hp_rest", cuda_fmt(b, "hp_rest / %" PRId64 "L", n->shape.d[d].n));
-    if (d != axis) cuda_assign(b, "hp_off", cuda_fmt(b, "hp_off + hp_i%d * %" PRId64 "L", d, xs[d]));
+    const char *dn = dims_text(c, b, &n->shape, d, d + 1, false, &z, &h);
+    cuda_decl(b, "const long", cuda_fmt(b, "hp_i%d", d), NULL, cuda_fmt(b, "hp_rest %% %s", dn));
+    cuda_assign(b, "hp_rest", cuda_fmt(b, "hp_rest / %s", dn));
+    if (d != axis)
+      cuda_assign(b, "hp_off", cuda_fmt(b, "hp_off + hp_i%d * %s", d, dims_text(c, b, &x->shape, d + 1, x->shape.rank, false, &z, &h)));
   }
   cuda_decl(b, "const int", "hp_k", NULL, cuda_fmt(b, "p%d[hp_i]", si));
-  cuda_decl(b, "const bool", "hp_ok", NULL, cuda_fmt(b, "hp_k >= 0 && hp_k < %" PRId64, x->shape.d[axis].n));
+  cuda_decl(b, "const bool", "hp_ok", NULL,
+            cuda_fmt(b, "hp_k >= 0 && hp_k < %s", dims_text(c, b, &x->shape, axis, axis + 1, true, &z, &h)));
   cuda_if(b, "!hp_ok");
   cuda_assign(b, "*hp_status", cuda_fmt(b, "%d", r + 1));
   cuda_close(b);
   cuda_decl(b, "const float", "hp_v", NULL,
-            cuda_fmt(b, "hp_ok ? %s(p%d + hp_off + (long)hp_k * %" PRId64 "L) : 0.0f", cuda_ld_fn(xdt), sx, xs[axis]));
+            cuda_fmt(b, "hp_ok ? %s(p%d + hp_off + (long)hp_k * %s) : 0.0f", cuda_ld_fn(xdt), sx,
+                     dims_text(c, b, &x->shape, axis + 1, x->shape.rank, false, &z, &h)));
   const char *sv = odt == TINY_FP16 || odt == TINY_BF16 ? cuda_fmt(b, "%s(hp_v)", cuda_cvt_fn(odt))
                    : odt == TINY_BOOL                   ? "(unsigned char)(hp_v != 0.0f)"
                    : odt == TINY_I32                    ? "hk_f2i(hp_v)"
@@ -199,8 +225,14 @@ static harp_status gen_gather(cuda_rctx *c, int r, const char *name) {
   if (st2) return st2;
   cuda_launch *l = cuda_launch_add(c, k, r);
   if (!l) return ut_fail(c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
-  for (int s = 0; s < K->nreads + K->nwrites; s++) l->args[s] = cuda_arg_slot(c, r, s, 0, TINY_FP32);
-  l->args[K->nreads + K->nwrites] = (cuda_arg){CUDA_ARG_STATUS, -1, 0};
+  int np = K->nreads + K->nwrites;
+  for (int s = 0; s < np; s++) l->args[s] = cuda_arg_slot(c, r, s, 0, TINY_FP32);
+  l->args[np++] = (cuda_arg){CUDA_ARG_STATUS, -1, 0};
+  for (int i = 0; i < c->gen.n; i++) l->args[np++] = (cuda_arg){CUDA_ARG_SYM, i, 0};
+  if (zt.n) { /* the grid of the binding's elements */
+    l->grid_div = THREADS, l->grid_lit = zt.lit, l->ngrid_sym = zt.n;
+    memcpy(l->grid_sym, zt.sym, sizeof zt.sym[0] * (size_t)zt.n);
+  }
   return HARP_OK;
 }
 

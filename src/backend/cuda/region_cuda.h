@@ -121,6 +121,10 @@ harp_status cuda_syms_derived(harp_error *e, const tiny_graph *g, const tiny_sym
                               int n, int cap, int *out);
 /* The index of the ShapeSet symbol of c whose value dim d is, or -1. */
 int cuda_gen_sym(const cuda_rctx *c, const tiny_dim *d);
+/* The product of dims [d0, d1) of sh as a formula *z of c's symbols (z->n
+ * 0: none among them), *hi its value at the box's corner hi; false when it
+ * takes more than 8 symbols. */
+bool cuda_dims_formula(const cuda_rctx *c, const tiny_shape *sh, int d0, int d1, cuda_rtsz *z, int64_t *hi);
 /* A row kernel of Function kernel r whose rows (the dims but the last of
  * the buffer at slot) are s->rows and row length (the last dim) s->cols:
  * in a ShapeSet build, when a symbol is among them, s counts them at run

@@ -14,7 +14,7 @@
  * are read at run time like the others', its value computed on the host at
  * each binding (tiny_dsym_bind), its largest at the box's corner hi.
  * Needs: region_cuda.h (cuda_rctx: the box's symbols, their values now).
- * Gives: cuda_syms_derived, cuda_gen_sym, cuda_sizes_printed, cuda_rows_at_run_time,
+ * Gives: cuda_syms_derived, cuda_gen_sym, cuda_dims_formula, cuda_sizes_printed, cuda_rows_at_run_time,
  * cuda_gemm_at_run_time, cuda_gemm_macs_hi, cuda_conv_at_run_time, cuda_attn_at_run_time,
  * cuda_launch_sym_args, cuda_wino_grids,
  * cuda_launch_rows, cuda_splitk_ws_const, cuda_splitk_zero_at, cuda_zero_grid,
@@ -97,6 +97,10 @@ static bool span_formula(const cuda_rctx *c, const tiny_shape *sh, int d0, int d
     else return false;
   }
   return true;
+}
+
+bool cuda_dims_formula(const cuda_rctx *c, const tiny_shape *sh, int d0, int d1, cuda_rtsz *z, int64_t *hi) {
+  return span_formula(c, sh, d0, d1, z, hi);
 }
 
 /* The product of dims [d0, d1) of sh at the binding. */
