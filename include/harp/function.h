@@ -152,7 +152,12 @@ typedef struct fn_constpool {
   size_t size;
 } fn_constpool;
 
-/* Fill from tensors given per param buffer (in f->args order, params only). */
+/* Fill from tensors given per param buffer (in f->args order, params only).
+ * fn_constpool_from_tensors_upto takes each no larger than its buffer (a
+ * ShapeSet build's weights at a binding below its corner hi: dense at their
+ * own shape, the rest of the buffer zero). */
+harp_status fn_constpool_from_tensors_upto(harp_error *e, const fn_function *f, const ut_tensor *params, int nparams,
+                                           fn_constpool *out);
 harp_status fn_constpool_from_tensors(harp_error *e, const fn_function *f, const ut_tensor *params, int nparams,
                                     fn_constpool *out);
 void fn_constpool_free(fn_constpool *cp);

@@ -372,8 +372,10 @@ char *fn_dump_json(const fn_function *f) {
 }
 
 /* ---- ConstPool ------------------------------------------------------------- */
-harp_status fn_constpool_from_tensors(harp_error *e, const fn_function *f, const ut_tensor *params, int nparams,
-                                    fn_constpool *out) {
+/* fn_constpool_from_tensors, each weight exactly its buffer's size or
+ * (upto) no larger. */
+static harp_status constpool_fill(harp_error *e, const fn_function *f, const ut_tensor *params, int nparams, bool upto,
+                                  fn_constpool *out) {
   memset(out, 0, sizeof *out);
   out->size = f->const_bytes;
   out->data = ut_xcalloc(out->size ? out->size : 1, 1);
@@ -382,12 +384,12 @@ harp_status fn_constpool_from_tensors(harp_error *e, const fn_function *f, const
   for (int a = 0; a < f->nargs; a++) {
     const fn_buffer *b = &f->buffers[f->args[a]];
     if (b->kind != FN_PARAM) continue;
-    if (k >= nparams || params[k].dtype != b->dtype || params[k].nbytes != b->size) {
+    if (k >= nparams || params[k].dtype != b->dtype || (upto ? params[k].nbytes > b->size : params[k].nbytes != b->size)) {
       fn_constpool_free(out);
       return ut_fail(e, HARP_E_INPUT_MISMATCH, f->part ? f->part->g->nodes[b->node].id : NULL, /* a ShapeSet manifest's has none */
                      "weight %d does not match the model", k);
     }
-    memcpy(out->data + b->offset, params[k].data, b->size);
+    if (params[k].nbytes) memcpy(out->data + b->offset, params[k].data, params[k].nbytes);
     k++;
   }
   if (k != nparams) {
@@ -395,6 +397,16 @@ harp_status fn_constpool_from_tensors(harp_error *e, const fn_function *f, const
     return ut_fail(e, HARP_E_INPUT_MISMATCH, NULL, "%d weights given, the model has %d", nparams, k);
   }
   return HARP_OK;
+}
+
+harp_status fn_constpool_from_tensors(harp_error *e, const fn_function *f, const ut_tensor *params, int nparams,
+                                    fn_constpool *out) {
+  return constpool_fill(e, f, params, nparams, false, out);
+}
+
+harp_status fn_constpool_from_tensors_upto(harp_error *e, const fn_function *f, const ut_tensor *params, int nparams,
+                                           fn_constpool *out) {
+  return constpool_fill(e, f, params, nparams, true, out);
 }
 
 void fn_constpool_free(fn_constpool *cp) {

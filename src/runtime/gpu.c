@@ -29,6 +29,7 @@ void rt_gpu_free(rt_gpu_model *m) {
   }
   free(m->fn);
   free(m->args);
+  free(m->consts_sv);
   free(m->cache_dir);
   if (!m->shares_build) {
     cuda_binary_free(&m->bin);
@@ -315,21 +316,48 @@ harp_status rt_gpu_run_into(harp_error *e, rt_gpu_model *m, const ut_tensor *inp
   return gpu_run_with(e, m, inputs, ninputs, NULL, outputs, own_launches, NULL);
 }
 
+/* Whether a weight of ShapeSet build m has a dim that is one of the box's
+ * symbols (its size varies with the binding). */
+static bool weights_vary(const rt_gpu_model *m) {
+  const fn_function *f = m->f;
+  for (int a = 0; a < f->nargs; a++) {
+    const fn_buffer *b = &f->buffers[f->args[a]];
+    const tiny_shape *sh = b->kind == FN_PARAM ? &m->g->nodes[b->node].shape : NULL;
+    for (int d = 0; sh && d < sh->rank; d++)
+      for (int i = 0; sh->d[d].sym && i < m->tu->gen.n; i++)
+        if (!strcmp(sh->d[d].sym, m->tu->gen.names[i])) return true;
+  }
+  return false;
+}
+
+/* The weights (the inputs' params) into the ConstPool, then the `once`
+ * launches (their packs), when not up yet.  A ShapeSet build whose weights'
+ * sizes vary takes them at the binding m->sv (no larger than at the corner
+ * hi, the layout's) and uploads and packs them again at each binding that
+ * moves a symbol (m->consts_sv: where they went up). */
 harp_status gpu_upload_consts(harp_error *e, rt_gpu_model *m, const ut_tensor *inputs) {
   const fn_function *f = m->f;
-  if (m->consts_up || !f->const_bytes) return (m->consts_up = true), HARP_OK;
+  int n = m->tu->gen.n;
+  const int64_t *sv = m->sv ? m->sv : m->tu->gen.hi;
+  if (m->consts_up && (!m->consts_sv || !memcmp(m->consts_sv, sv, sizeof *sv * (size_t)n))) return HARP_OK;
+  if (!f->const_bytes) return (m->consts_up = true), HARP_OK;
+  if (n && !m->consts_sv && weights_vary(m) && !(m->consts_sv = ut_xcalloc((size_t)n, sizeof *m->consts_sv)))
+    return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   ut_tensor *params = ut_xcalloc((size_t)f->nargs + 1, sizeof *params);
   if (!params) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   int np = 0;
   for (int a = 0; a < f->nargs; a++)
     if (f->buffers[f->args[a]].kind == FN_PARAM) params[np++] = inputs[a];
   fn_constpool cp = {0};
-  harp_status st = fn_constpool_from_tensors(e, f, params, np, &cp);
+  m->consts_up = false; /* until every step below is done */
+  harp_status st = m->consts_sv ? fn_constpool_from_tensors_upto(e, f, params, np, &cp)
+                                : fn_constpool_from_tensors(e, f, params, np, &cp);
   free(params);
   if (!st) st = cuda_rt_htod(e, m->rt, m->mem.constpool, cp.data, cp.size);
   fn_constpool_free(&cp);
   if (!st) st = run_once_launches(e, m);
   if (!st) m->consts_up = true;
+  if (!st && m->consts_sv) memcpy(m->consts_sv, sv, sizeof *sv * (size_t)n);
   return st;
 }
 

@@ -44,6 +44,7 @@ struct rt_gpu_model {
   /* a ShapeSet build (tu->gen.n > 0; gpu_session.c): the binding a run is at */
   const tiny_graph *gio; /* the graph prepared at it: the inputs' and outputs' shapes (NULL: g) */
   const int64_t *sv;     /* per symbol of tu->gen: its value (NULL: the box's corner hi) */
+  int64_t *consts_sv;    /* weights whose sizes vary with tu->gen: the values they went up at (NULL: fixed sizes) */
 };
 
 /* rt_gpu_build on an already opened runtime (rt != NULL: borrowed, and the
@@ -116,7 +117,8 @@ harp_status gpu_run_with(harp_error *e, rt_gpu_model *m, const ut_tensor *inputs
                        void *const *dst, gpu_launcher launch, void *ctx);
 
 /* The ConstPool up from the weights among inputs (rt_gpu_run's tensors)
- * and the `once` launches after it, the first time only. */
+ * and the `once` launches after it, the first time only (a ShapeSet
+ * build whose weights' sizes vary: again at each binding that moves one). */
 harp_status gpu_upload_consts(harp_error *e, rt_gpu_model *m, const ut_tensor *inputs);
 /* Launch i of m on the runtime's current stream with arguments args. */
 harp_status gpu_launch_args(harp_error *e, rt_gpu_model *m, int i, const cuda_devptr *args);

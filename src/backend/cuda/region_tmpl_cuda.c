@@ -417,8 +417,8 @@ static harp_status gemm_pack_operands(cuda_rctx *c, int r, const ct_gemm *gm, cu
   for (int i = 0; i < gm->nepi; i++) eslots[i] = gm->epi[i].slot;
   bool at_hi = cuda_gemm_at_run_time(c, r, rt_slots, eslots, &h);
   if (at_hi) cuda_gemm_strides_at(&h, c->gen.hi);
-  bool once = b_arg->kind == CUDA_ARG_BUF && c->f->buffers[b_arg->buffer].kind == FN_PARAM; /* a weight: its sizes printed */
-  bool rt = !once && at_hi && pack_at_run_time(s, &h, &ps);
+  /* a weight too: packed once per binding's weights (gpu_upload_consts), at its sizes, into the packed area laid out at hi */
+  bool rt = at_hi && pack_at_run_time(s, &h, &ps);
   if (want_pack_b(c, at_hi ? &h : s, cuda_gemm_macs_hi(c, r, slots, s))) { /* scratch: [A's copy | B's | split-K workspace] */
     bool ok;
     const char *pwhy = NULL; /* a pack refused (e.g. > 65535 batches): B as it is, on SM80 */

@@ -1,0 +1,127 @@
+"""Weights whose sizes vary over a CUDA ShapeSet box (issue 25; docs/cuda.md
+"Run-time sizes"): tests/models/gemm_chain4.json (4 x GEMM + bias + ReLU,
+its weights W0..W3 [D][D] and biases [D] params, "storage": "param") over
+D with M fixed.  On sm90 each fp32 weight stored [K][N] is packed K-major
+for wgmma once after the weights go up (`k0_pack_b`, a `once` launch).  In
+a ShapeSet build that pack reads the binding's K, N and strides at run time
+into the packed area laid out at the box's corner hi (before: it printed
+them, the corners differed, the box pinned D and each D built its own), and
+a session uploads the weights at each binding that moves D (dense at the
+binding's shape, no larger than the corner's buffer) and packs them again
+(before: the first binding's weights were kept, and a session whose first
+binding was below the corner failed, "weight 0 does not match the model").
+
+  box        the unit for sm90 and sm80 (`--shapeset D=33..64`) at D = 64, 48,
+             40: the same CUDA C; on sm90 the packs are `once` launches
+             reading the sizes; the corner hi's build on the CPU SIMT
+             simulator at each binding, its weights at the binding's shape,
+             against the interpreter (TF32: 5e-3); D one short must differ.
+  sessions   `harp bench --bind` on the fake libcuda as an 8.0 and a 9.0
+             device, D = 64, 48, 40 and D = 40, 64, 64 (below the corner
+             first; a binding again): one build, no fallback; the fake's
+             counters: on sm90 the four packs run directly at every binding
+             that moves D (12 and 8 launches), the weights uploaded there.
+The units compile with nvcc for sm_80 and sm_90a.  Skips (77) without g++."""
+import json
+import os
+import tempfile
+
+import numpy as np
+
+import cuda_sim
+from cuda_ss_common import NVCC_UNITS, NVCC_UNITS_90, finish, start
+from harp_test import MODELS, close, run
+
+MODEL = os.path.join(MODELS, "gemm_chain4.json")
+BOX = ("--shapeset", "D=33..64")
+AT = [64, 48, 40]
+M = 256  # 256 x 64 x 64 = 2^20 multiply-adds at the corner: B packed for wgmma on sm90
+TOL = 5e-3
+
+
+def syms(d):
+    return [f"M={M}", f"D={d}"]
+
+
+def box_row(s, rng, target):
+    """The box unit for target at D = AT[0] (its corner hi), the same text at
+    every D of AT; on sm90 the weights' packs are `once` launches reading the
+    sizes; the corner's build on the simulator at each D against the
+    interpreter; D one short at AT[1] must differ."""
+    what = f"gemm_chain4.json ({target}) over D=33..64"
+    p, dhi = cuda_sim.dump(MODEL, target, syms(AT[0]), extra=BOX)
+    s.check(f"{what}: dump at the corner hi", p.returncode == 0, p.stderr)
+    if p.returncode:
+        return
+    g = json.load(open(os.path.join(dhi, "gpu.json")))["gpu"]
+    src = open(os.path.join(dhi, "model.cu")).read()
+    names = [x["name"] for x in g["syms"]]
+    s.check(f"{what}: D is the unit's one size", names == ["D"], str(names))
+    kinds = {k["name"]: k["kind"] for k in g["kernels"]}
+    packs = [l for l in g["launches"] if kinds[l["kernel"]] == "pack"]
+    if target == "sm90":
+        s.check(f"{what}: four weight packs, once each, reading the sizes at run time",
+                len(packs) == 4 and all(l.get("once") and [a["space"] for a in l["args"]] == ["weights", "packed", "sym"]
+                                        for l in packs), str([(l["kernel"], l.get("once"), l["args"]) for l in packs]))
+    s.check(f"{what}: every launch reads D at run time",
+            all(any(a["space"] == "sym" for a in l["args"]) for l in g["launches"]), str(g["launches"])[:1500])
+    for d in AT:
+        w = f"{what} [D={d}]"
+        p, dv = cuda_sim.dump(MODEL, target, syms(d), extra=BOX)
+        s.check(f"{w}: dump", p.returncode == 0, p.stderr)
+        if p.returncode:
+            continue
+        s.check(f"{w}: the same CUDA C as at the corner hi", open(os.path.join(dv, "model.cu")).read() == src)
+        gv = json.load(open(os.path.join(dv, "gpu.json")))["gpu"]
+        feeds = cuda_sim.feeds_of(gv, rng)  # the weights too, at this binding's shapes
+        outs = {x["name"]: x["shape"] for x in gv["buffers"] if x["space"] == "output"}
+        got, err = cuda_sim.run(dhi, feeds, sv=[d], out_shapes=outs)
+        s.check(f"{w}: the corner hi's build runs on the simulator", err is None, err)
+        q, e = run(MODEL, feeds, syms(d), backend="interp")
+        s.check(f"{w}: interpreter", q.returncode == 0, q.stderr)
+        if err or q.returncode:
+            continue
+        for out, a in got.items():
+            ok, detail = close(a, np.load(os.path.join(e, f"{out}.npy")).astype(np.float64), TOL, TOL)
+            s.check(f"{w}: {out} vs interpreter", ok, detail)
+        if d == AT[1]:  # must fail: the sizes one short of the binding's
+            bad, err = cuda_sim.run(dhi, feeds, sv=[d - 1], out_shapes=outs)
+            s.check(f"{w}: D one short gives another result", err is not None or not all(
+                close(a, np.load(os.path.join(e, f"{o}.npy")).astype(np.float64), TOL, TOL)[0] for o, a in bad.items()))
+    (NVCC_UNITS_90 if target == "sm90" else NVCC_UNITS).append((what, os.path.join(dhi, "model.cu")))
+
+
+def session_row(s, target, ds):
+    """A session over D = ds (M fixed) on the fake libcuda as a device of
+    target: one build, no fallback; the fake's counters: the four weight
+    packs (sm90) run directly once at each binding, none on sm80, and the
+    weights go up at each binding."""
+    what = f"gemm_chain4.json ({target}) session over D={ds}"
+    log = os.path.join(tempfile.mkdtemp(prefix="harp_fake_log_"), "fake.json")
+    st, err = cuda_sim.session_counts(s, what, MODEL, target, [f"D={d}" for d in ds], [f"M={M}"],
+                                      env={"HARP_FAKE_CUDA_LOG": log})
+    if not st:
+        return
+    s.check(f"{what}: one build, no fallback", st["clusters"] == 1 and st["builds"] == 1 and st["box_builds"] == 1 and
+            st["box_fallbacks"] == 0 and "builds per binding" not in err, f"{st} {err[-800:]}")
+    fake = json.load(open(log)) if os.path.exists(log) else {}
+    moves = sum(1 for i, d in enumerate(ds) if i == 0 or d != ds[i - 1])  # a binding again: nothing goes up
+    packs = 4 * moves if target == "sm90" else 0
+    s.check(f"{what}: the weights packed at each binding ({packs} direct launches)", fake.get("direct_launches") == packs,
+            str(fake))
+    weights = sum(4 * (d * d + d) * 4 for i, d in enumerate(ds) if i == 0 or d != ds[i - 1])  # W0..W3, b0..b3 at each D
+    inputs = sum(4 * M * d for d in ds)  # X at each binding, uploaded by its run
+    s.check(f"{what}: the weights uploaded at each binding", fake.get("htod_bytes", 0) >= weights + inputs, str(fake))
+
+
+def main():
+    s, rng = start("cuda_weight_box")
+    for target in ("sm90", "sm80"):
+        box_row(s, rng, target)
+        for ds in ([64, 48, 40], [40, 64, 64]):
+            session_row(s, target, ds)
+    finish(s)
+
+
+if __name__ == "__main__":
+    main()
