@@ -21,9 +21,8 @@
  * A derived symbol that reads a varying one (a strided pool's output
  * height (H + 1) floordiv 2) varies too: it joins the box's symbols
  * (cuda_syms_derived), its value at each binding the prepared graph's.
- * Where a kernel still prints a size (a row kernel whose row length
- * varies, a GATHER's count, a TMA stride not 16-byte aligned at every
- * binding), the corners differ
+ * Where a kernel still prints a size (a conv's channels, split-K's
+ * workspace over a varying inner batch), the corners differ
  * and the cluster falls back to one build per binding, the kernel that
  * differs named in `why` (as the CPU's sgen.c does).  Before that, the box
  * is compared once more with its symbols that are an input's or output's
