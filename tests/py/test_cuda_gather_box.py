@@ -24,7 +24,7 @@ import tempfile
 import numpy as np
 
 import cuda_sim
-from cuda_ss_common import NVCC_UNITS, NVCC_UNITS_90, finish, start
+from cuda_ss_common import NVCC_UNITS, NVCC_UNITS_90, box_corner, finish, one_build, start
 from harp_test import close, run
 
 # the count R varies, the gathered axis (16) does not
@@ -70,12 +70,9 @@ def box_row(s, rng, work, name, text, box, bindings, short, axis, target):
     open(model, "w").write(text)
     opts = tuple(x for k, (lo, hi) in box.items() for x in ("--shapeset", f"{k}={lo}..{hi}"))
     what = f"{name} ({target}) over {opts[1::2]}"
-    p, dhi = cuda_sim.dump(model, target, at(bindings[0]), extra=opts)
-    s.check(f"{what}: dump at the corner hi", p.returncode == 0, p.stderr)
-    if p.returncode:
+    dhi, g, src = box_corner(s, what, model, target, bindings[0], opts)
+    if not dhi:
         return
-    g = json.load(open(os.path.join(dhi, "gpu.json")))["gpu"]
-    src = open(os.path.join(dhi, "model.cu")).read()
     names = [x["name"] for x in g["syms"]]
     kinds = {k["name"]: k["kind"] for k in g["kernels"]}
     gathers = [l for l in g["launches"] if kinds[l["kernel"]] == "gather"]
@@ -124,9 +121,7 @@ def session_row(s, work, name, text, bindings, target):
     binds = [",".join(at(b)) for b in bindings]
     what = f"{name} ({target}) session over {binds}"
     st, err = cuda_sim.session_counts(s, what, model, target, binds)
-    if st:
-        s.check(f"{what}: one build, no fallback", st["clusters"] == 1 and st["builds"] == 1 and st["box_builds"] == 1 and
-                st["box_fallbacks"] == 0 and "builds per binding" not in err, f"{st} {err[-800:]}")
+    one_build(s, what, st, err)
 
 
 def fallback_row(s, work, target):
