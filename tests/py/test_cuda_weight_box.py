@@ -26,21 +26,15 @@ import json
 import os
 import tempfile
 
-import numpy as np
-
 import cuda_sim
-from cuda_ss_common import NVCC_UNITS, NVCC_UNITS_90, box_corner, finish, one_build, start
-from harp_test import MODELS, close, run
+from cuda_ss_common import NVCC_UNITS, NVCC_UNITS_90, at_bindings, box_corner, finish, one_build, start
+from harp_test import MODELS
 
 MODEL = os.path.join(MODELS, "gemm_chain4.json")
 BOX = ("--shapeset", "D=33..64")
 AT = [64, 48, 40]
 M = 256  # 256 x 64 x 64 = 2^20 multiply-adds at the corner: B packed for wgmma on sm90
 TOL = 5e-3
-
-
-def syms(d):
-    return [f"M={M}", f"D={d}"]
 
 
 def box_row(s, rng, target):
@@ -62,29 +56,8 @@ def box_row(s, rng, target):
                                         for l in packs), str([(l["kernel"], l.get("once"), l["args"]) for l in packs]))
     s.check(f"{what}: every launch reads D at run time",
             all(any(a["space"] == "sym" for a in l["args"]) for l in g["launches"]), str(g["launches"])[:1500])
-    for d in AT:
-        w = f"{what} [D={d}]"
-        p, dv = cuda_sim.dump(MODEL, target, syms(d), extra=BOX)
-        s.check(f"{w}: dump", p.returncode == 0, p.stderr)
-        if p.returncode:
-            continue
-        s.check(f"{w}: the same CUDA C as at the corner hi", open(os.path.join(dv, "model.cu")).read() == src)
-        gv = json.load(open(os.path.join(dv, "gpu.json")))["gpu"]
-        feeds = cuda_sim.feeds_of(gv, rng)  # the weights too, at this binding's shapes
-        outs = {x["name"]: x["shape"] for x in gv["buffers"] if x["space"] == "output"}
-        got, err = cuda_sim.run(dhi, feeds, sv=[d], out_shapes=outs)
-        s.check(f"{w}: the corner hi's build runs on the simulator", err is None, err)
-        q, e = run(MODEL, feeds, syms(d), backend="interp")
-        s.check(f"{w}: interpreter", q.returncode == 0, q.stderr)
-        if err or q.returncode:
-            continue
-        for out, a in got.items():
-            ok, detail = close(a, np.load(os.path.join(e, f"{out}.npy")).astype(np.float64), TOL, TOL)
-            s.check(f"{w}: {out} vs interpreter", ok, detail)
-        if d == AT[1]:  # must fail: the sizes one short of the binding's
-            bad, err = cuda_sim.run(dhi, feeds, sv=[d - 1], out_shapes=outs)
-            s.check(f"{w}: D one short gives another result", err is not None or not all(
-                close(a, np.load(os.path.join(e, f"{o}.npy")).astype(np.float64), TOL, TOL)[0] for o, a in bad.items()))
+    at = [{"M": M, "D": d} for d in AT]  # the weights too at each binding's shapes (cuda_sim.feeds_of)
+    at_bindings(s, rng, what, MODEL, target, BOX, dhi, src, names, at, (at[1], "D"), TOL)
     (NVCC_UNITS_90 if target == "sm90" else NVCC_UNITS).append((what, os.path.join(dhi, "model.cu")))
 
 
