@@ -316,17 +316,27 @@ harp_status rt_gpu_run_into(harp_error *e, rt_gpu_model *m, const ut_tensor *inp
   return gpu_run_with(e, m, inputs, ninputs, NULL, outputs, own_launches, NULL);
 }
 
-/* Whether a weight of ShapeSet build m has a dim that is one of the box's
- * symbols (its size varies with the binding). */
-static bool weights_vary(const rt_gpu_model *m) {
+/* Which symbols of ShapeSet build m a weight's dim is (want[i] 1: a
+ * weight's size varies with symbol i of m->tu->gen); whether any. */
+static bool weight_syms(const rt_gpu_model *m, int64_t *want) {
   const fn_function *f = m->f;
+  bool any = false;
   for (int a = 0; a < f->nargs; a++) {
     const fn_buffer *b = &f->buffers[f->args[a]];
     const tiny_shape *sh = b->kind == FN_PARAM ? &m->g->nodes[b->node].shape : NULL;
     for (int d = 0; sh && d < sh->rank; d++)
       for (int i = 0; sh->d[d].sym && i < m->tu->gen.n; i++)
-        if (!strcmp(sh->d[d].sym, m->tu->gen.names[i])) return true;
+        if (!strcmp(sh->d[d].sym, m->tu->gen.names[i])) want[i] = 1, any = true;
   }
+  return any;
+}
+
+/* Whether the weights' sizes at the symbols' values sv differ from where
+ * they went up (m->consts_sv: gen.n values, then weight_syms' flags). */
+static bool weights_moved(const rt_gpu_model *m, const int64_t *sv) {
+  int n = m->tu->gen.n;
+  for (int i = 0; i < n; i++)
+    if (m->consts_sv[n + i] && m->consts_sv[i] != sv[i]) return true;
   return false;
 }
 
@@ -334,15 +344,18 @@ static bool weights_vary(const rt_gpu_model *m) {
  * launches (their packs), when not up yet.  A ShapeSet build whose weights'
  * sizes vary takes them at the binding m->sv (no larger than at the corner
  * hi, the layout's) and uploads and packs them again at each binding that
- * moves a symbol (m->consts_sv: where they went up). */
+ * moves a symbol they name (m->consts_sv: where they went up). */
 harp_status gpu_upload_consts(harp_error *e, rt_gpu_model *m, const ut_tensor *inputs) {
   const fn_function *f = m->f;
   int n = m->tu->gen.n;
   const int64_t *sv = m->sv ? m->sv : m->tu->gen.hi;
-  if (m->consts_up && (!m->consts_sv || !memcmp(m->consts_sv, sv, sizeof *sv * (size_t)n))) return HARP_OK;
+  if (m->consts_up && (!m->consts_sv || !weights_moved(m, sv))) return HARP_OK;
   if (!f->const_bytes) return (m->consts_up = true), HARP_OK;
-  if (n && !m->consts_sv && weights_vary(m) && !(m->consts_sv = ut_xcalloc((size_t)n, sizeof *m->consts_sv)))
-    return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  if (n && !m->consts_up && !m->consts_sv) { /* the first upload: do the weights' sizes vary? */
+    if (!(m->consts_sv = ut_xcalloc(2 * (size_t)n, sizeof *m->consts_sv)))
+      return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+    if (!weight_syms(m, m->consts_sv + n)) free(m->consts_sv), m->consts_sv = NULL;
+  }
   ut_tensor *params = ut_xcalloc((size_t)f->nargs + 1, sizeof *params);
   if (!params) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   int np = 0;

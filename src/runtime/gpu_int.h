@@ -44,7 +44,7 @@ struct rt_gpu_model {
   /* a ShapeSet build (tu->gen.n > 0; gpu_session.c): the binding a run is at */
   const tiny_graph *gio; /* the graph prepared at it: the inputs' and outputs' shapes (NULL: g) */
   const int64_t *sv;     /* per symbol of tu->gen: its value (NULL: the box's corner hi) */
-  int64_t *consts_sv;    /* weights whose sizes vary with tu->gen: the values they went up at (NULL: fixed sizes) */
+  int64_t *consts_sv;    /* weights whose sizes vary with tu->gen: the values they went up at, then which vary them (NULL: fixed sizes) */
 };
 
 /* rt_gpu_build on an already opened runtime (rt != NULL: borrowed, and the

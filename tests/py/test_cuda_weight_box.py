@@ -18,9 +18,10 @@ binding was below the corner failed, "weight 0 does not match the model").
              against the interpreter (TF32: 5e-3); D one short must differ.
   sessions   `harp bench --bind` on the fake libcuda as an 8.0 and a 9.0
              device, D = 64, 48, 40 and D = 40, 64, 64 (below the corner
-             first; a binding again): one build, no fallback; the fake's
-             counters: on sm90 the four packs run directly at every binding
-             that moves D (12 and 8 launches), the weights uploaded there.
+             first; a binding again), and (M, D) = (256, 64), (200, 64),
+             (256, 48) (M moves alone): one build, no fallback; the fake's
+             counters: on sm90 the four packs run directly at each binding
+             that moves D (12, 8 and 8 launches), the weights uploaded there.
 The units compile with nvcc for sm_80 and sm_90a.  Skips (77) without g++."""
 import json
 import os
@@ -61,26 +62,28 @@ def box_row(s, rng, target):
     (NVCC_UNITS_90 if target == "sm90" else NVCC_UNITS).append((what, os.path.join(dhi, "model.cu")))
 
 
-def session_row(s, target, ds):
-    """A session over D = ds (M fixed) on the fake libcuda as a device of
-    target: one build, no fallback; the fake's counters: the four weight
-    packs (sm90) run directly once at each binding, none on sm80, and the
-    weights go up at each binding."""
-    what = f"gemm_chain4.json ({target}) session over D={ds}"
+def session_row(s, target, binds, fixed):
+    """A session over binds (dicts: M and D, or D alone with fixed's M) on the
+    fake libcuda as a device of target: one build, no fallback; the fake's
+    counters: the four weight packs (sm90) run directly once at each binding
+    that moves D (a binding again, or one that moves M only: none), none on
+    sm80, and the weights go up there."""
+    what = f"gemm_chain4.json ({target}) session over {binds}"
     log = os.path.join(tempfile.mkdtemp(prefix="harp_fake_log_"), "fake.json")
-    st, err = cuda_sim.session_counts(s, what, MODEL, target, [f"D={d}" for d in ds], [f"M={M}"],
-                                      env={"HARP_FAKE_CUDA_LOG": log})
+    st, err = cuda_sim.session_counts(s, what, MODEL, target, [",".join(f"{k}={v}" for k, v in b.items()) for b in binds],
+                                      [f"{k}={v}" for k, v in fixed.items()], env={"HARP_FAKE_CUDA_LOG": log})
     if not st:
         return
     one_build(s, what, st, err)
     fake = json.load(open(log)) if os.path.exists(log) else {}
-    moves = sum(1 for i, d in enumerate(ds) if i == 0 or d != ds[i - 1])  # a binding again: nothing goes up
-    packs = 4 * moves if target == "sm90" else 0
-    s.check(f"{what}: the weights packed at each binding ({packs} direct launches)", fake.get("direct_launches") == packs,
+    at = [{**fixed, **b} for b in binds]
+    moved = [b["D"] for i, b in enumerate(at) if i == 0 or b["D"] != at[i - 1]["D"]]
+    packs = 4 * len(moved) if target == "sm90" else 0
+    s.check(f"{what}: the weights packed where D moves ({packs} direct launches)", fake.get("direct_launches") == packs,
             str(fake))
-    weights = sum(4 * (d * d + d) * 4 for i, d in enumerate(ds) if i == 0 or d != ds[i - 1])  # W0..W3, b0..b3 at each D
-    inputs = sum(4 * M * d for d in ds)  # X at each binding, uploaded by its run
-    s.check(f"{what}: the weights uploaded at each binding", fake.get("htod_bytes", 0) >= weights + inputs, str(fake))
+    weights = sum(4 * (d * d + d) * 4 for d in moved)  # W0..W3 and b0..b3 at each D
+    inputs = sum(4 * b["M"] * b["D"] for b in at)  # X at each binding, uploaded by its run
+    s.check(f"{what}: the weights uploaded where D moves", fake.get("htod_bytes", 0) >= weights + inputs, str(fake))
 
 
 def main():
@@ -88,7 +91,9 @@ def main():
     for target in ("sm90", "sm80"):
         box_row(s, rng, target)
         for ds in ([64, 48, 40], [40, 64, 64]):
-            session_row(s, target, ds)
+            session_row(s, target, [{"D": d} for d in ds], {"M": M})
+        # M moves, D stays: the weights stay up (the box over M and D)
+        session_row(s, target, [{"M": 256, "D": 64}, {"M": 200, "D": 64}, {"M": 256, "D": 48}], {})
     finish(s)
 
 
