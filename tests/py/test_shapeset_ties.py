@@ -11,8 +11,8 @@ compile serves the box; d2s_hw.harp (its output 2 H, no second symbol) is
 the control.  Checked here:
 
 - the ties a box learns (`harp dump --shapeset --time-stages`): G = 2*H;
-  upcat_hw's four; none where G may be 1 (a broadcast) or where 3 H = 2 G
-  (no integer form).
+  upcat_hw's four; G = 2*H where G may be 1 too (a named dim does not
+  broadcast); where 3 H = 2 G an exact division (test_shapeset_ties_more.py).
 
 - CPU (a Python session over a box whose lower corner breaks the tie, e.g.
   H 3..12 with G 5..24): one object, each of three bindings against the
@@ -70,10 +70,10 @@ LEARN_ROWS = [
     ("up2_add.harp", {"H": (3, 12), "G": (5, 24)}, dict(N=1, H=4, W=8, G=8, V=16), "G = 2*H"),
     ("upcat_hw.harp", {"H": (3, 8), "W": (2, 4), "G": (5, 16), "V": (3, 8), "P": (9, 32), "Q": (5, 16)},
      dict(N=1, H=4, W=3, G=8, V=6, P=16, Q=12), "G = 2*H, V = 2*W, P = 4*H, Q = 4*W"),
-    # G may be 1 in this box (z broadcast along it): G = 2 H does not hold at every binding
-    ("up2_add.harp", {"H": (1, 12), "G": (1, 24)}, dict(N=1, H=4, W=8, G=8, V=16), None),
-    # 3 H = 2 G: neither symbol an integer form of the other
-    (UNEVEN, {"H": (2, 8), "G": (3, 12)}, dict(H=4, G=6), None),
+    # G may be 1 in this box, but a named dim at 1 does not broadcast against 2 H (test_shapeset_ties_more): tied
+    ("up2_add.harp", {"H": (1, 12), "G": (1, 24)}, dict(N=1, H=4, W=8, G=8, V=16), "G = 2*H"),
+    # 3 H = 2 G: neither symbol an integer form of the other; an exact division (test_shapeset_ties_more)
+    (UNEVEN, {"H": (2, 8), "G": (3, 12)}, dict(H=4, G=6), "G = (3*H) floordiv 2 (exact)"),
 ]
 
 
@@ -177,8 +177,8 @@ def derived_values(model, b, box):
         return {}
     defs = json.load(open(os.path.join(d, "tiny.json"))).get("derived", {})
     vals = dict(b)
-    for k, v in defs.items():  # in definition order: a later one may read an earlier one
-        vals[k] = eval(v.replace("floordiv", "//"), {}, dict(vals))
+    for k, v in defs.items():  # in definition order: a later one may read an earlier one (an exact tie: an object)
+        vals[k] = eval((v["def"] if isinstance(v, dict) else v).replace("floordiv", "//"), {}, dict(vals))
     return vals
 
 
