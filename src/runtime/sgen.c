@@ -574,9 +574,10 @@ static harp_status learn_ties(harp_error *e, rt_sgen *s) {
   tiny_symtab_init(&box);
   if (tiny_load_json(e, s->text, strlen(s->text), NULL, &g)) return e->code;
   harp_status st = HARP_OK;
-  for (int i = 0; !st && i < s->nsyms; i++) st = tiny_symtab_set(e, &box, s->syms[i].name, lo[i]);
-  if (!st) st = tiny_ties_drop(e, g, &box, &own); /* what g does not define is the box's own */
   int64_t v;
+  for (int i = 0; !st && i < s->nsyms; i++) /* a name given twice: box_setup says so */
+    if (!tiny_symtab_get(&box, s->syms[i].name, &v)) st = tiny_symtab_set(e, &box, s->syms[i].name, lo[i]);
+  if (!st) st = tiny_ties_drop(e, g, &box, &own); /* what g does not define is the box's own */
   for (int i = 0; !st && i < s->nsyms; i++) s->follows[i] = !tiny_symtab_get(&own, s->syms[i].name, &v);
   if (!st) tiny_symtab_free(&own);
   if (!st && tiny_dsym_snap(g, names, lo, hi, s->nsyms)) /* an exact tie's (2 G = 3 H): H's corners even */

@@ -73,7 +73,7 @@ LEARN_ROWS = [
     # G may be 1 in this box, but a named dim at 1 does not broadcast against 2 H (test_shapeset_ties_more): tied
     ("up2_add.harp", {"H": (1, 12), "G": (1, 24)}, dict(N=1, H=4, W=8, G=8, V=16), "G = 2*H"),
     # 3 H = 2 G: neither symbol an integer form of the other; an exact division (test_shapeset_ties_more)
-    (UNEVEN, {"H": (2, 8), "G": (3, 12)}, dict(H=4, G=6), "G = (3*H) floordiv 2 (exact)"),
+    (UNEVEN, {"H": (2, 8), "G": (3, 12)}, dict(H=4, G=6), "G = 3*H floordiv 2 (exact)"),
 ]
 
 
