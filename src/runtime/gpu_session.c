@@ -241,7 +241,11 @@ static harp_status model_in(harp_error *e, rt_gpu_session *s, int c, const tiny_
 
 /* The ShapeSet key of binding (its text: "H=16;W=16") into key[cap]:
  * plan_shapeset_key, then each symbol the session holds fixed at its value
- * ("|C=3"); a fixed symbol the binding does not give is a usage error. */
+ * ("|C=3"); a fixed symbol the binding does not give is a usage error.
+ * tied (NULL: none): the model with the ties of binding's class box
+ * (gpu_box_ties, said their text): the symbols it defines left out of the
+ * key and said added ("H:8|G = 3*H"), so G = 3 H over H 5..8 (G 15..24,
+ * two classes of G) is one cluster. */
 static harp_status cluster_key(harp_error *e, const rt_gpu_session *s, const tiny_symtab *binding, const char *tied,
                                const char *said, const char *text, char *key, size_t cap) {
   tiny_graph *g = NULL;

@@ -25,7 +25,6 @@ the corner hi's sm80 build runs on the SIMT simulator at each binding against
 the interpreter.  Skips (77) without g++; the CPU part without the Python
 package, the sessions without the fake libcuda or NVRTC (said on stdout)."""
 import os
-import subprocess
 import sys
 import tempfile
 import warnings
@@ -34,7 +33,8 @@ import numpy as np
 
 import cuda_sim
 from cuda_ss_common import at_bindings, box_corner, one_build, session_counts
-from harp_test import HARP, MODELS as MODELS_DIR, Suite, close, run
+from harp_test import MODELS as MODELS_DIR, Suite
+from test_shapeset_ties import cpu_rows, learn_rows
 
 MODELS = {
     "reshape_rows": "graph<R=8, H=4> main(x: f32[R, 4], z: f32[H, 8]) -> (y: f32[H, 8]) {\n"
@@ -97,13 +97,13 @@ GPU_ROWS = [
 
 
 def model_path(name, d=tempfile.mkdtemp(prefix="harp_ties_more_")):
-    """MODELS[name] written into d (once); a name with a dot, tests/models'."""
+    """MODELS[name] written into d (once), or a name with a dot tests/models': (its path, its name)."""
     if "." in name:
-        return os.path.join(MODELS_DIR, name)
+        return os.path.join(MODELS_DIR, name), name
     p = os.path.join(d, f"{name}.harp")
     if not os.path.exists(p):
         open(p, "w").write(MODELS[name])
-    return p
+    return p, name
 
 
 def box_opts(box):
@@ -111,69 +111,11 @@ def box_opts(box):
     return [x for k, (lo, hi) in box.items() for x in ("--shapeset", f"{k}={lo}..{hi}")]
 
 
-def learn_rows(s):
-    """LEARN_ROWS: the ties `harp dump --shapeset --time-stages` says a box learned."""
-    for name, box, b, want in LEARN_ROWS:
-        d = tempfile.mkdtemp(prefix="harp_ties_more_")
-        p = subprocess.run([HARP, "dump", model_path(name), "--dump", "tiny", "--dump-dir", d, "--time-stages", *box_opts(box),
-                            *[x for k, v in b.items() for x in ("--sym", f"{k}={v}")]], capture_output=True, text=True, timeout=300)
-        said = [l.split("follow the others: ", 1)[-1] for l in p.stderr.splitlines() if "tied symbols follow the others" in l]
-        s.check(f"{name} over {box}: ties learned {want}", p.returncode == 0 and said == ([want] if want else []),
-                f"{said} {p.stderr[-400:]}")
-
-
-def cpu_rows(s):
-    """CPU_ROWS through Python sessions (harp.h's shapesets)."""
-    try:
-        sys.argv, argv = sys.argv[:1], sys.argv
-        from harp_py import harp
-    except SystemExit:
-        print("no Python package: the CPU rows not checked")
-        return
-    finally:
-        sys.argv = argv
-    cache = tempfile.mkdtemp(prefix="harp_ties_more_")
-    rng = np.random.default_rng(25)
-    for name, box, fixed, at, bad in CPU_ROWS:
-        path = model_path(name)
-        try:
-            sess = harp.InferenceSession(path, {"cache_dir": cache, "progress": False, "syms": fixed}, shapesets=box)
-        except harp.HarpError as ex:
-            s.check(f"{name}: compiles over {box}", False, str(ex)[:400])
-            continue
-        for b in at:
-            ref = harp.InferenceSession(path, {"syms": {**fixed, **b}, "progress": False}, providers=["interp"])
-            feeds = {i.name: rng.uniform(-2, 2, i.shape).astype(np.float32) for i in ref.get_inputs()}
-            want = ref.run(None, feeds)
-            try:
-                got = sess.run(None, feeds)
-            except harp.HarpError as ex:
-                s.check(f"{name} at {b}: runs", False, str(ex)[:400])
-                continue
-            for k, (g, w) in enumerate(zip(got, want)):
-                ok, detail = close(np.asarray(g), np.asarray(w, np.float64), 1e-6, 1e-6)
-                s.check(f"{name} at {b}: output {k} vs the interpreter", ok, detail)
-        objs, _, why = sess.shapeset_objects()
-        s.check(f"{name}: one object serves the box {box}", objs == 1 and why is None, f"{objs} object(s): {why}")
-        if bad:
-            shapes, said = bad
-            try:
-                sess.run(None, {k: np.zeros(d, np.float32) for k, d in shapes.items()})
-                s.check(f"{name} at {shapes}: a binding breaking the tie is refused", False, "it ran")
-            except harp.HarpError as ex:
-                s.check(f"{name} at {shapes}: a binding breaking the tie is refused ({said!r})", said in str(ex), str(ex)[:400])
-            s.check(f"{name}: the refused binding compiled nothing", sess.shapeset_objects()[0] == objs)
-            # the tie refuses no binding the model accepts: the interpreter, at the binding alone, refuses it too
-            q, _ = run(path, {k: np.zeros(d, np.float32) for k, d in shapes.items()}, backend="interp")
-            s.check(f"{name} at {shapes}: the interpreter refuses the binding too", q.returncode != 0 and "error[" in q.stderr,
-                    q.stderr[-300:])
-
-
 def gpu_row(s, rng, name, at, box, bad, short):
     """One GPU_ROWS row: sessions on sm80 and sm90 (one cluster, one build; the breaking binding refused where
     its model loads, located, or by the session naming the tie), the box's unit at each binding (the same CUDA C,
     NVRTC), sm80's on the simulator against the interpreter."""
-    model = model_path(name)
+    model, _ = model_path(name)
     binds = [",".join(f"{k}={v}" for k, v in b.items()) for b in at]
     for target in ("sm80", "sm90"):
         st, err = session_counts(s, f"{name} ({target})", model, target, binds)
@@ -209,8 +151,8 @@ def main():
     if not cuda_sim.have_gxx():
         print("g++ not found: skipped")
         sys.exit(77)
-    learn_rows(s)
-    cpu_rows(s)
+    learn_rows(s, LEARN_ROWS, model_path)
+    cpu_rows(s, CPU_ROWS, model_path)
     rng = np.random.default_rng(25)
     for row in GPU_ROWS:
         gpu_row(s, rng, *row)
