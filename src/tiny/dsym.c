@@ -82,7 +82,7 @@ int tiny_dsym_add(tiny_graph *g, const char *name, const char *def_text) {
   const char *nm = ut_arena_strdup(g->arena, name);
   if (d) g->dsyms = d;
   if (!d || !nm) return dsym_fail(g, HARP_E_NO_MEMORY, name, "out of memory");
-  g->dsyms[g->ndsyms] = (tiny_dsym){nm, def};
+  g->dsyms[g->ndsyms] = (tiny_dsym){nm, def, false};
   return g->ndsyms++;
 }
 
@@ -132,10 +132,10 @@ static bool one_symbol(const tiny_expr *x, const char **sym) {
   return one_symbol(x->a, sym) && one_symbol(x->b, sym);
 }
 
-/* The first v of from, from + step, .. (up to to, at most den of them)
- * where d's division, sym at v, is exact, into *at; false: none. */
+/* The first v of from, from + step, .. (up to to, at most den of them, and
+ * 4,096) where d's division, sym at v, is exact, into *at; false: none. */
 static bool exact_from(const tiny_dsym *d, const char *sym, int64_t from, int64_t to, int64_t step, int64_t den, int64_t *at) {
-  for (int64_t k = 0, v = from; k < den && (step > 0 ? v <= to : v >= to); k++, v += step) {
+  for (int64_t k = 0, v = from; k < den && k < 4096 && (step > 0 ? v <= to : v >= to); k++, v += step) {
     tiny_symtab t;
     harp_error e = {0};
     int64_t num, dd, q;

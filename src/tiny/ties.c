@@ -203,6 +203,13 @@ static bool value_at(const ties *t, const tiny_expr *def, bool at_hi, int64_t *v
   return ok;
 }
 
+/* Whether f's atoms but j with a coefficient are symbols (no opaque term). */
+static bool others_symbols(const lin *f, int j) {
+  for (int i = 0; i < f->n; i++)
+    if (i != j && f->k[i] && !f->sym[i]) return false;
+  return true;
+}
+
 /* The tie f = 0 solved for its atom j into t when it holds over the box
  * (the file's header); false when not.  x's coefficient must divide the
  * others' and the constant, or (exact) x := (m*Y + c) floordiv d, one other
@@ -221,7 +228,7 @@ static bool solve_for(ties *t, const lin *f, int j, bool exact) {
   d = ut_gcd(d, c); /* the equation's common factor out */
   int64_t k = f->k[j] < 0 ? -f->k[j] / d : f->k[j] / d;
   bool whole = k == 1;
-  if (!whole && (!exact || others != 1)) return false;
+  if (!whole && (!exact || others != 1 || !others_symbols(f, j))) return false;
   char text[TIE_TEXT];
   int at = whole ? 0 : snprintf(text, sizeof text, "(");
   for (int i = 0; i < f->n; i++) { /* x = (sum m[i] / d * atom[i] + c / d) floordiv k */
