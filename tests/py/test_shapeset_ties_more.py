@@ -44,6 +44,10 @@ MODELS = {
     "uneven": "graph<H=4, G=6> main(x: f32[H], z: f32[G]) -> (y: f32[3 * H]) {\n"
               "    a = reshape(expand(reshape(x, [H, 1]), [H, 3]), [3 * H])\n"
               "    b = reshape(expand(reshape(z, [G, 1]), [G, 2]), [2 * G])\n    y = a + b\n    return y\n}\n",
+    # Tiny JSON: the DSL refuses [H] + [G] (two names)
+    "plain": '{"uops": [{"id": "x", "uop": "INPUT", "arg": {"tensor_id": "x", "dtype": "fp32", "shape": ["H"]}},\n'
+             ' {"id": "z", "uop": "INPUT", "arg": {"tensor_id": "z", "dtype": "fp32", "shape": ["G"]}},\n'
+             ' {"id": "y", "uop": "ADD", "src": ["x", "z"]}], "outputs": ["y"]}\n',
     "up3": "graph<H=8, G=24> main(x: f32[4, H], z: f32[4, G]) -> (y: f32[4, G]) {\n"
            "    a = reshape(expand(reshape(x, [4, H, 1]), [4, H, 3]), [4, 3 * H])\n    y = a + z\n    return y\n}\n",
     "up2_cat": "graph<N=1, H=8, W=8, G=17, V=16> main(x: f32[N, 4, H, W], c: f32[N, 4, 1, V], z: f32[N, 4, G, V])"
@@ -60,6 +64,7 @@ LEARN_ROWS = [
     ("uneven", {"H": (2, 8), "G": (3, 12)}, dict(H=4, G=6), "G = 3*H floordiv 2 (exact)"),
     # G may be 1: a named dim at 1 does not broadcast against 2 H (BroadcastMismatch, checked below): tied all the same
     ("up2_add.harp", {"H": (1, 12), "G": (1, 24)}, dict(N=1, H=4, W=8, G=8, V=16), "G = 2*H"),
+    ("plain", {"H": (1, 8), "G": (1, 8)}, dict(H=4, G=4), "G = H"),
     ("up2_cat", {"H": (3, 8), "W": (3, 8), "G": (5, 17), "V": (5, 16)}, dict(N=1, H=8, W=8, G=17, V=16),
      "V = 2*W, G = 2*H + 1"),
     ("up3", {"H": (3, 8), "G": (5, 24)}, dict(H=8, G=24), "G = 3*H"),
@@ -80,6 +85,7 @@ CPU_ROWS = [
     ("up2_add.harp", {"H": (1, 12), "G": (1, 24)}, {"N": 1, "W": 8, "V": 16}, [dict(H=1, G=2), dict(H=12, G=24),
                                                                                 dict(H=5, G=10)],
      ({"x": [1, 8, 4, 8], "z": [1, 8, 1, 16]}, "shape symbol G is 1")),
+    ("plain", {"H": (1, 8), "G": (2, 8)}, {}, [dict(H=2, G=2), dict(H=8, G=8), dict(H=5, G=5)], ({"x": [1], "z": [6]}, "shape symbol G is 6")),
 ]
 
 # model, three bindings (the first its ShapeSet class's corner hi; the tied symbol in two classes: two clusters
@@ -100,7 +106,7 @@ def model_path(name, d=tempfile.mkdtemp(prefix="harp_ties_more_")):
     """MODELS[name] written into d (once), or a name with a dot tests/models': (its path, its name)."""
     if "." in name:
         return os.path.join(MODELS_DIR, name), name
-    p = os.path.join(d, f"{name}.harp")
+    p = os.path.join(d, f"{name}.{'json' if MODELS[name][0] == '{' else 'harp'}")
     if not os.path.exists(p):
         open(p, "w").write(MODELS[name])
     return p, name
