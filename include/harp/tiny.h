@@ -269,6 +269,10 @@ typedef struct tiny_node {
 typedef struct tiny_dsym {
   const char *name;
   const struct tiny_expr *def; /* symbols: base ones or earlier derived ones */
+  /* def is N floordiv d and the model holds only where d divides N (a tie
+   * 2 G = 3 H: G := (3*H) floordiv 2): a binding where it does not is
+   * InputMismatch (tiny_dsym_bind); the JSON's {"def": .., "exact": true}. */
+  bool exact;
 } tiny_dsym;
 
 typedef struct tiny_graph {
@@ -353,6 +357,12 @@ int tiny_dsym_intern(tiny_graph *g, const char *def_text);
  * its definition: else InputMismatch; a negative value is
  * AxisSizeMismatch.  Derived symbols of unbound ones stay unbound. */
 harp_status tiny_dsym_bind(harp_error *e, const tiny_graph *g, tiny_symtab *syms);
+/* The box names[n] (lo..hi each) narrowed to bindings the exact derived
+ * symbols of g accept: per exact symbol whose division reads one of names
+ * alone (G := (3*H) floordiv 2), that one's lo raised and hi lowered to the
+ * nearest values its divisor divides (H 3..9: 4..8).  False when a range
+ * holds none (left as it was). */
+bool tiny_dsym_snap(const tiny_graph *g, const char *const *names, int64_t *lo, int64_t *hi, int n);
 /* Whether def never decreases when a symbol grows (sums, products and
  * floor divisions of non-negative terms by positive constants). */
 bool tiny_dsym_monotone(const tiny_expr *def);

@@ -81,10 +81,18 @@ static harp_status prepared_copy(harp_error *e, const char *text, tiny_symtab *t
 
 /* lo and syms without the symbols that the object's model text defines (a
  * tie the box learned, G := 2*H: rt_sgen's; computed from the others
- * instead), the model read once. */
+ * instead), the model read once; lo and syms (the corner hi) narrowed as
+ * rt_sgen narrows its box for an exact tie (tiny_dsym_snap: 2 G = 3 H, H even). */
 static harp_status drop_tied(harp_error *e, const char *text, tiny_symtab *lo, tiny_symtab *syms) {
   tiny_graph *g = NULL;
   if (tiny_load_json(e, text, strlen(text), NULL, &g)) return e->code;
+  for (int i = 0; i < lo->n; i++) {
+    int64_t l = lo->values[i], h = l;
+    int k = 0;
+    while (k < syms->n && strcmp(syms->names[k], lo->names[i])) k++;
+    if (k < syms->n) h = syms->values[k];
+    if (tiny_dsym_snap(g, (const char *const *)&lo->names[i], &l, &h, 1) && k < syms->n) lo->values[i] = l, syms->values[k] = h;
+  }
   tiny_symtab *ts[2] = {lo, syms};
   harp_status st = HARP_OK;
   for (int k = 0; !st && k < 2; k++) {

@@ -282,6 +282,17 @@ harp_status gpu_box_decide(harp_error *e, const char *json, const tiny_symtab *g
   return st;
 }
 
+/* lo, hi narrowed to the bindings json's exact ties accept (2 G = 3 H:
+ * H's corners even; tiny_dsym_snap). */
+static harp_status snap_box(harp_error *e, const char *json, const tiny_symtab *binding, int64_t *lo, int64_t *hi) {
+  tiny_graph *g = NULL;
+  if (!strstr(json, "\"exact\"")) return HARP_OK;
+  if (tiny_load_json(e, json, strlen(json), "<session>", &g)) return e->code;
+  tiny_dsym_snap(g, (const char *const *)binding->names, lo, hi, binding->n);
+  tiny_graph_free(g);
+  return HARP_OK;
+}
+
 /* gpu_box_decide over binding, every symbol of it free. */
 static harp_status box_decide(harp_error *e, const char *json, const tiny_symtab *binding, const rt_gpu_opts *o, cuda_rt *rt,
                               gpu_box **out) {
@@ -302,7 +313,8 @@ static harp_status box_decide(harp_error *e, const char *json, const tiny_symtab
     if (gpu_sym_fixed(o, binding->names[i])) lo[i] = hi[i] = binding->values[i];
     else class_box(binding->values[i], &lo[i], &hi[i]);
   }
-  harp_status st = box_gens(e, b, (const char *const *)binding->names, lo, hi, n);
+  harp_status st = snap_box(e, json, binding, lo, hi);
+  if (!st) st = box_gens(e, b, (const char *const *)binding->names, lo, hi, n);
   if (!st && o && o->per_binding) snprintf(b->why, sizeof b->why, "per-binding builds were asked for");
   else if (!st && !b->gen.n) snprintf(b->why, sizeof b->why, "the ShapeSet holds this binding alone");
   else if (!st) st = compare_corners(e, b, json, (const char *const *)binding->names, lo, hi, n, o, rt);

@@ -241,10 +241,27 @@ static harp_status model_in(harp_error *e, rt_gpu_session *s, int c, const tiny_
 
 /* The ShapeSet key of binding (its text: "H=16;W=16") into key[cap]:
  * plan_shapeset_key, then each symbol the session holds fixed at its value
- * ("|C=3"); a fixed symbol the binding does not give is a usage error. */
-static harp_status cluster_key(harp_error *e, const rt_gpu_session *s, const tiny_symtab *binding, const char *text, char *key,
-                               size_t cap) {
-  plan_shapeset_key(binding, s->key_g, key, cap);
+ * ("|C=3"); a fixed symbol the binding does not give is a usage error.
+ * tied (NULL: none): the model with the ties of binding's class box
+ * (gpu_box_ties, said their text): the symbols it defines left out of the
+ * key and said added ("H:8|G = 3*H"), so G = 3 H over H 5..8 (G 15..24,
+ * two classes of G) is one cluster. */
+static harp_status cluster_key(harp_error *e, const rt_gpu_session *s, const tiny_symtab *binding, const char *tied,
+                               const char *said, const char *text, char *key, size_t cap) {
+  tiny_graph *g = NULL;
+  tiny_symtab own; /* a tied symbol (G := 2*H + 1) follows the others: not in the key, its ties are */
+  if (tied && tiny_load_json(e, tied, strlen(tied), "<session>", &g)) return e->code;
+  if (g && tiny_ties_drop(e, g, binding, &own)) {
+    tiny_graph_free(g);
+    return e->code;
+  }
+  plan_shapeset_key(g ? &own : binding, s->key_g, key, cap);
+  if (g) {
+    size_t len = strlen(key);
+    snprintf(key + len, cap - len, "|%s", said);
+    tiny_symtab_free(&own);
+    tiny_graph_free(g);
+  }
   for (int i = 0; i < s->opts.nfixed; i++) {
     int64_t v = 0;
     if (!tiny_symtab_get(binding, s->opts.fixed[i], &v))
@@ -279,10 +296,10 @@ static harp_status get_model(harp_error *e, rt_gpu_session *s, const tiny_symtab
   }
   sess_model *sm = lru;
   int c = -1;
-  char *tied = NULL; /* a new cluster's model: its box's ties made derived symbols (a binding breaking one is refused) */
-  harp_status st = cluster_key(e, s, binding, text, key, sizeof key);
+  char *tied = NULL, said[256]; /* the model with its class box's ties made derived symbols (one breaking them refused) */
+  harp_status st = gpu_box_ties(e, s->json, binding, &tied, said, sizeof said);
+  if (!st) st = cluster_key(e, s, binding, tied, said, text, key, sizeof key);
   if (!st) c = cluster_of(s, key);
-  if (!st && c < 0) st = gpu_box_ties(e, s->json, binding, &tied, NULL, 0);
   const char *json = c >= 0 && s->clusters[c].json ? s->clusters[c].json : tied ? tied : s->json;
   if (!st) st = gpu_prepare_at(e, json, (const char *const *)binding->names, binding->values, binding->n, &sm->g, &sm->syms);
   if (!st && (c = find_cluster(e, s, key)) < 0) st = e->code; /* a binding that prepares opens a cluster */

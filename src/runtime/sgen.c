@@ -559,7 +559,8 @@ static harp_status move_weights(harp_error *e, rt_sgen *s, const int64_t *hi) {
 /* s->text with the symbols its ops tie to the box's others made derived
  * (tiny_ties_text: G := 2*H, said in s->ties), and s->follows: per box
  * symbol, whether the model defines it (a tie, or a derived symbol it
- * declares): its value follows the others', checked where an input gives it. */
+ * declares): its value follows the others', checked where an input gives it.
+ * The box narrowed to the bindings an exact tie accepts (tiny_dsym_snap). */
 static harp_status learn_ties(harp_error *e, rt_sgen *s) {
   const char *names[64 + 1];
   int64_t lo[64 + 1], hi[64 + 1];
@@ -569,10 +570,21 @@ static harp_status learn_ties(harp_error *e, rt_sgen *s) {
   if (tiny_ties_text(e, s->text, names, lo, hi, s->nsyms, &tied, s->ties, sizeof s->ties)) return e->code;
   if (tied) free(s->text), s->text = tied;
   tiny_graph *g = NULL;
+  tiny_symtab box, own;
+  tiny_symtab_init(&box);
   if (tiny_load_json(e, s->text, strlen(s->text), NULL, &g)) return e->code;
-  for (int i = 0; i < s->nsyms; i++) s->follows[i] = tiny_dsym_find(g, s->syms[i].name) >= 0;
+  harp_status st = HARP_OK;
+  int64_t v;
+  for (int i = 0; !st && i < s->nsyms; i++) /* a name given twice: box_setup says so */
+    if (!tiny_symtab_get(&box, s->syms[i].name, &v)) st = tiny_symtab_set(e, &box, s->syms[i].name, lo[i]);
+  if (!st) st = tiny_ties_drop(e, g, &box, &own); /* what g does not define is the box's own */
+  for (int i = 0; !st && i < s->nsyms; i++) s->follows[i] = !tiny_symtab_get(&own, s->syms[i].name, &v);
+  if (!st) tiny_symtab_free(&own);
+  if (!st && tiny_dsym_snap(g, names, lo, hi, s->nsyms)) /* an exact tie's (2 G = 3 H): H's corners even */
+    for (int i = 0; i < s->nsyms; i++) s->syms[i].lo = lo[i], s->syms[i].hi = hi[i];
+  tiny_symtab_free(&box);
   tiny_graph_free(g);
-  return HARP_OK;
+  return st;
 }
 
 harp_status rt_sgen_compile(harp_error *e, const tiny_graph *g, const rt_sgen_sym *syms, int nsyms,

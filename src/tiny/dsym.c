@@ -6,7 +6,7 @@
  * (docs/tiny-ir.md, "Derived symbols").
  * Needs: expr.c (parse, eval), core.c (symtab).  Gives: tiny_dsym_add,
  * tiny_dsym_find, tiny_dsym_bind, tiny_dsym_monotone, tiny_dsym_steps_up, tiny_dsym_readers,
- * tiny_dsym_name, tiny_dsym_intern. */
+ * tiny_dsym_name, tiny_dsym_intern, tiny_dsym_snap. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,17 +82,33 @@ int tiny_dsym_add(tiny_graph *g, const char *name, const char *def_text) {
   const char *nm = ut_arena_strdup(g->arena, name);
   if (d) g->dsyms = d;
   if (!d || !nm) return dsym_fail(g, HARP_E_NO_MEMORY, name, "out of memory");
-  g->dsyms[g->ndsyms] = (tiny_dsym){nm, def};
+  g->dsyms[g->ndsyms] = (tiny_dsym){nm, def, false};
   return g->ndsyms++;
+}
+
+/* Whether exact derived symbol d's division leaves a remainder at syms
+ * (its dividend into *num, its divisor into *den); false where it does not
+ * or cannot say. */
+static bool inexact(const tiny_dsym *d, const tiny_symtab *syms, int64_t *num, int64_t *den) {
+  return d->exact && d->def->k == TX_FLOORDIV && tiny_expr_eval(d->def->a, NULL, syms, num) &&
+         tiny_expr_eval(d->def->b, NULL, syms, den) && *den > 0 && ut_mod(*num, *den);
 }
 
 harp_status tiny_dsym_bind(harp_error *e, const tiny_graph *g, tiny_symtab *syms) {
   for (int i = 0; i < g->ndsyms; i++) {
     const tiny_dsym *d = &g->dsyms[i];
-    int64_t v, old;
+    int64_t v, old, num, den;
     if (!tiny_expr_eval(d->def, NULL, syms, &v)) continue; /* reads an unbound symbol (or overflows): stays unbound */
     char def[256];
     tiny_expr_print(d->def, def, sizeof def);
+    if (inexact(d, syms, &num, &den)) {
+      char a[256];
+      tiny_expr_print(d->def->a, a, sizeof a);
+      return ut_fail(e, HARP_E_INPUT_MISMATCH, NULL,
+                     "shape symbol %s := %s (a tie of the model's shapes) holds only where %" PRId64 " divides %s, which is %" PRId64
+                     " at this binding",
+                     d->name, def, den, a, num);
+    }
     if (tiny_symtab_get(syms, d->name, &old) && old != v)
       return ut_fail(e, HARP_E_INPUT_MISMATCH, NULL,
                      "shape symbol %s is %" PRId64 " (an input's shape), but its definition %s gives %" PRId64 " at this binding",
@@ -103,6 +119,50 @@ harp_status tiny_dsym_bind(harp_error *e, const tiny_graph *g, tiny_symtab *syms
     if (tiny_symtab_set(e, syms, d->name, v)) return e->code;
   }
   return HARP_OK;
+}
+
+/* The one symbol x reads into *sym; false when it reads none or several. */
+static bool one_symbol(const tiny_expr *x, const char **sym) {
+  if (!x) return true;
+  if (x->k == TX_SYM) {
+    if (*sym && strcmp(*sym, x->sym)) return false;
+    *sym = x->sym;
+    return true;
+  }
+  return one_symbol(x->a, sym) && one_symbol(x->b, sym);
+}
+
+/* The first v of from, from + step, .. (up to to, at most den of them, and
+ * 4,096) where d's division, sym at v, is exact, into *at; false: none. */
+static bool exact_from(const tiny_dsym *d, const char *sym, int64_t from, int64_t to, int64_t step, int64_t den, int64_t *at) {
+  for (int64_t k = 0, v = from; k < den && k < 4096 && (step > 0 ? v <= to : v >= to); k++, v += step) {
+    tiny_symtab t;
+    harp_error e = {0};
+    int64_t num, dd, q;
+    tiny_symtab_init(&t);
+    bool ok = !tiny_symtab_set(&e, &t, sym, v) && tiny_expr_eval(d->def, NULL, &t, &q) && !inexact(d, &t, &num, &dd);
+    tiny_symtab_free(&t);
+    if (ok) return *at = v, true;
+  }
+  return false;
+}
+
+bool tiny_dsym_snap(const tiny_graph *g, const char *const *names, int64_t *lo, int64_t *hi, int n) {
+  bool ok = true;
+  for (int i = 0; i < g->ndsyms; i++) {
+    const tiny_dsym *d = &g->dsyms[i];
+    const char *sym = NULL;
+    int64_t den = 0, l, h;
+    if (!d->exact || d->def->k != TX_FLOORDIV || d->def->b->k != TX_CONST || (den = d->def->b->c) <= 0 || !one_symbol(d->def->a, &sym) ||
+        !sym)
+      continue;
+    for (int j = 0; j < n; j++) {
+      if (strcmp(names[j], sym)) continue;
+      if (exact_from(d, sym, lo[j], hi[j], 1, den, &l) && exact_from(d, sym, hi[j], lo[j], -1, den, &h)) lo[j] = l, hi[j] = h;
+      else ok = false;
+    }
+  }
+  return ok;
 }
 
 /* Whether x is a constant below zero. */

@@ -559,10 +559,14 @@ harp_status ld_dsyms(lctx *c, json_t *d) {
     return ut_fail(c->e, HARP_E_INVALID_ARG, NULL, "\"derived\" must be an object of NAME: \"DEFINITION\", got %s", ut_json_kind(d));
   const char *name;
   json_t *def;
-  json_object_foreach(d, name, def) {
-    if (!json_is_string(def))
-      return ut_fail(c->e, HARP_E_INVALID_ARG, NULL, "derived symbol %s: its definition must be a string", name);
-    if (tiny_dsym_add(c->g, name, json_string_value(def)) < 0) return ut_fail(c->e, c->g->err.code, NULL, "%s", c->g->err.msg);
+  json_object_foreach(d, name, def) { /* "NAME": "DEF", or {"def": "DEF", "exact": true} (tiny_dsym.exact) */
+    json_t *x = json_is_object(def) ? json_object_get(def, "exact") : NULL, *text = json_is_object(def) ? json_object_get(def, "def") : def;
+    if (!json_is_string(text) || (json_is_object(def) && (json_object_size(def) != 1u + !!x || (x && !json_is_boolean(x)))))
+      return ut_fail(c->e, HARP_E_INVALID_ARG, NULL,
+                     "derived symbol %s: its definition must be a string, or {\"def\": STRING, \"exact\": BOOL}", name);
+    int k = tiny_dsym_add(c->g, name, json_string_value(text));
+    if (k < 0) return ut_fail(c->e, c->g->err.code, NULL, "%s", c->g->err.msg);
+    c->g->dsyms[k].exact = json_is_true(x);
   }
   return HARP_OK;
 }

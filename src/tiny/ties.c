@@ -11,16 +11,23 @@
  *
  * The relations are read from the graph inferred symbolically: every pair
  * of dims that an elementwise op broadcasts to one axis, named by two
- * different symbols, neither a literal 1, is an equation of affine forms
- * over the box's symbols (derived symbols read through their definitions;
- * a floor division, remainder or product of symbols one opaque atom).
- * It is solved for a symbol X of the box with a coefficient that divides
- * every other one and the constant, X read by no opaque atom; the symbol
+ * different symbols, neither a literal 1 (a named dim does not broadcast
+ * at 1: a binding with G 1 and 2 H 8 is BroadcastMismatch in every
+ * backend, verify.c, so a box whose ranges hold 1 is tied too), and every
+ * RESHAPE's element counts (input's = output's: [R, 4] -> [H, 8] gives
+ * 4 R = 8 H; symbols both sides name cancelled, [N, H, W] -> [N, P] gives
+ * P = H W), is an equation of affine forms over the box's symbols (derived
+ * symbols read through their definitions; a floor division, remainder or
+ * product of symbols one opaque atom).  It is solved for a symbol X of the
+ * box with a coefficient that divides every other one and the constant
+ * (the equation's common factor out), X read by no opaque atom; the symbol
  * an input declares last is taken first (x [.., H, ..] before z [.., G,
- * ..]: G := 2*H).  A tie is kept only where it holds at every binding of
- * the box: X and its definition at least 2 at the box's lower corner (at 1
- * X could broadcast instead), the definition monotone, reading only the
- * box's symbols, and X or the definition varying.
+ * ..]: G := 2*H).  Where no coefficient divides (2 G = 3 H) and X has one
+ * other symbol, X := (3*H) floordiv 2 marked exact (tiny_dsym.exact): a
+ * binding with H odd is InputMismatch naming it, and a box's corners are
+ * narrowed to even H (tiny_dsym_snap).  A tie is kept only where its
+ * definition is monotone, reads only the box's symbols, is at least 1 at
+ * the box's lower corner, and X or the definition varies.
  * Needs: infer.c (tiny_infer, tiny_broadcast), dsym.c, expr.c.
  * Gives: tiny_ties_text, tiny_ties_drop. */
 #include <inttypes.h>
@@ -51,6 +58,7 @@ typedef struct ties {
   int n;
   const char *x[TIE_MAX]; /* tied symbol := def */
   const tiny_expr *def[TIE_MAX];
+  bool exact[TIE_MAX]; /* def a division exact where the model holds (tiny_dsym.exact) */
   char text[TIE_MAX][TIE_TEXT];
 } ties;
 
@@ -195,44 +203,60 @@ static bool value_at(const ties *t, const tiny_expr *def, bool at_hi, int64_t *v
   return ok;
 }
 
+/* Whether f's atoms but j with a coefficient are symbols (no opaque term). */
+static bool others_symbols(const lin *f, int j) {
+  for (int i = 0; i < f->n; i++)
+    if (i != j && f->k[i] && !f->sym[i]) return false;
+  return true;
+}
+
 /* The tie f = 0 solved for its atom j into t when it holds over the box
- * (the file's header); false when not. */
-static bool solve_for(ties *t, const lin *f, int j) {
+ * (the file's header); false when not.  x's coefficient must divide the
+ * others' and the constant, or (exact) x := (m*Y + c) floordiv d, one other
+ * symbol Y, exact where the model holds (2 G = 3 H: G := (3*H) floordiv 2). */
+static bool solve_for(ties *t, const lin *f, int j, bool exact) {
   const char *x = f->atom[j];
-  int b = box_index(t, x);
-  int64_t k = f->k[j];
-  if (!f->sym[j] || b < 0 || t->lo[b] < 2 || def_of(t, x) || k == 0 || f->c % k) return false;
-  char text[TIE_TEXT];
-  int at = 0;
-  for (int i = 0; i < f->n; i++) { /* x = sum -k[i] / k * atom[i] - c / k */
+  int b = box_index(t, x), others = 0;
+  int64_t d = f->k[j] < 0 ? -f->k[j] : f->k[j], sign = f->k[j] < 0 ? 1 : -1, c = sign * f->c; /* d x = sum m[i] atom[i] + c */
+  if (!f->sym[j] || b < 0 || def_of(t, x) || d == 0) return false;
+  for (int i = 0; i < f->n; i++) {
     if (i == j || !f->k[i]) continue;
-    if (f->k[i] % k || (!f->sym[i] && mentions(f->atom[i], x)) || (f->sym[i] ? box_index(t, f->atom[i]) < 0 : !reads_box_only(t, f->atom[i])))
+    if ((!f->sym[i] && mentions(f->atom[i], x)) || (f->sym[i] ? box_index(t, f->atom[i]) < 0 : !reads_box_only(t, f->atom[i])))
       return false;
-    int64_t m = -f->k[i] / k;
-    at += m == 1 ? snprintf(text + at, sizeof text - (size_t)at, "%s%s", at ? " + " : "", f->atom[i])
-                 : snprintf(text + at, sizeof text - (size_t)at, "%s%" PRId64 "*%s", at ? " + " : "", m, f->atom[i]);
+    d = ut_gcd(d, f->k[i]), others++;
+  }
+  d = ut_gcd(d, c); /* the equation's common factor out */
+  int64_t k = f->k[j] < 0 ? -f->k[j] / d : f->k[j] / d;
+  bool whole = k == 1;
+  if (!whole && (!exact || others != 1 || !others_symbols(f, j))) return false;
+  char text[TIE_TEXT];
+  int at = whole ? 0 : snprintf(text, sizeof text, "(");
+  for (int i = 0; i < f->n; i++) { /* x = (sum m[i] / d * atom[i] + c / d) floordiv k */
+    if (i == j || !f->k[i]) continue;
+    int64_t m = sign * f->k[i] / d;
+    at += m == 1 ? snprintf(text + at, sizeof text - (size_t)at, "%s%s", at > !whole ? " + " : "", f->atom[i])
+                 : snprintf(text + at, sizeof text - (size_t)at, "%s%" PRId64 "*%s", at > !whole ? " + " : "", m, f->atom[i]);
     if (at >= (int)sizeof text) return false;
   }
-  if (!at || -f->c / k) at += snprintf(text + at, sizeof text - (size_t)at, "%s%" PRId64, at ? " + " : "", -f->c / k);
+  if (at == !whole || c / d) at += snprintf(text + at, sizeof text - (size_t)at, "%s%" PRId64, at > !whole ? " + " : "", c / d);
+  if (!whole && at < (int)sizeof text) at += snprintf(text + at, sizeof text - (size_t)at, ") floordiv %" PRId64, k);
   if (at >= (int)sizeof text) return false;
   harp_error e = {0};
   const tiny_expr *def = NULL;
   int64_t vlo = 0, vhi = 0;
   bool ok = !tiny_expr_parse(&e, t->g, text, 0, &def) && (tiny_dsym_monotone(def) || tiny_dsym_steps_up(t->g, def)) &&
-            value_at(t, def, false, &vlo) && value_at(t, def, true, &vhi) && vlo >= 2 && (vlo < vhi || t->lo[b] < t->hi[b]);
+            value_at(t, def, false, &vlo) && value_at(t, def, true, &vhi) && vlo >= 1 && (vlo < vhi || t->lo[b] < t->hi[b]);
   harp_error_clear(&e);
   if (!ok || t->n == TIE_MAX) return false;
-  t->x[t->n] = t->names[b], t->def[t->n] = def;
+  t->x[t->n] = t->names[b], t->def[t->n] = def, t->exact[t->n] = !whole;
   tiny_expr_print(def, t->text[t->n], TIE_TEXT);
   t->n++;
   return true;
 }
 
-/* The equation a = b (two symbols' names) added to t's ties where it
- * solves for a box symbol (the one an input declares last first). */
-static void equate(ties *t, const char *a, const char *b) {
-  char text[2 * TIE_TEXT];
-  snprintf(text, sizeof text, "%s - (%s)", a, b);
+/* The equation text = 0 (an expression of symbols) added to t's ties where
+ * it solves for a box symbol (the one an input declares last first). */
+static void equate(ties *t, const char *text) {
   harp_error e = {0};
   const tiny_expr *x = NULL;
   lin f;
@@ -240,13 +264,16 @@ static void equate(ties *t, const char *a, const char *b) {
     harp_error_clear(&e);
     return;
   }
-  bool used[TIE_ATOMS] = {false};
-  for (;;) { /* the candidates, the latest declared first */
-    int best = -1;
-    for (int i = 0; i < f.n; i++)
-      if (f.k[i] && f.sym[i] && !used[i] && (best < 0 || declared_at(t->g, f.atom[i]) > declared_at(t->g, f.atom[best]))) best = i;
-    if (best < 0 || solve_for(t, &f, best)) return;
-    used[best] = true;
+  for (int exact = 0; exact < 2; exact++) { /* a whole multiple first, else an exact division */
+    bool used[TIE_ATOMS] = {false};
+    for (;;) { /* the candidates, the latest declared first */
+      int best = -1;
+      for (int i = 0; i < f.n; i++)
+        if (f.k[i] && f.sym[i] && !used[i] && (best < 0 || declared_at(t->g, f.atom[i]) > declared_at(t->g, f.atom[best]))) best = i;
+      if (best < 0) break;
+      if (solve_for(t, &f, best, exact)) return;
+      used[best] = true;
+    }
   }
 }
 
@@ -267,8 +294,50 @@ static void node_equations(ties *t, const tiny_node *n) {
     for (int a = 0; a < ops[i]->rank; a++) {
       int m = b.map[i][a];
       const tiny_dim *x = &ops[i]->d[a], *y = m >= 0 ? &b.out.d[m] : NULL;
-      if (y && x->sym && y->sym && x->n != 1 && y->n != 1 && strcmp(x->sym, y->sym)) equate(t, x->sym, y->sym);
+      if (y && x->sym && y->sym && x->n != 1 && y->n != 1 && strcmp(x->sym, y->sym)) {
+        char text[2 * TIE_TEXT];
+        snprintf(text, sizeof text, "%s - (%s)", x->sym, y->sym);
+        equate(t, text);
+      }
     }
+}
+
+/* The product of shape s's dims into *k (its constants) and sym[0..*n) (its
+ * symbols); false when a dim is neither or the constants overflow. */
+static bool monomial(const tiny_shape *s, int64_t *k, const char **sym, int *n) {
+  *k = 1, *n = 0;
+  for (int a = 0; a < s->rank; a++)
+    if (s->d[a].sym) sym[(*n)++] = s->d[a].sym;
+    else if (s->d[a].n < 0 || !ut_mul_ok(*k, s->d[a].n, k)) return false;
+  return true;
+}
+
+/* The equation of a RESHAPE n: its input's element count equals its
+ * output's at every binding (4 R = 8 H: [R, 4] -> [H, 8]), the symbols
+ * both sides name cancelled ([N, H, W] -> [N, P]: H W = P). */
+static void reshape_equation(ties *t, const tiny_node *n) {
+  const char *a[TINY_MAX_RANK], *b[TINY_MAX_RANK];
+  int64_t ka, kb;
+  int na, nb;
+  if (n->nsrc != 1 || n->src[0].node < 0 || !monomial(&t->g->nodes[n->src[0].node].shape, &ka, a, &na) ||
+      !monomial(&n->shape, &kb, b, &nb))
+    return;
+  for (int i = 0; i < na; i++) /* cancel a symbol both sides name */
+    for (int j = 0; j < nb; j++)
+      if (a[i] && b[j] && !strcmp(a[i], b[j])) a[i] = b[j] = NULL;
+  char text[2][TIE_TEXT];
+  const char **side[2] = {a, b};
+  int cnt[2] = {na, nb}, named = 0;
+  for (int s = 0; s < 2; s++) {
+    int at = snprintf(text[s], TIE_TEXT, "%" PRId64 " * (", s ? kb : ka), first = at;
+    for (int i = 0; i < cnt[s] && at < TIE_TEXT; i++)
+      if (side[s][i]) at += snprintf(text[s] + at, TIE_TEXT - (size_t)at, "%s%s", at > first ? " * " : "", side[s][i]), named++;
+    if (at < TIE_TEXT) at += snprintf(text[s] + at, TIE_TEXT - (size_t)at, "%s)", at > first ? "" : "1");
+    if (at >= TIE_TEXT) return;
+  }
+  char eq[2 * TIE_TEXT + 8];
+  snprintf(eq, sizeof eq, "%s - (%s)", text[0], text[1]);
+  if (named) equate(t, eq);
 }
 
 /* g's derived symbols with t's ties first (their definitions read the
@@ -282,7 +351,7 @@ static harp_status apply(harp_error *e, const ties *t) {
       free(d);
       return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
     } else {
-      d[i].def = t->def[i];
+      d[i].def = t->def[i], d[i].exact = t->exact[i];
     }
   for (int i = 0; i < g->ndsyms; i++) d[t->n + i] = g->dsyms[i];
   free(g->dsyms);
@@ -303,14 +372,15 @@ harp_status tiny_ties_text(harp_error *e, const char *json, const char *const *n
   }
   for (int i = 0; i < t.g->n; i++) {
     tiny_class c = tiny_op_class(t.g->nodes[i].op);
-    if (c != TC_LEAF && c != TC_CAST && c != TC_MOVE && c != TC_REDUCE && c != TC_GATHER && t.g->nodes[i].nsrc > 1)
+    if (t.g->nodes[i].op == TINY_RESHAPE) reshape_equation(&t, &t.g->nodes[i]);
+    else if (c != TC_LEAF && c != TC_CAST && c != TC_MOVE && c != TC_REDUCE && c != TC_GATHER && t.g->nodes[i].nsrc > 1)
       node_equations(&t, &t.g->nodes[i]);
   }
   harp_status st = t.n ? apply(e, &t) : HARP_OK;
   if (!st && t.n && !(*out = tiny_write_json(t.g))) st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   for (int i = 0; !st && said && i < t.n; i++) {
     size_t at = strlen(said);
-    snprintf(said + at, cap - at, "%s%s = %s", i ? ", " : "", t.x[i], t.text[i]);
+    snprintf(said + at, cap - at, "%s%s = %s%s", i ? ", " : "", t.x[i], t.text[i], t.exact[i] ? " (exact)" : "");
   }
   tiny_graph_free(t.g);
   return st;

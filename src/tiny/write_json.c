@@ -99,14 +99,18 @@ static json_t *jargs(const tiny_node *n) {
   return o;
 }
 
-/* g's derived symbols as "derived": {"NAME": "DEF", ...} (nothing when it has none). */
+/* g's derived symbols as "derived": {"NAME": "DEF", ...} (an exact one
+ * {"def": "DEF", "exact": true}; nothing when it has none). */
 static void write_dsyms(const tiny_graph *g, ut_str *s) {
   if (!g->ndsyms) return;
   ut_str_puts(s, ",\n  \"derived\": {");
   for (int k = 0; k < g->ndsyms; k++) {
     char def[1024];
     tiny_expr_print(g->dsyms[k].def, def, sizeof def);
-    ut_str_printf(s, "%s\n    \"%s\": \"%s\"", k ? "," : "", g->dsyms[k].name, def); /* identifiers and expressions: no escapes */
+    if (g->dsyms[k].exact) /* identifiers and expressions: no escapes */
+      ut_str_printf(s, "%s\n    \"%s\": {\"def\": \"%s\", \"exact\": true}", k ? "," : "", g->dsyms[k].name, def);
+    else
+      ut_str_printf(s, "%s\n    \"%s\": \"%s\"", k ? "," : "", g->dsyms[k].name, def);
   }
   ut_str_puts(s, "\n  }");
 }

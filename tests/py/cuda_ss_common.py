@@ -201,4 +201,5 @@ def derived_defs(model, at, opts):
     p = subprocess.run(args, capture_output=True, text=True, timeout=300)
     if p.returncode:
         return {}
-    return {k: v.replace("floordiv", "//") for k, v in json.load(open(os.path.join(d, "tiny.json"))).get("derived", {}).items()}
+    defs = json.load(open(os.path.join(d, "tiny.json"))).get("derived", {})  # an exact tie's {"def": .., "exact": true}
+    return {k: (v["def"] if isinstance(v, dict) else v).replace("floordiv", "//") for k, v in defs.items()}

@@ -11,8 +11,8 @@ compile serves the box; d2s_hw.harp (its output 2 H, no second symbol) is
 the control.  Checked here:
 
 - the ties a box learns (`harp dump --shapeset --time-stages`): G = 2*H;
-  upcat_hw's four; none where G may be 1 (a broadcast) or where 3 H = 2 G
-  (no integer form).
+  upcat_hw's four; G = 2*H where G may be 1 too (a named dim does not
+  broadcast); where 3 H = 2 G an exact division (test_shapeset_ties_more.py).
 
 - CPU (a Python session over a box whose lower corner breaks the tie, e.g.
   H 3..12 with G 5..24): one object, each of three bindings against the
@@ -42,13 +42,14 @@ import cuda_sim
 from harp_test import HARP, MODELS, Suite, close, run
 
 # model, the CPU box (one whose lower corner breaks the tie), fixed symbols, bindings, a binding breaking
-# a tie (its inputs' shapes, the symbol, its value)
+# a tie (its inputs' shapes, what its error says)
 CPU_ROWS = [
     ("up2_add.harp", {"H": (3, 12), "G": (5, 24)}, {"N": 1, "W": 8, "V": 16},
-     [{"H": 3, "G": 6}, {"H": 12, "G": 24}, {"H": 7, "G": 14}], ({"x": [1, 8, 7, 8], "z": [1, 8, 13, 16]}, "G", 13)),
+     [{"H": 3, "G": 6}, {"H": 12, "G": 24}, {"H": 7, "G": 14}],
+     ({"x": [1, 8, 7, 8], "z": [1, 8, 13, 16]}, "shape symbol G is 13 (an input's shape), but its definition")),
     ("upcat_hw.harp", {"H": (3, 8), "G": (5, 16), "P": (9, 32)}, {"N": 1, "W": 4, "V": 8, "Q": 16},
      [{"H": 3, "G": 6, "P": 12}, {"H": 8, "G": 16, "P": 32}, {"H": 5, "G": 10, "P": 20}],
-     ({"a": [1, 4, 5, 4], "b": [1, 4, 10, 8], "c": [1, 4, 21, 16]}, "P", 21)),
+     ({"a": [1, 4, 5, 4], "b": [1, 4, 10, 8], "c": [1, 4, 21, 16]}, "shape symbol P is 21 (an input's shape), but its definition")),
     ("d2s_hw.harp", {"H": (3, 12), "W": (5, 9)}, {"N": 1}, [{"H": 3, "W": 5}, {"H": 12, "W": 9}, {"H": 7, "W": 6}], None),
 ]
 # model, three bindings of one ShapeSet class (the first the class's corner hi), a binding breaking a tie, its tied symbol
@@ -70,21 +71,27 @@ LEARN_ROWS = [
     ("up2_add.harp", {"H": (3, 12), "G": (5, 24)}, dict(N=1, H=4, W=8, G=8, V=16), "G = 2*H"),
     ("upcat_hw.harp", {"H": (3, 8), "W": (2, 4), "G": (5, 16), "V": (3, 8), "P": (9, 32), "Q": (5, 16)},
      dict(N=1, H=4, W=3, G=8, V=6, P=16, Q=12), "G = 2*H, V = 2*W, P = 4*H, Q = 4*W"),
-    # G may be 1 in this box (z broadcast along it): G = 2 H does not hold at every binding
-    ("up2_add.harp", {"H": (1, 12), "G": (1, 24)}, dict(N=1, H=4, W=8, G=8, V=16), None),
-    # 3 H = 2 G: neither symbol an integer form of the other
-    (UNEVEN, {"H": (2, 8), "G": (3, 12)}, dict(H=4, G=6), None),
+    # G may be 1 in this box, but a named dim at 1 does not broadcast against 2 H (test_shapeset_ties_more): tied
+    ("up2_add.harp", {"H": (1, 12), "G": (1, 24)}, dict(N=1, H=4, W=8, G=8, V=16), "G = 2*H"),
+    # 3 H = 2 G: neither symbol an integer form of the other; an exact division (test_shapeset_ties_more)
+    (UNEVEN, {"H": (2, 8), "G": (3, 12)}, dict(H=4, G=6), "G = 3*H floordiv 2 (exact)"),
 ]
 
 
-def learn_rows(s):
-    """LEARN_ROWS: the ties `harp dump --shapeset --time-stages` says it learned."""
-    for name, box, b, want in LEARN_ROWS:
-        model = os.path.join(MODELS, name)
-        if name.startswith("graph"):
-            model = os.path.join(tempfile.mkdtemp(prefix="harp_ties_"), "uneven.harp")
-            open(model, "w").write(name)
-            name = "3 H = 2 G"
+def model_path(name):
+    """A model of tests/models, or DSL text written to a file (named "3 H = 2 G" in the checks)."""
+    if not name.startswith("graph"):
+        return os.path.join(MODELS, name), name
+    model = os.path.join(tempfile.mkdtemp(prefix="harp_ties_"), "uneven.harp")
+    open(model, "w").write(name)
+    return model, "3 H = 2 G"
+
+
+def learn_rows(s, rows=LEARN_ROWS, path_of=model_path):
+    """rows (LEARN_ROWS'): the ties `harp dump --shapeset --time-stages` says it learned; path_of(name): (the
+    model's path, its name in the checks)."""
+    for name, box, b, want in rows:
+        model, name = path_of(name)
         d = tempfile.mkdtemp(prefix="harp_ties_")
         p = subprocess.run([HARP, "dump", model, "--dump", "tiny", "--dump-dir", d, "--time-stages",
                             *[x for k, (lo, hi) in box.items() for x in ("--shapeset", f"{k}={lo}..{hi}")],
@@ -94,8 +101,8 @@ def learn_rows(s):
                 f"{said} {p.stderr[-400:]}")
 
 
-def cpu_rows(s):
-    """CPU_ROWS through Python sessions (harp.h's shapesets)."""
+def cpu_rows(s, rows=CPU_ROWS, path_of=model_path):
+    """rows (CPU_ROWS') through Python sessions (harp.h's shapesets); path_of as learn_rows'."""
     try:
         sys.argv, argv = sys.argv[:1], sys.argv
         from harp_py import harp
@@ -106,8 +113,8 @@ def cpu_rows(s):
         sys.argv = argv
     cache = tempfile.mkdtemp(prefix="harp_ties_")
     rng = np.random.default_rng(25)
-    for name, box, fixed, at, bad in CPU_ROWS:
-        path = os.path.join(MODELS, name)
+    for name, box, fixed, at, bad in rows:
+        path, name = path_of(name)
         try:
             sess = harp.InferenceSession(path, {"cache_dir": cache, "progress": False, "syms": fixed}, shapesets=box)
         except harp.HarpError as ex:
@@ -128,16 +135,18 @@ def cpu_rows(s):
         objs, built, why = sess.shapeset_objects()
         s.check(f"{name}: one object serves the box {box}", objs == 1 and why is None, f"{objs} object(s): {why}")
         if bad:
-            shapes, sym, v = bad
+            shapes, said = bad
             try:
                 sess.run(None, {k: np.zeros(d, np.float32) for k, d in shapes.items()})
                 s.check(f"{name} at {shapes}: a binding breaking the tie is refused", False, "it ran")
             except harp.HarpError as ex:
-                msg = str(ex)
-                s.check(f"{name} at {shapes}: a binding breaking the tie is refused, naming {sym} and its definition",
-                        f"shape symbol {sym} is {v}" in msg and "definition" in msg, msg[:400])
+                s.check(f"{name} at {shapes}: a binding breaking the tie is refused ({said!r})", said in str(ex), str(ex)[:400])
             objs2, _, _ = sess.shapeset_objects()
             s.check(f"{name}: the refused binding compiled nothing", objs2 == objs, f"{objs2} object(s)")
+            # the tie refuses no binding the model accepts: the interpreter, at the binding alone, refuses it too
+            q, _ = run(path, {k: np.zeros(d, np.float32) for k, d in shapes.items()}, backend="interp")
+            s.check(f"{name} at {shapes}: the interpreter refuses the binding too", q.returncode != 0 and "error[" in q.stderr,
+                    q.stderr[-300:])
 
 
 def fake_cuda():
@@ -177,8 +186,8 @@ def derived_values(model, b, box):
         return {}
     defs = json.load(open(os.path.join(d, "tiny.json"))).get("derived", {})
     vals = dict(b)
-    for k, v in defs.items():  # in definition order: a later one may read an earlier one
-        vals[k] = eval(v.replace("floordiv", "//"), {}, dict(vals))
+    for k, v in defs.items():  # in definition order: a later one may read an earlier one (an exact tie: an object)
+        vals[k] = eval((v["def"] if isinstance(v, dict) else v).replace("floordiv", "//"), {}, dict(vals))
     return vals
 
 
@@ -275,4 +284,5 @@ def main():
     s.close()
 
 
-main()
+if __name__ == "__main__":  # test_shapeset_ties_more.py takes learn_rows and cpu_rows
+    main()
