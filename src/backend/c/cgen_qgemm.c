@@ -10,7 +10,8 @@
  * rows: block b holds K4 = ceil(K / 4) words per row, word [k4][r] = the 4
  * bytes of row b W + r at k = 4 k4 .. 4 k4 + 3 (0 past K and past the rows).
  * A's blocks are MR = 6 rows (the micro-kernel broadcasts one word per row),
- * B's NR = 64 (four vectors of 16 words).  The weight's blocks are packed by
+ * B's NR = 64 (four vectors of 16 words); a last B block of 16 q + 1
+ * columns (N = 49) as q vectors and one column (qg_x1).  The weight's blocks are packed by
  * F_pack once; the activation per call, s8 through x ^ 0x80 (= x + 128 as
  * u8): as B, each task packs its own B block into its thread's scratch (once
  * per thread for the M chunks of one block), or, where the weight is large
