@@ -67,6 +67,10 @@ static const qcase CASES[] = {
     {40, 192, 70, false, true, I8, U8, -20, 10, 10, 200, 2},    /* the same for u8 (lo = zy, hi < 255), weight as B */
     {200, 70, 1001, true, false, U8, U8, 7, 128, 0, 255},       /* a weight of 200 KB: weight-stationary on VNNI (B whole,
                                                                    2 blocks, the last of 6 columns), K % 4 = 1 */
+    {50, 49, 1001, true, false, U8, I8, 3, -2, -128, 100},      /* N = 49 (7x7): the last block as 3 vectors and one
+                                                                   column (VNNI), depth blocks, M % 6 = 2 */
+    {9, 113, 40, true, true, I8, F32, -5, 0, 0, 0},             /* the same after a full block, fp32 out */
+    {13, 17, 300, true, false, U8, U8, 200, 7, 7, 255, 2},      /* one vector and one column, |v| past 2^31 */
 };
 #define NCASE ((int)(sizeof CASES / sizeof CASES[0]))
 
@@ -116,6 +120,9 @@ static const ccase CCASES[] = {
     {9, 6, 13, 261, 5, 5, 2, 2, 2, 2, 1, 1, U8, I8, 1, -5, -128, 127},    /* 5x5/2 pad 2, rows of 261: split 128 at a time, odd tail */
     {200, 1000, 5, 5, 1, 1, 2, 2, 0, 0, 1, 1, U8, U8, 3, 0, 0, 255},      /* 1x1/2, a weight of 200 KB: weight-stationary on
                                                                              VNNI over the im2col, 9 pixels */
+    {14, 32, 7, 7, 3, 3, 1, 1, 1, 1, 1, 1, U8, U8, 5, 3, 0, 255},         /* 3x3 at 7x7 read in place: 49 pixels, 3 vectors
+                                                                             and one column */
+    {22, 40, 13, 13, 1, 1, 2, 2, 0, 0, 1, 1, I8, I8, -1, 6, -128, 127},   /* 1x1/2 to 7x7 (the im2col), the same */
 };
 #define NCCASE ((int)(sizeof CCASES / sizeof CCASES[0]))
 

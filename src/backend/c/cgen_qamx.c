@@ -172,7 +172,7 @@ static void emit_task(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d) {
     cg_emit(o, "      (jb == %ldL ? $P_ep%d : $P_ep%d)(cb + g * %d, c0, mu, cx->y, m0 + g * %d, jb * %d, mlim);\n", d->NB - 1, tnv,
             QG_NV, QG_MR * QG_NR, QG_MR, QG_NR);
   else cg_emit(o, "      $P_ep%d(cb + g * %d, c0, mu, cx->y, m0 + g * %d, jb * %d, mlim);\n", QG_NV, QG_MR * QG_NR, QG_MR, QG_NR);
-  cg_qg_emit_post(o, s, d, "m0", "mlim"); /* the panel's rows while in L1 */
+  cg_qg_emit_post(o, s, d, "m0", "mlim", false); /* the panel's rows while in L1 */
   cg_emit(o, "  }\n  _tile_release();\n}\n");
 }
 

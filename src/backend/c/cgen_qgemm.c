@@ -10,7 +10,8 @@
  * rows: block b holds K4 = ceil(K / 4) words per row, word [k4][r] = the 4
  * bytes of row b W + r at k = 4 k4 .. 4 k4 + 3 (0 past K and past the rows).
  * A's blocks are MR = 6 rows (the micro-kernel broadcasts one word per row),
- * B's NR = 64 (four vectors of 16 words).  The weight's blocks are packed by
+ * B's NR = 64 (four vectors of 16 words); a last B block of 16 q + 1
+ * columns (N = 49) as q vectors and one column (qg_x1).  The weight's blocks are packed by
  * F_pack once; the activation per call, s8 through x ^ 0x80 (= x + 128 as
  * u8): as B, each task packs its own B block into its thread's scratch (once
  * per thread for the M chunks of one block), or, where the weight is large
@@ -106,12 +107,32 @@ void cgen_qgemm_spec_init(cgen_qgemm_spec *s, int64_t m, int64_t n, int64_t k) {
 
 int cg_qg_tail_nv(const qg_dims *d) { return (int)((d->NT - (d->NB - 1) * QG_NR + 15) / 16); }
 
+/* Whether the VNNI variant's last B block of spec s (sizes d) runs as whole
+ * vectors plus one column (its columns 16 q + 1, q >= 1: N = 49, a 7x7
+ * image, 3 vectors and column 48 instead of 4 vectors, a quarter of its
+ * lanes idle): the weight as A, the columns the output's own.  That column
+ * is one more vpdpbusd per depth step: the 6 rows' weight words as one ymm
+ * times the column's word broadcast (emit_vnni_loop's x1). */
+static bool qg_x1(const cgen_qgemm_spec *s, const qg_dims *d) {
+  long nc = d->NT - (d->NB - 1) * QG_NR;
+  return s->weight_a && !d->cd && nc > 16 && nc % 16 == 1;
+}
+
+/* The vectors of the VNNI variant's last B block (QG_NV: no tail tile). */
+static int qg_tnv(const cgen_qgemm_spec *s, const qg_dims *d) {
+  return qg_x1(s, d) ? (int)((d->NT - (d->NB - 1) * QG_NR) / 16) : cg_qg_tail_nv(d);
+}
+
 const char *cg_qg_post_params(const cgen_qgemm_spec *s) {
   return s->post ? ", void (*post)(void *, long, long, long, long), void *pctx" : "";
 }
 
-void cg_qg_emit_post(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, const char *m0, const char *m1) {
+void cg_qg_emit_post(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, const char *m0, const char *m1, bool all) {
   if (!s->post) return;
+  if (all) {
+    cg_emit(o, "  if (cx->post) cx->post(cx->pctx, %s, %s, 0L, %ldL);\n", m0, m1, d->N);
+    return;
+  }
   cg_emit(o, "  if (cx->post) cx->post(cx->pctx, %s, %s, jb * %dL, jb * %dL + %d < %ldL ? jb * %dL + %d : %ldL);\n", m0, m1, QG_NR, QG_NR,
           QG_NR, d->N, QG_NR, QG_NR, d->N);
 }
@@ -300,14 +321,17 @@ static void emit_store(cg_out *o, const cgen_qgemm_spec *s, bool vec, bool compr
  * A (its s8 words then broadcast straight from memory, {1to16}), else the
  * A word broadcast into zmm27.  pfa > 0: A's bytes pfa ahead asked for on
  * every step (the weight-stationary order's stream, qg_ws). */
-static void emit_vnni_loop(cg_out *o, const cgen_qgemm_spec *s, int nv, int mr, long arow, long astep, int pfa) {
+static void emit_vnni_loop(cg_out *o, const cgen_qgemm_spec *s, int nv, int mr, long arow, long astep, int pfa, bool x1) {
   for (int i = mr; i < QG_MR; i++) /* rows past the block's: zero, stored nowhere */
     for (int j = 0; j < nv; j++) cg_emit(o, "  c%d_%d = _mm512_setzero_si512();\n", i, j);
   cg_emit(o, "  { const uint8_t *pa = ap; const int32_t *pb = bp; long kk = kn;\n  __asm__ volatile(\n");
   for (int i = 0; i < mr; i++)
     for (int j = 0; j < nv; j++) cg_emit(o, "    \"vpxord %%[c%d_%d], %%[c%d_%d], %%[c%d_%d]\\n\\t\"\n", i, j, i, j, i, j);
+  if (x1) cg_emit(o, "    \"vpxord %%[cx1], %%[cx1], %%[cx1]\\n\\t\"\n");
   cg_emit(o, "    \"1:\\n\\t\"\n");
   for (int j = 0; j < nv; j++) cg_emit(o, "    \"vmovdqu64 %d(%%[pb]), %%%%zmm%d\\n\\t\"\n", 64 * j, 28 + j);
+  if (x1) /* column 16 nv: its word (u8) broadcast times the MR rows' words (s8, 24 of the ymm's 32 bytes: lanes past MR unused) */
+    cg_emit(o, "    \"vpbroadcastd %d(%%[pb]), %%%%ymm31\\n\\t\"\n    \"vpdpbusd (%%[pa]), %%%%ymm31, %%[cx1]\\n\\t\"\n", 64 * nv);
   cg_emit(o, "    \"prefetcht0 %d(%%[pb])\\n\\t\"\n", 8 * QG_NR * 4);
   if (pfa > 0) cg_emit(o, "    \"prefetcht0 %d(%%[pa])\\n\\t\"\n", pfa);
   for (int i = 0; i < mr; i++) {
@@ -321,8 +345,10 @@ static void emit_vnni_loop(cg_out *o, const cgen_qgemm_spec *s, int nv, int mr, 
           astep, QG_NR * 4);
   for (int i = 0; i < mr; i++)
     for (int j = 0; j < nv; j++) cg_emit(o, ", [c%d_%d] \"=v\"(c%d_%d)", i, j, i, j);
+  if (x1) cg_emit(o, ", [cx1] \"=v\"(cx1)");
   cg_emit(o, "\n    :\n    : \"cc\", \"memory\"");
   for (int j = -1; j < nv; j++) cg_emit(o, ", \"zmm%d\"", 28 + j);
+  if (x1) cg_emit(o, ", \"zmm31\"");
   cg_emit(o, ");\n  }\n");
 }
 
@@ -365,10 +391,29 @@ static void emit_row64(cg_out *o, const cgen_qgemm_spec *s, int i) {
   cg_emit(o, "      _mm512_storeu_si512((uint8_t *)y + (m0 + %d) * %ldL + n0, b);\n", i, (long)s->n);
 }
 
+/* x1's column (emit_tile_vnni) at 16 nv: !fin, its sums (cx1's lanes, the
+ * rows) into x1[] through acc as the vectors'; fin (the last depth block),
+ * each row's value stored as the scalar variant's. */
+static void emit_x1_epilogue(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, int nv, bool fin) {
+  if (!fin) {
+    cg_emit(o, "  int32_t x1[8];\n  _mm256_storeu_si256((__m256i *)x1, cx1);\n");
+    cg_emit(o, "  if (!first) for (int i = 0; i < %d; i++) x1[i] += acc[i * %d + %d];\n", QG_MR, QG_NR, 16 * nv);
+    cg_emit(o, "  if (!last) for (int i = 0; i < %d; i++) acc[i * %d + %d] = x1[i];\n", QG_MR, QG_NR, 16 * nv);
+    return;
+  }
+  cg_emit(o, "  for (int i = 0; i < %d && m0 + i < %ldL; i++) {\n", QG_MR, d->M);
+  cg_emit(o, "      float v = (float)(int32_t)((uint32_t)x1[i] + (uint32_t)c0[m0 + i]) * mu[m0 + i];\n");
+  char col[32];
+  snprintf(col, sizeof col, "n0 + %d", 16 * nv);
+  emit_store(o, s, false, false, "m0 + i", col);
+  cg_emit(o, "  }\n");
+}
+
 /* The AVX-512 VNNI micro-kernel $P_<name>: MR rows (mr computed) of packed A (ap) times
  * the first nv vectors of 16 of NR columns of packed B (bp: nv < QG_NV for
- * the last block of a narrow N), stored from row m0, column n0. */
-static void emit_tile_vnni(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, const char *name, int nv, int mr) {
+ * the last block of a narrow N) and, with x1 (qg_x1), column 16 nv too,
+ * stored from row m0, column n0. */
+static void emit_tile_vnni(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, const char *name, int nv, int mr, bool x1) {
   /* kn words from ap / bp (block strides MR, NR); acc: the partial sums
    * [MR][NR] of the earlier depth blocks (first: none) and, unless last,
    * where this block's go instead of the epilogue */
@@ -378,7 +423,9 @@ static void emit_tile_vnni(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d
     for (int j = 0; j < nv; j++)
       cg_emit(o, "  __m512i c%d_%d;\n", i, j);
   bool ain = !s->weight_a && s->x_dtype == TINY_U8; /* A in place: rows K bytes apart (emit_task) */
-  emit_vnni_loop(o, s, nv, mr, ain ? d->K : 4, ain ? 4 : QG_MR * 4, qg_ws(s, d) ? QG_PFA : 0);
+  if (x1) cg_emit(o, "  __m256i cx1;\n");
+  emit_vnni_loop(o, s, nv, mr, ain ? d->K : 4, ain ? 4 : QG_MR * 4, qg_ws(s, d) ? QG_PFA : 0, x1);
+  if (x1) emit_x1_epilogue(o, s, d, nv, false);
   cg_emit(o, "  if (!first) {\n");
   for (int i = 0; i < QG_MR; i++)
     for (int j = 0; j < nv; j++) cg_emit(o, "    c%d_%d = _mm512_add_epi32(c%d_%d, _mm512_loadu_si512(acc + %d));\n", i, j, i, j, i * QG_NR + 16 * j);
@@ -390,6 +437,7 @@ static void emit_tile_vnni(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d
   char mlim[32];
   snprintf(mlim, sizeof mlim, "%ldL", d->M);
   cg_qg_emit_epilogue(o, s, d, nv, mlim);
+  if (x1) emit_x1_epilogue(o, s, d, nv, true);
   cg_emit(o, "}\n");
 }
 
@@ -527,21 +575,21 @@ static void emit_task(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, con
   if (!vec) {
     cg_emit(o, "  long k0 = 0;\n  for (long mb = mb0; mb < mb1; mb++)\n");
     cg_emit(o, "    $P_tile(%s, B, c0, mu, cx->y, mb * %d, jb * %d);\n", abase, QG_MR, QG_NR);
-    cg_qg_emit_post(o, s, d, m0, m1);
+    cg_qg_emit_post(o, s, d, m0, m1, false);
     cg_emit(o, "}\n");
     return;
   }
   cg_emit(o, "  for (long k0 = 0; k0 < %ldL; k0 += %ldL) {\n    long kn = %ldL - k0 < %ldL ? %ldL - k0 : %ldL;\n", d->K4, r->kc, d->K4,
           r->kc, d->K4, r->kc);
   cg_emit(o, "    for (long mb = mb0; mb < mb1; mb++)\n");
-  bool tn = cg_qg_tail_nv(d) < QG_NV;
+  bool tn = (o->isa->id == CGEN_ISA_AVX512 ? qg_tnv(s, d) : cg_qg_tail_nv(d)) < QG_NV;
   if (o->isa->id == CGEN_ISA_AVX512 && d->M % QG_MR) /* the last A block's rows alone (tilem, tilemt) */
     cg_emit(o, "      (mb == %ldL ? (jb == %ldL ? $P_%s : $P_tilem) : ", d->MB - 1, d->NB - 1, tn ? "tilemt" : "tilem");
   else cg_emit(o, "      (");
   cg_emit(o, "jb == %ldL ? $P_%s : $P_tile)(%s, B + k0 * %d, c0, mu, cx->y, mb * %d, jb * %d, kn, acc + (mb - mb0) * %d, k0 == 0,"
              " k0 + kn == %ldL);\n  }\n",
           d->NB - 1, tn ? "tilet" : "tile", abase, QG_NR, QG_MR, QG_NR, QG_MR * QG_NR, d->K4);
-  cg_qg_emit_post(o, s, d, m0, m1);
+  cg_qg_emit_post(o, s, d, m0, m1, false);
   cg_emit(o, "}\n");
 }
 
@@ -557,12 +605,17 @@ static void emit_task_ws(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d) 
   cg_emit(o, "  long mb0 = %ldL * task / cx->mc, mb1 = %ldL * (task + 1) / cx->mc;\n", d->MB, d->MB);
   cg_emit(o, "  const int32_t *c0 = cx->wp + %ldL;\n  const float *mu = (const float *)(c0 + %ldL);\n", d->wwords, d->chpad);
   cg_emit(o, "  for (long mb = mb0; mb < mb1; mb++) {\n    const uint8_t *a = (const uint8_t *)(cx->wp + mb * %ldL);\n", d->K4 * QG_MR);
+  bool tn = qg_tnv(s, d) < QG_NV;
   cg_emit(o, "    for (long jb = 0; jb < %ldL; jb++)\n", d->NB);
-  cg_emit(o, "      (jb == %ldL ? $P_%s : $P_tile)(a, cx->bs + jb * %ldL, c0, mu, cx->y, mb * %d, jb * %d, %ldL, NULL, 1, 1);\n",
-          d->NB - 1, cg_qg_tail_nv(d) < QG_NV ? "tilet" : "tile", d->K4 * QG_NR, QG_MR, QG_NR, d->K4);
-  if (s->post)
-    cg_emit(o, "    if (cx->post) cx->post(cx->pctx, mb * %dL, mb * %dL + %d < %ldL ? mb * %dL + %d : %ldL, 0L, %ldL);\n", QG_MR, QG_MR,
-            QG_MR, d->M, QG_MR, QG_MR, d->M, d->N);
+  if (d->M % QG_MR) /* the last A block's rows alone (tilem, tilemt) */
+    cg_emit(o, "      (mb == %ldL ? (jb == %ldL ? $P_%s : $P_tilem) : ", d->MB - 1, d->NB - 1, tn ? "tilemt" : "tilem");
+  else cg_emit(o, "      (");
+  cg_emit(o, "jb == %ldL ? $P_%s : $P_tile)(a, cx->bs + jb * %ldL, c0, mu, cx->y, mb * %d, jb * %d, %ldL, NULL, 1, 1);\n",
+          d->NB - 1, tn ? "tilet" : "tile", d->K4 * QG_NR, QG_MR, QG_NR, d->K4);
+  char m0[32], m1[64]; /* block mb's rows */
+  snprintf(m0, sizeof m0, "mb * %dL", QG_MR);
+  snprintf(m1, sizeof m1, "mb * %dL + %d < %ldL ? mb * %dL + %d : %ldL", QG_MR, QG_MR, d->M, QG_MR, QG_MR, d->M);
+  cg_qg_emit_post(o, s, d, m0, m1, true);
   cg_emit(o, "  }\n}\n");
 }
 
@@ -721,10 +774,12 @@ harp_status cgen_qgemm(harp_error *e, const cgen_qgemm_spec *s0, const char *fn,
   emit_run(&o, s, &d);
   cg_set_isa(&o, cg_isa_get(CGEN_ISA_AVX512));
   cg_emit(&o, "#ifdef HPRT_X86\n");
-  emit_tile_vnni(&o, s, &d, "tile", QG_NV, QG_MR);
-  if (cg_qg_tail_nv(&d) < QG_NV) emit_tile_vnni(&o, s, &d, "tilet", cg_qg_tail_nv(&d), QG_MR);
-  if (d.M % QG_MR) emit_tile_vnni(&o, s, &d, "tilem", QG_NV, (int)(d.M % QG_MR));
-  if (d.M % QG_MR && cg_qg_tail_nv(&d) < QG_NV) emit_tile_vnni(&o, s, &d, "tilemt", cg_qg_tail_nv(&d), (int)(d.M % QG_MR));
+  int tnv = qg_tnv(s, &d);
+  bool x1 = qg_x1(s, &d);
+  emit_tile_vnni(&o, s, &d, "tile", QG_NV, QG_MR, false);
+  if (tnv < QG_NV) emit_tile_vnni(&o, s, &d, "tilet", tnv, QG_MR, x1);
+  if (d.M % QG_MR) emit_tile_vnni(&o, s, &d, "tilem", QG_NV, (int)(d.M % QG_MR), false);
+  if (d.M % QG_MR && tnv < QG_NV) emit_tile_vnni(&o, s, &d, "tilemt", tnv, (int)(d.M % QG_MR), x1);
   if (d.ps && s->conv.sw == 2) cg_qg_emit_phase(&o, s, &d, true);
   if (s->weight_a) cg_qg_emit_bpack(&o, s, &d, true);
   emit_run(&o, s, &d);

@@ -57,8 +57,9 @@ void cg_qg_emit_epilogue(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, 
  * spec.post): "" without it. */
 const char *cg_qg_post_params(const cgen_qgemm_spec *s);
 /* A task's call of the post hook (spec.post; else nothing) on rows [m0,
- * m1) of the columns of B block jb (expressions of the emitted task). */
-void cg_qg_emit_post(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, const char *m0, const char *m1);
+ * m1) (expressions of the emitted task) of the columns of B block jb, or
+ * (all) of every column. */
+void cg_qg_emit_post(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, const char *m0, const char *m1, bool all);
 
 /* cgen_qamx.c.  Whether an M x N x K int8 GEMM pays on AMX (measured). */
 bool cg_qamx_pays(int64_t M, int64_t N, int64_t K);
