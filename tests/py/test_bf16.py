@@ -11,7 +11,8 @@ Every contraction is checked twice against numpy in float64:
     (2^-7 + 2^-16 + K * 2^-24) * sum_k |a_k b_k|.
 Shapes with odd sizes and tails: M, N not multiples of the 6x64 micro-tile,
 K odd and over one 256-deep block, batched matmuls of two activations,
-Gemm with transB, convs with odd channel counts (the last channel pair is
+Gemm with transB, matmuls of at most 8 rows with a weight (a bf16 copy
+of it streamed, both of its layouts, odd K, a batch), convs with odd channel counts (the last channel pair is
 half empty), stride, dilation, groups, 1x1, a weight given as an input
 (packed per run, not at init), 3x3 convs on the direct kernel over channel
 pairs (cgen_dconv.c) with their input channels in blocks; convs with fewer
@@ -19,7 +20,7 @@ than 16 input channels per group (stems) on the direct kernel over column
 pairs: 7x7 stride 2, 3x3 without padding (words not shifted), an even 4x4
 window, groups, odd sizes and output channels; a dilated such conv, one
 with little work a pixel (3 -> 8 channels 3x3), a depthwise conv and a
-matmul of at most 8 rows stay fp32 (documented),
+matmul of at most 8 rows whose B is not a weight stay fp32 (documented),
 checked against fp32 tightly.  1x1 convs where the direct kernel over
 channel pairs pays (7x7 pixels, 512 input channels and more, stride 2)
 run on it, one with fewer channels stays on the GEMM.  A chain of stems (the second reads the
@@ -151,11 +152,20 @@ matmul("mm_tails", (37, 529), (529, 75))
 matmul("mm_tile", (12, 64), (64, 128))
 matmul("mm_k3", (13, 3), (3, 17))
 matmul("mm_batched_acts", (2, 3, 33, 40), (2, 3, 40, 19), b_init=False)
-matmul("mm_skinny", (5, 130), (130, 70))  # <= 8 rows: the streaming kernel, fp32
+# <= 8 rows with a weight B: the streaming kernel over a bf16 copy of B made at init
+# (cgen_skinny_bf16.c): B along N (pair rows), an odd K's last pair, N tails; B along K (x W^T:
+# dot products, 16 words a step, a masked last step), a bias; a batch sharing the weight
+SKINNY_BF16 = ("mm_skinny", "mm_skinny_oddk", "mm_skinny_batched", "gemm_bt_skinny", "gemm_bt_skinny_1row")
+matmul("mm_skinny", (5, 130), (130, 70))
+matmul("mm_skinny_oddk", (3, 131), (131, 37))
+matmul("mm_skinny_batched", (2, 4, 40), (40, 19))
+matmul("mm_skinny_b_input", (5, 130), (130, 70), b_init=False)  # B not a weight: streamed as it is, fp32
 # deeper than two of the plan's k blocks (a bf16 block is twice the fp32 depth): C summed over blocks
 matmul("mm_deep_blocks", (21, 1701), (1701, 50))
 matmul("mm_deep_batched_acts", (2, 17, 1103), (2, 1103, 35), b_init=False)  # B packed per run, in blocks
 gemm_bt("gemm_transb_bias", 50, 70, 100)
+gemm_bt("gemm_bt_skinny", 2, 45, 101)
+gemm_bt("gemm_bt_skinny_1row", 1, 70, 600)
 conv("conv3x3_odd_channels", (1, 19, 17, 13), 23, 3, pad=1)
 conv("conv3x3_s2_batch2", (2, 16, 15, 15), 32, 3, stride=2, pad=1)
 conv("conv3x3_dil2_groups2", (1, 38, 11, 9), 10, 3, pad=2, dil=2, groups=2)
@@ -210,9 +220,14 @@ if p.returncode == 0:
         on = "direct conv (bf16, channel pairs" in ks.get(n, "")
         s.check(f"contractions: {n} {'on' if n in DIRECT_1X1 else 'not on'} the direct bf16 kernel",
                 on == (n in DIRECT_1X1), f"kernels: {sorted(ks)[:40]}")
+    for n in SKINNY_BF16 + ("mm_skinny_b_input",):
+        kb = ks.get(n, "")
+        on = "_pack_b_run" in kb and "_mm512_dpbf16_ps" in kb
+        s.check(f"contractions: {n} {'streams a bf16 copy of its weight' if n in SKINNY_BF16 else 'streams fp32 B'}",
+                on == (n in SKINNY_BF16), f"kernels: {sorted(ks)[:40]}")
     for c in cases:
         name, f32, bfr, absum, k = c[:5]
-        exact = (len(c) > 5 and c[5]) or name == "mm_skinny"
+        exact = (len(c) > 5 and c[5]) or name == "mm_skinny_b_input"
         check(name, np.load(os.path.join(d, name + ".npy")), f32, bfr, absum, k, exact_fp32=exact)
 q, d32 = run(path, inputs, backend="cpu", extra=["--precision", "fp32", "--dump", "c", "--dump-dir", dump])
 s.check("contractions: --precision fp32 runs", q.returncode == 0, q.stderr.strip()[-600:])
