@@ -288,6 +288,42 @@ head = [helper.make_node("Conv", ["x", "w1"], ["c1"]), helper.make_node("Relu", 
 head_w = {"w1": he(32, 32, 1, 1), "w2": he(24, 32, 3, 3), "b2": arr(24, scale=0.1), "w0": he(24, 32, 1, 1)}
 vs_ort("24-channel head", mk(head, {"x": arr(1, 32, 19, 35)}, ["y"], head_w), {"x": arr(1, 32, 19, 35)})
 
+# a bf16 temporary read by the next contractions, against numpy: its rows paired 32 words a
+# vpermt2w pair (cgen_bf16.c's emit_bf16_pairs32) by the GEMM's B packer on whole 64-column
+# panels (1x1 33 -> 40 over 20 x 40 pixels) and by the direct conv's interleave on rows of 40
+# (3x3 33 -> 32); 33 channels: the last pair takes the 16-word path.  Reference: the temp as
+# harp stores it, relu(conv(bf16 x, bf16 w1)) rounded to bf16, times bf16 w2 / w3; bound: one
+# bf16 step of every temp element (the temp's own fp32 sum may round the other way) plus fp32
+# accumulation: (2^-8 + K 2^-24) sum |w r|.  A pair swapped or shifted is off by O(sum |w r|).
+def chain_case():
+    x, w1 = arr(1, 17, 20, 40), arr(33, 17, 3, 3, scale=0.3)
+    w2, w3 = arr(40, 33, 1, 1, scale=0.3), arr(32, 33, 3, 3, scale=0.3)
+    nodes_ = [helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1] * 4), helper.make_node("Relu", ["c1"], ["r1"]),
+              helper.make_node("Conv", ["r1", "w2"], ["y2"]), helper.make_node("Conv", ["r1", "w3"], ["y3"], pads=[1] * 4)]
+    path_ = mk(nodes_, {"x": x}, ["y2", "y3"], {"w1": w1, "w2": w2, "w3": w3})
+    dd = tempfile.mkdtemp()
+    p_, d_ = run(path_, {"x": x}, backend="cpu", extra=["--precision", "bf16", "--dump", "c", "--dump-dir", dd])
+    s.check("bf16 temp chain: runs", p_.returncode == 0, p_.stderr.strip()[-600:])
+    if p_.returncode:
+        return
+    src_ = open(os.path.join(dd, "model.c")).read()
+    ks_ = kernel_chunks(src_)
+    for n in ("y2", "y3"):
+        s.check(f"bf16 temp chain: {n} pairs the temp 32 words a vpermt2w pair",
+                "_mm512_permutex2var_epi16(x0, ilo, x1)" in ks_.get(n, ""), f"kernels: {sorted(ks_)}")
+    r, _ = conv_ref(bf16(x), bf16(w1), 1, 1, 1, 1)
+    r = bf16(np.maximum(r, 0.0))
+    for name, w, pad in (("y2", w2, 0), ("y3", w3, 1)):
+        ref, absum = conv_ref(r, bf16(w), 1, pad, 1, 1)
+        k = w.shape[1] * w.shape[2] * w.shape[3]
+        got = np.load(os.path.join(d_, name + ".npy")).astype(np.float64)
+        e, bound = np.abs(got - ref), (2.0 ** -8 + k * U) * absum + 1e-30
+        s.check(f"bf16 temp chain: {name} = the bf16 temp's product within one bf16 step a term",
+                bool(np.all(e <= bound)), f"max err {e.max():.3g}, worst ratio to the bound {np.max(e / bound):.3g}")
+
+
+chain_case()
+
 S, E, H = 24, 64, 4
 att = [helper.make_node("MatMul", ["x", "wq"], ["q0"]), helper.make_node("MatMul", ["x", "wk"], ["k0"]),
        helper.make_node("MatMul", ["x", "wv"], ["v0"])]
