@@ -17,8 +17,6 @@
  * columns at a time sharing the loads of A.  A is first converted to dense
  * fp32 rows (M x K per batch, small).  The epilogue and the store are the
  * GEMM's (cg_mm_emit_row).
- * half: B is the fp16 copy that cgen_skinny_half.c packs at init (bf16
- * precision, a weight), read through cg_skinny_half_view, its sums scaled back.
  * Split-K (tune.splitk = S > 1, the Plan's `algo_choice matmul splitk_reduce`):
  * the tasks also split K into S slices of whole vectors; each writes its
  * strip's fp32 partial rows into shared scratch, then a second pass per strip
@@ -177,10 +175,7 @@ static void emit_skinny_run(cg_out *o, const cg_mm *p, int S, int64_t sn, int64_
   cg_emit(o, "  hprt_scratch_put(&cx.sc);\n  return 0;\n}\n");
 }
 
-void cg_emit_skinny_variant(cg_out *o, const cg_mm *p0, bool half) {
-  cg_mm hv;
-  const cg_mm *p = p0;
-  if (half) cg_skinny_half_view(p0, &hv), p = &hv; /* B: the packed fp16 copy (cgen_skinny_half.c) */
+void cg_emit_skinny_variant(cg_out *o, const cg_mm *p) {
   int w = o->isa->w, M = (int)p->M;
   int64_t tw = skinny_strip(p, w), sn = (p->N + tw - 1) / tw, K = p->K, ks, nbat = p->nb[0] * p->nb[1];
   int S = skinny_slices(p, w, &ks);
@@ -191,7 +186,6 @@ void cg_emit_skinny_variant(cg_out *o, const cg_mm *p0, bool half) {
   cg_tile rt; /* the GEMM's store, one vector at a time, nothing carried across K blocks */
   memset(&rt, 0, sizeof rt);
   cg_emit_isa_helpers(o);
-  if (half) cg_emit_skinny_half_pack(o, p0);
   if (S == 1) cg_mm_emit_row(o, p, &rt, 1);
   cg_emit(o, "static $T void $P_task(void *vc, int task, int tid) {\n  const $F_ctx *cx = (const $F_ctx *)vc;\n");
   if (S > 1) { /* the slice s of K: [k0, k1) */
@@ -206,17 +200,14 @@ void cg_emit_skinny_variant(cg_out *o, const cg_mm *p0, bool half) {
           (long)tw, (long)p->N, (long)tw, (long)p->N);
   cg_emit(o, "  float *y = (float *)cx->sc.thr[tid];\n");
   cg_emit(o, "  const float *a = cx->Ap + (b0 * %ldL + b1) * %ldL;\n", (long)p->nb[1], (long)(M * K));
-  if (half) /* after the header; its float 0 undoes the scale in the store */
-    cg_emit(o, "  const uint16_t *bb = (const uint16_t *)((const char *)cx->B + 64);\n"
-               "  const $P_v bs = $P_set1(*(const float *)cx->B);\n  (void)b0;\n");
-  else cg_emit(o, "  const %s *bb = (const %s *)cx->B + b0 * %ldL + b1 * %ldL;\n", bt, bt, (long)p->b_sb[0], (long)p->b_sb[1]);
+  cg_emit(o, "  const %s *bb = (const %s *)cx->B + b0 * %ldL + b1 * %ldL;\n", bt, bt, (long)p->b_sb[0], (long)p->b_sb[1]);
   if (p->b_sn == 1) emit_skinny_axpys(o, p, tw, S, kend);
   else emit_skinny_dots(o, p, tw, S);
   if (S > 1) emit_skinny_partials(o, p, S, sn, tw, ap_floats);
   else { /* epilogue and store, a vector at a time */
     cg_mm_tt_setup(o, p);
     cg_emit(o, "  for (long m = 0; m < %dL; m++)\n    for (long v = 0; v < nc; v += %d)\n", M, w);
-    cg_emit(o, "      $P_row1(&tt, m, n0 + v, nc - (int)v, 1, 1, $P_ld(y + m * %ldL + v)%s);\n}\n", (long)tw, half ? " * bs" : "");
+    cg_emit(o, "      $P_row1(&tt, m, n0 + v, nc - (int)v, 1, 1, $P_ld(y + m * %ldL + v));\n}\n", (long)tw);
   }
   emit_skinny_run(o, p, S, sn, tw, ap_floats);
   cg_emit(o, "#endif /* HPRT_X86 */\n");
