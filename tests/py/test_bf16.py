@@ -11,7 +11,8 @@ Every contraction is checked twice against numpy in float64:
     (2^-7 + 2^-16 + K * 2^-24) * sum_k |a_k b_k|.
 Shapes with odd sizes and tails: M, N not multiples of the 6x64 micro-tile,
 K odd and over one 256-deep block, batched matmuls of two activations,
-Gemm with transB, convs with odd channel counts (the last channel pair is
+Gemm with transB, matmuls of at most 8 rows with a weight (a bf16 copy
+of it streamed, both of its layouts, odd K, a batch), convs with odd channel counts (the last channel pair is
 half empty), stride, dilation, groups, 1x1, a weight given as an input
 (packed per run, not at init), 3x3 convs on the direct kernel over channel
 pairs (cgen_dconv.c) with their input channels in blocks; convs with fewer
@@ -19,7 +20,7 @@ than 16 input channels per group (stems) on the direct kernel over column
 pairs: 7x7 stride 2, 3x3 without padding (words not shifted), an even 4x4
 window, groups, odd sizes and output channels; a dilated such conv, one
 with little work a pixel (3 -> 8 channels 3x3), a depthwise conv and a
-matmul of at most 8 rows stay fp32 (documented),
+matmul of at most 8 rows whose B is not a weight stay fp32 (documented),
 checked against fp32 tightly.  1x1 convs where the direct kernel over
 channel pairs pays (7x7 pixels, 512 input channels and more, stride 2)
 run on it, one with fewer channels stays on the GEMM.  A chain of stems (the second reads the
@@ -151,11 +152,20 @@ matmul("mm_tails", (37, 529), (529, 75))
 matmul("mm_tile", (12, 64), (64, 128))
 matmul("mm_k3", (13, 3), (3, 17))
 matmul("mm_batched_acts", (2, 3, 33, 40), (2, 3, 40, 19), b_init=False)
-matmul("mm_skinny", (5, 130), (130, 70))  # <= 8 rows: the streaming kernel, fp32
+# <= 8 rows with a weight B: the streaming kernel over a bf16 copy of B made at init
+# (cgen_skinny_bf16.c): B along N (pair rows), an odd K's last pair, N tails; B along K (x W^T:
+# dot products, 16 words a step, a masked last step), a bias; a batch sharing the weight
+SKINNY_BF16 = ("mm_skinny", "mm_skinny_oddk", "mm_skinny_batched", "gemm_bt_skinny", "gemm_bt_skinny_1row")
+matmul("mm_skinny", (5, 130), (130, 70))
+matmul("mm_skinny_oddk", (3, 131), (131, 37))
+matmul("mm_skinny_batched", (2, 4, 40), (40, 19))
+matmul("mm_skinny_b_input", (5, 130), (130, 70), b_init=False)  # B not a weight: streamed as it is, fp32
 # deeper than two of the plan's k blocks (a bf16 block is twice the fp32 depth): C summed over blocks
 matmul("mm_deep_blocks", (21, 1701), (1701, 50))
 matmul("mm_deep_batched_acts", (2, 17, 1103), (2, 1103, 35), b_init=False)  # B packed per run, in blocks
 gemm_bt("gemm_transb_bias", 50, 70, 100)
+gemm_bt("gemm_bt_skinny", 2, 45, 101)
+gemm_bt("gemm_bt_skinny_1row", 1, 70, 600)
 conv("conv3x3_odd_channels", (1, 19, 17, 13), 23, 3, pad=1)
 conv("conv3x3_s2_batch2", (2, 16, 15, 15), 32, 3, stride=2, pad=1)
 conv("conv3x3_dil2_groups2", (1, 38, 11, 9), 10, 3, pad=2, dil=2, groups=2)
@@ -210,9 +220,14 @@ if p.returncode == 0:
         on = "direct conv (bf16, channel pairs" in ks.get(n, "")
         s.check(f"contractions: {n} {'on' if n in DIRECT_1X1 else 'not on'} the direct bf16 kernel",
                 on == (n in DIRECT_1X1), f"kernels: {sorted(ks)[:40]}")
+    for n in SKINNY_BF16 + ("mm_skinny_b_input",):
+        kb = ks.get(n, "")
+        on = "_pack_b_run" in kb and "_mm512_dpbf16_ps" in kb
+        s.check(f"contractions: {n} {'streams a bf16 copy of its weight' if n in SKINNY_BF16 else 'streams fp32 B'}",
+                on == (n in SKINNY_BF16), f"kernels: {sorted(ks)[:40]}")
     for c in cases:
         name, f32, bfr, absum, k = c[:5]
-        exact = (len(c) > 5 and c[5]) or name == "mm_skinny"
+        exact = (len(c) > 5 and c[5]) or name == "mm_skinny_b_input"
         check(name, np.load(os.path.join(d, name + ".npy")), f32, bfr, absum, k, exact_fp32=exact)
 q, d32 = run(path, inputs, backend="cpu", extra=["--precision", "fp32", "--dump", "c", "--dump-dir", dump])
 s.check("contractions: --precision fp32 runs", q.returncode == 0, q.stderr.strip()[-600:])
@@ -272,6 +287,42 @@ head = [helper.make_node("Conv", ["x", "w1"], ["c1"]), helper.make_node("Relu", 
         helper.make_node("Add", ["c2", "c0"], ["s2"]), helper.make_node("Relu", ["s2"], ["y"])]
 head_w = {"w1": he(32, 32, 1, 1), "w2": he(24, 32, 3, 3), "b2": arr(24, scale=0.1), "w0": he(24, 32, 1, 1)}
 vs_ort("24-channel head", mk(head, {"x": arr(1, 32, 19, 35)}, ["y"], head_w), {"x": arr(1, 32, 19, 35)})
+
+# a bf16 temporary read by the next contractions, against numpy: its rows paired 32 words a
+# vpermt2w pair (cgen_bf16.c's emit_bf16_pairs32) by the GEMM's B packer on whole 64-column
+# panels (1x1 33 -> 40 over 20 x 40 pixels) and by the direct conv's interleave on rows of 40
+# (3x3 33 -> 32); 33 channels: the last pair takes the 16-word path.  Reference: the temp as
+# harp stores it, relu(conv(bf16 x, bf16 w1)) rounded to bf16, times bf16 w2 / w3; bound: one
+# bf16 step of every temp element (the temp's own fp32 sum may round the other way) plus fp32
+# accumulation: (2^-8 + K 2^-24) sum |w r|.  A pair swapped or shifted is off by O(sum |w r|).
+def chain_case():
+    x, w1 = arr(1, 17, 20, 40), arr(33, 17, 3, 3, scale=0.3)
+    w2, w3 = arr(40, 33, 1, 1, scale=0.3), arr(32, 33, 3, 3, scale=0.3)
+    nodes_ = [helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1] * 4), helper.make_node("Relu", ["c1"], ["r1"]),
+              helper.make_node("Conv", ["r1", "w2"], ["y2"]), helper.make_node("Conv", ["r1", "w3"], ["y3"], pads=[1] * 4)]
+    path_ = mk(nodes_, {"x": x}, ["y2", "y3"], {"w1": w1, "w2": w2, "w3": w3})
+    dd = tempfile.mkdtemp()
+    p_, d_ = run(path_, {"x": x}, backend="cpu", extra=["--precision", "bf16", "--dump", "c", "--dump-dir", dd])
+    s.check("bf16 temp chain: runs", p_.returncode == 0, p_.stderr.strip()[-600:])
+    if p_.returncode:
+        return
+    src_ = open(os.path.join(dd, "model.c")).read()
+    ks_ = kernel_chunks(src_)
+    for n in ("y2", "y3"):
+        s.check(f"bf16 temp chain: {n} pairs the temp 32 words a vpermt2w pair",
+                "_mm512_permutex2var_epi16(x0, ilo, x1)" in ks_.get(n, ""), f"kernels: {sorted(ks_)}")
+    r, _ = conv_ref(bf16(x), bf16(w1), 1, 1, 1, 1)
+    r = bf16(np.maximum(r, 0.0))
+    for name, w, pad in (("y2", w2, 0), ("y3", w3, 1)):
+        ref, absum = conv_ref(r, bf16(w), 1, pad, 1, 1)
+        k = w.shape[1] * w.shape[2] * w.shape[3]
+        got = np.load(os.path.join(d_, name + ".npy")).astype(np.float64)
+        e, bound = np.abs(got - ref), (2.0 ** -8 + k * U) * absum + 1e-30
+        s.check(f"bf16 temp chain: {name} = the bf16 temp's product within one bf16 step a term",
+                bool(np.all(e <= bound)), f"max err {e.max():.3g}, worst ratio to the bound {np.max(e / bound):.3g}")
+
+
+chain_case()
 
 S, E, H = 24, 64, 4
 att = [helper.make_node("MatMul", ["x", "wq"], ["q0"]), helper.make_node("MatMul", ["x", "wk"], ["k0"]),

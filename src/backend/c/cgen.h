@@ -127,7 +127,8 @@ typedef struct cgen_tuning {
   bool bf16;         /* GEMM / conv / attention: the AVX-512 variant rounds A and B to bf16 and multiplies
                         with vdpbf16ps, fp32 accumulation (harp_options.precision "bf16"); it
                         then runs only where the CPU has AVX512_BF16 (else the AVX2 variant,
-                        fp32).  Skinny GEMMs (M <= CGEN_SKINNY_MAX_M) stay fp32 */
+                        fp32).  Skinny GEMMs (M <= CGEN_SKINNY_MAX_M) stay fp32, but those
+                        whose weight B is prepacked (cgen_gemm_skinny_bf16_ok) */
   bool amx;          /* with bf16: a GEMM / implicit-GEMM conv also gets an AMX variant (cgen_amx.c:
                         tdpbf16ps on 32x32 tiles of C), run where the CPU has AMX-BF16 and the
                         kernel grants the tile state (arch_prctl, once), else the AVX-512 one */
@@ -178,7 +179,8 @@ typedef struct cgen_gemm_spec {
                                        B shared by every batch (b_sb 0 where a
                                        batch > 1), not with prepack_a; with
                                        M <= CGEN_SKINNY_MAX_M the streaming
-                                       kernel, which packs nothing, is given up */
+                                       kernel, which packs nothing, is given up,
+                                       but under tune.bf16 (cgen_gemm_skinny_bf16_ok) */
   const char *m_expr;               /* NULL, or M read at run time (a ShapeSet
                                        object: rc_size_expr), a C expression
                                        whose value is in 1..M; M is then the
@@ -209,6 +211,10 @@ harp_status cgen_gemm(harp_error *e, const cgen_gemm_spec *spec, const char *fn_
  * skinny kernel: M <= CGEN_SKINNY_MAX_M, a vector ISA, B and C unit-stride,
  * no prepacked operand, M a constant. */
 bool cgen_gemm_splitk_ok(const cgen_gemm_spec *spec);
+/* Does spec, with prepack_b, run its AVX-512 variant as the skinny kernel over
+ * a bf16 copy of B (tune.bf16, M <= CGEN_SKINNY_MAX_M, M and the batch
+ * constants, no split-K, B unit-stride along K or N, C along N)? */
+bool cgen_gemm_skinny_bf16_ok(const cgen_gemm_spec *spec);
 
 typedef struct cgen_conv_spec {
   int64_t n, c, h, w;               /* input NCHW */

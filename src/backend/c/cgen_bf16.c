@@ -154,6 +154,47 @@ static void emit_ilv_step(cg_out *o, const char *ind, tiny_dtype xdt, const char
   cg_emit(o, "%s_mm512_mask_storeu_epi32(%s, (__mmask16)((1u << n) - 1u), p);\n", ind, dst);
 }
 
+/* The 16-bit lane indices of vpermt2w that interleave the low (hi: the
+ * high) 16 halves of two bf16 rows x0, x1 into pair words {x0[j], x1[j]}. */
+#define CG_BF16_ILO                                                                                             \
+  "_mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8, 39, 7, 38, 6, 37, 5, 36, 4, 35, 3, " \
+  "34, 2, 33, 1, 32, 0)"
+#define CG_BF16_IHI                                                                                                  \
+  "_mm512_set_epi16(63, 31, 62, 30, 61, 29, 60, 28, 59, 27, 58, 26, 57, 25, 56, 24, 55, 23, 54, 22, 53, 21, 52, 20, 51, " \
+  "19, 50, 18, 49, 17, 48, 16)"
+
+/* 32 pair words {s0[j], s1[j]} of two bf16 rows at dst (j < 32, all in
+ * range): a vpermt2w per 16 words, where emit_bf16_pairs16 widens, shifts
+ * and ors each half; ilo / ihi (CG_BF16_ILO, CG_BF16_IHI) in scope. */
+static void emit_bf16_pairs32(cg_out *o, const char *ind, const char *dst, const char *s0, const char *s1) {
+  cg_emit(o, "%s{ __m512i x0 = _mm512_loadu_si512(%s), x1 = _mm512_loadu_si512(%s);\n", ind, s0, s1);
+  cg_emit(o, "%s  _mm512_storeu_si512(%s, _mm512_permutex2var_epi16(x0, ilo, x1));\n", ind, dst);
+  cg_emit(o, "%s  _mm512_storeu_si512(%s + 16, _mm512_permutex2var_epi16(x0, ihi, x1)); }\n", ind, dst);
+}
+
+/* The loop (indent ind) interleaving w elements of the rows s0 + i and
+ * s1 + i (xdt) into pair words at dst + i (emit_ilv_step, 16 a step; s0,
+ * s1, dst: pointers without the "+ i"); bf16 rows take 32 a step first
+ * where both rows are there (emit_bf16_pairs32). */
+static void emit_ilv_loop(cg_out *o, const char *ind, tiny_dtype xdt, long w, const char *dst, const char *s0,
+                          const char *s1) {
+  char d[48], a[48], b[48], in2[24];
+  snprintf(d, sizeof d, "%s + i", dst);
+  snprintf(a, sizeof a, "%s + i", s0);
+  snprintf(b, sizeof b, "%s + i", s1);
+  snprintf(in2, sizeof in2, "%s  ", ind);
+  cg_emit(o, "%slong i = 0;\n", ind);
+  if (xdt == TINY_BF16 && w >= 32) {
+    cg_emit(o, "%sconst __m512i ilo = " CG_BF16_ILO ", ihi = " CG_BF16_IHI ";\n", ind);
+    cg_emit(o, "%sif (!odd)\n%s  for (; i + 32 <= %ldL; i += 32)\n", ind, ind, w);
+    emit_bf16_pairs32(o, in2, d, a, b);
+  }
+  cg_emit(o, "%sfor (; i < %ldL; i += 16) {\n", ind, w);
+  cg_emit(o, "%s  int n = %ldL - i < 16 ? (int)(%ldL - i) : 16;\n", ind, w, w);
+  emit_ilv_step(o, in2, xdt, d, a, b);
+  cg_emit(o, "%s}\n", ind);
+}
+
 /* $P_ilv(vc, task, tid): a pool task (vc a `ctx` with fields X and B),
  * plane `task` of nplanes of the interleaved input (cx->B, words): plane t pairs channels 2c and 2c + 1
  * (c = t % ceil(icg / 2)) of the group's icg channels (source planes of hw
@@ -170,10 +211,8 @@ void cg_emit_bf16_ilv(cg_out *o, const char *ctx, tiny_dtype xdt, int64_t nplane
   cg_emit(o, "  int odd = 2 * c + 1 >= %ldL;\n", (long)icg);
   cg_emit(o, "  int *d = (int *)cx->B + (long)task * %ldL;\n", (long)hw);
   if (xdt != TINY_BF16) cg_emit(o, "  const __m512i ix = " CG_BF16_IX ";\n");
-  cg_emit(o, "  for (long i = 0; i < %ldL; i += 16) {\n", (long)hw);
-  cg_emit(o, "    int n = %ldL - i < 16 ? (int)(%ldL - i) : 16;\n", (long)hw, (long)hw);
-  emit_ilv_step(o, "    ", xdt, "d + i", "s0 + i", "s1 + i");
-  cg_emit(o, "  }\n}\n");
+  emit_ilv_loop(o, "  ", xdt, (long)hw, "d", "s0", "s1");
+  cg_emit(o, "}\n");
 }
 
 /* $P_ilv(vc, task, tid) padded (cgen_amx_conv.c's in-place conv): plane
@@ -226,13 +265,8 @@ static void emit_ilv_src(cg_out *o, tiny_dtype xdt, const cg_ilv_pad *g) {
 /* One input row (s0, s1: the pair's rows, g->w elements) interleaved into
  * `row` (emit_ilv_step). */
 static void emit_ilv_row(cg_out *o, tiny_dtype xdt, const cg_ilv_pad *g, const char *s0, const char *s1) {
-  long w = (long)g->w;
-  char a[16], b[16];
-  snprintf(a, sizeof a, "%s + i", s0);
-  snprintf(b, sizeof b, "%s + i", s1);
-  cg_emit(o, "    for (long i = 0; i < %ldL; i += 16) {\n", w);
-  cg_emit(o, "      int n = %ldL - i < 16 ? (int)(%ldL - i) : 16;\n", w, w);
-  emit_ilv_step(o, "      ", xdt, "row + i", a, b);
+  cg_emit(o, "    {\n");
+  emit_ilv_loop(o, "      ", xdt, (long)g->w, "row", s0, s1);
   cg_emit(o, "    }\n");
 }
 
@@ -327,9 +361,8 @@ void cg_emit_bf16_ilv_pad(cg_out *o, const char *ctx, tiny_dtype xdt, const cg_i
   if (g->pl) cg_emit(o, "    memset(r - %ldL, 0, %ldUL);\n", (long)g->pl, (long)g->pl * 4);
   if (g->wp - g->pl - g->w)
     cg_emit(o, "    memset(r + %ldL, 0, %ldUL);\n", w, (long)(g->wp - g->pl - g->w) * 4);
-  cg_emit(o, "    for (long i = 0; i < %ldL; i += 16) {\n", w);
-  cg_emit(o, "      int n = %ldL - i < 16 ? (int)(%ldL - i) : 16;\n", w, w);
-  emit_ilv_step(o, "      ", xdt, "r + i", "s0 + i", "s1 + i");
+  cg_emit(o, "    {\n");
+  emit_ilv_loop(o, "      ", xdt, w, "r", "s0", "s1");
   cg_emit(o, "    }\n  }\n");
   cg_emit(o, "  memset(d + %ldL, 0, %ldUL);\n}\n", (long)((g->pt + g->h) * g->wp), (long)((g->hp - g->pt - g->h) * g->wp) * 4);
 }
@@ -364,11 +397,23 @@ void cg_emit_bf16_pack_b_rows(cg_out *o, tiny_dtype bdt, int64_t sb0, int64_t sb
              " float *restrict Bp) {\n");
   cg_emit(o, "  const %s *B = (const %s *)cx->B + b0 * %ldL + b1 * %ldL;\n", bt, bt, (long)sb0, (long)sb1);
   if (bdt != TINY_BF16) cg_emit(o, "  const __m512i ix = " CG_BF16_IX ";\n");
+  else if (nv % 2 == 0) cg_emit(o, "  const __m512i ilo = " CG_BF16_ILO ", ihi = " CG_BF16_IHI ";\n");
   cg_emit(o, "  for (long jr = 0; jr < nc; jr += %d) {\n", nr);
   cg_emit(o, "    int nr = nc - jr < %d ? (int)(nc - jr) : %d;\n    int *d = (int *)(Bp + jr * kc);\n", nr, nr);
   cg_emit(o, "    const %s *s = B + k0 * %ldL + n0 + jr;\n", bt, (long)sk);
   cg_emit(o, "    for (long k = 0; k < kc; k += 2, s += %ldL, d += %d) {\n", 2 * (long)sk, nr);
   cg_emit(o, "      int odd = k + 1 >= kc;\n");
+  if (bdt == TINY_BF16 && nv % 2 == 0) { /* a whole panel of both rows: 32 words a vpermt2w pair */
+    cg_emit(o, "      if (nr == %d && !odd) {\n", nr);
+    for (int q = 0; q < nr; q += 32) {
+      char dst[24], s0[24], s1[48];
+      snprintf(dst, sizeof dst, "d + %d", q);
+      snprintf(s0, sizeof s0, "s + %d", q);
+      snprintf(s1, sizeof s1, "s + %ldL + %d", (long)sk, q);
+      emit_bf16_pairs32(o, "        ", dst, s0, s1);
+    }
+    cg_emit(o, "        continue;\n      }\n");
+  }
   for (int v = 0; bdt == TINY_BF16 && v < nv; v++) { /* the halves as they are; columns past nr 0 */
     char dst[48], s0[24], s1[40], n[24];
     snprintf(dst, sizeof dst, "_mm512_storeu_si512(d + %d", 16 * v);

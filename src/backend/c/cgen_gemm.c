@@ -7,7 +7,7 @@
  * variant (cgen_amx.c); then the CPUID dispatch and the entries.
  * Needs: cgen_int.h (templating, runtime, dispatch), cgen_gemm_int.h,
  * cgen_gemm_variant.c, split-K's view (cgen_splitk.c).
- * Gives: cgen_gemm, cgen_gemm_splitk_ok, cg_mm_gen.
+ * Gives: cgen_gemm, cgen_gemm_splitk_ok, cgen_gemm_skinny_bf16_ok, cg_mm_gen.
  */
 #include <math.h>
 #include <stdio.h>
@@ -63,7 +63,7 @@ static bool amx_applies(const cg_mm *p, unsigned set) {
   /* a conv's depth as the pair view packs it: an odd channel count padded (conv_amx_stem) */
   int64_t K = p->conv ? (p->cv_icg + 1) / 2 * 2 * p->cv_kh * p->cv_kw : p->K;
   if (!cg_amx_pays(p->M, p->N, K)) return false;
-  return p->conv || !cg_skinny_ok(p, cg_isa_get(CGEN_ISA_AVX512));
+  return p->conv || (!cg_skinny_ok(p, cg_isa_get(CGEN_ISA_AVX512)) && !cg_skinny_bf16_ok(p));
 }
 
 /* The AMX variant of p into o (cgen_amx.c): the template's bf16 view with
@@ -155,6 +155,8 @@ harp_status cg_mm_gen(harp_error *e, const cg_mm *p, const char *fn, ut_str *out
       cg_tile tq;
       if (cg_mm_resolve_tile(e, &q, o.isa, i == primary, &tq)) return e->code;
       cg_mm_emit_variant(&o, &q, &tq);
+    } else if (i == CGEN_ISA_AVX512 && cg_skinny_bf16_ok(p)) { /* skinny over a bf16 copy of B */
+      cg_emit_skinny_bf16_variant(&o, p);
     } else if (!p->m_expr && !p->b0_expr && cg_skinny_ok(p, cg_isa_get((cgen_isa)i))) { /* skinny: sizes constant */
       cg_emit_skinny_variant(&o, p);
     } else {
@@ -197,6 +199,12 @@ static void mm_of_gemm(const cgen_gemm_spec *s, cg_mm *pp) {
   p.m_small = s->m_expr ? s->m_small : 0;
   p.b0_expr = s->b0_expr;
   *pp = p;
+}
+
+bool cgen_gemm_skinny_bf16_ok(const cgen_gemm_spec *s) {
+  cg_mm p;
+  mm_of_gemm(s, &p);
+  return cg_skinny_bf16_ok(&p);
 }
 
 bool cgen_gemm_splitk_ok(const cgen_gemm_spec *s) {

@@ -103,6 +103,10 @@ bool cg_skinny_ok(const cg_mm *p, const cg_isa *isa);
 /* Split-K (tune.splitk > 1) is the skinny kernel's: its primary variant must be it. */
 bool cg_skinny_splitk_ok(const cg_mm *p);
 void cg_emit_skinny_variant(cg_out *o, const cg_mm *p);
+/* bf16 with a prepacked weight B (cgen_skinny_bf16.c): the AVX-512 variant streams
+ * B rounded to bf16 once, at init, and multiplies with vdpbf16ps. */
+bool cg_skinny_bf16_ok(const cg_mm *p);
+void cg_emit_skinny_bf16_variant(cg_out *o, const cg_mm *p);
 
 /* Split-K's partials and their sum (cgen_splitk.c).  Slice s's fp32
  * partial of batch r (b0 * nb[1] + b1), row m, column n sits at

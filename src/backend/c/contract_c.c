@@ -540,6 +540,13 @@ harp_status cc_emit_gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
     if (ch) cc_note_add(ch, "ShapeSet object, M read at run time: the template's built-in tuning, not the plan");
   } else cc_plan_tuning(c, r, 'g', swapped, &s.tune, NULL, NULL, &pu);
   if (gemm_plan_splitk(c, r, &pu, &s)) return c->e->code;
+  /* bf16: a skinny GEMM's weight B rounded to bf16 once, at model_init, and
+   * streamed at half the bytes every run (a classifier's 5-8 MB) */
+  if (!s.prepack_a && !s.prepack_b && !m_rt && !b_rt && s.tune.bf16 && (gm.batch[0] == 1 || gm.b_sb[0] == 0) &&
+      (gm.batch[1] == 1 || gm.b_sb[1] == 0) && packs_once(c, r, gm.B.slot)) {
+    s.prepack_b = true;
+    s.prepack_b = cgen_gemm_skinny_bf16_ok(&s);
+  }
   char kfn[128];
   snprintf(kfn, sizeof kfn, "%s_gemm", fn);
   if (!cc_template_body(c, &pu, gen_gemm, &s, &s.tune, NULL, NULL, kfn, out)) DECLINE("the template refused the shape");
