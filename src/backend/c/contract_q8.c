@@ -284,7 +284,7 @@ static void q8_rep_loops(ut_str *o, const q8_job *j) {
 /* True when job j's output is the kernel's fp32 sums as they are (no
  * epilogue step, no requantization, y fp32 and not held): the kernel then
  * stores them into y itself, rows ylen apart as its sums, and no output
- * pass copies them (FFN1 of a QDQ BERT layer: 1.5 MB written and read
+ * pass copies them (a QDQ GEMM before a SiLU: its output written and read
  * twice). */
 static bool q8_sums_are_y(const q8_job *j) {
   return j->nepi == 0 && !j->rq.ok && !j->held_out && !j->q.post && j->Y.dtype == TINY_FP32;

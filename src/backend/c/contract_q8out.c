@@ -112,7 +112,6 @@ bool cc_q8_epilogue(ut_str *o, const q8_job *j, int from, bool pre) {
         } else snprintf(ld, sizeof ld, "b%d", i);
         ut_str_printf(o, "    v = v %s %s;\n", ep->mul ? "*" : "+", ld);
         break;
-      case CT_EPI_GELU: ut_str_puts(o, "    v = hp_gelu(v);\n"); break;
       default:
         if (!cc_epi_scalar(o, ep)) return false;
     }
@@ -359,24 +358,31 @@ bool cc_q8_lut(const q8_job *j, uint8_t lut[256]) {
 }
 
 /* The task <fn>_q8out over output row t of job j as one table lookup per
- * element (q8_table's fp32 values, stored as yt through ys), where the
- * steps after the requantization read no tensor and some has no vector
- * form (a GELU: an erf per element otherwise); false, printing nothing,
- * elsewhere. */
+ * element (q8_table's fp32 values stored as yt through ys, or where the
+ * output is held, cc_q8_lut's bytes), where the steps after the
+ * requantization read no tensor and some has no vector form (a GELU);
+ * false, printing nothing, elsewhere. */
 bool cc_q8_out_table(ut_str *o, const char *fn, const q8_job *j, const char *yt, const char *ys) {
   float tv[256];
-  if (j->held_out || cc_q8_vec_ok(j) || !q8_table(j, tv)) return false;
+  uint8_t lut[256];
+  if (cc_q8_vec_ok(j) || !q8_table(j, tv) || (j->held_out && !cc_q8_lut(j, lut))) return false;
   for (int b = 0; b < 256; b++)
     if (!isfinite(tv[b])) return false; /* printed as C literals */
-  ut_str_printf(o, "static const float %s_lutf[256] = {", fn);
-  for (int b = 0; b < 256; b++) ut_str_printf(o, "%s%a", b ? (b % 8 ? ", " : ",\n  ") : "\n  ", (double)tv[b]);
+  ut_str_printf(o, "static const %s %s_lut%s[256] = {", j->held_out ? "uint8_t" : "float", fn, j->held_out ? "" : "f");
+  for (int b = 0; b < 256; b++) {
+    ut_str_puts(o, b ? (b % 8 ? ", " : ",\n  ") : "\n  ");
+    if (j->held_out) ut_str_printf(o, "%d", lut[b]);
+    else ut_str_printf(o, "%a", (double)tv[b]);
+  }
   ut_str_puts(o, "};\n");
   ut_str_printf(o, "static void %s_q8out(void *ctx, int t, int tid) {\n  (void)tid;\n  %s_q8ctx *x = (%s_q8ctx *)ctx;\n", fn, fn, fn);
   ut_str_printf(o,
                 "  const uint8_t *restrict b = (const uint8_t *)x->acc + (long)t * %" PRId64 "L;\n"
-                "  %s *restrict y = (%s *)x->y + (long)t * %" PRId64 "L;\n"
-                "  for (long col = 0; col < %" PRId64 "L; col++) y[col] = %s(%s_lutf[b[col]]);\n}\n",
-                j->ylen, yt, yt, j->ylen, j->ylen, ys, fn);
+                "  %s *restrict y = (%s *)x->y + (long)t * %" PRId64 "L;\n",
+                j->ylen, j->held_out ? "uint8_t" : yt, j->held_out ? "uint8_t" : yt, j->ylen);
+  if (j->held_out)
+    ut_str_printf(o, "  for (long col = 0; col < %" PRId64 "L; col++) y[col] = %s_lut[b[col]];\n}\n", j->ylen, fn);
+  else ut_str_printf(o, "  for (long col = 0; col < %" PRId64 "L; col++) y[col] = %s(%s_lutf[b[col]]);\n}\n", j->ylen, ys, fn);
   return true;
 }
 

@@ -152,21 +152,6 @@ static const char prelude_math[] =
     "  float c = t * hp_expf(t * p - 1.26551223f - z * z);\n"
     "  return copysignf(1.0f - c, x);\n"
     "}\n"
-    "/* gelu(x) = x Phi(x): h = 0.5 erfc(|x| / sqrt2) as hp_erff's c, x h below 0, x - x h above */\n"
-    "static inline __attribute__((unused)) float hp_gelu(float x) {\n"
-    "  float z = fabsf(x) * 0.707106781f, t = 1.0f / (1.0f + 0.5f * z);\n"
-    "  float p = 0.17087277f;\n"
-    "  p = p * t - 0.82215223f;\n"
-    "  p = p * t + 1.48851587f;\n"
-    "  p = p * t - 1.13520398f;\n"
-    "  p = p * t + 0.27886807f;\n"
-    "  p = p * t - 0.18628806f;\n"
-    "  p = p * t + 0.09678418f;\n"
-    "  p = p * t + 0.37409196f;\n"
-    "  p = p * t + 1.00002368f;\n"
-    "  float y = fminf(3.40282347e38f, x) * (0.5f * t * hp_expf(t * p - 1.26551223f - z * z));\n"
-    "  return x < 0.0f ? y : x - y;\n"
-    "}\n"
     "\n";
 
 /* Appends to o the prelude of a region translation unit: the thread pool
