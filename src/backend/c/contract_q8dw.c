@@ -23,7 +23,10 @@
  * taps unrolled, the epilogue, the store (held: y + zo as a byte).  Where
  * the CPU has AVX512-VBMI / VNNI and a window row has at most 4 taps, the
  * VNNI variant (dw_task_vnni): the plane copied as bytes, a vpdpbusd per
- * window row over taps gathered by vpermb, the same epilogue. */
+ * window row over taps gathered by vpermb, the same epilogue; output rows
+ * of 16 outputs and more in pairs where the stride down is below the
+ * window's height (dw_vnni_pair: the input rows the two share gathered
+ * once; MobileNetV2's 112x112 to 28x28 layers). */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -453,27 +456,27 @@ static void dw_vnni_fill(ut_str *o, const ct_conv *cv, const dw_shape *d) {
 }
 
 /* Whether the VNNI task of cv (shape d) takes its output rows in pairs: a
- * row of at least 16 outputs, stride 1 and no dilation down the window,
- * so that rows oh and oh + 1 share kh - 1 of their kh + 1 input rows (one
- * load and vpermb each, two vpdpbusd). */
+ * row of at least 16 outputs, no dilation down the window, a stride sh
+ * below its height kh, so that rows oh and oh + 1 share kh - sh of their
+ * kh + sh input rows (one load and vpermb each, two vpdpbusd). */
 static bool dw_vnni_paired(const ct_conv *cv, const dw_shape *d) {
-  return d->rows == 1 && cv->stride[0] == 1 && cv->dil[0] == 1 && d->oh >= 2 && cv->kh >= 2;
+  return d->rows == 1 && cv->stride[0] < cv->kh && cv->dil[0] == 1 && d->oh >= 2;
 }
 
 /* The body of dw_task_vnni's column loop for a pair of output rows (oh,
- * and oh + 1 where `two`): input row ky of the pair's kh + 1 gathered once
+ * and oh + 1 where `two`): input row ky of the pair's kh + sh gathered once
  * into g, summed into row oh's a0 with tap row ky and into row oh + 1's a1
- * with tap row ky - 1; then each row's epilogue and store (dw_vepi); closes
- * the task.  Row oh + kh of the last, odd row is read from the scratch's
- * row past the plane, and its sums are not stored. */
+ * with tap row ky - sh; then each row's epilogue and store (dw_vepi);
+ * closes the task.  The last sh rows of an odd last row's pair are read
+ * from the scratch's rows past the plane, and their sums are not stored. */
 static bool dw_vnni_pair(ut_str *o, const ct_conv *cv, const dw_shape *d) {
   const char *yt = dw_ctype(cv->Y.dtype, d->held_out);
   ut_str_puts(o, "        __m512i a0 = _mm512_setzero_si512(), a1 = _mm512_setzero_si512(), g;\n");
-  for (int64_t ky = 0; ky <= cv->kh; ky++) {
+  for (int64_t ky = 0, sh = cv->stride[0]; ky < cv->kh + sh; ky++) {
     ut_str_printf(o, "        g = _mm512_permutexvar_epi8(ix, _mm512_loadu_si512(r0 + %" PRId64 "L + ow * %" PRId64 "L));\n", ky * d->rsb,
                   cv->stride[1]);
     if (ky < cv->kh) ut_str_printf(o, "        a0 = _mm512_dpbusd_epi32(a0, g, w%" PRId64 ");\n", ky);
-    if (ky > 0) ut_str_printf(o, "        a1 = _mm512_dpbusd_epi32(a1, g, w%" PRId64 ");\n", ky - 1);
+    if (ky >= sh) ut_str_printf(o, "        a1 = _mm512_dpbusd_epi32(a1, g, w%" PRId64 ");\n", ky - sh);
   }
   ut_str_puts(o, "        {\n        __m512 v = _mm512_cvtepi32_ps(_mm512_sub_epi32(a0, zc));\n");
   if (!dw_vepi(o, cv, d)) return false;
@@ -492,7 +495,7 @@ static bool dw_task_vnni(ut_str *o, const char *fn, const ct_conv *cv, const dw_
   const char *xt = dw_ctype(cv->X.dtype, d->held_in), *yt = dw_ctype(cv->Y.dtype, d->held_out);
   int64_t kh = cv->kh, hp = d->hp, rsb = d->rsb, bot = hp - cv->pad[0] - cv->h, sh = cv->stride[0];
   bool pair = dw_vnni_paired(cv, d);
-  if (pair) bot++; /* a row past the plane: the odd last row's pair reads it */
+  if (pair) bot += sh; /* rows past the plane: the odd last row's pair reads them */
   ut_str_printf(o,
                 "static __attribute__((target(\"avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi,avx512vnni,fma,f16c\"))) "
                 "void %s_dwt_vnni(void *ctx, int t, int tid) {\n  (void)tid;\n  %s_dwx *x = (%s_dwx *)ctx;\n",
@@ -508,7 +511,7 @@ static bool dw_task_vnni(ut_str *o, const char *fn, const ct_conv *cv, const dw_
                 "  long p0 = (long)t * x->np / x->nt, p1 = (long)(t + 1) * x->np / x->nt;\n"
                 "  for (long p = p0; p < p1; p++) {\n    long c = p %% %" PRId64 "L;\n"
                 "    const %s *restrict s = (const %s *)x->x + p * %" PRId64 "L;\n",
-                (pair ? hp + 1 : hp) * rsb + 64, d->zb, cv->pad[0] * rsb, (cv->pad[0] + cv->h) * rsb, d->zb, bot * rsb + 64, cv->pad[0],
+                (pair ? hp + sh : hp) * rsb + 64, d->zb, cv->pad[0] * rsb, (cv->pad[0] + cv->h) * rsb, d->zb, bot * rsb + 64, cv->pad[0],
                 cv->pad[0] + cv->h, rsb, d->zb, cv->pad[1], rsb, cv->pad[1] + cv->w, d->zb, rsb - cv->pad[1] - cv->w,
                 cv->c * kh * cv->kw * 4, cv->c * kh, cv->c, xt, xt, cv->h * cv->w);
   dw_vnni_fill(o, cv, d);
@@ -523,7 +526,7 @@ static bool dw_task_vnni(ut_str *o, const char *fn, const ct_conv *cv, const dw_
                   "      for (long ow = 0; ow < %" PRId64 "L; ow += 16) {\n"
                   "        __mmask16 m = %" PRId64 "L - ow >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (%" PRId64 "L - ow)) - 1);\n"
                   "        %s *restrict yr = yr0;\n",
-                  d->oh, d->oh, rsb, yt, d->ow, d->ow, d->ow, d->ow, yt);
+                  d->oh, d->oh, sh * rsb, yt, d->ow, d->ow, d->ow, d->ow, yt);
   else if (d->rows > 1)
     ut_str_printf(o,
                   "    for (long oh = 0; oh < %" PRId64 "L; oh += %" PRId64 "L) {\n      const long ow = 0;\n"
