@@ -2,7 +2,7 @@
 vpdpbusd over taps that vpermb gathers from the padded u8 plane) against
 onnxruntime's int8 run (QLinearConv): the shapes test_onnx_quant.py's
 depthwise cases leave out, output rows narrower than a vector (several rows
-a vector: 5 and 2 wide), rows of 16 outputs and more taken in pairs
+a vector: 5 and 2 wide), rows of a vector taken in pairs
 (an odd count of them, strides 1 to 3), 4 taps a row, column stride 3, asymmetric pads,
 the input's zero point inside the range; and a weight past int8 (uint8
 weights up to 255, QLinearConv), whose packed int8 form is flagged invalid
@@ -75,7 +75,7 @@ def test_vnni_shapes():
              (4, 11, 23, (4, 4), [1, 3], [2, 1, 1, 2], 17, T.INT8, True),
              (8, 20, 37, (3, 3), [2, 1], [0, 1, 1, 1], 200, T.INT8, True),
              (7, 10, 9, (3, 3), [1, 1], [1, 1, 1, 1], 60, T.UINT8, True),
-             # rows of >= 16 outputs in pairs (dw_vnni_pair), an odd last row alone: strides 1, 2, 3 below the window's height
+             # output rows of a vector or more (9 outputs and up) in pairs (dw_vnni_pair), an odd last row alone: strides 1, 2, 3 below the window's height
              (3, 17, 21, (3, 3), [1, 1], [1, 1, 1, 1], 90, T.INT8, True),
              (5, 21, 33, (3, 3), [2, 2], [1, 1, 1, 1], 30, T.INT8, True),
              (4, 15, 18, (4, 4), [1, 1], [2, 1, 1, 2], 17, T.INT8, True),

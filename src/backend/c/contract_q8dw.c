@@ -24,9 +24,9 @@
  * the CPU has AVX512-VBMI / VNNI and a window row has at most 4 taps, the
  * VNNI variant (dw_task_vnni): the plane copied as bytes, a vpdpbusd per
  * window row over taps gathered by vpermb, the same epilogue; output rows
- * of 16 outputs and more in pairs where the stride down is below the
+ * of a vector or more in pairs where the stride down is below the
  * window's height (dw_vnni_pair: the input rows the two share gathered
- * once; MobileNetV2's 112x112 to 28x28 layers). */
+ * once; MobileNetV2's 112x112 to 14x14 layers). */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -456,7 +456,8 @@ static void dw_vnni_fill(ut_str *o, const ct_conv *cv, const dw_shape *d) {
 }
 
 /* Whether the VNNI task of cv (shape d) takes its output rows in pairs: a
- * row of at least 16 outputs, no dilation down the window, a stride sh
+ * vector per row or more (d->rows 1: rows of 9 outputs and more, the
+ * last vector masked), no dilation down the window, a stride sh
  * below its height kh, so that rows oh and oh + 1 share kh - sh of their
  * kh + sh input rows (one load and vpermb each, two vpdpbusd). */
 static bool dw_vnni_paired(const ct_conv *cv, const dw_shape *d) {
