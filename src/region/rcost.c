@@ -241,7 +241,7 @@ static bool epilogue_step_ok(rg_ctx *c, const int *set, int n, int K, int b) {
  * activation goes to the next kernel, with the Q that reads it.  A GELU
  * followed by a second RINT (DQ -> GELU -> Q: a function of the first
  * requantization's byte, one table in the int8 kernel's post hook,
- * contract_q8out.c's q8_post_lut) stays, as long as only steps without a
+ * contract_q8out.c's cc_q8_lut) stays, as long as only steps without a
  * tensor come between the two RINTs. */
 static bool after_requant(rg_ctx *c, const int *set, int n, int K, int i, const int *roles) {
   tiny_op op = c->g->nodes[PB(c, set[i])->node].op;
