@@ -238,13 +238,24 @@ static bool epilogue_step_ok(rg_ctx *c, const int *set, int n, int K, int b) {
  * CPU.  The int8 kernels' epilogue is a requantization (contract_q8.c): a
  * quantized contraction with an activation fused after it runs the bf16
  * template instead (BERT's FFN1 + GELU: ~10x the int8 kernel's time), so the
- * activation goes to the next kernel, with the Q that reads it. */
+ * activation goes to the next kernel, with the Q that reads it.  A GELU
+ * followed by a second RINT (DQ -> GELU -> Q: a function of the first
+ * requantization's byte, one table in the int8 kernel's post hook,
+ * contract_q8out.c's cc_q8_lut) stays, as long as only steps without a
+ * tensor come between the two RINTs. */
 static bool after_requant(rg_ctx *c, const int *set, int n, int K, int i, const int *roles) {
   tiny_op op = c->g->nodes[PB(c, set[i])->node].op;
   if (plan_arch_is_gpu(c->m.arch) || (tiny_op_epi(op) != TE_GELU && roles[i] != PLAN_EPI_SILU)) return false;
+  bool before = false;
   for (int j = 0; j < i; j++)
-    if (set[j] != K && tiny_op_epi(c->g->nodes[PB(c, set[j])->node].op) == TE_RINT) return true;
-  return false;
+    if (set[j] != K && tiny_op_epi(c->g->nodes[PB(c, set[j])->node].op) == TE_RINT) before = true;
+  if (!before || roles[i] == PLAN_EPI_SILU) return before;
+  for (int j = i + 1; j < n; j++) {
+    if (set[j] == K) continue;
+    if (tiny_op_epi(c->g->nodes[PB(c, set[j])->node].op) == TE_RINT) return false; /* a table of bytes */
+    if (roles[j] == PLAN_EPI_BIAS || roles[j] == PLAN_EPI_RESIDUAL) return true;
+  }
+  return true;
 }
 
 bool rg_epilogue_template(rg_ctx *c, const int *set, int n, int K, int *bad) {

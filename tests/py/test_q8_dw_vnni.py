@@ -2,7 +2,8 @@
 vpdpbusd over taps that vpermb gathers from the padded u8 plane) against
 onnxruntime's int8 run (QLinearConv): the shapes test_onnx_quant.py's
 depthwise cases leave out, output rows narrower than a vector (several rows
-a vector: 5 and 2 wide), 4 taps a row, column stride 3, asymmetric pads,
+a vector: 5 and 2 wide), rows of a vector taken in pairs
+(an odd count of them, strides 1 to 3), 4 taps a row, column stride 3, asymmetric pads,
 the input's zero point inside the range; and a weight past int8 (uint8
 weights up to 255, QLinearConv), whose packed int8 form is flagged invalid
 so that the fp32 variant runs; a NaN in an input not held (the fp32
@@ -73,7 +74,12 @@ def test_vnni_shapes():
              (5, 9, 4, (3, 3), [2, 2], [1, 0, 1, 1], 255, T.INT8, True),
              (4, 11, 23, (4, 4), [1, 3], [2, 1, 1, 2], 17, T.INT8, True),
              (8, 20, 37, (3, 3), [2, 1], [0, 1, 1, 1], 200, T.INT8, True),
-             (7, 10, 9, (3, 3), [1, 1], [1, 1, 1, 1], 60, T.UINT8, True)]
+             (7, 10, 9, (3, 3), [1, 1], [1, 1, 1, 1], 60, T.UINT8, True),
+             # output rows of a vector or more (9 outputs and up) in pairs (dw_vnni_pair), an odd last row alone: strides 1, 2, 3 below the window's height
+             (3, 17, 21, (3, 3), [1, 1], [1, 1, 1, 1], 90, T.INT8, True),
+             (5, 21, 33, (3, 3), [2, 2], [1, 1, 1, 1], 30, T.INT8, True),
+             (4, 15, 18, (4, 4), [1, 1], [2, 1, 1, 2], 17, T.INT8, True),
+             (2, 16, 50, (4, 3), [3, 1], [1, 1, 1, 1], 5, T.INT8, True)]
     for c, hh, ww, k, st, pads, zx, wdt, vnni in cases:
         name = f"depthwise VNNI {c}x{hh}x{ww} {k[0]}x{k[1]} stride {st} pads {pads} zx={zx} {'int8' if wdt == T.INT8 else 'uint8 past 127'}"
         path = dw_model([2, c, hh, ww], k, st, pads, zx, wdt)

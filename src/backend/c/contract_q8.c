@@ -284,7 +284,7 @@ static void q8_rep_loops(ut_str *o, const q8_job *j) {
 /* True when job j's output is the kernel's fp32 sums as they are (no
  * epilogue step, no requantization, y fp32 and not held): the kernel then
  * stores them into y itself, rows ylen apart as its sums, and no output
- * pass copies them (FFN1 of a QDQ BERT layer: 1.5 MB written and read
+ * pass copies them (a QDQ GEMM before a SiLU: its output written and read
  * twice). */
 static bool q8_sums_are_y(const q8_job *j) {
   return j->nepi == 0 && !j->rq.ok && !j->held_out && !j->q.post && j->Y.dtype == TINY_FP32;
@@ -317,6 +317,7 @@ static bool q8_tasks(ut_str *o, const char *fn, const q8_job *j) {
   if (j->held_out && j->rq.post < 0) return true; /* the kernel stores the bytes */
   if (q8_sums_are_y(j)) return true;              /* the kernel stores y */
   if (j->q.post) return cc_q8_post(o, fn, j);
+  if (cc_q8_out_table(o, fn, j, yt, ys)) return true;
   ut_str_printf(o, "static void %s_q8out(void *ctx, int t, int tid) {\n  (void)tid;\n  %s_q8ctx *x = (%s_q8ctx *)ctx;\n", fn, fn, fn);
   if (j->rq.ok && j->rq.post >= 0) { /* the kernel requantized: the steps after it on its bytes + lo + off */
     if (!cc_q8_epilogue(o, j, j->rq.post, true)) return false;
@@ -526,17 +527,15 @@ static void q8_res_buf(const rc_ctx *c, int r, q8_job *j) {
  * the output held as bytes, requantized twice (rq.post), y the kernel's
  * [M][N] row-major (no stride-1 conv but 1x1, whose grid has other
  * columns), and every step of the pass in its vector form (q8_vec_steps:
- * a residual held as bytes; the scalar hook is slower than the pass). */
+ * a residual held as bytes; the scalar hook is slower than the pass) or
+ * none reading a tensor (a QDQ GELU: one table of bytes, cc_q8_lut). */
 static bool q8_fuse_post(const q8_job *j) {
   const cgen_qgemm_spec *q = &j->q;
   if (!(j->held_out && j->rq.ok && j->rq.post >= 0 && cgen_qgemm_post_ok(q) && q->y_dtype == TINY_U8 && j->yrows == q->m &&
         j->ylen == q->n))
     return false;
-  ut_str probe;
-  ut_str_init(&probe);
-  bool vec = cc_q8_vec_steps(&probe, j, j->rq.post, -1, NULL);
-  ut_str_free(&probe);
-  return vec;
+  uint8_t lut[256];
+  return cc_q8_vec_ok(j) || cc_q8_lut(j, lut); /* else one table (cc_q8_post) */
 }
 
 /* Job j as <fn>_q8(pool, bufs) (kernel r): 0 / 2 as a kernel, -1 when the

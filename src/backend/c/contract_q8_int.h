@@ -72,6 +72,12 @@ bool cc_q8_epilogue(ut_str *o, const q8_job *j, int from, bool pre);
 bool cc_q8_rows(ut_str *o, const q8_job *j, int from, const char *yt, const char *ys);
 /* The AVX-512 form of the steps from `from` on, step norint left to the conversion (its integers added in *off); false for a step it lacks (contract_q8out.c). */
 bool cc_q8_vec_steps(ut_str *o, const q8_job *j, int from, int norint, int *off);
+/* Whether every step of j's output pass from rq.post on has its AVX-512 form (contract_q8out.c). */
+bool cc_q8_vec_ok(const q8_job *j);
+/* The bytes j's output pass stores for each byte of its requantization, where its steps read no tensor (contract_q8out.c). */
+bool cc_q8_lut(const q8_job *j, uint8_t lut[256]);
+/* <fn>_q8out of job j as a table lookup per element where its steps read no tensor and lack a vector form (contract_q8out.c). */
+bool cc_q8_out_table(ut_str *o, const char *fn, const q8_job *j, const char *yt, const char *ys);
 /* <fn>_q8post, the kernel's post hook for job j (contract_q8out.c). */
 bool cc_q8_post(ut_str *o, const char *fn, const q8_job *j);
 /* <fn>_q8slow, the fp32 fallback of a job with an exact QDQ Add step (contract_q8out.c). */

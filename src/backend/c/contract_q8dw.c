@@ -23,7 +23,10 @@
  * taps unrolled, the epilogue, the store (held: y + zo as a byte).  Where
  * the CPU has AVX512-VBMI / VNNI and a window row has at most 4 taps, the
  * VNNI variant (dw_task_vnni): the plane copied as bytes, a vpdpbusd per
- * window row over taps gathered by vpermb, the same epilogue. */
+ * window row over taps gathered by vpermb, the same epilogue; output rows
+ * of a vector or more in pairs where the stride down is below the
+ * window's height (dw_vnni_pair: the input rows the two share gathered
+ * once; MobileNetV2's 112x112 to 14x14 layers). */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -452,6 +455,39 @@ static void dw_vnni_fill(ut_str *o, const ct_conv *cv, const dw_shape *d) {
                 cv->h, cv->w, ld, rw, d->rsb, d->zb);
 }
 
+/* Whether the VNNI task of cv (shape d) takes its output rows in pairs: a
+ * vector per row or more (d->rows 1: rows of 9 outputs and more, the
+ * last vector masked), no dilation down the window, a stride sh
+ * below its height kh, so that rows oh and oh + 1 share kh - sh of their
+ * kh + sh input rows (one load and vpermb each, two vpdpbusd). */
+static bool dw_vnni_paired(const ct_conv *cv, const dw_shape *d) {
+  return d->rows == 1 && cv->stride[0] < cv->kh && cv->dil[0] == 1 && d->oh >= 2;
+}
+
+/* The body of dw_task_vnni's column loop for a pair of output rows (oh,
+ * and oh + 1 where `two`): input row ky of the pair's kh + sh gathered once
+ * into g, summed into row oh's a0 with tap row ky and into row oh + 1's a1
+ * with tap row ky - sh; then each row's epilogue and store (dw_vepi);
+ * closes the task.  The last sh rows of an odd last row's pair are read
+ * from the scratch's rows past the plane, and their sums are not stored. */
+static bool dw_vnni_pair(ut_str *o, const ct_conv *cv, const dw_shape *d) {
+  const char *yt = dw_ctype(cv->Y.dtype, d->held_out);
+  ut_str_puts(o, "        __m512i a0 = _mm512_setzero_si512(), a1 = _mm512_setzero_si512(), g;\n");
+  for (int64_t ky = 0, sh = cv->stride[0]; ky < cv->kh + sh; ky++) {
+    ut_str_printf(o, "        g = _mm512_permutexvar_epi8(ix, _mm512_loadu_si512(r0 + %" PRId64 "L + ow * %" PRId64 "L));\n", ky * d->rsb,
+                  cv->stride[1]);
+    if (ky < cv->kh) ut_str_printf(o, "        a0 = _mm512_dpbusd_epi32(a0, g, w%" PRId64 ");\n", ky);
+    if (ky >= sh) ut_str_printf(o, "        a1 = _mm512_dpbusd_epi32(a1, g, w%" PRId64 ");\n", ky - sh);
+  }
+  ut_str_puts(o, "        {\n        __m512 v = _mm512_cvtepi32_ps(_mm512_sub_epi32(a0, zc));\n");
+  if (!dw_vepi(o, cv, d)) return false;
+  ut_str_printf(o, "        }\n        if (two) {\n        %s *restrict yr = yr0 + %" PRId64 "L;\n"
+                   "        __m512 v = _mm512_cvtepi32_ps(_mm512_sub_epi32(a1, zc));\n", yt, d->ow);
+  if (!dw_vepi(o, cv, d)) return false;
+  ut_str_puts(o, "        }\n      }\n    }\n  }\n}\n");
+  return true;
+}
+
 /* <fn>_dwt_vnni(ctx, t, tid): dw_task's planes on vpdpbusd (dw_vnni_plan),
  * the weight's int8 words and sums read after its fp32 form (dw_wpack);
  * the sums minus zb times the weight's sum are the fp32 path's exact sums,
@@ -459,6 +495,8 @@ static void dw_vnni_fill(ut_str *o, const ct_conv *cv, const dw_shape *d) {
 static bool dw_task_vnni(ut_str *o, const char *fn, const ct_conv *cv, const dw_shape *d) {
   const char *xt = dw_ctype(cv->X.dtype, d->held_in), *yt = dw_ctype(cv->Y.dtype, d->held_out);
   int64_t kh = cv->kh, hp = d->hp, rsb = d->rsb, bot = hp - cv->pad[0] - cv->h, sh = cv->stride[0];
+  bool pair = dw_vnni_paired(cv, d);
+  if (pair) bot += sh; /* rows past the plane: the odd last row's pair reads them */
   ut_str_printf(o,
                 "static __attribute__((target(\"avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi,avx512vnni,fma,f16c\"))) "
                 "void %s_dwt_vnni(void *ctx, int t, int tid) {\n  (void)tid;\n  %s_dwx *x = (%s_dwx *)ctx;\n",
@@ -474,7 +512,7 @@ static bool dw_task_vnni(ut_str *o, const char *fn, const ct_conv *cv, const dw_
                 "  long p0 = (long)t * x->np / x->nt, p1 = (long)(t + 1) * x->np / x->nt;\n"
                 "  for (long p = p0; p < p1; p++) {\n    long c = p %% %" PRId64 "L;\n"
                 "    const %s *restrict s = (const %s *)x->x + p * %" PRId64 "L;\n",
-                hp * rsb + 64, d->zb, cv->pad[0] * rsb, (cv->pad[0] + cv->h) * rsb, d->zb, bot * rsb + 64, cv->pad[0],
+                (pair ? hp + sh : hp) * rsb + 64, d->zb, cv->pad[0] * rsb, (cv->pad[0] + cv->h) * rsb, d->zb, bot * rsb + 64, cv->pad[0],
                 cv->pad[0] + cv->h, rsb, d->zb, cv->pad[1], rsb, cv->pad[1] + cv->w, d->zb, rsb - cv->pad[1] - cv->w,
                 cv->c * kh * cv->kw * 4, cv->c * kh, cv->c, xt, xt, cv->h * cv->w);
   dw_vnni_fill(o, cv, d);
@@ -482,7 +520,15 @@ static bool dw_task_vnni(ut_str *o, const char *fn, const ct_conv *cv, const dw_
   ut_str_printf(o, "    const __m512i zc = _mm512_set1_epi32(%d * ws[c]);\n", d->zb);
   dw_biases(o, cv);
   ut_str_printf(o, "    %s *restrict y = (%s *)x->y + p * %" PRId64 "L;\n", yt, yt, d->oh * d->ow);
-  if (d->rows > 1)
+  if (pair)
+    ut_str_printf(o,
+                  "    for (long oh = 0; oh < %" PRId64 "L; oh += 2) {\n      const int two = oh + 1 < %" PRId64 "L;\n"
+                  "      const uint8_t *r0 = xb + oh * %" PRId64 "L;\n      %s *restrict yr0 = y + oh * %" PRId64 "L;\n"
+                  "      for (long ow = 0; ow < %" PRId64 "L; ow += 16) {\n"
+                  "        __mmask16 m = %" PRId64 "L - ow >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (%" PRId64 "L - ow)) - 1);\n"
+                  "        %s *restrict yr = yr0;\n",
+                  d->oh, d->oh, sh * rsb, yt, d->ow, d->ow, d->ow, d->ow, yt);
+  else if (d->rows > 1)
     ut_str_printf(o,
                   "    for (long oh = 0; oh < %" PRId64 "L; oh += %" PRId64 "L) {\n      const long ow = 0;\n"
                   "      const uint8_t *r0 = xb + oh * %" PRId64 "L;\n      %s *restrict yr = y + oh * %" PRId64 "L;\n"
@@ -496,6 +542,7 @@ static bool dw_task_vnni(ut_str *o, const char *fn, const ct_conv *cv, const dw_
                   "      for (long ow = 0; ow < %" PRId64 "L; ow += 16) {\n"
                   "        __mmask16 m = %" PRId64 "L - ow >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (%" PRId64 "L - ow)) - 1);\n",
                   d->oh, sh * rsb, yt, d->ow, d->ow, d->ow, d->ow);
+  if (pair) return dw_vnni_pair(o, cv, d);
   ut_str_puts(o, "        __m512i a = _mm512_setzero_si512();\n");
   for (int64_t ky = 0; ky < kh; ky++)
     ut_str_printf(o, "        a = _mm512_dpbusd_epi32(a, _mm512_permutexvar_epi8(ix, _mm512_loadu_si512(r0 + %" PRId64 "L + ow * %" PRId64 "L)), w%" PRId64 ");\n",

@@ -5,7 +5,7 @@
  * Add step (cc_q8_slow, Q8_SLOW_SRC), which no template applies.
  * Needs: contract_q8_int.h (the job), contract_c.h (cc_ep_array).
  * Gives: cc_q8_load, cc_q8_span_step, cc_q8_epilogue, cc_q8_rows,
- * cc_q8_vec_steps, cc_q8_post, cc_q8_slow (for contract_q8.c). */
+ * cc_q8_vec_steps, cc_q8_vec_ok, cc_q8_lut, cc_q8_out_table, cc_q8_post, cc_q8_slow (for contract_q8.c). */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -275,13 +275,153 @@ static bool q8_post_vec(ut_str *o, const q8_job *j) {
   return ok;
 }
 
+/* Whether every step of j's output pass from rq.post on has its AVX-512 form (cc_q8_vec_steps). */
+bool cc_q8_vec_ok(const q8_job *j) {
+  ut_str probe;
+  ut_str_init(&probe);
+  bool vec = cc_q8_vec_steps(&probe, j, j->rq.post, -1, NULL);
+  ut_str_free(&probe);
+  return vec;
+}
+
+/* gelu(x) = x Phi(x) as the templates' vector form computes it (cgen_emit.c's
+ * emit_gelu, with libm's exp2f for their 2^t): h = 0.5 erfc(|x| / sqrt2) by
+ * Numerical Recipes' erfcc, x h below 0, x - x h above. */
+static float q8_gelu(float x) {
+  static const float P[] = {-1.26551223f, 1.00002368f, 0.37409196f, 0.09678418f, -0.18628806f,
+                            0.27886807f, -1.13520398f, 1.48851587f, -0.82215223f, 0.17087277f};
+  const double L2E = 1.4426950408889634; /* log2 e */
+  const float L = (float)L2E, s = (float)sqrt(L2E / 2), c = (float)(0.5 / sqrt(2.0) / sqrt(L2E / 2));
+  float z = fabsf(x) * s, t = 1.0f / fmaf(z, c, 1.0f), p = P[9];
+  for (int i = 8; i >= 0; i--) p = fmaf(p, t, P[i]);
+  float y = fminf(3.40282347e38f, x) * (0.5f * t * exp2f(fmaf(-z, z, p * L)));
+  return x < 0.0f ? y : x - y;
+}
+
+/* One step of a table's chain (q8_table) on v; false for a step that
+ * reads a tensor or that it does not compute. */
+static bool q8_table_step(const ct_epi *ep, float *pv) {
+  float v = *pv;
+  switch (ep->kind) {
+  case CT_EPI_SCALE:
+    if (ep->scale != 1.0f) v = v * ep->scale;
+    if (ep->shift != 0.0f) v = v + ep->shift;
+    break;
+  case CT_EPI_DIV: v = v / ep->scale; break;
+  case CT_EPI_GELU: v = q8_gelu(v); break;
+  case CT_EPI_RINT: v = rintf(v); break;
+  case CT_EPI_RELU: v = 0.0f > v ? 0.0f : v; break;
+  case CT_EPI_CLAMP:
+    if (ep->lo != -INFINITY) v = ep->lo > v ? ep->lo : v;
+    if (ep->hi != INFINITY) v = ep->hi < v ? ep->hi : v;
+    break;
+  case CT_EPI_ROUND: /* exact on the integers of the half type's range (q8_int_steps'), else bf16's RNE */
+    if (v == rintf(v) && fabsf(v) <= (ep->dtype == TINY_FP16 ? 2048.0f : 256.0f)) break;
+    if (ep->dtype != TINY_BF16 || v != v) return false;
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    memcpy(&v, &u, 4);
+    break;
+  default: return false;
+  }
+  *pv = v;
+  return true;
+}
+
+/* The values j's output pass computes from each byte b of the kernel's
+ * requantization (v = b + lo + off, then the steps from rq.post on), into
+ * tv: where no step reads a tensor (a QDQ GELU: DQ, GELU, Q); else false. */
+static bool q8_table(const q8_job *j, float tv[256]) {
+  if (!j->rq.ok || j->rq.post < 0) return false;
+  for (int b = 0; b < 256; b++) {
+    float v = (float)b + (float)(j->rq.lo + j->rq.off);
+    for (int i = j->rq.post; i < j->nepi; i++)
+      if (!q8_table_step(&j->epi[i], &v)) return false;
+    tv[b] = v;
+  }
+  return true;
+}
+
+/* The bytes j's output pass stores (cc_q8_post's scalar loop) for each
+ * byte of the kernel's requantization, into lut: q8_table's values where
+ * the output is held as the second requantization's bytes (zo). */
+bool cc_q8_lut(const q8_job *j, uint8_t lut[256]) {
+  float tv[256];
+  if (j->zo < 0 || !q8_table(j, tv)) return false;
+  for (int b = 0; b < 256; b++) {
+    float v = tv[b], y = v + (float)j->zo;
+    if (v == v && !(y >= 0.0f && y <= 255.0f)) return false; /* q8_post_zo's range, checked */
+    lut[b] = v == v ? (uint8_t)(int32_t)y : 0;
+  }
+  return true;
+}
+
+/* The task <fn>_q8out over output row t of job j as one table lookup per
+ * element (q8_table's fp32 values stored as yt through ys, or where the
+ * output is held, cc_q8_lut's bytes), where the steps after the
+ * requantization read no tensor and some has no vector form (a GELU);
+ * false, printing nothing, elsewhere. */
+bool cc_q8_out_table(ut_str *o, const char *fn, const q8_job *j, const char *yt, const char *ys) {
+  float tv[256];
+  uint8_t lut[256];
+  if (cc_q8_vec_ok(j) || !q8_table(j, tv) || (j->held_out && !cc_q8_lut(j, lut))) return false;
+  for (int b = 0; b < 256; b++)
+    if (!isfinite(tv[b])) return false; /* printed as C literals */
+  ut_str_printf(o, "static const %s %s_lut%s[256] = {", j->held_out ? "uint8_t" : "float", fn, j->held_out ? "" : "f");
+  for (int b = 0; b < 256; b++) {
+    ut_str_puts(o, b ? (b % 8 ? ", " : ",\n  ") : "\n  ");
+    if (j->held_out) ut_str_printf(o, "%d", lut[b]);
+    else ut_str_printf(o, "%a", (double)tv[b]);
+  }
+  ut_str_puts(o, "};\n");
+  ut_str_printf(o, "static void %s_q8out(void *ctx, int t, int tid) {\n  (void)tid;\n  %s_q8ctx *x = (%s_q8ctx *)ctx;\n", fn, fn, fn);
+  ut_str_printf(o,
+                "  const uint8_t *restrict b = (const uint8_t *)x->acc + (long)t * %" PRId64 "L;\n"
+                "  %s *restrict y = (%s *)x->y + (long)t * %" PRId64 "L;\n",
+                j->ylen, j->held_out ? "uint8_t" : yt, j->held_out ? "uint8_t" : yt, j->ylen);
+  if (j->held_out)
+    ut_str_printf(o, "  for (long col = 0; col < %" PRId64 "L; col++) y[col] = %s_lut[b[col]];\n}\n", j->ylen, fn);
+  else ut_str_printf(o, "  for (long col = 0; col < %" PRId64 "L; col++) y[col] = %s(%s_lutf[b[col]]);\n}\n", j->ylen, ys, fn);
+  return true;
+}
+
+/* The table loop of <fn>_q8post on the row's bytes y from col to n1: with
+ * AVX512_VBMI 64 bytes at a time (two vpermi2b over the table's halves,
+ * a blend on each byte's top bit), then byte by byte. */
+static void q8_post_lut(ut_str *o, const char *fn) {
+  ut_str_printf(o, "#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VBMI__)\n"
+                   "  for (; col + 64 <= n1; col += 64) {\n"
+                   "    __m512i b = _mm512_loadu_si512(y + col);\n"
+                   "    __m512i lo = _mm512_permutex2var_epi8(t0, b, t1), hi = _mm512_permutex2var_epi8(t2, b, t3);\n"
+                   "    _mm512_storeu_si512(y + col, _mm512_mask_blend_epi8(_mm512_movepi8_mask(b), lo, hi));\n  }\n#endif\n"
+                   "  for (; col < n1; col++) y[col] = %s_lut[y[col]];\n  }\n}\n", fn);
+}
+
 /* <fn>_q8post(ctx, m0, m1, n0, n1), the kernel's post hook (cgen_qgemm.h's
  * spec.post) where job j holds its output as bytes and requantizes twice
  * (a QDQ residual add): on the kernel's bytes of rows [m0, m1), columns
  * [n0, n1) of y, in place, the steps from rq.post on (as the output pass
  * applies them), while the block is in the thread's cache. */
 bool cc_q8_post(ut_str *o, const char *fn, const q8_job *j) {
+  uint8_t lut[256];
+  bool table = !cc_q8_vec_ok(j) && cc_q8_lut(j, lut); /* steps without a vector form, on bytes alone: one table */
+  if (table) {
+    ut_str_printf(o, "static const uint8_t %s_lut[256] __attribute__((aligned(64))) = {", fn);
+    for (int b = 0; b < 256; b++) ut_str_printf(o, "%s%d", b ? (b % 32 ? "," : ",\n  ") : "\n  ", lut[b]);
+    ut_str_puts(o, "};\n");
+  }
   ut_str_printf(o, "static void %s_q8post(void *ctx, long m0, long m1, long n0, long n1) {\n  %s_q8ctx *x = (%s_q8ctx *)ctx;\n", fn, fn, fn);
+  if (table) {
+    ut_str_printf(o, "  (void)x;\n#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VBMI__)\n"
+                     "  const __m512i t0 = _mm512_load_si512(%s_lut), t1 = _mm512_load_si512(%s_lut + 64);\n"
+                     "  const __m512i t2 = _mm512_load_si512(%s_lut + 128), t3 = _mm512_load_si512(%s_lut + 192);\n#endif\n",
+                  fn, fn, fn, fn);
+    ut_str_printf(o, "  for (long t = m0; t < m1; t++) {\n  uint8_t *restrict y = (uint8_t *)x->y + t * %" PRId64 "L;\n  long col = n0;\n",
+                  j->ylen);
+    q8_post_lut(o, fn);
+    return true;
+  }
   ut_str_puts(o, "  for (long t = m0; t < m1; t++) {\n");
   if (!cc_q8_epilogue(o, j, j->rq.post, true)) return false;
   /* the tensors' lines of the next block's row (the rows m1 - m0 on, as a task's next call
