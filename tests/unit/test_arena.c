@@ -1,6 +1,6 @@
 /* test_arena.c — the arena (src/util/arena.c) across its chunk kinds: the
- * malloc'd chunks of an arena's first MiB and the 2 MiB huge chunks past
- * it (mapped, not cleared again).  Every block must come back zeroed,
+ * malloc'd chunks of an arena's first MiB (and of its blocks over 16 KiB)
+ * and the 2 MiB huge chunks past it (mapped, not cleared again).  Every block must come back zeroed,
  * 16-byte aligned and apart from every other (each is filled with its own
  * pattern and all are checked at the end), in arenas made one after
  * another (a freed arena's patterns must not show through) and in two
@@ -70,45 +70,46 @@ static void test_chunks(void **state) {
   }
 }
 
-/* Blocks a little under 2 MiB (set 0: 64..192 bytes under, set 1: 0..192
- * bytes under, a fresh arena each), each followed by small ones: whatever
+/* Blocks of 16 KiB (the largest a huge chunk takes) down to 192 bytes
+ * less, each followed by a 16-byte one, over several huge chunks: whatever
  * the chunk's header takes, some end a chunk exactly or leave less room
- * than the small ones need, and no block may land past its chunk's
- * mapping (a crash, or another chunk's header and patterns overwritten). */
-static size_t big_size(int set, int k) { return ((size_t)2 << 20) - (set ? 16 * (size_t)k : 64 + 16 * (size_t)k); }
-
-static void chunk_ends(int set) {
-  ut_arena *a = ut_arena_new();
-  assert_non_null(ut_arena_alloc(a, (size_t)1 << 20)); /* past the first MiB: huge chunks from here */
-  enum { N = 13, SMALL = 4 };
-  unsigned char *big[N], *small[N][SMALL];
-  for (int k = 0; k < N; k++) {
-    size_t n = big_size(set, k);
-    big[k] = ut_arena_alloc(a, n);
-    assert_non_null(big[k]);
-    assert_true(all_zero(big[k], n));
-    memset(big[k], 0x40 + k, n);
-    for (int j = 0; j < SMALL; j++) {
-      small[k][j] = ut_arena_alloc(a, 16);
-      assert_non_null(small[k][j]);
-      assert_true(all_zero(small[k][j], 16));
-      memset(small[k][j], 0x80 + 4 * k + j, 16);
-    }
-  }
-  for (int k = 0; k < N; k++) {
-    size_t n = big_size(set, k);
-    for (size_t i = 0; i < n; i += 509) assert_int_equal(big[k][i], 0x40 + k);
-    assert_int_equal(big[k][n - 1], 0x40 + k);
-    for (int j = 0; j < SMALL; j++)
-      for (int i = 0; i < 16; i++) assert_int_equal(small[k][j][i], 0x80 + 4 * k + j);
-  }
-  ut_arena_free(a);
-}
-
+ * than the next needs, and none may land past its chunk's mapping (a
+ * crash, or another chunk's header and patterns overwritten); then 16-byte
+ * blocks alone, which end each chunk exactly. */
 static void test_chunk_ends(void **state) {
   (void)state;
-  chunk_ends(0);
-  chunk_ends(1);
+  enum { N = 1000 };
+  static unsigned char *p[2 * N];
+  static size_t n[2 * N];
+  ut_arena *a = ut_arena_new();
+  assert_non_null(ut_arena_alloc(a, (size_t)1 << 20)); /* past the first MiB: huge chunks from here */
+  for (int i = 0; i < 2 * N; i++) {
+    n[i] = i % 2 ? 16 : 16384 - 16 * (size_t)(i / 2 % 13);
+    p[i] = ut_arena_alloc(a, n[i]);
+    assert_non_null(p[i]);
+    assert_true(all_zero(p[i], n[i]));
+    memset(p[i], 1 + i % 251, n[i]);
+  }
+  for (int i = 0; i < 2 * N; i++) {
+    assert_int_equal(p[i][0], 1 + i % 251);
+    assert_int_equal(p[i][n[i] - 1], 1 + i % 251);
+    for (size_t k = 0; k < n[i]; k += 127) assert_int_equal(p[i][k], 1 + i % 251);
+  }
+  ut_arena_free(a);
+  /* 16-byte blocks alone fill a huge chunk to its last byte */
+  enum { M = 300000 };
+  static unsigned char *q[M];
+  a = ut_arena_new();
+  assert_non_null(ut_arena_alloc(a, (size_t)1 << 20));
+  for (int i = 0; i < M; i++) {
+    q[i] = ut_arena_alloc(a, 16);
+    assert_non_null(q[i]);
+    assert_true(all_zero(q[i], 16));
+    memset(q[i], 1 + i % 253, 16);
+  }
+  for (int i = 0; i < M; i++)
+    for (int k = 0; k < 16; k++) assert_int_equal(q[i][k], 1 + i % 253);
+  ut_arena_free(a);
 }
 
 static void *thread_main(void *arg) {
