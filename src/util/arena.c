@@ -1,10 +1,11 @@
 /* arena.c — bump allocator (one per compilation).  An arena's first
- * MiB comes in 64 KiB chunks from malloc; past that (the IndexBook, the
- * Poly-View, region formation of a whole model: tens of MB on a CNN) its
- * blocks of up to 16 KiB come from 2 MiB chunks mapped on their own and
- * offered to transparent huge pages, so that a compile takes one page
- * fault per 2 MiB instead of 512, and those chunks, zero when mapped, are
- * not cleared again.
+ * MiB comes in 64 KiB chunks from malloc; past that, a big arena's
+ * (ut_arena_new_big: the IndexBook, the Poly-View, region formation of a
+ * whole model, tens of MB on a CNN) blocks of up to 16 KiB come from 2 MiB
+ * chunks mapped on their own and offered to transparent huge pages, so
+ * that a compile takes one page fault per 2 MiB instead of 512, and those
+ * chunks, zero when mapped, are not cleared again; unless malloc holds
+ * enough freed memory, whose pages are there already.
  * Needs: nothing.  Gives: ut_arena_*, ut_x*alloc (failing when fault.c says so), ut_release_free_memory. */
 #include <stdarg.h>
 #include <stdio.h>
@@ -34,6 +35,7 @@ typedef struct chunk {
 struct ut_arena {
   chunk *head;
   size_t total;
+  bool big; /* ut_arena_new_big's: huge chunks past the first MiB */
 };
 
 void *ut_xmalloc(size_t n) { return ut_fault_should_fail() ? NULL : malloc(n ? n : 1); }
@@ -48,6 +50,12 @@ void ut_release_free_memory(void) {
 
 ut_arena *ut_arena_new(void) {
   ut_arena *a = ut_xcalloc(1, sizeof *a);
+  return a;
+}
+
+ut_arena *ut_arena_new_big(void) {
+  ut_arena *a = ut_arena_new();
+  if (a) a->big = true;
   return a;
 }
 
@@ -71,16 +79,26 @@ void ut_arena_free(ut_arena *a) {
   free(a);
 }
 
-/* A chunk with room for at least `size` bytes for an arena that holds
- * `total` bytes: malloc'd (64 KiB, or a block over 16 KiB alone) while the
- * arena is small or the block big, else one 2 MiB page mapped at a 2 MiB
+/* Whether malloc holds freed memory enough for a few chunks (its pages
+ * touched already: cheaper than fresh huge pages). */
+static bool heap_has_room(void) {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 33)
+  return mallinfo2().fordblks >= 4 * HUGE_PAGE;
+#else
+  return false;
+#endif
+}
+
+/* A chunk with room for at least `size` bytes for arena a: malloc'd (64
+ * KiB, or a block over 16 KiB alone) unless a is big (ut_arena_new_big),
+ * past its first MiB, and the block small: then one 2 MiB page mapped at a 2 MiB
  * boundary and advised huge (Linux; mapped memory is zero, so such chunks
- * skip the clearing); NULL when out of memory.  Big blocks stay with
- * malloc: on ResNet-50 (its folded weights in the program's arena) mapping
- * them too cost 4-7% more CPU to the first result. */
-static chunk *chunk_new(size_t size, size_t total) {
+ * skip the clearing); NULL when out of memory.  Big blocks, and other
+ * arenas, stay with malloc (which reuses memory freed before): with every
+ * arena and block mapped, ResNet-50 took 4-7% more CPU to its first result. */
+static chunk *chunk_new(size_t size, const ut_arena *a) {
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
-  if (total >= HUGE_AFTER && size <= SMALL_CHUNK / 4) {
+  if (a->big && a->total >= HUGE_AFTER && size <= SMALL_CHUNK / 4 && !heap_has_room()) {
     unsigned char *p = mmap(NULL, 2 * HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p != MAP_FAILED) {
       size_t lead = (HUGE_PAGE - ((uintptr_t)p & (HUGE_PAGE - 1))) & (HUGE_PAGE - 1);
@@ -94,7 +112,7 @@ static chunk *chunk_new(size_t size, size_t total) {
     }
   }
 #endif
-  (void)total;
+  (void)a;
   size_t csize = size > SMALL_CHUNK / 4 ? size : SMALL_CHUNK; /* big blocks get their own chunk */
   chunk *n = malloc(sizeof *n + csize);
   if (!n) return NULL;
@@ -110,7 +128,7 @@ void *ut_arena_alloc(ut_arena *a, size_t size) {
   if (size == 0) size = 16;
   chunk *c = a->head;
   if (!c || c->size - c->used < size) {
-    chunk *n = chunk_new(size, a->total);
+    chunk *n = chunk_new(size, a);
     if (!n) return NULL;
     n->used = 0;
     if (c && size == n->size) {
