@@ -19,7 +19,8 @@ For each model, in interleaved rounds at 2 threads:
             a compile-time cut switched off), in the same rounds: a before /
             after of one binary on one loaded machine
   harp base (--base) the harp t0 run of another binary (e.g. main's build)
-            in the same rounds: a before / after of two builds
+            in the same rounds, before the t0 run in every other round: a
+            before / after of two builds
   harp off  (--off) the same with tier0=off: the whole C compile before the
             first run (what every cold run did before tier 0)
   ort       onnxruntime: InferenceSession(...) + the first run, in this process
@@ -169,12 +170,16 @@ def main():
         t = {"t0": [], "base": [], "B": [], "exit": [], "build": [], "warm": [], "off": [], "ort": [], "ov": []}
         ab = [k for k in a.ab.split(",") if k]
         prec, err = "", float("nan")
-        for _ in range(a.rounds):
+        for r in range(a.rounds):
+            # the base first in every other round: the run right after the previous round's
+            # onnxruntime / OpenVINO was 15-25% slower (MobileNetV2, load 6), whichever binary
+            if a.base and r % 2:
+                t["base"].append(harp_cold(a.base, path, inputs, "auto", work, wait=False)[0])
             first, total, build, got, cache = harp_cold(a.harp, path, inputs, "auto", work, wait=not a.no_wait)
             t["t0"].append(first), t["exit"].append(total), t["build"].append(build or float("nan"))
             if not a.no_wait:
                 t["warm"].append(harp_cold(a.harp, path, inputs, "auto", work, cache)[0])
-            if a.base:
+            if a.base and not r % 2:
                 t["base"].append(harp_cold(a.base, path, inputs, "auto", work, wait=False)[0])
             if ab:
                 t["B"].append(harp_cold(a.harp, path, inputs, "auto", work, wait=not a.no_wait, knobs=ab)[0])

@@ -824,7 +824,7 @@ harp_status ib_build(harp_error *e, const tiny_graph *g, const tiny_symtab *syms
   *out = NULL;
   ib_book *b = ut_xcalloc(1, sizeof *b);
   if (!b) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
-  b->arena = ut_arena_new();
+  b->arena = ut_arena_new_big();
   b->info = ut_xcalloc((size_t)g->n + 1, sizeof *b->info);
   if (!b->arena || !b->info) {
     ib_free(b);

@@ -318,7 +318,7 @@ harp_status poly_build(harp_error *e, const tiny_graph *g, const ib_book *ib, co
   pv->max_pieces = opt && opt->max_pieces > 0 ? opt->max_pieces : TINY_DEFAULT_MAX_PIECES;
   pv->no_acc_cache = opt && opt->no_reuse;
   if (!pv->no_acc_cache) poly_halo_cache_new(pv);
-  pv->arena = ut_arena_new();
+  pv->arena = ut_arena_new_big();
   pv->block_of = ut_xcalloc((size_t)g->n + 1, sizeof *pv->block_of);
   pv->non_scop = ut_xcalloc((size_t)g->n + 1, sizeof *pv->non_scop);
   pv->uses = ut_xcalloc((size_t)g->n + 1, sizeof *pv->uses);

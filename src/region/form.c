@@ -566,7 +566,7 @@ harp_status rg_form(harp_error *e, const tiny_graph *g, const tiny_symtab *syms,
   rg_ctx c;
   memset(&c, 0, sizeof c);
   size_t sz = (size_t)g->n * 2 + 2;
-  c.arena = ut_arena_new();
+  c.arena = ut_arena_new_big();
   if (F && p) p->formed = F;
   if (!F || !p || !c.arena || !(p->arena = ut_arena_new()) || !(p->region_of = ut_xmalloc(sizeof(int) * ((size_t)g->n + 1))) ||
       !(c.unit_of_node = ut_arena_alloc(c.arena, sizeof(int) * sz)) || !(c.is_output = ut_arena_alloc(c.arena, sz)) ||

@@ -1,4 +1,11 @@
-/* arena.c — bump allocator (one per compilation).
+/* arena.c — bump allocator (one per compilation).  An arena's first
+ * MiB comes in 64 KiB chunks from malloc; past that, a big arena's
+ * (ut_arena_new_big: the IndexBook, the Poly-View, region formation of a
+ * whole model, tens of MB on a CNN) blocks of up to 16 KiB come from 2 MiB
+ * chunks mapped on their own and offered to transparent huge pages, so
+ * that a compile takes one page fault per 2 MiB instead of 512, and those
+ * chunks, zero when mapped, are not cleared again; unless malloc holds
+ * enough freed memory, whose pages are there already.
  * Needs: nothing.  Gives: ut_arena_*, ut_x*alloc (failing when fault.c says so), ut_release_free_memory. */
 #include <stdarg.h>
 #include <stdio.h>
@@ -8,17 +15,27 @@
 #include <malloc.h>
 #endif
 
+#ifdef __linux__
+#include <sys/mman.h>
+#endif
+
 #include "util.h"
 
 typedef struct chunk {
   struct chunk *next;
   size_t size, used;
+  size_t mapped; /* bytes mapped for the chunk (header included), 0: malloc'd */
   _Alignas(16) unsigned char data[];
 } chunk;
+
+#define SMALL_CHUNK ((size_t)64 * 1024)
+#define HUGE_PAGE ((size_t)2 * 1024 * 1024)
+#define HUGE_AFTER ((size_t)1024 * 1024) /* an arena's bytes before its chunks are huge */
 
 struct ut_arena {
   chunk *head;
   size_t total;
+  bool big; /* ut_arena_new_big's: huge chunks past the first MiB */
 };
 
 void *ut_xmalloc(size_t n) { return ut_fault_should_fail() ? NULL : malloc(n ? n : 1); }
@@ -36,13 +53,72 @@ ut_arena *ut_arena_new(void) {
   return a;
 }
 
+ut_arena *ut_arena_new_big(void) {
+  ut_arena *a = ut_arena_new();
+  if (a) a->big = true;
+  return a;
+}
+
+/* Free chunk c, however it was made. */
+static void chunk_free(chunk *c) {
+#ifdef __linux__
+  if (c->mapped) {
+    munmap(c, c->mapped);
+    return;
+  }
+#endif
+  free(c);
+}
+
 void ut_arena_free(ut_arena *a) {
   if (!a) return;
   for (chunk *c = a->head, *n; c; c = n) {
     n = c->next;
-    free(c);
+    chunk_free(c);
   }
   free(a);
+}
+
+/* Whether malloc holds freed memory enough for a few chunks (its pages
+ * touched already: cheaper than fresh huge pages). */
+static bool heap_has_room(void) {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 33)
+  return mallinfo2().fordblks >= 4 * HUGE_PAGE;
+#else
+  return false;
+#endif
+}
+
+/* A chunk with room for at least `size` bytes for arena a: malloc'd (64
+ * KiB, or a block over 16 KiB alone) unless a is big (ut_arena_new_big),
+ * past its first MiB, and the block small: then one 2 MiB page mapped at a 2 MiB
+ * boundary and advised huge (Linux; mapped memory is zero, so such chunks
+ * skip the clearing); NULL when out of memory.  Big blocks, and other
+ * arenas, stay with malloc (which reuses memory freed before): with every
+ * arena and block mapped, ResNet-50 took 4-7% more CPU to its first result. */
+static chunk *chunk_new(size_t size, const ut_arena *a) {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  if (a->big && a->total >= HUGE_AFTER && size <= SMALL_CHUNK / 4 && !heap_has_room()) {
+    unsigned char *p = mmap(NULL, 2 * HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p != MAP_FAILED) {
+      size_t lead = (HUGE_PAGE - ((uintptr_t)p & (HUGE_PAGE - 1))) & (HUGE_PAGE - 1);
+      if (lead) munmap(p, lead);
+      munmap(p + lead + HUGE_PAGE, HUGE_PAGE - lead);
+      chunk *n = (chunk *)(p + lead);
+      madvise(n, HUGE_PAGE, MADV_HUGEPAGE); /* advice: 4 KiB pages if refused */
+      n->size = HUGE_PAGE - sizeof(chunk);
+      n->mapped = HUGE_PAGE;
+      return n;
+    }
+  }
+#endif
+  (void)a;
+  size_t csize = size > SMALL_CHUNK / 4 ? size : SMALL_CHUNK; /* big blocks get their own chunk */
+  chunk *n = malloc(sizeof *n + csize);
+  if (!n) return NULL;
+  n->size = csize;
+  n->mapped = 0;
+  return n;
 }
 
 void *ut_arena_alloc(ut_arena *a, size_t size) {
@@ -52,13 +128,10 @@ void *ut_arena_alloc(ut_arena *a, size_t size) {
   if (size == 0) size = 16;
   chunk *c = a->head;
   if (!c || c->size - c->used < size) {
-    size_t csize = 64 * 1024;
-    if (size > csize / 4) csize = size; /* big blocks get their own chunk */
-    chunk *n = malloc(sizeof *n + csize);
+    chunk *n = chunk_new(size, a);
     if (!n) return NULL;
-    n->size = csize;
     n->used = 0;
-    if (c && size == csize) {
+    if (c && size == n->size) {
       /* keep the partly used head for small allocations */
       n->next = c->next;
       c->next = n;
@@ -71,7 +144,7 @@ void *ut_arena_alloc(ut_arena *a, size_t size) {
   void *p = c->data + c->used;
   c->used += size;
   a->total += size;
-  memset(p, 0, size);
+  if (!c->mapped) memset(p, 0, size); /* a mapped chunk is zero where it was never handed out */
   return p;
 }
 

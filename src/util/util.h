@@ -16,6 +16,9 @@
 /* ---- arena: one per compilation, freed at once ------------------------- */
 typedef struct ut_arena ut_arena;
 ut_arena *ut_arena_new(void);
+/* An arena expected to reach MBs (a whole model's analysis): past its
+ * first MiB, small blocks from 2 MiB chunks on transparent huge pages. */
+ut_arena *ut_arena_new_big(void);
 void ut_arena_free(ut_arena *a);
 /* Zeroed, 16-byte aligned.  NULL on failure (real or injected). */
 void *ut_arena_alloc(ut_arena *a, size_t size);
