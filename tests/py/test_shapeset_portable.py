@@ -110,7 +110,8 @@ for name, m, box, bindings, xshape in CASES:
     s.check(f"{name}: every variant in the package", all(f"_{v}_run(" in src for v in ("scalar", "avx2", "avx512")) and
             '__builtin_cpu_supports("avx512f")' in src, "the model.c lacks a variant or the dispatch")
     if name in KC_OF:
-        avx2 = src[src.find("_avx2_run("):]
+        # the implicit GEMM's own entry: _avx2_g_run where the conv also holds Winograd (cgen_wino_rt.c)
+        avx2 = src[src.find("_avx2_g_run(" if "_avx2_g_run(" in src else "_avx2_run("):]
         s.check(f"{name}: the AVX2 implicit GEMM takes the plan's K block", KC_OF[name] in avx2[:avx2.find("\n}\n")],
                 re.findall(r"cx\.K = \d+L; cx\.kc = \d+L;", src)[:4])
     exe = os.path.join(pkg, "model_test")
