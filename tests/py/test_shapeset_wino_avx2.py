@@ -41,7 +41,7 @@ import tempfile
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harp_test import HARP, Suite, close  # noqa: E402
+from harp_test import HARP, ISAS, Suite, cc_forced_isa, close, host_has  # noqa: E402
 
 try:
     import onnx  # noqa: F401
@@ -53,24 +53,8 @@ from onnx_models import init, mk, model, vi  # noqa: E402
 
 s = Suite("shapeset_wino_avx2")
 D = tempfile.mkdtemp()
-CPU_H = "int hp_test_cpu(const char *feature);\n"
-CPU_C = r"""
-#include <stdlib.h>
-#include <string.h>
-int hp_test_cpu(const char *feature) {
-  const char *v = getenv("HP_TEST_ISA");
-  return v && strstr(v, feature) != NULL;
-}
-"""
-AVX512 = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma"
-ISAS = [("avx2", "avx2,fma", "avx2"), ("avx512", AVX512, "avx512f"), ("scalar", "", None)]
 BOX = {"N": (1, 2), "H": (6, 64), "W": (6, 160)}
 BINDINGS = [(1, 12, 12), (2, 40, 60), (1, 17, 63), (1, 64, 20), (1, 20, 54), (1, 30, 40), (2, 7, 150), (2, 64, 160)]
-
-
-def host_has(feature):
-    flags = open("/proc/cpuinfo").read() if os.path.exists("/proc/cpuinfo") else ""
-    return feature is None or f" {feature}" in flags
 
 
 def res_model(rng):
@@ -118,8 +102,6 @@ def probe(src):
 
 
 rng = np.random.default_rng(2525)
-open(os.path.join(D, "hp_cpu.h"), "w").write(CPU_H)
-open(os.path.join(D, "hp_cpu.c"), "w").write(CPU_C)
 kinds = set()
 for name, m, wshape in [("res", res_model(rng), None), ("winp", winp_model(), (24, 32, 3, 3))]:
     path, pkg = os.path.join(D, name + ".onnx"), os.path.join(D, "pkg_" + name)
@@ -143,10 +125,7 @@ for name, m, wshape in [("res", res_model(rng), None), ("winp", winp_model(), (2
     s.check(f"{name}: the AVX2 conv holds the implicit GEMM, F(4x4) and F(2x2)", n == 3 * nconv, f"{n} AVX2 kernel entries")
     open(os.path.join(pkg, "model_probe.c"), "w").write("#include <stdio.h>\n" + probed)
     exe = os.path.join(pkg, "model_test")
-    b = subprocess.run(["cc", "-O2", "-fno-math-errno", "-D__builtin_cpu_supports(x)=hp_test_cpu(x)", "-include",
-                        os.path.join(D, "hp_cpu.h"), "-I", pkg, "-o", exe, os.path.join(pkg, "model_probe.c"),
-                        os.path.join(pkg, "model_shapes.c"), os.path.join(pkg, "main.c"), os.path.join(D, "hp_cpu.c"), "-lm",
-                        "-lpthread"], capture_output=True, text=True, timeout=600)
+    b = cc_forced_isa(exe, [os.path.join(pkg, f) for f in ("model_probe.c", "model_shapes.c", "main.c")], [pkg])
     s.check(f"{name}: builds with the dispatch from the environment", b.returncode == 0, b.stderr[-600:])
     if b.returncode:
         continue

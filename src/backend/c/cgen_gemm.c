@@ -85,8 +85,6 @@ static harp_status emit_amx(harp_error *e, cg_out *o, const cg_mm *p) {
   return HARP_OK;
 }
 
-/* The kernel of contraction p as function fn appended to out: p checked,
- * the variants of its ISA set, the dispatch and the packing entries. */
 /* cg_conv_rt_multi's base kernels: the direct conv of spec arg (AVX-512),
  * the implicit GEMM of the rt_gemm arg (AVX2). */
 static harp_status base_direct(harp_error *e, cg_out *o, const void *arg) {
@@ -103,6 +101,8 @@ static harp_status base_gemm(harp_error *e, cg_out *o, const void *arg) {
   return HARP_OK;
 }
 
+/* The kernel of contraction p as function fn appended to out: p checked,
+ * the variants of its ISA set, the dispatch and the packing entries. */
 harp_status cg_mm_gen(harp_error *e, const cg_mm *p, const char *fn, ut_str *out) {
   if (cg_check_name(e, fn)) return e->code;
   if (p->M < 1 || p->N < 1 || p->K < 1 || p->nb[0] < 1 || p->nb[1] < 1)
