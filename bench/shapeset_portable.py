@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """shapeset_portable.py — the portable ShapeSet package's ISA variants
 (issue 25, `harp compile --shapeset`: every variant reads its sizes at run
-time; the AVX2 and scalar ones in the implicit GEMM, cgen_gemm_rt.c)
+time; the AVX2 and scalar ones in the implicit GEMM, cgen_gemm_rt.c, the
+AVX-512 and AVX2 ones' 3x3 convs in Winograd where the binding's size pays,
+cgen_wino_rt.c)
 against a package specialised to the binding (`harp compile --sym`),
 variant by variant.
 

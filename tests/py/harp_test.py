@@ -21,7 +21,8 @@ package's sessions compile to their object before the first run anyway).
 
 Needs: numpy; the harp CLI (HARP_BIN); the package where built.  Gives:
 Suite, run, run_model, package, run_cpu_and_interp, compiled_only, close,
-onnx_or_skip, write_model, shapeset_run, shapeset_built, cpu_c, HARP, SRC, MODELS, BACKENDS.
+onnx_or_skip, write_model, shapeset_run, shapeset_built, cpu_c, ISAS, host_has, cc_forced_isa, HARP, SRC,
+MODELS, BACKENDS.
 """
 import atexit
 import os
@@ -234,3 +235,33 @@ def shapeset_built(p):
     import re
     m = re.search(r"shapeset: (\d+) object\(s\), (\d+) built by the C compiler", p.stderr)
     return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+# A package's variants forced one by one: cc_forced_isa builds it with its CPUID dispatch read from the
+# environment (__builtin_cpu_supports(f) -> true where HP_TEST_ISA lists f; the generated code untouched).
+# ISAS: each variant's name, its HP_TEST_ISA, the /proc/cpuinfo flag this CPU needs to run it.
+ISAS = [("scalar", "", None), ("avx2", "avx2,fma", "avx2"), ("avx512", "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma", "avx512f")]
+_CPU_C = r"""
+#include <stdlib.h>
+#include <string.h>
+int hp_test_cpu(const char *feature) {
+  const char *v = getenv("HP_TEST_ISA");
+  return v && strstr(v, feature) != NULL;
+}
+"""
+
+
+def host_has(feature):
+    """Whether this CPU has /proc/cpuinfo flag `feature` (None: any CPU)."""
+    flags = open("/proc/cpuinfo").read() if os.path.exists("/proc/cpuinfo") else ""
+    return feature is None or f" {feature}" in flags
+
+
+def cc_forced_isa(exe, sources, includes=()):
+    """cc -O2 of sources into exe, the dispatch from HP_TEST_ISA; the process."""
+    d = tempfile.mkdtemp()
+    open(os.path.join(d, "hp_cpu.h"), "w").write("int hp_test_cpu(const char *feature);\n")
+    open(os.path.join(d, "hp_cpu.c"), "w").write(_CPU_C)
+    cmd = ["cc", "-O2", "-fno-math-errno", "-D__builtin_cpu_supports(x)=hp_test_cpu(x)", "-include", os.path.join(d, "hp_cpu.h")]
+    cmd += [f"-I{i}" for i in includes] + ["-o", exe, *sources, os.path.join(d, "hp_cpu.c"), "-lm", "-lpthread"]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=600)

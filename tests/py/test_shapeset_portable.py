@@ -27,7 +27,7 @@ import tempfile
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harp_test import HARP, Suite, close  # noqa: E402
+from harp_test import HARP, ISAS, Suite, cc_forced_isa, close, host_has  # noqa: E402
 
 try:
     import onnx  # noqa: F401
@@ -39,23 +39,6 @@ from onnx_models import cnn_s2, init, mk, model, vi  # noqa: E402
 
 s = Suite("shapeset_portable")
 D = tempfile.mkdtemp()
-# __builtin_cpu_supports(f) -> hp_test_cpu(f): the variant the dispatch picks, from the environment
-CPU_H = "int hp_test_cpu(const char *feature);\n"
-CPU_C = r"""
-#include <stdlib.h>
-#include <string.h>
-int hp_test_cpu(const char *feature) {
-  const char *v = getenv("HP_TEST_ISA");
-  return v && strstr(v, feature) != NULL;
-}
-"""
-AVX512 = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma"
-ISAS = [("scalar", "", None), ("avx2", "avx2,fma", "avx2"), ("avx512", AVX512, "avx512f")]
-
-
-def host_has(feature):
-    flags = open("/proc/cpuinfo").read() if os.path.exists("/proc/cpuinfo") else ""
-    return feature is None or f" {feature}" in flags
 
 
 def batch_plane(rng):
@@ -93,8 +76,6 @@ CASES = [("cnn_s2", cnn_s2(rng), {"H": (9, 29), "W": (9, 25)}, [{"H": 9, "W": 9}
 # built-in 256 summed two blocks through C), as a specialised package's does; the plan at the corner 40x40 is
 # Winograd's (a direct kernel's plan has no K block for the GEMM: the built-in 256 in both packages)
 KC_OF = {"deep3x3": "cx.K = 288L; cx.kc = 288L;"}
-open(os.path.join(D, "hp_cpu.h"), "w").write(CPU_H)
-open(os.path.join(D, "hp_cpu.c"), "w").write(CPU_C)
 
 for name, m, box, bindings, xshape in CASES:
     path, pkg = os.path.join(D, name + ".onnx"), os.path.join(D, "pkg_" + name)
@@ -110,14 +91,12 @@ for name, m, box, bindings, xshape in CASES:
     s.check(f"{name}: every variant in the package", all(f"_{v}_run(" in src for v in ("scalar", "avx2", "avx512")) and
             '__builtin_cpu_supports("avx512f")' in src, "the model.c lacks a variant or the dispatch")
     if name in KC_OF:
-        avx2 = src[src.find("_avx2_run("):]
+        # the implicit GEMM's own entry: _avx2_g_run where the conv also holds Winograd (cgen_wino_rt.c)
+        avx2 = src[src.find("_avx2_g_run(" if "_avx2_g_run(" in src else "_avx2_run("):]
         s.check(f"{name}: the AVX2 implicit GEMM takes the plan's K block", KC_OF[name] in avx2[:avx2.find("\n}\n")],
                 re.findall(r"cx\.K = \d+L; cx\.kc = \d+L;", src)[:4])
     exe = os.path.join(pkg, "model_test")
-    b = subprocess.run(["cc", "-O2", "-fno-math-errno", "-D__builtin_cpu_supports(x)=hp_test_cpu(x)", "-include",
-                        os.path.join(D, "hp_cpu.h"), "-o", exe, os.path.join(pkg, "model.c"), os.path.join(pkg, "model_shapes.c"),
-                        os.path.join(pkg, "main.c"), os.path.join(D, "hp_cpu.c"), "-lm", "-lpthread"],
-                       capture_output=True, text=True, timeout=600)
+    b = cc_forced_isa(exe, [os.path.join(pkg, f) for f in ("model.c", "model_shapes.c", "main.c")])
     s.check(f"{name}: builds with the dispatch from the environment", b.returncode == 0, b.stderr[-600:])
     if b.returncode:
         continue

@@ -238,7 +238,8 @@ typedef struct cgen_conv_spec {
   int64_t wino_min_px;              /* with sizes at run time: 0, or a binding with at least this many
                                        output pixels an image runs Winograd (F(4x4) or F(2x2) as
                                        cgen_conv_wino_tile's rule says at that binding), fewer the
-                                       direct kernel: the AVX-512 variant holds both (cgen_wino_rt.c) */
+                                       direct kernel (AVX-512) or the implicit GEMM (AVX2): those
+                                       variants hold both (cgen_wino_rt.c) */
 } cgen_conv_spec;
 
 void cgen_conv_spec_init(cgen_conv_spec *s, int64_t n, int64_t c, int64_t h, int64_t w, int64_t oc,
@@ -254,7 +255,8 @@ bool cgen_conv_direct(const cgen_conv_spec *spec, const char **why);
  * or why not. */
 bool cgen_conv_rt_ok(const cgen_conv_spec *spec, const char **why);
 /* Whether spec (sizes read at run time, wino_min_px set) runs in cgen_conv's
- * AVX-512 variant as the direct kernel or Winograd, chosen per binding:
+ * AVX-512 variant as the direct kernel or Winograd, in its AVX2 one as the
+ * implicit GEMM or Winograd, chosen per binding:
  * fp32 storage, a conv both take (cgen_wino_rt.c). */
 bool cgen_conv_rt_multi_ok(const cgen_conv_spec *spec);
 /* Whether s (with tune.conv_algo a CGEN_CONV_WINO*) can run as Winograd in

@@ -85,6 +85,22 @@ static harp_status emit_amx(harp_error *e, cg_out *o, const cg_mm *p) {
   return HARP_OK;
 }
 
+/* cg_conv_rt_multi's base kernels: the direct conv of spec arg (AVX-512),
+ * the implicit GEMM of the rt_gemm arg (AVX2). */
+static harp_status base_direct(harp_error *e, cg_out *o, const void *arg) {
+  return cg_dconv_variant(e, o, (const cgen_conv_spec *)arg, false);
+}
+typedef struct rt_gemm {
+  const cg_mm *p;
+  const cg_tile *t;
+} rt_gemm;
+static harp_status base_gemm(harp_error *e, cg_out *o, const void *arg) {
+  const rt_gemm *g = (const rt_gemm *)arg;
+  (void)e;
+  cg_mm_emit_variant(o, g->p, g->t);
+  return HARP_OK;
+}
+
 /* The kernel of contraction p as function fn appended to out: p checked,
  * the variants of its ISA set, the dispatch and the packing entries. */
 harp_status cg_mm_gen(harp_error *e, const cg_mm *p, const char *fn, ut_str *out) {
@@ -147,7 +163,10 @@ harp_status cg_mm_gen(harp_error *e, const cg_mm *p, const char *fn, ut_str *out
     } else if (p->direct && i == CGEN_ISA_AVX512 && p->tune.bf16 && cg_dconv_px_ok(p->cs, &pxwhy)) {
       if (cg_dconv_px_variant(e, &o, p->cs)) return e->code;
     } else if (p->direct && i == CGEN_ISA_AVX512 && cgen_conv_rt_multi_ok(p->cs)) { /* direct or Winograd per binding */
-      if (cg_conv_rt_multi(e, &o, p->cs)) return e->code;
+      if (cg_conv_rt_multi(e, &o, p->cs, base_direct, p->cs)) return e->code;
+    } else if (p->rt && pv == p && i == CGEN_ISA_AVX2 && cgen_conv_rt_multi_ok(p->cs)) { /* implicit GEMM or Winograd */
+      const rt_gemm g = {p, &tiles[i]};
+      if (cg_conv_rt_multi(e, &o, p->cs, base_gemm, &g)) return e->code;
     } else if (p->direct && i == CGEN_ISA_AVX512) {
       if (cg_dconv_variant(e, &o, p->cs, p->tune.bf16)) return e->code;
     } else if (p->conv && cg_mm_use_bf16(p, &o)) {

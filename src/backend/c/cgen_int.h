@@ -181,9 +181,14 @@ bool cg_dconv_rt_ok(const cgen_conv_spec *s, const char **why);
  * variant of the kernel. */
 bool cg_wino_applies(const cgen_conv_spec *s, const char **why);
 harp_status cg_wino_variant(harp_error *e, cg_out *o, const cgen_conv_spec *s);
-/* The AVX-512 variant of a conv cgen_conv_rt_multi_ok takes (cgen_wino_rt.c):
- * the direct kernel and Winograd, the binding choosing. */
-harp_status cg_conv_rt_multi(harp_error *e, cg_out *o, const cgen_conv_spec *s);
+/* The base kernel of a variant that cg_conv_rt_multi extends, emitted
+ * under o->P from arg (the caller's). */
+typedef harp_status (*cg_rt_base_fn)(harp_error *e, cg_out *o, const void *arg);
+/* The AVX-512 or AVX2 (o->isa) variant of a conv cgen_conv_rt_multi_ok takes
+ * (cgen_wino_rt.c): the base kernel (AVX-512: the direct one, AVX2: the
+ * implicit GEMM), emitted by base(e, o, arg), and Winograd, the binding
+ * choosing. */
+harp_status cg_conv_rt_multi(harp_error *e, cg_out *o, const cgen_conv_spec *s, cg_rt_base_fn base, const void *arg);
 
 /* A padded input row split into its stride phases, the scratch layout of the
  * depthwise conv and pooling kernels: padded column i*stride + f (phase f)

@@ -333,7 +333,7 @@ static void emit_otrans(cg_out *o, const cg_wn *d) {
   const char *ohw = wz(d, b, "ohw", d->OH * d->OW);
   cg_emit(o, "static $T void $P_otrans(const $P_wtt *tt, const float *M, int r, long oc, int ox[][%d], const uint16_t *om%s) {\n",
           d->vw, wg(d));
-  if (d->vw == 8) cg_emit(o, "  float *y = (float *)tt->y + oc * %ldL;\n", (long)(d->OH * d->OW));
+  if (d->vw == 8) cg_emit(o, "  float *y = (float *)tt->y + oc * %s;\n", ohw);
   cg_emit(o, "  for (int v = 0; v < %d; v++) {\n    %s q[%d], sm[%d][%d];\n", d->nv, d->vt, d->T, m, a);
   cg_wn_ocols(o, d);
   for (int i = 0; i < m; i++)
@@ -663,7 +663,7 @@ harp_status cg_wino_variant(harp_error *e, cg_out *o, const cgen_conv_spec *s) {
 }
 
 /* $P_run of a Winograd variant with sizes read at run time (d->rt; fp32,
- * AVX-512): this binding's geometry into cx.g (checked against the upper
+ * AVX-512 or AVX2): this binding's geometry into cx.g (checked against the upper
  * corner's, which sized the scratch), its tile blocks and channel parts as
  * wn_plan would choose them, the filter transform unless packed at
  * model_init, then the tasks. */
@@ -685,8 +685,9 @@ static void emit_run_rt(cg_out *o, const cg_wn *d) {
           (long)s->oc);
   cg_emit(o, "  long th = (g->oh + %d) / %d;\n  g->tw = (g->ow + %d) / %d; g->nti = th * g->tw; g->nseg = (g->tw + 15) / 16;\n",
           d->m - 1, d->m, d->m - 1, d->m);
-  cg_emit(o, "  g->nvec = %s;\n  g->nblk = (g->nvec + %d) / %d;\n", d->rows ? "th * g->nseg" : "(g->nti + 15) / 16", d->nv - 1,
-          d->nv);
+  char nv[48];
+  snprintf(nv, sizeof nv, "(g->nti + %d) / %d", d->vw - 1, d->vw);
+  cg_emit(o, "  g->nvec = %s;\n  g->nblk = (g->nvec + %d) / %d;\n", d->rows ? "th * g->nseg" : nv, d->nv - 1, d->nv);
   /* wn_plan's channel parts: split the output channels while the tasks are few */
   cg_emit(o, "  g->nos = 1;\n  while (g->n * g->nblk * g->nos * 2 <= %ldL && %ldL / (g->nos * 2) >= 2) g->nos *= 2;\n",
           (long)(4 * (s->tune.threads > 0 ? s->tune.threads : 2)), (long)d->nob);
@@ -706,19 +707,21 @@ void cg_wino_rt_variant(cg_out *o, const cgen_conv_spec *s, int m, bool rows, in
   cgen_conv_spec q = *s;
   q.tune.conv_algo = m == 2 ? CGEN_CONV_WINO2 : CGEN_CONV_WINO4;
   cg_wn d;
-  wn_plan(&d, &q, 16);
-  /* the upper corner's plan, but the mode asked for and two vectors of tiles
-   * a block (four where the transformed weights pass 16 MB), as wn_plan
-   * gives every image of more than one vector */
-  d.rt = true, d.rows = rows;
-  d.nv = (double)d.T * (double)s->oc * (double)s->c * 4 > 16e6 ? 4 : 2;
-  d.nbt = 16 * d.nv, d.mr = d.nv == 4 ? 6 : 8;
+  int vw = o->isa->w;
+  wn_plan(&d, &q, vw);
+  /* the upper corner's plan, but the mode asked for (AVX2: gathers only) and
+   * two vectors of tiles a block (AVX-512: four where the transformed weights
+   * pass 16 MB), as wn_plan gives every image of more than one vector */
+  d.rt = true, d.rows = rows && vw == 16;
+  d.nv = vw == 16 && (double)d.T * (double)s->oc * (double)s->c * 4 > 16e6 ? 4 : 2;
+  d.nbt = vw * d.nv, d.mr = d.nv == 4 || vw == 8 ? 6 : 8;
   if (s->oc < d.mr) d.mr = (int)s->oc;
   d.nob = (s->oc + d.mr - 1) / d.mr, d.ocp = d.nob * d.mr;
   *mr = d.mr;
   cg_emit_isa_helpers(o);
   cg_emit(o, "/* winograd F(%dx%d,3x3), sizes read at run time: blocks of %d tiles (%s), %d output channels per block */\n",
-          d.m, d.m, d.nbt, rows ? "rows of tiles: loads and permutes" : "any tiles: gathers and scatters", d.mr);
+          d.m, d.m, d.nbt, d.rows ? "rows of tiles: loads and permutes" : vw == 8 ? "any tiles: gathers, stores lane by lane"
+          : "any tiles: gathers and scatters", d.mr);
   cg_emit(o, "typedef struct { long n, h, w, oh, ow, hw, chw, ohw, ochw, tw, nti, nseg, nvec, nblk, nos, per; } $P_wg;\n");
   cg_emit(o, "typedef struct { const void *A, *B; void *C; const void *const *ep; float *Up; hprt_scratch sc; $P_wg g; } $P_wctx;\n");
   cg_emit(o, "typedef struct { void *y; const void *ep[%d]; } $P_wtt;\n", CGEN_MAX_EPI);

@@ -49,9 +49,10 @@ void cg_wn_avx2_helpers(cg_out *o);
 void cg_wn_gather_avx2(cg_out *o, const cg_wn *d, int r, int k);
 void cg_wn_opoint_avx2(cg_out *o, const cg_wn *d, int i, int j);
 
-/* The AVX-512 Winograd F(m x m, 3x3) of conv s (its n_expr / h_expr /
- * w_expr set: sizes at run time; cgen_wino_rt.c's dispatcher picks it per
- * binding) in row mode (rows) or gather mode, prefixed o->P: $P_run and,
+/* The AVX-512 or AVX2 (o->isa) Winograd F(m x m, 3x3) of conv s (its
+ * n_expr / h_expr / w_expr set: sizes at run time; cgen_wino_rt.c's
+ * dispatcher picks it per binding) in row mode (rows; AVX-512 only) or
+ * gather mode, prefixed o->P: $P_run and,
  * with prepack_w, $P_pack_a_bytes_run / $P_pack_a_run; its channel blocks
  * into *mr. */
 void cg_wino_rt_variant(cg_out *o, const cgen_conv_spec *s, int m, bool rows, int *mr);
