@@ -26,7 +26,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from qgemm import P, THREADS, ZA, ZY, conv_data, data, load_lib, numpy_ref, ptr  # noqa: E402
+from qgemm import P, THREADS, ZA, ZY, checked, conv_data, data, load_lib, numpy_ref, ptr  # noqa: E402
 from settle import settle  # noqa: E402
 
 # (name, M, N, K, x held VNNI-4): ResNet-50's stride-1 1x1 convs, one per shape and x layout
@@ -68,16 +68,7 @@ def callables(libs, pools, shape, rng, keep, wps):
     x, w, bias, mult, want = operands(shape, rng)
     calls = {}
     for t, lib in libs.items():
-        q, qs, qp = getattr(lib, shape[0]), getattr(lib, shape[0] + "_wsize"), getattr(lib, shape[0] + "_pack")
-        q.argtypes, qp.argtypes = [P] * 4, [P] * 4
-        qs.restype = ctypes.c_long
-        wp = np.zeros(qs() // 4 + 16, dtype=np.int32)
-        assert qp(ptr(w), ptr(bias), ptr(mult), ptr(wp)) == 0
-        y = np.zeros(want.shape, dtype=np.uint8)
-        assert q(pools[t], ptr(wp), ptr(x), ptr(y)) == 0 and np.array_equal(y, want), f"{t} {shape[0]}: wrong output"
-        keep += [wp, y, x]
-        calls[t] = (lambda q=q, wp=wp, y=y, pool=pools[t], x=x: q(pool, ptr(wp), ptr(x), ptr(y)))
-        wps[t] = wp
+        calls[t], wps[t] = checked(lib, shape[0], pools[t], x, w, bias, mult, want, keep, f"{t} {shape[0]}")
     return calls
 
 

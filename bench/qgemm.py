@@ -113,13 +113,31 @@ def ort_session(m, n, k, wa, w):
     return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"]), a_shape
 
 
-def contenders(lib, pool, name, m, n, k, wa, rng):
-    """The four callables of one shape, after the exactness check."""
-    x, w, bias, mult = data(m, n, k, wa, rng)
-    q, qsize, qpack = getattr(lib, name), getattr(lib, name + "_wsize"), getattr(lib, name + "_pack")
+def packed_kernel(lib, fn, w, bias, mult):
+    """lib's int8 kernel fn (its argument types set) and the weight w packed
+    for it with bias and mult by fn_pack (fn_wsize bytes): (fn, the packed weight)."""
+    q, qsize, qpack = getattr(lib, fn), getattr(lib, fn + "_wsize"), getattr(lib, fn + "_pack")
     q.argtypes, qsize.restype, qpack.argtypes = [P] * 4, ctypes.c_long, [P] * 4
     wp = np.zeros(qsize() // 4 + 16, dtype=np.int32)
     assert qpack(ptr(w), ptr(bias), ptr(mult), ptr(wp)) == 0
+    return q, wp
+
+
+def checked(lib, fn, pool, x, w, bias, mult, want, keep, what):
+    """lib's int8 kernel fn on pool over x (its weight packed), one call's
+    output first checked equal to numpy's want (else an assertion naming
+    what); the buffers appended to keep: (the call, the packed weight)."""
+    q, wp = packed_kernel(lib, fn, w, bias, mult)
+    y = np.zeros(want.shape, dtype=np.uint8)
+    assert q(pool, ptr(wp), ptr(x), ptr(y)) == 0 and np.array_equal(y, want), f"{what}: wrong output"
+    keep += [wp, y, x]
+    return (lambda: q(pool, ptr(wp), ptr(x), ptr(y))), wp
+
+
+def contenders(lib, pool, name, m, n, k, wa, rng):
+    """The four callables of one shape, after the exactness check."""
+    x, w, bias, mult = data(m, n, k, wa, rng)
+    q, wp = packed_kernel(lib, name, w, bias, mult)
     y = np.zeros((m, n), dtype=np.uint8)
     assert q(pool, ptr(wp), ptr(x), ptr(y)) == 0
     want = numpy_ref(x, w, bias, mult, wa)
@@ -169,10 +187,7 @@ def conv_data(c, h, w, co, ks, st, pd, rng):
 def conv_contenders(lib, pool, name, c, h, w, co, ks, st, pd, rng):
     """The four callables of one convolution, after the exactness check."""
     x, wt, bias, mult, want, oh, ow = conv_data(c, h, w, co, ks, st, pd, rng)
-    q, qsize, qpack = getattr(lib, name), getattr(lib, name + "_wsize"), getattr(lib, name + "_pack")
-    q.argtypes, qsize.restype, qpack.argtypes = [P] * 4, ctypes.c_long, [P] * 4
-    wp = np.zeros(qsize() // 4 + 16, dtype=np.int32)
-    assert qpack(ptr(wt), ptr(bias), ptr(mult), ptr(wp)) == 0
+    q, wp = packed_kernel(lib, name, wt, bias, mult)
     y = np.zeros((co, oh * ow), dtype=np.uint8)
     assert q(pool, ptr(wp), ptr(x), ptr(y)) == 0
     equal = float(np.mean(y == want))

@@ -12,7 +12,6 @@ Gives: per conv and variant the min over rounds of each round's median ms (base,
        base), every output first checked equal to numpy's (qgemm.py's conv_data).
 """
 import argparse
-import ctypes
 import os
 import sys
 import tempfile
@@ -20,7 +19,7 @@ import tempfile
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from qgemm import P, THREADS, conv_data, load_lib, ptr  # noqa: E402
+from qgemm import P, THREADS, checked, conv_data, load_lib  # noqa: E402
 from settle import median_ms  # noqa: E402
 
 CONVS = [("c56", 64, 56, 56, 64, 3, 1, 1), ("c28", 128, 28, 28, 128, 3, 1, 1), ("c14", 256, 14, 14, 256, 3, 1, 1),
@@ -44,14 +43,7 @@ def callables(libs, pools, conv, rng, keep):
     calls = {}
     for t, lib in libs.items():
         for var, fn in (("amx", name + "_amx"), ("vnni", name)):
-            q, qs, qp = getattr(lib, fn), getattr(lib, fn + "_wsize"), getattr(lib, fn + "_pack")
-            q.argtypes, qs.restype, qp.argtypes = [P] * 4, ctypes.c_long, [P] * 4
-            wp = np.zeros(qs() // 4 + 16, dtype=np.int32)
-            assert qp(ptr(wt), ptr(bias), ptr(mult), ptr(wp)) == 0
-            y = np.zeros((co, oh * ow), dtype=np.uint8)
-            assert q(pools[t], ptr(wp), ptr(x), ptr(y)) == 0 and np.array_equal(y, want), f"{t} {fn}: wrong output"
-            keep += [wp, y, x]
-            calls[f"{t}_{var}"] = (lambda q=q, wp=wp, y=y, pool=pools[t]: q(pool, ptr(wp), ptr(x), ptr(y)))
+            calls[f"{t}_{var}"] = checked(lib, fn, pools[t], x, wt, bias, mult, want, keep, f"{t} {fn}")[0]
     return calls
 
 

@@ -55,7 +55,8 @@ static harp_status fv_num(ox_ctx *c, const ox_val *x, int64_t k, const char *wha
     return HARP_OK;
   }
   int64_t n;
-  if (ox_known(c, x->iv[k], what, &n)) return c->e->code;
+  harp_status st = ox_known(c, x->iv[k], what, &n); /* its own status: a failure returns non-OK where *v is unset */
+  if (st) return st;
   *v = x->fden > 0 ? (double)n / (double)x->fden : (double)n;
   return HARP_OK;
 }

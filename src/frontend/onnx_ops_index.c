@@ -154,13 +154,16 @@ OP(GatherND) {
 /* ---- scatter: the combination of the matched updates ------------------------------------------- */
 typedef enum { RED_NONE, RED_ADD, RED_MUL, RED_MAX, RED_MIN } reduction;
 
-static harp_status reduction_attr(ox_ctx *c, reduction *r) {
+/* The node's "reduction" attribute as a reduction, or -1 after an error
+ * (a value, not an out-parameter: no path leaves it unset). */
+static int reduction_of(ox_ctx *c) {
   char s[8];
-  if (ox_attr_str(c, "reduction", "none", s, sizeof s)) return c->e->code;
+  if (ox_attr_str(c, "reduction", "none", s, sizeof s)) return -1;
   static const char *const names[] = {"none", "add", "mul", "max", "min"};
   for (int i = 0; i < 5; i++)
-    if (!strcmp(s, names[i])) return *r = (reduction)i, HARP_OK;
-  return ox_fail(c, HARP_E_INVALID_ARG, "reduction \"%s\" (none, add, mul, max or min)", s);
+    if (!strcmp(s, names[i])) return i;
+  ox_fail(c, HARP_E_INVALID_ARG, "reduction \"%s\" (none, add, mul, max or min)", s);
+  return -1;
 }
 
 /* data (shape S without axis k) with the updates upd whose mask is true
@@ -225,11 +228,12 @@ static harp_status scatter_elements(ox_ctx *c) {
   ox_val *iv;
   int64_t a, dd[TINY_MAX_RANK], id[TINY_MAX_RANK], ud[TINY_MAX_RANK];
   int r, q, ru, axis;
-  reduction red = RED_NONE;
+  int ri = RED_NONE;
   hg_val x = ox_tensor(c, 0), idx = x > 0 ? indices(c, 1, &iv) : -1, upd = idx > 0 ? ox_tensor(c, 2) : -1;
-  if (upd < 0 || ox_attr_int(c, "axis", 0, &a) || (strcmp(c->node->op_type, "Scatter") && reduction_attr(c, &red)) ||
+  if (upd < 0 || ox_attr_int(c, "axis", 0, &a) || (strcmp(c->node->op_type, "Scatter") && (ri = reduction_of(c)) < 0) ||
       ox_norm_axis(c, a, ox_rank_of(c, x), &axis))
     return c->e->code;
+  reduction red = (reduction)ri;
   if (oxf_runtime_shape(c, 0, 3)) return oxf_host_scatter(c, false, axis, red); /* sizes known at run time: on the host */
   if (dims_of(c, x, "data", dd, &r) || dims_of(c, idx, "indices", id, &q) || dims_of(c, upd, "updates", ud, &ru) ||
       scatter_dtype(c, x, upd, red))
@@ -276,9 +280,10 @@ OP(ScatterND) {
   ox_val *iv;
   int64_t dd[TINY_MAX_RANK], id[TINY_MAX_RANK], ud[TINY_MAX_RANK], m;
   int r, q, ru;
-  reduction red;
   hg_val x = ox_tensor(c, 0), idx = x > 0 ? indices(c, 1, &iv) : -1, upd = idx > 0 ? ox_tensor(c, 2) : -1;
-  if (upd < 0 || reduction_attr(c, &red)) return c->e->code;
+  int ri = upd < 0 ? -1 : reduction_of(c);
+  if (ri < 0) return c->e->code;
+  reduction red = (reduction)ri;
   if (oxf_runtime_shape(c, 0, 3)) return oxf_host_scatter(c, true, 0, red); /* sizes known at run time: on the host */
   if (dims_of(c, x, "data", dd, &r) || dims_of(c, idx, "indices", id, &q) || dims_of(c, upd, "updates", ud, &ru) ||
       scatter_dtype(c, x, upd, red))

@@ -262,13 +262,15 @@ static void dims_of(ox_ctx *c, hg_val v, int *r, int64_t *d) {
     if (!fe_dim_is_int(s->d[i], &d[i])) d[i] = -1;
 }
 
-/* Data xo's rank and dims: a constant's own (*x stays 0: it may fold), else
- * its graph value's (*x set).  An error code, or HARP_OK. */
-static harp_status data_of(ox_ctx *c, ox_val *xo, hg_val *x, int *r, int64_t *d) {
-  if (const_shape(xo, r, d)) return HARP_OK;
-  if ((*x = ox_value(c, xo)) < 0) return c->e->code;
-  dims_of(c, *x, r, d);
-  return HARP_OK;
+/* Data xo's rank, its dims into d: a constant's own (*x stays 0: it may
+ * fold), else its graph value's (*x set).  -1 after an error (the rank is
+ * the value returned, so no path leaves it unset). */
+static int data_of(ox_ctx *c, ox_val *xo, hg_val *x, int64_t *d) {
+  int r = 0;
+  if (const_shape(xo, &r, d)) return r;
+  if ((*x = ox_value(c, xo)) < 0) return -1;
+  dims_of(c, *x, &r, d);
+  return r;
 }
 
 /* round(x / s) + z, saturated to [lo, hi], as dtype qt (x fp32). */
@@ -386,10 +388,11 @@ static harp_status quantize_fused(ox_ctx *c, ox_val *xo, hg_val x, double s, dou
 OP(QuantizeLinear) {
   ox_val *xo = ox_in(c, 0, NULL);
   if (!xo) return ox_fail(c, HARP_E_ARITY, "input 0 is required");
-  int xr, oty = OX_UINT8;
+  int oty = OX_UINT8;
   int64_t xd[TINY_MAX_RANK], n;
   hg_val x = 0;
-  if (data_of(c, xo, &x, &xr, xd)) return c->e->code;
+  int xr = data_of(c, xo, &x, xd);
+  if (xr < 0) return c->e->code;
   qp q;
   if (q_read(c, "y", 1, 2, xr, xd, &q) || q_out_type(c, &q, &oty) || check_zero(c, "y", &q, oty)) return c->e->code;
   tiny_dtype qt = TINY_U8, xdt = x ? hg_val_dtype(c->g, x) : xo->has_t ? xo->t.dtype : TINY_I32;
@@ -434,14 +437,15 @@ OP(DequantizeLinear) {
     tiny_dtype sdt = y > 0 ? hg_val_dtype(c->g, ox_tensor(c, 1)) : TINY_FP32;
     return y < 0 ? c->e->code : ox_def(c, 0, sdt == TINY_FP32 || !tiny_dtype_is_float(sdt) ? y : hg_cast(c->g, y, sdt));
   }
-  int xoty = oty_of(c, xo), xr;
+  int xoty = oty_of(c, xo);
   tiny_dtype qt;
   double lo, hi;
   if (!q_type(xoty, &qt, &lo, &hi) && xoty != OX_INT32)
     return ox_fail(c, HARP_E_UNSUPPORTED, "dequantization of %s (harp has int8, uint8 and int32)", ox_type_name(xoty));
   int64_t xd[TINY_MAX_RANK], n;
   hg_val x = 0;
-  if (data_of(c, xo, &x, &xr, xd)) return c->e->code;
+  int xr = data_of(c, xo, &x, xd);
+  if (xr < 0) return c->e->code;
   qp q;
   if (q_read(c, "x", 1, 2, xr, xd, &q) || check_zero(c, "x", &q, xoty)) return c->e->code;
   tiny_dtype sdt = q.s->has_t ? q.s->t.dtype : hg_val_dtype(c->g, ox_value(c, q.s));
@@ -510,13 +514,14 @@ static hg_val centered(ox_ctx *c, int i, int zi, tiny_dtype dt, int zaxis, const
   if (!xo) return ox_fail(c, HARP_E_ARITY, "input %d (%s) is required", i, what), -1;
   tiny_dtype qt;
   double lo, hi;
-  int xoty = oty_of(c, xo), xr;
+  int xoty = oty_of(c, xo);
   if (!q_type(xoty, &qt, &lo, &hi)) return ox_fail(c, HARP_E_UNSUPPORTED, "%s of type %s (harp has int8 and uint8)", what, ox_type_name(xoty)), -1;
   if (zo && oty_of(c, zo) != xoty)
     return ox_fail(c, HARP_E_DTYPE_MISMATCH, "%s zero point is %s, the data %s", what, ox_type_name(oty_of(c, zo)), ox_type_name(xoty)), -1;
   int64_t xd[TINY_MAX_RANK], zn = 1, v;
   hg_val x = 0, z = 0;
-  if (data_of(c, xo, &x, &xr, xd)) return -1;
+  int xr = data_of(c, xo, &x, xd);
+  if (xr < 0) return -1;
   int zr = 0;
   int64_t zd[TINY_MAX_RANK];
   const double *zv = NULL;

@@ -94,86 +94,65 @@ static void cpu_direct_space(const plan_region_info *r, const plan_gemm_view *g,
 #define CPU_GEMM_WARPS 4
 #define CPU_MIN_ACC 8
 
-static void space_for(const plan_region_info *r, const plan_machine *m, const plan_gemm_view *g, const plan_search_opts *opts,
-                      cand_space *s) {
-  memset(s, 0, sizeof *s);
-  int lanes = UT_MAX(m->simd_bytes / 4, 1);
-  if (plan_pattern_is_contraction(r->pattern) && g->k >= 0 && g->m >= 0 && g->n >= 0) {
-    static const int64_t sm80[4][3] = {{128, 128, 32}, {128, 64, 64}, {64, 64, 64}, {256, 128, 32}};
-    static const int64_t sm90[4][3] = {{128, 128, 64}, {128, 256, 64}, {64, 128, 64}, {256, 128, 64}};
-    /* CPU: [rows of A per block, columns of the packed B panel, its depth];
-     * BM and BN are rounded up to whole micro-tiles (build) */
-    static const int64_t cpu[4][3] = {{96, 512, 256}, {96, 512, 64}, {0, 0, 0}, {0, 0, 0}};
-    /* CPU attention: [query rows, keys per tile, head dim]; the streaming
-     * kernel sizes its register micro-tile itself, so one warp tile */
-    static const int64_t cpu_att[4][3] = {{64, 64, 64}, {64, 128, 64}, {128, 64, 64}, {32, 64, 64}};
-    bool cpu_attention = m->arch == PLAN_ARCH_CPU && r->pattern == PLAN_PAT_ATTENTION;
-    memcpy(s->tiles, m->arch == PLAN_ARCH_SM80 ? sm80 : m->arch == PLAN_ARCH_SM90 ? sm90 : cpu_attention ? cpu_att : cpu,
-           sizeof s->tiles);
-    s->ntiles = m->arch == PLAN_ARCH_CPU && !cpu_attention ? CPU_GEMM_TILES : 4;
-    s->nwarps = plan_arch_is_gpu(m->arch) ? 2 : 0;
-    if (m->arch == PLAN_ARCH_SM80) {
-      s->warps[0][0] = 64, s->warps[0][1] = 64;
-      s->warps[1][0] = 64, s->warps[1][1] = 32;
-    } else if (m->arch == PLAN_ARCH_SM90) { /* a warpgroup: 64 rows, all or half of BN */
-      s->warps[0][0] = 64, s->warps[0][1] = -1;
-      s->warps[1][0] = 64, s->warps[1][1] = -2;
-    } else if (cpu_attention) {
-      s->warps[0][0] = 4, s->warps[0][1] = lanes;
-      s->nwarps = 1;
-    } else {
-      /* register micro-tiles MR x NV vectors: the first CPU_GEMM_WARPS
-       * whose MR*NV accumulators, NV B vectors, one A broadcast and the
-       * epilogue's registers fit, with at least CPU_MIN_ACC accumulators
-       * (6x4, 8x3, 6x2 and 4x3 with 32 registers: 6x64, 8x48, 6x32 and 4x48
-       * on AVX-512, the tiles harp calibrate times; 5x2 and 4x2 with AVX2's
-       * 16).  They differ by 15-40% in the calibrated rate and in the tails
-       * they leave at N % NR and M % MR, which the model weighs */
-      static const int cand[][2] = {{6, 4}, {8, 3}, {6, 2}, {4, 3}, {5, 2}, {4, 2}, {2, 2}, {1, 1}};
-      int epi = r->nepi ? 2 : 0;
-      for (int pass = 0; pass < 2 && s->nwarps == 0; pass++) { /* pass 1: none of CPU_MIN_ACC fits */
-        for (int i = 0; i < UT_ARRAY_LEN(cand) && s->nwarps < CPU_GEMM_WARPS; i++)
-          if (cand[i][0] * cand[i][1] + cand[i][1] + 1 + epi + m->base_regs <= m->regs_per_thread_max &&
-              (pass || cand[i][0] * cand[i][1] >= CPU_MIN_ACC)) {
-            s->warps[s->nwarps][0] = cand[i][0];
-            s->warps[s->nwarps++][1] = cand[i][1] * lanes;
-          }
+/* The CPU GEMM's register micro-tiles (space_for) into s->warps: MR x NV
+ * vectors of lanes floats, the first CPU_GEMM_WARPS whose MR*NV
+ * accumulators, NV B vectors, one A broadcast and r's epilogue registers fit
+ * m's registers, with at least CPU_MIN_ACC accumulators (6x4, 8x3, 6x2 and
+ * 4x3 with 32 registers: 6x64, 8x48, 6x32 and 4x48 on AVX-512, the tiles
+ * harp calibrate times; 5x2 and 4x2 with AVX2's 16).  They differ by 15-40%
+ * in the calibrated rate and in the tails they leave at N % NR and M % MR,
+ * which the model weighs. */
+static void cpu_gemm_micro_tiles(const plan_region_info *r, const plan_machine *m, int lanes, cand_space *s) {
+  static const int cand[][2] = {{6, 4}, {8, 3}, {6, 2}, {4, 3}, {5, 2}, {4, 2}, {2, 2}, {1, 1}};
+  int epi = r->nepi ? 2 : 0;
+  for (int pass = 0; pass < 2 && s->nwarps == 0; pass++) { /* pass 1: none of CPU_MIN_ACC fits */
+    for (int i = 0; i < UT_ARRAY_LEN(cand) && s->nwarps < CPU_GEMM_WARPS; i++)
+      if (cand[i][0] * cand[i][1] + cand[i][1] + 1 + epi + m->base_regs <= m->regs_per_thread_max &&
+          (pass || cand[i][0] * cand[i][1] >= CPU_MIN_ACC)) {
+        s->warps[s->nwarps][0] = cand[i][0];
+        s->warps[s->nwarps++][1] = cand[i][1] * lanes;
       }
-    }
-    /* the CPU's stages are the prefetch distance: 8 and 12 k steps ran
-     * within 1-2% of each other (noise, bench/RESULTS.md rank9), so the
-     * search offers 8 alone and spends its points on the tiles above */
-    s->nstages = m->arch == PLAN_ARCH_CPU && !cpu_attention ? 1 : 2;
-    if (r->pattern == PLAN_PAT_MATMUL) {
-      s->algos[s->nalgos++] = PLAN_ALGO_IMPLICIT_GEMM;
-      /* H100 (bench/cuda_splitk.py): the serial form's in-order hand-offs
-       * and the reduce form's partials pass ran 1.4-3.5x slower than the
-       * atomics of the parallel one at every skinny shape, so on GPUs they
-       * are a Plan's explicit choice, not the default search's.  The CPU
-       * has splitk_reduce alone, in its skinny kernel (cpu_splitk_wanted) */
-      if (plan_arch_is_gpu(m->arch)) s->algos[s->nalgos++] = PLAN_ALGO_SPLITK_PARALLEL;
-      else if (cpu_splitk_wanted(g)) s->algos[s->nalgos++] = PLAN_ALGO_SPLITK_REDUCE;
-    } else if (r->pattern == PLAN_PAT_CONV) {
-      s->algos[s->nalgos++] = PLAN_ALGO_IMPLICIT_GEMM;
-      plan_dconv own;
-      if (m->arch == PLAN_ARCH_CPU && plan_cpu_direct_conv(r, g, m) && plan_dconv_own(r, g, &own))
-        cpu_direct_space(r, g, &own, s);
-      if (r->conv_kh == 3 && r->conv_kw == 3 && plan_conv_unit_stride(r)) s->algos[s->nalgos++] = PLAN_ALGO_WINOGRAD_3X3;
-      /* GPU: few output tiles over a long reduction split K (the conv
-       * template's forms: slices add up in order, the last running the
-       * epilogue, or add with atomics and a finishing pass runs it); kept
-       * only where conv_splitk_wanted */
-      if (plan_arch_is_gpu(m->arch)) {
-        s->algos[s->nalgos++] = PLAN_ALGO_SPLITK_SERIAL;
-        s->algos[s->nalgos++] = PLAN_ALGO_SPLITK_PARALLEL;
-      }
-    } else {
-      s->algos[s->nalgos++] = PLAN_ALGO_STREAMING_SOFTMAX_2PASS;
-      s->algos[s->nalgos++] = PLAN_ALGO_ONLINE_SOFTMAX;
-      if (opts && opts->gpu_attention_template && plan_arch_is_gpu(m->arch)) gpu_attention_space(m, s);
-    }
-    return;
   }
+}
+
+/* The algorithms of a contraction r (space_for) on m into s->algos. */
+static void contraction_algos(const plan_region_info *r, const plan_machine *m, const plan_gemm_view *g,
+                              const plan_search_opts *opts, cand_space *s) {
+  if (r->pattern == PLAN_PAT_MATMUL) {
+    s->algos[s->nalgos++] = PLAN_ALGO_IMPLICIT_GEMM;
+    /* H100 (bench/cuda_splitk.py): the serial form's in-order hand-offs
+     * and the reduce form's partials pass ran 1.4-3.5x slower than the
+     * atomics of the parallel one at every skinny shape, so on GPUs they
+     * are a Plan's explicit choice, not the default search's.  The CPU
+     * has splitk_reduce alone, in its skinny kernel (cpu_splitk_wanted) */
+    if (plan_arch_is_gpu(m->arch)) s->algos[s->nalgos++] = PLAN_ALGO_SPLITK_PARALLEL;
+    else if (cpu_splitk_wanted(g)) s->algos[s->nalgos++] = PLAN_ALGO_SPLITK_REDUCE;
+  } else if (r->pattern == PLAN_PAT_CONV) {
+    s->algos[s->nalgos++] = PLAN_ALGO_IMPLICIT_GEMM;
+    plan_dconv own;
+    if (m->arch == PLAN_ARCH_CPU && plan_cpu_direct_conv(r, g, m) && plan_dconv_own(r, g, &own))
+      cpu_direct_space(r, g, &own, s);
+    if (r->conv_kh == 3 && r->conv_kw == 3 && plan_conv_unit_stride(r)) s->algos[s->nalgos++] = PLAN_ALGO_WINOGRAD_3X3;
+    /* GPU: few output tiles over a long reduction split K (the conv
+     * template's forms: slices add up in order, the last running the
+     * epilogue, or add with atomics and a finishing pass runs it); kept
+     * only where conv_splitk_wanted */
+    if (plan_arch_is_gpu(m->arch)) {
+      s->algos[s->nalgos++] = PLAN_ALGO_SPLITK_SERIAL;
+      s->algos[s->nalgos++] = PLAN_ALGO_SPLITK_PARALLEL;
+    }
+  } else {
+    s->algos[s->nalgos++] = PLAN_ALGO_STREAMING_SOFTMAX_2PASS;
+    s->algos[s->nalgos++] = PLAN_ALGO_ONLINE_SOFTMAX;
+    if (opts && opts->gpu_attention_template && plan_arch_is_gpu(m->arch)) gpu_attention_space(m, s);
+  }
+}
+
+/* The space of a region that is no contraction of three known sizes
+ * (space_for): a row reduction, a matrix-vector product, or a map over one
+ * or two parallel axes. */
+static void streaming_space(const plan_region_info *r, const plan_machine *m, const plan_gemm_view *g, int lanes,
+                            cand_space *s) {
   s->nstages = 1;
   s->nalgos = 1; /* PLAN_ALGO_NONE */
   s->ntiles = 3;
@@ -209,6 +188,46 @@ static void space_for(const plan_region_info *r, const plan_machine *m, const pl
       s->warps[0][0] = 2 * lanes, s->warps[1][0] = 4 * lanes;
     }
   }
+}
+
+static void space_for(const plan_region_info *r, const plan_machine *m, const plan_gemm_view *g, const plan_search_opts *opts,
+                      cand_space *s) {
+  memset(s, 0, sizeof *s);
+  int lanes = UT_MAX(m->simd_bytes / 4, 1);
+  if (plan_pattern_is_contraction(r->pattern) && g->k >= 0 && g->m >= 0 && g->n >= 0) {
+    static const int64_t sm80[4][3] = {{128, 128, 32}, {128, 64, 64}, {64, 64, 64}, {256, 128, 32}};
+    static const int64_t sm90[4][3] = {{128, 128, 64}, {128, 256, 64}, {64, 128, 64}, {256, 128, 64}};
+    /* CPU: [rows of A per block, columns of the packed B panel, its depth];
+     * BM and BN are rounded up to whole micro-tiles (build) */
+    static const int64_t cpu[4][3] = {{96, 512, 256}, {96, 512, 64}, {0, 0, 0}, {0, 0, 0}};
+    /* CPU attention: [query rows, keys per tile, head dim]; the streaming
+     * kernel sizes its register micro-tile itself, so one warp tile */
+    static const int64_t cpu_att[4][3] = {{64, 64, 64}, {64, 128, 64}, {128, 64, 64}, {32, 64, 64}};
+    bool cpu_attention = m->arch == PLAN_ARCH_CPU && r->pattern == PLAN_PAT_ATTENTION;
+    memcpy(s->tiles, m->arch == PLAN_ARCH_SM80 ? sm80 : m->arch == PLAN_ARCH_SM90 ? sm90 : cpu_attention ? cpu_att : cpu,
+           sizeof s->tiles);
+    s->ntiles = m->arch == PLAN_ARCH_CPU && !cpu_attention ? CPU_GEMM_TILES : 4;
+    s->nwarps = plan_arch_is_gpu(m->arch) ? 2 : 0;
+    if (m->arch == PLAN_ARCH_SM80) {
+      s->warps[0][0] = 64, s->warps[0][1] = 64;
+      s->warps[1][0] = 64, s->warps[1][1] = 32;
+    } else if (m->arch == PLAN_ARCH_SM90) { /* a warpgroup: 64 rows, all or half of BN */
+      s->warps[0][0] = 64, s->warps[0][1] = -1;
+      s->warps[1][0] = 64, s->warps[1][1] = -2;
+    } else if (cpu_attention) {
+      s->warps[0][0] = 4, s->warps[0][1] = lanes;
+      s->nwarps = 1;
+    } else {
+      cpu_gemm_micro_tiles(r, m, lanes, s);
+    }
+    /* the CPU's stages are the prefetch distance: 8 and 12 k steps ran
+     * within 1-2% of each other (noise, bench/RESULTS.md rank9), so the
+     * search offers 8 alone and spends its points on the tiles above */
+    s->nstages = m->arch == PLAN_ARCH_CPU && !cpu_attention ? 1 : 2;
+    contraction_algos(r, m, g, opts, s);
+    return;
+  }
+  streaming_space(r, m, g, lanes, s);
 }
 
 static int pick(int v, int64_t of) { return v > 0 ? v : (int)(of / -v); }

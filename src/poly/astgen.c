@@ -495,6 +495,52 @@ static harp_status mark_sym_domains(gen *g) {
   return HARP_OK;
 }
 
+/* The AST build's context (poly_ast_gen): the parameters of doms, all >= 0
+ * (symbols, with opts' symbol ranges), hp_lo <= hp_hi within the chunked
+ * extent, and each fixed outer loop's 0 <= hp_pi < its extent. */
+static isl_set *ast_context(gen *g, isl_union_set *doms) {
+  const poly_ast_opts *o = g->opts;
+  isl_set *params = isl_union_set_params(isl_union_set_copy(doms));
+  isl_set *ctxset = isl_set_universe(isl_set_get_space(params));
+  isl_set_free(params);
+  if (o->nsyms > 0) ctxset = with_context(ctxset, poly_sym_params(g->ctx, o, false));
+  if (o->chunk_outer) {
+    char cs[128];
+    if (o->chunk_extent > 0 && o->chunk_sym > 0)
+      snprintf(cs, sizeof cs, "[hp_lo, hp_hi, hp_sv%d] -> { : 0 <= hp_lo <= hp_hi <= hp_sv%d }", o->chunk_sym - 1,
+               o->chunk_sym - 1);
+    else if (o->chunk_extent > 0)
+      snprintf(cs, sizeof cs, "[hp_lo, hp_hi] -> { : 0 <= hp_lo <= hp_hi <= %lld }", (long long)o->chunk_extent);
+    else
+      snprintf(cs, sizeof cs, "[hp_lo, hp_hi] -> { : 0 <= hp_lo <= hp_hi }");
+    isl_set *c = isl_set_read_from_str(g->ctx, cs);
+    c = isl_set_align_params(c, isl_set_get_space(ctxset));
+    ctxset = isl_set_intersect_params(isl_set_align_params(ctxset, isl_set_get_space(c)), c);
+  }
+  if (o->fix_outer) { /* 0 <= hp_pi < extent_i */
+    ut_str cs;
+    ut_str_init(&cs);
+    ut_str_puts(&cs, "[");
+    for (int i = 0; i < o->fix_outer; i++) ut_str_printf(&cs, "%shp_p%d", i ? ", " : "", i);
+    for (int i = 0; o->fix_sym && i < o->fix_outer; i++) /* a symbol's extent: its parameter */
+      if (o->fix_sym[i] > 0) ut_str_printf(&cs, ", hp_sv%d", o->fix_sym[i] - 1);
+    ut_str_puts(&cs, "] -> { : ");
+    for (int i = 0; i < o->fix_outer; i++)
+      if (o->fix_sym && o->fix_sym[i] > 0)
+        ut_str_printf(&cs, "%s0 <= hp_p%d < hp_sv%d", i ? " and " : "", i, o->fix_sym[i] - 1);
+      else
+        ut_str_printf(&cs, "%s0 <= hp_p%d < %lld", i ? " and " : "", i, (long long)o->fix_extent[i]);
+    ut_str_puts(&cs, " }");
+    isl_set *c = cs.oom ? NULL : isl_set_read_from_str(g->ctx, cs.buf);
+    ut_str_free(&cs);
+    if (c) {
+      c = isl_set_align_params(c, isl_set_get_space(ctxset));
+      ctxset = isl_set_intersect_params(isl_set_align_params(ctxset, isl_set_get_space(c)), c);
+    }
+  }
+  return ctxset;
+}
+
 harp_status poly_ast_gen(harp_error *e, const poly_view *cpv, const poly_stmt_spec *stmts, int nstmts,
                        const poly_ast_opts *opts, ut_arena *arena, poly_ast **out) {
   poly_view *pv = (poly_view *)cpv; /* isl objects are shared (copied), never changed */
@@ -547,45 +593,7 @@ harp_status poly_ast_gen(harp_error *e, const poly_view *cpv, const poly_stmt_sp
   }
   isl_ast_node *tree = NULL;
   if (!g.st) {
-    /* context: the parameters, all >= 0 (symbols), and hp_lo <= hp_hi */
-    isl_set *params = isl_union_set_params(isl_union_set_copy(doms));
-    isl_set *ctxset = isl_set_universe(isl_set_get_space(params));
-    isl_set_free(params);
-    if (opts->nsyms > 0) ctxset = with_context(ctxset, poly_sym_params(g.ctx, opts, false));
-    if (opts->chunk_outer) {
-      char cs[128];
-      if (opts->chunk_extent > 0 && opts->chunk_sym > 0)
-        snprintf(cs, sizeof cs, "[hp_lo, hp_hi, hp_sv%d] -> { : 0 <= hp_lo <= hp_hi <= hp_sv%d }", opts->chunk_sym - 1,
-                 opts->chunk_sym - 1);
-      else if (opts->chunk_extent > 0)
-        snprintf(cs, sizeof cs, "[hp_lo, hp_hi] -> { : 0 <= hp_lo <= hp_hi <= %lld }", (long long)opts->chunk_extent);
-      else
-        snprintf(cs, sizeof cs, "[hp_lo, hp_hi] -> { : 0 <= hp_lo <= hp_hi }");
-      isl_set *c = isl_set_read_from_str(g.ctx, cs);
-      c = isl_set_align_params(c, isl_set_get_space(ctxset));
-      ctxset = isl_set_intersect_params(isl_set_align_params(ctxset, isl_set_get_space(c)), c);
-    }
-    if (opts->fix_outer) { /* 0 <= hp_pi < extent_i */
-      ut_str cs;
-      ut_str_init(&cs);
-      ut_str_puts(&cs, "[");
-      for (int i = 0; i < opts->fix_outer; i++) ut_str_printf(&cs, "%shp_p%d", i ? ", " : "", i);
-      for (int i = 0; opts->fix_sym && i < opts->fix_outer; i++) /* a symbol's extent: its parameter */
-        if (opts->fix_sym[i] > 0) ut_str_printf(&cs, ", hp_sv%d", opts->fix_sym[i] - 1);
-      ut_str_puts(&cs, "] -> { : ");
-      for (int i = 0; i < opts->fix_outer; i++)
-        if (opts->fix_sym && opts->fix_sym[i] > 0)
-          ut_str_printf(&cs, "%s0 <= hp_p%d < hp_sv%d", i ? " and " : "", i, opts->fix_sym[i] - 1);
-        else
-          ut_str_printf(&cs, "%s0 <= hp_p%d < %lld", i ? " and " : "", i, (long long)opts->fix_extent[i]);
-      ut_str_puts(&cs, " }");
-      isl_set *c = cs.oom ? NULL : isl_set_read_from_str(g.ctx, cs.buf);
-      ut_str_free(&cs);
-      if (c) {
-        c = isl_set_align_params(c, isl_set_get_space(ctxset));
-        ctxset = isl_set_intersect_params(isl_set_align_params(ctxset, isl_set_get_space(c)), c);
-      }
-    }
+    isl_set *ctxset = ast_context(&g, doms);
     isl_ast_build *build = isl_ast_build_from_context(ctxset);
     build = isl_ast_build_set_at_each_domain(build, at_domain, &g);
     tree = isl_ast_build_node_from_schedule_map(build, isl_union_map_copy(sched));

@@ -87,11 +87,15 @@ static harp_status scalar_to(harp_error *e, flow_exec *x, int s, tiny_dtype dt, 
   return HARP_OK;
 }
 
-/* A one-element tensor's value (where: the step, for the message). */
+/* A one-element tensor's value (where: the step, for the message).  The
+ * failure returns its code as a constant, not ut_fail's value, so that the
+ * compiler sees *v set on every HARP_OK path. */
 static harp_status scalar_of(harp_error *e, const ut_tensor *t, const char *where, const char *what, int64_t *v) {
-  if (ut_tensor_numel(t) != 1)
-    return ut_fail(e, HARP_E_INVALID_ARG, NULL, "%s: %s has %" PRId64 " elements at run time (it must have one)", where, what,
-                   ut_tensor_numel(t));
+  if (ut_tensor_numel(t) != 1) {
+    ut_fail(e, HARP_E_INVALID_ARG, NULL, "%s: %s has %" PRId64 " elements at run time (it must have one)", where, what,
+            ut_tensor_numel(t));
+    return HARP_E_INVALID_ARG;
+  }
   if (t->dtype == TINY_I32) *v = *(const int32_t *)t->data;
   else if (t->dtype == TINY_BOOL) *v = *(const uint8_t *)t->data != 0;
   else *v = ut_tensor_get(t, 0) != 0;

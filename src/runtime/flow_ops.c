@@ -41,11 +41,15 @@ static harp_status new_i32(harp_error *e, ut_tensor *t, int rank, const int64_t 
   return ut_tensor_alloc(e, t, TINY_I32, rank, shape);
 }
 
-/* A one-element input as a number (absent: dflt). */
+/* A one-element input as a number (absent: dflt).  The failure returns its
+ * code as a constant, not ut_fail's value, so that the compiler sees *v set
+ * on every HARP_OK path. */
 static harp_status scalar(harp_error *e, const ut_tensor *t, const char *where, const char *what, double dflt, double *v) {
   if (!t) return *v = dflt, HARP_OK;
-  if (ut_tensor_numel(t) != 1)
-    return ut_fail(e, HARP_E_INVALID_ARG, NULL, "%s: %s has %" PRId64 " elements (it must have one)", where, what, ut_tensor_numel(t));
+  if (ut_tensor_numel(t) != 1) {
+    ut_fail(e, HARP_E_INVALID_ARG, NULL, "%s: %s has %" PRId64 " elements (it must have one)", where, what, ut_tensor_numel(t));
+    return HARP_E_INVALID_ARG;
+  }
   *v = num(t, 0);
   return HARP_OK;
 }

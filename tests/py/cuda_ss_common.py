@@ -160,14 +160,16 @@ def box_corner(s, what, model, target, binding, opts):
     return d, json.load(open(os.path.join(d, "gpu.json")))["gpu"], open(os.path.join(d, "model.cu")).read()
 
 
-def at_bindings(s, rng, what, model, target, box, dhi, src_hi, names, bindings, short, tol):
+def at_bindings(s, rng, what, model, target, box, dhi, src_hi, names, bindings, short, tol, ref=None, sim=True):
     """Each binding b (a dict) of bindings inside box (the dump options):
-    the unit dumped at b is src_hi's text, and the corner hi's build (dhi;
-    its symbols names, derived ones computed at b) runs on the simulator at b against the interpreter
-    within tol (rtol and atol); short (b, sym): that binding with sym one
-    short must give another result (None: not checked)."""
+    the unit dumped at b is src_hi's text, and (sim) the corner hi's build
+    (dhi; its symbols names, derived ones computed at b) runs on the
+    simulator at b against the interpreter, or against ref(feeds) -> {output:
+    array} where given, within tol (rtol and atol); short (b, sym): that
+    binding with sym one short must give another result (None: not
+    checked)."""
     at = lambda b: [f"{k}={v}" for k, v in b.items()]
-    defs = derived_defs(model, bindings[0], box) if any(n not in bindings[0] for n in names) else {}
+    defs = derived_defs(model, bindings[0], box) if sim and any(n not in bindings[0] for n in names) else {}
     values = lambda b: {**b, **{k: eval(v, {}, dict(b)) for k, v in defs.items()}}  # with the derived symbols' (sspool)
     for b in bindings:
         w = f"{what} {at(b)}"
@@ -176,18 +178,25 @@ def at_bindings(s, rng, what, model, target, box, dhi, src_hi, names, bindings, 
         if p.returncode:
             continue
         s.check(f"{w}: the same CUDA C as at the corner hi", open(os.path.join(dv, "model.cu")).read() == src_hi)
+        if not sim:
+            continue
         feeds, outs = feeds_outs(dv, rng)
         got, err = cuda_sim.run(dhi, feeds, sv=[values(b)[n] for n in names], out_shapes=outs)
         s.check(f"{w}: the corner hi's build runs on the simulator", err is None, err)
-        q, e = run(model, feeds, at(b), backend="interp")
-        s.check(f"{w}: interpreter", q.returncode == 0, q.stderr)
-        for out, a in (got if q.returncode == 0 and got else {}).items():
-            ok, detail = close(a, np.load(os.path.join(e, f"{out}.npy")).astype(np.float64), tol, tol)
-            s.check(f"{w}: {out} vs interpreter", ok, detail)
-        if short and b is short[0]:  # must fail: one row of short[1] short
+        if ref:
+            want, against = ref(feeds), "the reference"
+        else:
+            q, e = run(model, feeds, at(b), backend="interp")
+            s.check(f"{w}: interpreter", q.returncode == 0, q.stderr)
+            want = {o: np.load(os.path.join(e, f"{o}.npy")).astype(np.float64) for o in outs} if q.returncode == 0 else None
+            against = "interpreter"
+        for out, a in (got if want is not None and got else {}).items():
+            ok, detail = close(a, want[out], tol, tol)
+            s.check(f"{w}: {out} vs {against}", ok, detail)
+        if short and b is short[0] and want is not None:  # must fail: one row of short[1] short
             bad, err = cuda_sim.run(dhi, feeds, sv=[values(b)[n] - (n == short[1]) for n in names], out_shapes=outs)
             s.check(f"{w}: {short[1]} one short gives another result", err is not None or not all(
-                close(a, np.load(os.path.join(e, f"{o}.npy")).astype(np.float64), tol, tol)[0] for o, a in bad.items()))
+                close(a, want[o], tol, tol)[0] for o, a in bad.items()))
 
 
 def derived_defs(model, at, opts):

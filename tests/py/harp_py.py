@@ -4,7 +4,8 @@ the test skipped (exit 77) when the build has no Python extension
 (nanobind missing, a sanitizer build); the real models in the cache.
 
 Needs: harp_test.py.  Gives: harp (the package), np, ort (or None),
-real_model(name) -> path or None, Suite, SRC, MODELS.
+real_model(name) -> path or None, Suite, SRC, MODELS, check_bindings (a
+ShapeSet session at bindings against the interpreter).
 """
 import os
 import sys
@@ -41,3 +42,22 @@ def real_model(name):
     except Exception as ex:  # no network, no such entry
         print(f"real model {name} not available: {ex}")
         return None
+
+
+def check_bindings(s, name, sess, path, at, ref_opts, feeds_of, agree):
+    """A ShapeSet session sess over model path at each binding b of at, every
+    output against the interpreter's (a session of ref_opts(b)) on the same
+    feeds feeds_of(ref, b); agree(got, want) -> (ok, detail) compares one
+    output.  Checks, per binding: that it runs, then each output."""
+    for b in at:
+        ref = harp.InferenceSession(path, ref_opts(b), providers=["interp"])
+        feeds = feeds_of(ref, b)
+        want = ref.run(None, feeds)
+        try:
+            got = sess.run(None, feeds)
+        except harp.HarpError as ex:
+            s.check(f"{name} at {b}: runs", False, str(ex)[:400])
+            continue
+        for k, (g, w) in enumerate(zip(got, want)):
+            ok, detail = agree(g, w)
+            s.check(f"{name} at {b}: output {k} vs the interpreter", ok, detail)

@@ -18,10 +18,9 @@ import tempfile
 
 import numpy as np
 
-import cuda_sim
-from cuda_ss_common import (NVCC_UNITS, NVCC_UNITS_90, at_bindings, box_corner, derived_defs, feeds_outs, finish, one_box,
-                            one_build, only, session_counts, start)
-from harp_test import MODELS, SRC, close
+from cuda_ss_common import (NVCC_UNITS, NVCC_UNITS_90, at_bindings, box_corner, derived_defs, finish, one_box, one_build, only,
+                            session_counts, start)
+from harp_test import MODELS, SRC
 
 
 # the transformer block (examples/transformer_block.harp) over the box a
@@ -142,27 +141,9 @@ def floordiv_rows(s, rng):
                     all(any(a["space"] == "sym" for a in l["args"]) for l in ghi["launches"]) and
                     sum(any(j in derived for j in (l.get("grid_x") or {}).get("syms", [])) for l in ghi["launches"]) >= 1,
                     str(ghi["launches"])[:2000])
-            for i, b in enumerate(at):
-                w = f"{what} {b}"
-                p, dv = cuda_sim.dump(model, target, [f"{k}={v}" for k, v in b.items()], extra=opts)
-                s.check(f"{w}: dump", p.returncode == 0, p.stderr)
-                if p.returncode:
-                    continue
-                s.check(f"{w}: the same CUDA C as at the corner hi", open(os.path.join(dv, "model.cu")).read() == src_hi)
-                if target == "sm90":
-                    continue  # sm90's generic kernels are sm80's text (the simulator's run: sm80's)
-                feeds, outs = feeds_outs(dv, rng)
-                sv = [values(b)[n] for n in names]
-                got, err = cuda_sim.run(dhi, feeds, sv=sv, out_shapes=outs)
-                s.check(f"{w}: the corner hi's build runs on the simulator", err is None, err)
-                want = ref(feeds["x"])
-                for out, a in (got or {}).items():
-                    ok, detail = close(a, want[out], 1e-6, 1e-6)
-                    s.check(f"{w}: {out} vs numpy", ok, detail)
-                if i == 1 and derived:  # must fail: the first derived size one short leaves rows unwritten (poison)
-                    bad, err = cuda_sim.run(dhi, feeds, sv=[v - (j == derived[0]) for j, v in enumerate(sv)], out_shapes=outs)
-                    s.check(f"{w}: a derived size one short gives another result", err is not None or not all(
-                        close(a, want[o], 1e-6, 1e-6)[0] for o, a in bad.items()))
+            short = (at[1], names[derived[0]]) if derived else None  # the first derived size one short leaves rows unwritten
+            at_bindings(s, rng, what, model, target, opts, dhi, src_hi, names, at, short, 1e-6, ref=lambda f: ref(f["x"]),
+                        sim=target == "sm80")  # sm90's generic kernels are sm80's text (the simulator's run: sm80's)
             if name == FLOORDIV_CASES[0][0]:  # one model's units through nvcc (its time is this test's most)
                 (NVCC_UNITS_90 if target == "sm90" else NVCC_UNITS).append((what, os.path.join(dhi, "model.cu")))
             binds = [",".join(f"{k}={v}" for k, v in b.items()) for b in at]
@@ -311,10 +292,7 @@ def cnn_hw_rows(s, rng):
             if target == "sm80":
                 at_bindings(s, rng, what, model, target, box, dhi, src_hi, names, at, (at[1], "W"), tol)
             else:  # sm90's convs are the SM80 template's text on sm90 plans (the simulator's run: sm80's)
-                for b in at[1:]:
-                    p, dv = cuda_sim.dump(model, target, [f"{k}={v}" for k, v in b.items()], extra=box)
-                    s.check(f"{what} {b}: the same CUDA C as at the corner hi", p.returncode == 0 and
-                            open(os.path.join(dv, "model.cu")).read() == src_hi, p.stderr)
+                at_bindings(s, rng, what, model, target, box, dhi, src_hi, names, at[1:], None, tol, sim=False)
             binds = [",".join(f"{k}={v}" for k, v in b.items()) for b in at]
             st, err = session_counts(s, f"{what} session", model, target, binds)
             one_build(s, f"{what} session", st, err)

@@ -200,6 +200,15 @@ refused("loop_dangling", raw_model(graph([mk("Loop", ["M", "", "v0"], ["v"], nam
         {"M": np.array(2, np.int64), "v0": x3}, "DanglingRef", ['"lp" (Loop) body', '"body_add"', "ghost"])
 refused("if_compile", fm.if_outer, {}, "Unsupported", ['(If)', "known only at run time", "harp run"], command="compile",
         extra=["--target", "cpu"])
+# a condition or trip count of two elements at run time (flow_exec.c's scalar_of): a clear error
+if_vec = raw_model(graph([mk("If", ["c"], ["y"], then_branch=one_out, else_branch=one_out, name="vec_if")],
+                         [vi("c", ["n"], B), vi("x", [3])], [vr("y", 1)]))
+refused("if_cond_2", if_vec, {"c": np.array([True, False]), "x": x3}, "InvalidArgument", ["the condition has 2 elements"])
+loop_vec = raw_model(graph([mk("Loop", ["M", "T", "a0"], ["acc", "scan", "prevs"], body=fm.gbody)],
+                           [vi("M", ["n"], I64), vi("xs", [40, 3]), vi("a0", [3])], [vi("acc", [3]), vr("scan", 2), vr("prevs", 2)],
+                           [init("T", np.array(True))]))
+refused("loop_trip_2", loop_vec, {"M": np.array([3, 4], np.int64), "xs": xs40, "a0": x3}, "InvalidArgument",
+        ["the trip count has 2 elements"])
 
 # ---- bench -------------------------------------------------------------------------------------------------
 p = ht.subprocess.run([ht.HARP, "bench", save(fm.loop_trip, "bench_loop"), "--backend", "interp", "--repeat", "3", "--warmup", "1",

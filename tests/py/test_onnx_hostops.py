@@ -188,4 +188,16 @@ p, d = ht.run(neg, {"b": boxes(3), "s": rng.random((1, 1, 3)).astype(np.float32)
 S.check("NonMaxSuppression iou_threshold 1.5 at run time: a clear error", p.returncode == 1 and "error[InvalidArgument]" in p.stderr
         and "iou_threshold" in p.stderr and 'node 0 "nms"' in p.stderr, p.stderr[-300:])
 S.check("... and no output", not [f for f in os.listdir(d) if not f.startswith("in_")], str(os.listdir(d)))
+# a K or a Range bound of two elements at run time (flow_ops.c's scalar): a clear error, no output
+kk = save(model([mk("TopK", ["x", "k"], ["v", "i"], axis=1, name="tk")], [vi("x", [4, 50]), vi("k", ["n"], I64)],
+                [vi("v", None, F32), vi("i", None, I64)], [], 17))
+p, d = ht.run(kk, {"x": rng.standard_normal((4, 50)).astype(np.float32), "k": np.array([3, 4], np.int32)})
+S.check("TopK of a two-element K at run time: a clear error", p.returncode == 1 and "error[InvalidArgument]" in p.stderr and
+        "K has 2 elements" in p.stderr, p.stderr[-300:])
+S.check("... and no output", not [f for f in os.listdir(d) if not f.startswith("in_")], str(os.listdir(d)))
+rr = save(model([mk("Range", ["a", "b", "dl"], ["r"], name="rg")], [vi("a", [], F32), vi("b", [], F32), vi("dl", ["n"], F32)],
+                [vi("r", None, F32)], [], 17))
+p, d = ht.run(rr, {"a": np.array(0, np.float32), "b": np.array(5, np.float32), "dl": np.array([1, 2], np.float32)})
+S.check("Range of a two-element delta at run time: a clear error", p.returncode == 1 and "error[InvalidArgument]" in p.stderr and
+        "delta has 2 elements" in p.stderr, p.stderr[-300:])
 S.close()

@@ -231,6 +231,9 @@ refused("TensorScatter write index past the cache", [mk("TensorScatter", ["x", "
         opset=24)
 refused("reduction name", [mk("ScatterND", ["x", "i", "u"], ["y"], reduction="avg", name="sn")],
         {"i": ints(0).reshape(1, 1), "u": np.ones((1, 5), np.float32)}, ["InvalidArgument", 'reduction "avg"'])
+refused("ScatterElements reduction name", [mk("ScatterElements", ["x", "i", "u"], ["y"], axis=1, reduction="avg", name="se")],
+        {"i": ints(0, 1).reshape(1, 2), "u": np.ones((1, 2), np.float32)},
+        ["InvalidArgument", 'node 0 "se" (ScatterElements)', 'reduction "avg"'])
 
 # ---- onnx's own node cases with the inputs harp needs at import made initializers --------------
 # (the node tests feed K, axis, depth, shape, image_shape and block_shape as

@@ -22,7 +22,7 @@ import re
 import tempfile
 import time
 
-from harp_py import SRC, Suite, harp, np
+from harp_py import SRC, Suite, check_bindings, harp, np
 
 s = Suite("shapeset_models")
 D = tempfile.mkdtemp()
@@ -170,24 +170,20 @@ def check_model(name, r):
         return
     s.check(f"{name}: compiles (the table says it does not: {r['expect']})", not want_error)
     rng = np.random.default_rng(25)
-    for b in r["at"]:
-        env = syms_at(r, b)
+
+    def ref_opts(b):
         shapes = onnx_shapes(path, b) if onnx_model else {}
-        ref = harp.InferenceSession(path, {"syms": {} if onnx_model else env, "progress": False,
-                                           "shapes": {k: tuple(v) for k, v in shapes.items()}}, providers=["interp"])
-        feeds = feeds_for(ref, rng, shapes)
-        want = ref.run(None, feeds)
-        try:
-            got = sess.run(None, feeds)
-        except harp.HarpError as ex:
-            s.check(f"{name} at {b}: runs", False, str(ex)[:400])
-            continue
-        for k, (g, w) in enumerate(zip(got, want)):
-            g32, w32 = np.asarray(g, np.float32), np.asarray(w, np.float32)
-            scale = 1 + (float(np.max(np.abs(w32))) if w32.size else 0)
-            ok = g32.shape == w32.shape and bool(np.all(np.abs(g32 - w32) <= r["tol"] * scale))
-            err = float(np.max(np.abs(g32 - w32))) if g32.shape == w32.shape and g32.size else -1
-            s.check(f"{name} at {b}: output {k} vs the interpreter", ok, f"shapes {g32.shape} {w32.shape}, max abs err {err}")
+        return {"syms": {} if onnx_model else syms_at(r, b), "progress": False, "shapes": {k: tuple(v) for k, v in shapes.items()}}
+
+    def agree(g, w):
+        g32, w32 = np.asarray(g, np.float32), np.asarray(w, np.float32)
+        scale = 1 + (float(np.max(np.abs(w32))) if w32.size else 0)
+        ok = g32.shape == w32.shape and bool(np.all(np.abs(g32 - w32) <= r["tol"] * scale))
+        err = float(np.max(np.abs(g32 - w32))) if g32.shape == w32.shape and g32.size else -1
+        return ok, f"shapes {g32.shape} {w32.shape}, max abs err {err}"
+
+    check_bindings(s, name, sess, path, r["at"], ref_opts,
+                   lambda ref, b: feeds_for(ref, rng, onnx_shapes(path, b) if onnx_model else {}), agree)
     objs, built, why = sess.shapeset_objects()
     if r["expect"] == ONE:  # a binding at 1 where a size 1 broadcasts differently compiles apart (the object serves 2..hi)
         apart = any(v == 1 for b in r["at"] for v in b.values())

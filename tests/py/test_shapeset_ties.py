@@ -105,7 +105,7 @@ def cpu_rows(s, rows=CPU_ROWS, path_of=model_path):
     """rows (CPU_ROWS') through Python sessions (harp.h's shapesets); path_of as learn_rows'."""
     try:
         sys.argv, argv = sys.argv[:1], sys.argv
-        from harp_py import harp
+        from harp_py import check_bindings, harp
     except SystemExit:
         print("no Python package: the CPU rows not checked")
         return
@@ -120,18 +120,9 @@ def cpu_rows(s, rows=CPU_ROWS, path_of=model_path):
         except harp.HarpError as ex:
             s.check(f"{name}: compiles over {box}", False, str(ex)[:400])
             continue
-        for b in at:
-            ref = harp.InferenceSession(path, {"syms": {**fixed, **b}, "progress": False}, providers=["interp"])
-            feeds = {i.name: rng.uniform(-2, 2, i.shape).astype(np.float32) for i in ref.get_inputs()}
-            want = ref.run(None, feeds)
-            try:
-                got = sess.run(None, feeds)
-            except harp.HarpError as ex:
-                s.check(f"{name} at {b}: runs", False, str(ex)[:400])
-                continue
-            for k, (g, w) in enumerate(zip(got, want)):
-                ok, detail = close(np.asarray(g), np.asarray(w, np.float64), 1e-6, 1e-6)
-                s.check(f"{name} at {b}: output {k} vs the interpreter", ok, detail)
+        check_bindings(s, name, sess, path, at, lambda b: {"syms": {**fixed, **b}, "progress": False},
+                       lambda ref, b: {i.name: rng.uniform(-2, 2, i.shape).astype(np.float32) for i in ref.get_inputs()},
+                       lambda g, w: close(np.asarray(g), np.asarray(w, np.float64), 1e-6, 1e-6))
         objs, built, why = sess.shapeset_objects()
         s.check(f"{name}: one object serves the box {box}", objs == 1 and why is None, f"{objs} object(s): {why}")
         if bad:

@@ -136,9 +136,15 @@ static inline void ref_attn(const cuda_attn_spec *s, const cu_buf *q, const cu_b
   free(sc);
 }
 
-/* Tiny semantics on floats, the way the interpreter computes them. */
+/* Tiny semantics on floats, the way the interpreter computes them.  A spec
+ * of no instruction, too many, or an op the reference lacks fails the test
+ * (fail_msg longjmps; the returns after it are for the compiler). */
 static inline float ref_ew_eval(const cuda_ew_spec *s, cu_buf *const *in, int64_t idx) {
   float v[CUDA_MAX_EW_INSTR];
+  if (s->ninstr < 1 || s->ninstr > CUDA_MAX_EW_INSTR) {
+    fail_msg("ew_eval: %d instructions (1 to %d)", s->ninstr, CUDA_MAX_EW_INSTR);
+    return NAN;
+  }
   for (int i = 0; i < s->ninstr; i++) {
     const cuda_ew_instr *I = &s->instr[i];
     float a = I->a >= 0 && I->a < i ? v[I->a] : 0, b = I->b >= 0 && I->b < i ? v[I->b] : 0,
@@ -166,7 +172,7 @@ static inline float ref_ew_eval(const cuda_ew_spec *s, cu_buf *const *in, int64_
     case TINY_RECIP: v[i] = 1.0f / a; break;
     case TINY_RELU: v[i] = a < 0 ? 0 : a; break;
     case TINY_CAST: v[i] = cu_round(I->dtype, a); break;
-    default: fail_msg("ew_eval: op %s not in the reference", tiny_op_name(I->op));
+    default: fail_msg("ew_eval: op %s not in the reference", tiny_op_name(I->op)); return NAN;
     }
   }
   return v[s->ninstr - 1];

@@ -29,7 +29,8 @@ static inline void rgt_load(rgt *t, const char *file, const char *const *syms) {
   } else {
     char path[1024];
     const char *root = getenv("HARP_SOURCE_DIR");
-    snprintf(path, sizeof path, "%s/tests/models/%s", root ? root : HARP_SOURCE_DIR, file);
+    if ((size_t)snprintf(path, sizeof path, "%s/tests/models/%s", root ? root : HARP_SOURCE_DIR, file) >= sizeof path)
+      fail_msg("the model path under %s is over %zu bytes", root ? root : HARP_SOURCE_DIR, sizeof path - 1);
     assert_ok(&t->e, tiny_load_file(&t->e, path, &t->g));
   }
   for (int i = 0; syms && syms[i]; i++) assert_ok(&t->e, tiny_symtab_parse_assign(&t->e, &t->syms, syms[i]));

@@ -31,22 +31,30 @@ static const char *fresh_cache(void) {
   return dir;
 }
 
+/* bytes of src into the block p (n bytes) at c's parameter "<kind><l>";
+ * a parameter that is missing or does not fit fails the test (fail_msg
+ * longjmps: the return after it is for the compiler). */
+static void put_param(unsigned char *p, size_t n, const harp_compiled *c, char kind, int l, const void *src, size_t bytes) {
+  char name[8];
+  snprintf(name, sizeof name, "%c%d", kind, l);
+  int64_t off = harp_param_offset(c, name);
+  if (off < 0 || (size_t)off + bytes > n) {
+    fail_msg("parameter %s at %lld of %zu bytes in a block of %zu", name, (long long)off, bytes, n);
+    return;
+  }
+  memcpy(p + off, src, bytes);
+}
+
 /* The parameter block of gemm_chain4.json for c: W0..W3 (D x D), b0..b3. */
 static unsigned char *chain_params(const harp_compiled *c, float w[4][D * D], float b[4][D]) {
   size_t n = harp_params_bytes(c);
   unsigned char *p = calloc(n + 1, 1);
+  assert_non_null(p);
   for (int l = 0; l < 4; l++) {
     for (int i = 0; i < D * D; i++) w[l][i] = (float)(((i * 7 + l * 13) % 23) - 11) / 40.0f;
     for (int i = 0; i < D; i++) b[l][i] = (float)((i * 5 + l) % 9 - 4) / 10.0f;
-    char name[8];
-    snprintf(name, sizeof name, "W%d", l);
-    int64_t off = harp_param_offset(c, name);
-    assert_true(off >= 0 && (size_t)off + sizeof w[l] <= n);
-    memcpy(p + off, w[l], sizeof w[l]);
-    snprintf(name, sizeof name, "b%d", l);
-    off = harp_param_offset(c, name);
-    assert_true(off >= 0 && (size_t)off + sizeof b[l] <= n);
-    memcpy(p + off, b[l], sizeof b[l]);
+    put_param(p, n, c, 'W', l, w[l], sizeof w[l]);
+    put_param(p, n, c, 'b', l, b[l], sizeof b[l]);
   }
   return p;
 }

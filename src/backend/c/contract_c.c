@@ -475,6 +475,25 @@ static harp_status gemm_plan_splitk(rc_ctx *c, int r, plan_use *pu, cgen_gemm_sp
   return cc_plan_splitk(c, r, pu, &s->tune.splitk, gemm_splitk_ok, s);
 }
 
+/* The GEMM template's operand layout in s from gm: the element types, the
+ * strides of A, B and C, the two batch axes and their strides, the number
+ * of epilogue steps. */
+static void gemm_spec_layout(cgen_gemm_spec *s, const ct_gemm *gm) {
+  s->a_dtype = gm->A.dtype;
+  s->b_dtype = gm->B.dtype;
+  s->c_dtype = gm->C.dtype;
+  s->a_sm = gm->a_sm, s->a_sk = gm->a_sk;
+  s->b_sk = gm->b_sk, s->b_sn = gm->b_sn;
+  s->c_sm = gm->c_sm, s->c_sn = gm->c_sn;
+  for (int i = 0; i < 2; i++) {
+    s->batch[i] = gm->batch[i];
+    s->a_sb[i] = gm->a_sb[i];
+    s->b_sb[i] = gm->b_sb[i];
+    s->c_sb[i] = gm->c_sb[i];
+  }
+  s->n_epi = gm->nepi;
+}
+
 harp_status cc_emit_gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_gemm *read, bool *handled,
                        const char **why, rc_packed *pk) {
   ct_gemm gm = *read;
@@ -502,19 +521,7 @@ harp_status cc_emit_gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
   double row_work = (double)gm.N * gm.K;
   if (m_rt && (double)gm.K * gm.N * tiny_dtype_size(gm.B.dtype) < SMALL_BYTES)
     s.m_small = (int64_t)ceil(SMALL_WORK / (row_work > 0 ? row_work : 1));
-  s.a_dtype = gm.A.dtype;
-  s.b_dtype = gm.B.dtype;
-  s.c_dtype = gm.C.dtype;
-  s.a_sm = gm.a_sm, s.a_sk = gm.a_sk;
-  s.b_sk = gm.b_sk, s.b_sn = gm.b_sn;
-  s.c_sm = gm.c_sm, s.c_sn = gm.c_sn;
-  for (int i = 0; i < 2; i++) {
-    s.batch[i] = gm.batch[i];
-    s.a_sb[i] = gm.a_sb[i];
-    s.b_sb[i] = gm.b_sb[i];
-    s.c_sb[i] = gm.c_sb[i];
-  }
-  s.n_epi = gm.nepi;
+  gemm_spec_layout(&s, &gm);
   if (!cc_epi_to_cgen(gm.epi, gm.nepi, s.epi)) DECLINE("an epilogue step the template has no form of");
   /* A a weight read as it is (a repacked or rounded A is a fresh copy each run) */
   s.prepack_a = gm.nrep == 0 && gm.a_round == TINY_FP32 && packs_once(c, r, gm.A.slot);
