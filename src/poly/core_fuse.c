@@ -167,17 +167,21 @@ harp_status poly_access_strides_via(harp_error *e, const poly_view *pv, const in
   int rank;
   if (last->acc[access].nfill || !shape_strides(pv, last->pub.access[access].tensor, ts, &rank) || !fits_int(ts, rank))
     return HARP_OK;
-  /* instances of path[0] with its reduced variables projected out */
-  isl_map *m = isl_map_identity(isl_space_map_from_set(isl_set_get_space(first->domain)));
-  m = isl_map_intersect_domain(m, isl_set_copy(first->domain));
+  /* instances of path[0] with its reduced variables projected out; past
+   * one edge, that edge's relation, whose domain lies in path[0]'s (a flow
+   * dependence is built on the producer's write, restricted to its domain):
+   * the identity on that domain composed with it is the relation itself */
+  isl_map *m = NULL;
   for (int i = 0; i + 1 < n; i++) {
     isl_map *d = edge_map(pv, path[i], path[i + 1]);
     if (!d) {
       isl_map_free(m);
       return HARP_OK;
     }
-    m = then(m, isl_map_copy(d));
+    m = m ? then(m, isl_map_copy(d)) : isl_map_copy(d);
   }
+  if (!m) m = isl_map_intersect_domain(isl_map_identity(isl_space_map_from_set(isl_set_get_space(first->domain))),
+                                       isl_set_copy(first->domain));
   m = then(m, isl_map_copy(last->acc[access].map));
   m = isl_map_project_out(m, isl_dim_in, (unsigned)first->pub.nout, (unsigned)(first->pub.nvars - first->pub.nout));
   isl_bool sv = m ? isl_map_is_single_valued(m) : isl_bool_error;
