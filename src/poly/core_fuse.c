@@ -158,6 +158,11 @@ static __isl_give isl_map *then(__isl_take isl_map *a, __isl_take isl_map *b) {
   return isl_map_apply_range(a, b);
 }
 
+/* The identity relation on the points of dom. */
+static __isl_give isl_map *identity_on(__isl_keep isl_set *dom) {
+  return isl_map_intersect_domain(isl_map_identity(isl_space_map_from_set(isl_set_get_space(dom))), isl_set_copy(dom));
+}
+
 harp_status poly_access_strides_via(harp_error *e, const poly_view *pv, const int *path, int n, int access,
                                   int64_t *strides, int64_t *offset, bool *affine) {
   *affine = false;
@@ -170,8 +175,10 @@ harp_status poly_access_strides_via(harp_error *e, const poly_view *pv, const in
   /* instances of path[0] with its reduced variables projected out; past
    * one edge, that edge's relation, whose domain lies in path[0]'s (a flow
    * dependence is built on the producer's write, restricted to its domain):
-   * the identity on that domain composed with it is the relation itself */
-  isl_map *m = NULL;
+   * the identity on that domain composed with it is the relation itself.
+   * Not so for an empty reduction, whose write covers its outputs
+   * (poly_blk.out_domain): the identity on its empty domain first. */
+  isl_map *m = first->out_domain ? identity_on(first->domain) : NULL;
   for (int i = 0; i + 1 < n; i++) {
     isl_map *d = edge_map(pv, path[i], path[i + 1]);
     if (!d) {
@@ -180,8 +187,7 @@ harp_status poly_access_strides_via(harp_error *e, const poly_view *pv, const in
     }
     m = m ? then(m, isl_map_copy(d)) : isl_map_copy(d);
   }
-  if (!m) m = isl_map_intersect_domain(isl_map_identity(isl_space_map_from_set(isl_set_get_space(first->domain))),
-                                       isl_set_copy(first->domain));
+  if (!m) m = identity_on(first->domain);
   m = then(m, isl_map_copy(last->acc[access].map));
   m = isl_map_project_out(m, isl_dim_in, (unsigned)first->pub.nout, (unsigned)(first->pub.nvars - first->pub.nout));
   isl_bool sv = m ? isl_map_is_single_valued(m) : isl_bool_error;
