@@ -132,7 +132,7 @@ static __isl_give isl_set *tensor_box(poly_view *pv, const poly_ast_opts *o, int
  * the one PAD it passes: the node's step map composed through the views up
  * to the PAD's input, into *out.  False where a passes no PAD or several,
  * is not b's node's own read, or a step does not compose. */
-static bool to_pad_input(poly_view *pv, const poly_blk *b, const poly_acc *a, ib_access *out) {
+static bool to_pad_input(poly_view *pv, const poly_blk *b, const poly_acc *a, ib_access *out, int *pad_node) {
   const tiny_graph *g = pv->g;
   int pad = -1;
   for (int i = 0; i < a->ib.nvia; i++) {
@@ -155,7 +155,35 @@ static bool to_pad_input(poly_view *pv, const poly_blk *b, const poly_acc *a, ib
     if (ib_compose(pv->ib, &env, &cur, &ib_get(pv->ib, cur.src)->in[0], &cur)) return false;
   }
   *out = cur;
+  *pad_node = pad;
   return !cur.non_affine;
+}
+
+/* The shift of PAD node pad's input indices where a pad before an axis is a
+ * ShapeSet symbol (a Concat's later piece, after 2 H): [i] -> [i + lo_now -
+ * hp_sv<k>] (the graph's access holds lo_now), in space sp (taken); NULL
+ * when no pad before an axis is a symbol (*none true) or on failure. */
+static __isl_give isl_map *pad_shift(poly_view *pv, const poly_ast_opts *o, int pad, __isl_take isl_space *sp, bool *none) {
+  const tiny_node *n = &pv->g->nodes[pad];
+  ut_str s;
+  ut_str_init(&s);
+  params_text(&s, o);
+  ut_str_puts(&s, "{ [");
+  for (int d = 0; d < n->a.pad.n; d++) ut_str_printf(&s, "%so%d", d ? ", " : "", d);
+  ut_str_puts(&s, "] -> [");
+  *none = true;
+  for (int d = 0; d < n->a.pad.n; d++) {
+    int i = -1;
+    for (int k = 0; n->a.pad.lo[d].sym && k < o->nsyms; k++)
+      if (!strcmp(n->a.pad.lo[d].sym, o->syms[k])) i = k;
+    if (i >= 0) ut_str_printf(&s, "%so%d + %lld - hp_sv%d", d ? ", " : "", d, (long long)o->sym_now[i], i), *none = false;
+    else ut_str_printf(&s, "%so%d", d ? ", " : "", d);
+  }
+  ut_str_puts(&s, "] }");
+  isl_map *m = *none || s.oom || isl_space_dim(sp, isl_dim_set) != n->a.pad.n ? NULL : isl_map_read_from_str(pv->ctx, s.buf);
+  ut_str_free(&s);
+  isl_space_free(sp);
+  return m;
 }
 
 /* Where padded access a of block b reads a real element, over the symbols:
@@ -165,9 +193,11 @@ static bool to_pad_input(poly_view *pv, const poly_blk *b, const poly_acc *a, ib
  * composed access's own guard reads the base (a CONST behind an EXPAND, say),
  * whose box knows no symbol. */
 static __isl_give isl_set *pad_guard(poly_view *pv, const poly_blk *b, const poly_acc *a, const poly_ast_opts *o,
-                                     __isl_keep isl_map *r) {
+                                     __isl_keep isl_map *r, isl_map **shift) {
+  *shift = NULL;
   ib_access q;
-  if (isl_map_dim(r, isl_dim_in) != b->pub.nvars || !to_pad_input(pv, b, a, &q)) return NULL;
+  int pad;
+  if (isl_map_dim(r, isl_dim_in) != b->pub.nvars || !to_pad_input(pv, b, a, &q, &pad)) return NULL;
   const ib_piece *read = NULL;
   for (int i = 0; i < q.npieces; i++) {
     if (q.pieces[i].fill) continue;
@@ -182,7 +212,21 @@ static __isl_give isl_set *pad_guard(poly_view *pv, const poly_blk *b, const pol
   isl_local_space_free(ls);
   isl_space *ran = isl_space_add_dims(isl_space_params(isl_space_copy(dom)), isl_dim_set, (unsigned)read->nmap);
   isl_multi_aff *f = isl_multi_aff_from_aff_list(isl_space_map_from_domain_and_range(dom, isl_space_copy(ran)), list);
+  bool none;
+  isl_map *sh = pad_shift(pv, o, pad, isl_space_copy(ran), &none);
+  if (!none && (!sh || q.src != a->ib.src)) { /* the source behind the PAD's input: its indices not shifted here */
+    isl_map_free(sh);
+    isl_space_free(ran);
+    isl_multi_aff_free(f);
+    return NULL;
+  }
   isl_set *box = tensor_box(pv, o, q.src, ran);
+  if (sh && box) { /* the input's box seen from the graph's indices: i + lo_now - hp_sv in it */
+    box = isl_set_align_params(box, isl_map_get_space(sh));
+    sh = isl_map_align_params(sh, isl_set_get_space(box));
+    box = isl_set_preimage_pw_multi_aff(box, isl_pw_multi_aff_from_map(isl_map_copy(sh)));
+  }
+  *shift = sh;
   if (!box || !f) {
     isl_set_free(box);
     isl_multi_aff_free(f);
@@ -213,15 +257,22 @@ __isl_give isl_map *poly_sym_access(poly_view *pv, const poly_blk *b, const poly
     r = isl_map_align_params(r, isl_set_get_space(pdom));
     r = isl_map_intersect_domain(r, isl_set_copy(pdom));
   }
-  isl_set *guard = r && a->nfill == 1 ? pad_guard(pv, b, a, o, r) : NULL;
+  isl_map *shift = NULL;
+  isl_set *guard = r && a->nfill == 1 ? pad_guard(pv, b, a, o, r, &shift) : NULL;
   if (guard) {
     r = isl_map_intersect_domain(r, guard);
+    if (shift && isl_map_has_tuple_id(r, isl_dim_out) == isl_bool_true) {
+      shift = isl_map_set_tuple_id(shift, isl_dim_in, isl_map_get_tuple_id(r, isl_dim_out));
+      shift = isl_map_set_tuple_id(shift, isl_dim_out, isl_map_get_tuple_id(r, isl_dim_out));
+    }
+    if (shift) r = isl_map_apply_range(isl_map_align_params(r, isl_map_get_space(shift)), shift), shift = NULL;
   } else if (r && a->nfill == 1) {
     isl_ctx_reset_error(pv->ctx);
     isl_set *box = tensor_box(pv, o, a->ib.src, isl_space_range(isl_map_get_space(r)));
     box = box ? isl_set_align_params(box, isl_map_get_space(r)) : NULL;
     r = box ? isl_map_intersect_range(r, box) : isl_map_free(r);
   }
+  isl_map_free(shift);
   if (r && !equal_now(pv->ctx, o, isl_map_copy(r), isl_map_copy(want))) r = isl_map_free(r);
   isl_map_free(want);
   if (!r) isl_ctx_reset_error(pv->ctx);

@@ -135,6 +135,8 @@ static harp_status infer_expand(tiny_ictx *c, tiny_node *n, const tiny_shape *in
   return HARP_OK;
 }
 
+static void pad_axis_name(tiny_ictx *c, const tiny_node *n, int i, tiny_dim *d);
+
 /* PAD: each axis grows by lo + hi >= 0; a padded side adds a piece. */
 static harp_status infer_pad(tiny_ictx *c, tiny_node *n, const tiny_shape *in, tiny_shape *out) {
   harp_error *e = c->e;
@@ -155,6 +157,7 @@ static harp_status infer_pad(tiny_ictx *c, tiny_node *n, const tiny_shape *in, t
     if (lo.n >= 0 && hi.n >= 0 && in->d[i].n >= 0) {
       out->d[i].n = in->d[i].n + lo.n + hi.n;
       if (out->d[i].n > TINY_MAX_DIM) return FAIL(HARP_E_LIMIT, "padded axis %d is too large", i);
+      pad_axis_name(c, n, i, &out->d[i]);
     }
   }
   return HARP_OK;
@@ -262,17 +265,48 @@ static bool form_add(form *f, const char *s, int64_t k) {
   return true;
 }
 
+/* f += k * x (an affine expression: constants, symbols, sums, products by
+ * a constant); a derived symbol of g with an affine definition is its
+ * definition (2 H, not ds_2_xH), so one sum has one name. */
+static bool form_expr(const tiny_graph *g, form *f, const tiny_expr *x, int64_t k, int depth) {
+  if (depth > 8 || k > 1000000 || k < -1000000) return false;
+  switch (x->k) {
+  case TX_CONST: return form_add(f, NULL, k * x->c);
+  case TX_SYM: {
+    int i = tiny_dsym_find(g, x->sym);
+    form t = *f;
+    if (i >= 0 && form_expr(g, &t, g->dsyms[i].def, k, depth + 1)) return *f = t, true;
+    return form_add(f, x->sym, k);
+  }
+  case TX_ADD: return form_expr(g, f, x->a, k, depth + 1) && form_expr(g, f, x->b, k, depth + 1);
+  case TX_MUL:
+    if (x->a->k == TX_CONST) return form_expr(g, f, x->b, k * x->a->c, depth + 1);
+    return x->b->k == TX_CONST && form_expr(g, f, x->a, k * x->b->c, depth + 1);
+  default: return false;
+  }
+}
+
+/* f += k * symbol s of g (a derived one by its affine definition). */
+static bool form_sym(const tiny_graph *g, form *f, const char *s, int64_t k) {
+  tiny_expr x = {.k = TX_SYM, .sym = s};
+  return form_expr(g, f, &x, k, 0);
+}
+
 /* f += k * (the arg dim d: its symbol, or its literal value). */
-static bool form_arg(form *f, tiny_dim d, int64_t k) { return d.sym ? form_add(f, d.sym, k) : d.n >= 0 && form_add(f, NULL, k * d.n); }
+static bool form_arg(const tiny_graph *g, form *f, tiny_dim d, int64_t k) {
+  return d.sym ? form_sym(g, f, d.sym, k) : d.n >= 0 && form_add(f, NULL, k * d.n);
+}
 
 /* f += axis a of node x of g: its symbol, or through a PAD its input's axis
  * and the pads; false where the axis has no name to go by. */
 static bool form_axis(const tiny_graph *g, int x, int a, form *f, int depth) {
   const tiny_node *n = &g->nodes[x];
-  if (n->shape.d[a].sym) return form_add(f, n->shape.d[a].sym, 1);
+  if (n->shape.d[a].sym) return form_sym(g, f, n->shape.d[a].sym, 1);
   if (n->op != TINY_PAD || depth > 8 || n->src[0].node < 0 || a >= n->a.pad.n) return false;
-  return form_arg(f, n->a.pad.lo[a], 1) && form_arg(f, n->a.pad.hi[a], 1) && form_axis(g, n->src[0].node, a, f, depth + 1);
+  return form_arg(g, f, n->a.pad.lo[a], 1) && form_arg(g, f, n->a.pad.hi[a], 1) && form_axis(g, n->src[0].node, a, f, depth + 1);
 }
+
+static void form_name(tiny_ictx *c, const form *f, int64_t s, tiny_dim *d);
 
 /* f as tiny_expr_parse text ("2*M + 1", "M - 3": unit coefficients and a
  * zero constant left out) into buf[cap]; false when it has no symbol. */
@@ -298,23 +332,41 @@ static bool form_text(const form *f, char *buf, size_t cap) {
 static void pool_count_name(tiny_ictx *c, tiny_node *n, int m, int D, tiny_dim *d) {
   const tiny_arg_pool *a = &n->a.pool;
   form f = {0};
-  char num[256], def[300];
   if (!c->syms || !c->syms->sym_broadcasts || d->n < 0 || n->src[0].node < 0 || a->dilation[m].sym || a->stride[m].sym) return;
-  int64_t s = a->stride[m].n, v;
-  if (!form_axis(c->g, n->src[0].node, D, &f, 0) || !form_arg(&f, a->kernel[m], -a->dilation[m].n) ||
-      !form_add(&f, NULL, a->dilation[m].n - 1 + (s == 1)) || !form_text(&f, num, sizeof num))
-    return;
+  int64_t s = a->stride[m].n;
+  if (form_axis(c->g, n->src[0].node, D, &f, 0) && form_arg(c->g, &f, a->kernel[m], -a->dilation[m].n) &&
+      form_add(&f, NULL, a->dilation[m].n - 1 + (s == 1)))
+    form_name(c, &f, s, d);
+}
+
+/* Dim *d (its value known) named after f floordiv s (s 1: f itself): the
+ * symbol f is, or a derived symbol of g (tiny_dsym_intern) whose value at
+ * c's symbols is d's; d unchanged where f has no symbol. */
+static void form_name(tiny_ictx *c, const form *f, int64_t s, tiny_dim *d) {
+  char num[256], def[300];
+  int64_t v;
+  if (!form_text(f, num, sizeof num)) return;
   int nz = 0, at = 0;
-  for (int i = 0; i < f.n; i++)
-    if (f.k[i]) nz++, at = i;
-  if (s == 1 && nz == 1 && f.k[at] == 1 && f.c == 0) { /* the count is a symbol already */
-    if (tiny_symtab_get(c->syms, f.sym[at], &v) && v == d->n) d->sym = f.sym[at];
+  for (int i = 0; i < f->n; i++)
+    if (f->k[i]) nz++, at = i;
+  if (s == 1 && nz == 1 && f->k[at] == 1 && f->c == 0) { /* the count is a symbol already */
+    if (tiny_symtab_get(c->syms, f->sym[at], &v) && v == d->n) d->sym = f->sym[at];
     return;
   }
   if (s == 1) snprintf(def, sizeof def, "%s", num);
   else snprintf(def, sizeof def, "(%s) floordiv %" PRId64 " + 1", num, s);
   int k = tiny_dsym_intern(c->g, def);
   if (k >= 0 && tiny_expr_eval(c->g->dsyms[k].def, NULL, c->syms, &v) && v == d->n) d->sym = c->g->dsyms[k].name;
+}
+
+/* Padded axis i of PAD n (its size in *d) named after its input's axis
+ * plus the pads (a Concat's 2 H + 1: ShapeSet preparations only), so a
+ * ShapeSet object's loops over it read it at run time. */
+static void pad_axis_name(tiny_ictx *c, const tiny_node *n, int i, tiny_dim *d) {
+  form f = {0};
+  if (c->syms && c->syms->sym_broadcasts && n->src[0].node >= 0 && form_axis(c->g, n->src[0].node, i, &f, 0) &&
+      form_arg(c->g, &f, n->a.pad.lo[i], 1) && form_arg(c->g, &f, n->a.pad.hi[i], 1))
+    form_name(c, &f, 1, d);
 }
 
 /* POOL window axis m over input axis D (size in *d): the window count into
