@@ -98,7 +98,7 @@ GPU_ROWS = [
      "ds_3_xH"),
     ("reshape_rows", [dict(R=16, H=8), dict(R=10, H=5), dict(R=14, H=7)], {"R": (9, 16), "H": (5, 8)}, dict(R=13, H=6), "H"),
     ("up2_cat", [dict(N=1, H=8, W=8, G=17, V=16), dict(N=1, H=5, W=6, G=11, V=12), dict(N=1, H=7, W=7, G=15, V=14)],
-     {"H": (5, 8), "W": (5, 8), "G": (9, 32), "V": (9, 16)}, dict(N=1, H=6, W=6, G=12, V=12), None),
+     {"H": (5, 8), "W": (5, 8), "G": (9, 32), "V": (9, 16)}, dict(N=1, H=6, W=6, G=12, V=12), "H"),
 ]
 
 
@@ -165,4 +165,5 @@ def main():
     s.close()
 
 
-main()
+if __name__ == "__main__":
+    main()
