@@ -306,7 +306,7 @@ static bool form_axis(const tiny_graph *g, int x, int a, form *f, int depth) {
   return form_arg(g, f, n->a.pad.lo[a], 1) && form_arg(g, f, n->a.pad.hi[a], 1) && form_axis(g, n->src[0].node, a, f, depth + 1);
 }
 
-static void form_name(tiny_ictx *c, const form *f, int64_t s, tiny_dim *d);
+static void form_name(tiny_ictx *c, const form *f, int64_t s, bool add, tiny_dim *d);
 
 /* f as tiny_expr_parse text ("2*M + 1", "M - 3": unit coefficients and a
  * zero constant left out) into buf[cap]; false when it has no symbol. */
@@ -336,13 +336,14 @@ static void pool_count_name(tiny_ictx *c, tiny_node *n, int m, int D, tiny_dim *
   int64_t s = a->stride[m].n;
   if (form_axis(c->g, n->src[0].node, D, &f, 0) && form_arg(c->g, &f, a->kernel[m], -a->dilation[m].n) &&
       form_add(&f, NULL, a->dilation[m].n - 1 + (s == 1)))
-    form_name(c, &f, s, d);
+    form_name(c, &f, s, true, d);
 }
 
 /* Dim *d (its value known) named after f floordiv s (s 1: f itself): the
- * symbol f is, or a derived symbol of g (tiny_dsym_intern) whose value at
- * c's symbols is d's; d unchanged where f has no symbol. */
-static void form_name(tiny_ictx *c, const form *f, int64_t s, tiny_dim *d) {
+ * symbol f is, or a derived symbol of g (tiny_dsym_intern; add false: one
+ * g has already) whose value at c's symbols is d's; d unchanged where f has
+ * no symbol. */
+static void form_name(tiny_ictx *c, const form *f, int64_t s, bool add, tiny_dim *d) {
   char num[256], def[300];
   int64_t v;
   if (!form_text(f, num, sizeof num)) return;
@@ -355,18 +356,21 @@ static void form_name(tiny_ictx *c, const form *f, int64_t s, tiny_dim *d) {
   }
   if (s == 1) snprintf(def, sizeof def, "%s", num);
   else snprintf(def, sizeof def, "(%s) floordiv %" PRId64 " + 1", num, s);
-  int k = tiny_dsym_intern(c->g, def);
+  char name[96];
+  tiny_dsym_name(def, name, sizeof name);
+  int k = add || tiny_dsym_find(c->g, name) >= 0 ? tiny_dsym_intern(c->g, def) : -1;
   if (k >= 0 && tiny_expr_eval(c->g->dsyms[k].def, NULL, c->syms, &v) && v == d->n) d->sym = c->g->dsyms[k].name;
 }
 
 /* Padded axis i of PAD n (its size in *d) named after its input's axis
- * plus the pads (a Concat's 2 H + 1: ShapeSet preparations only), so a
- * ShapeSet object's loops over it read it at run time. */
+ * plus the pads where g has that symbol already (a Concat's 2 H + 1, the
+ * frontend's: ShapeSet preparations only), so a ShapeSet object's loops
+ * over it read it at run time.  A padded conv input's H + 2 adds none. */
 static void pad_axis_name(tiny_ictx *c, const tiny_node *n, int i, tiny_dim *d) {
   form f = {0};
   if (c->syms && c->syms->sym_broadcasts && n->src[0].node >= 0 && form_axis(c->g, n->src[0].node, i, &f, 0) &&
       form_arg(c->g, &f, n->a.pad.lo[i], 1) && form_arg(c->g, &f, n->a.pad.hi[i], 1))
-    form_name(c, &f, 1, d);
+    form_name(c, &f, 1, false, d);
 }
 
 /* POOL window axis m over input axis D (size in *d): the window count into
