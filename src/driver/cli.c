@@ -428,10 +428,8 @@ harp_status cli_load_model(harp_error *e, cli_opts *o, bool need_inputs, cli_mod
   harp_status st = read_given(e, o, need_inputs, m, files);
   double t1 = ut_now_ms();
   if (!st && o->nshapesets && !(m->raw = tiny_write_json(m->g))) st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
-  m->syms.sym_broadcasts = o->nshapesets > 0; /* a box's preparation, as the session's (gpu_prepare_at): sizes named */
   if (!st) st = tiny_dsym_bind(e, m->g, &m->syms);
   if (!st) st = tiny_prepare(e, m->g, &m->syms, !need_inputs);
-  if (!st && o->nshapesets) st = tiny_dsym_bind(e, m->g, &m->syms); /* the ones the preparation named */
   m->load_ms = t1 - t0, m->normalize_ms = ut_now_ms() - t1;
   if (!st && need_inputs) st = fill_inputs(e, o, m, files);
   for (int k = 0; k < o->ninputs; k++) ut_tensor_free(&files[k]);

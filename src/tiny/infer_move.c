@@ -364,11 +364,12 @@ static void form_name(tiny_ictx *c, const form *f, int64_t s, bool add, tiny_dim
 
 /* Padded axis i of PAD n (its size in *d) named after its input's axis
  * plus the pads where g has that symbol already (a Concat's 2 H + 1, the
- * frontend's: ShapeSet preparations only), so a ShapeSet object's loops
- * over it read it at run time.  A padded conv input's H + 2 adds none. */
+ * frontend's, lowered for a ShapeSet), so a ShapeSet object's loops over
+ * it read it at run time.  A padded conv input's H + 2 adds none; a graph
+ * without derived symbols (a fixed-shape compile's) is left as it was. */
 static void pad_axis_name(tiny_ictx *c, const tiny_node *n, int i, tiny_dim *d) {
   form f = {0};
-  if (c->syms && c->syms->sym_broadcasts && n->src[0].node >= 0 && form_axis(c->g, n->src[0].node, i, &f, 0) &&
+  if (c->syms && c->g->ndsyms > 0 && n->src[0].node >= 0 && form_axis(c->g, n->src[0].node, i, &f, 0) &&
       form_arg(c->g, &f, n->a.pad.lo[i], 1) && form_arg(c->g, &f, n->a.pad.hi[i], 1))
     form_name(c, &f, 1, false, d);
 }
