@@ -18,8 +18,6 @@ each binding against the interpreter, and H one short gives another result.
 The units compile with nvcc for sm_80 and sm_90a where nvcc is here.
 Skips (77) without g++."""
 import os
-import shutil
-import subprocess
 import sys
 import tempfile
 import warnings
@@ -27,6 +25,7 @@ import warnings
 import numpy as np
 
 import cuda_sim
+from cuda_ss_common import nvcc_compiles
 from harp_test import Suite
 from test_shapeset_ties_more import box_corner, box_opts, gpu_row, model_path
 
@@ -35,21 +34,15 @@ BOX = {"H": (5, 8), "W": (5, 8), "G": (9, 32), "V": (9, 16)}
 
 
 def nvcc_units(s):
-    """The box's units (its corner hi) compile with nvcc for sm_80 and sm_90a."""
-    nvcc = shutil.which("nvcc")
-    if not nvcc:
-        print("no nvcc: the units not compiled")
-        return
+    """The box's units (its corner hi) compile with nvcc for sm_80 and sm_90a (cuda_ss_common.nvcc_compiles)."""
     model, _ = model_path("up2_cat")
-    for target, arch in (("sm80", "sm_80"), ("sm90", "sm_90a")):
+    for target, arch in (("sm80", "80"), ("sm90", "90a")):
         _, _, src = box_corner(s, f"up2_cat ({target})", model, target, B3[0], box_opts(BOX))
         if src is None:
             continue
-        d = tempfile.mkdtemp(prefix="harp_cat_nvcc_")
-        open(os.path.join(d, "m.cu"), "w").write(src)
-        p = subprocess.run([nvcc, "-c", f"-arch={arch}", "-o", os.path.join(d, "m.o"), os.path.join(d, "m.cu")],
-                           capture_output=True, text=True, timeout=600)
-        s.check(f"up2_cat ({target}): nvcc compiles the box's unit for {arch}", p.returncode == 0, p.stderr[-600:])
+        path = os.path.join(tempfile.mkdtemp(prefix="harp_cat_nvcc_"), "model.cu")
+        open(path, "w").write(src)
+        nvcc_compiles(s, [(f"up2_cat ({target})", path)], (arch,))
 
 
 def main():

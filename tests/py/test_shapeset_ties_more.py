@@ -90,8 +90,8 @@ CPU_ROWS = [
 
 # model, three bindings (the first its ShapeSet class's corner hi; the tied symbol in two classes: two clusters
 # before), the dump's box (every binding inside it), a binding breaking the tie, the size one short of which must
-# give another result on the simulator (None: one cluster checked only: up2_cat's concat builds per binding, a
-# kernel printing its grid)
+# give another result on the simulator (None: one cluster checked only; up2_cat's concat is one build since ss2:
+# test_shapeset_concat_box.py)
 GPU_ROWS = [
     ("up3", [dict(H=8, G=24), dict(H=5, G=15), dict(H=7, G=21)], {"H": (5, 8), "G": (9, 32)}, dict(H=6, G=19), "H"),
     ("uneven", [dict(H=16, G=24), dict(H=10, G=15), dict(H=12, G=18)], {"H": (9, 16), "G": (9, 32)}, dict(H=11, G=16),
