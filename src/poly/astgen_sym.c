@@ -10,7 +10,8 @@
  * rebuilt on that domain (a padded read with one pad value: its real
  * elements are the points where f lies in the read tensor's box, each
  * symbolic axis bounded by its parameter; behind a PAD, the box of the PAD's
- * input, the access composed that far).  Every such set and map is
+ * input, the access composed that far; a pad before an axis that is a
+ * symbol shifts the guard and the read by lo_now - hp_sv<i>).  Every such set and map is
  * checked against the graph's own at sym_now; where one differs, or cannot
  * be built, the caller keeps the numbers (the ShapeSet's corner check then
  * compiles per binding).

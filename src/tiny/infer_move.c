@@ -1,7 +1,8 @@
 /* infer_move.c — shape inference of the movement uops (views), one rule per
  * op (seed 001 §3).
  * Needs: tiny_int.h (the inference context, dim resolution), dsym.c
- * (tiny_dsym_intern: a ShapeSet's window counts named).
+ * (tiny_dsym_intern: a ShapeSet's window counts named; a PAD's padded
+ * axis named by a derived symbol the graph has: a concat's 2 H + 1).
  * Gives: tiny_infer_move: node->shape, dtype and pieces of a view. */
 #include <inttypes.h>
 #include <stdio.h>
