@@ -260,11 +260,6 @@ typedef struct ct_map_op {
   tiny_dtype to; /* CAST: its target (FP16 / BF16 round, FP32 keeps the value) */
   ct_map_arg a, b;
 } ct_map_op;
-typedef struct ct_map_in {
-  ct_tensor t;
-  bool bcast; /* one element per row */
-  int64_t ostride[CT_MAP_MAX_OUTER];
-} ct_map_in;
 /* A size as a sum of sizes of the graph (a map piece's extent or start
  * along its cut axis, contract_cut.c): lit + sum coef[i] * term[i], each
  * term a symbol (its value here tval[i]); value: the sum at this binding. */
@@ -275,6 +270,17 @@ typedef struct ct_size {
   int64_t coef[CT_SIZE_MAX_TERMS], tval[CT_SIZE_MAX_TERMS];
   const char *term[CT_SIZE_MAX_TERMS]; /* the graph's symbol names */
 } ct_size;
+typedef struct ct_map_in {
+  ct_tensor t;
+  bool bcast; /* one element per row */
+  int64_t ostride[CT_MAP_MAX_OUTER];
+  /* a piece whose bounds are sizes (ct_map.cut_known): t.offset is
+   * (cut_lo - cut_off) times the stride of t's axis cut_axis, cut_off a
+   * sum of sizes where that axis' index 0 lies in y (ct_cut_origins: an
+   * addend of y at 0, a PAD's input at its low amount); -1: not known so */
+  int cut_axis;
+  ct_size cut_off;
+} ct_map_in;
 typedef struct ct_map {
   int nouter;
   int64_t outer[CT_MAP_MAX_OUTER], cols;
@@ -322,6 +328,15 @@ int ct_region_block(const ct_src *s, const rg_region *R, int node);
  * graph, where every cut is a bound of a PAD along that axis (a concat's
  * pieces) or of y; false when one is not (contract_cut.c). */
 bool ct_cut_sizes(const ct_src *s, const rg_region *R, int var, const int64_t *cut, int ncut, ct_size *lo, ct_size *len);
+/* Where tensor `node` is reached following y's axis var back through R as
+ * ct_cut_sizes does (PADs, permutes, reshapes keeping the axis whole,
+ * elementwise ops point for point): each arrival's axis of node (axis[i])
+ * and where in y that axis' index 0 lies (off[i], a sum of sizes: index =
+ * y's index - off), distinct ones, at most max; -1 when there are more or
+ * the walk was cut short (contract_cut.c). */
+int ct_cut_origins(const ct_src *s, const rg_region *R, int var, int node, int *axis, ct_size *off, int max);
+/* Whether a and b are the same sum (their terms in any order). */
+bool ct_size_same(const ct_size *a, const ct_size *b);
 
 /* ---- reductions and elementwise chains (contract_ewise.c) ---------------------
  * The GPU's simple kernels: a single reduction of a strided buffer, viewed

@@ -1,7 +1,7 @@
 /* contract_cut.c — a map's pieces' extents and starts as sizes of the graph.
  * Needs: the Tiny graph (shapes: sizes with the symbols they equal; PAD's
  * amounts), the region's blocks (contract_map.c's ct_region_block).
- * Gives: ct_cut_sizes (contract.h).
+ * Gives: ct_cut_sizes, ct_cut_origins, ct_size_same (contract.h).
  *
  * ct_map_cuts finds where a region's output is cut into slabs (the pieces)
  * as numbers at the binding.  A ShapeSet object prints each piece's row
@@ -15,7 +15,11 @@
  * real elements at off + lo and off + lo + n (off: where the PAD's output
  * starts in y, lo its low amount, n its input's size), each a sum of
  * sizes that name their symbols.  A cut that is such a bound takes its
- * sum; a piece's extent is the difference of its two cuts. */
+ * sum; a piece's extent is the difference of its two cuts.  The same walk
+ * says where a tensor of the region is reached along the cut axis (its
+ * axis, and the offset in y where its index 0 lies: a PAD's input at the
+ * PAD's low amount, an addend of y at 0), so a ShapeSet object can read it
+ * at the run-time position (ct_cut_origins, contract_gmap.c). */
 #include <string.h>
 
 #include "kernel/contract.h"
@@ -24,6 +28,7 @@
 
 #define MAX_BOUNDS 32
 #define MAX_DEPTH 24
+#define MAX_REACH 8 /* ct_cut_origins: the arrivals at a node kept */
 #define MAX_VISITS 512 /* a region reading a value twice at every step: no exponential walk */
 
 typedef struct bound {
@@ -36,6 +41,11 @@ typedef struct cut_walk {
   const rg_region *R;
   bound b[MAX_BOUNDS];
   int nb, visits;
+  int want;   /* ct_cut_origins: the node whose arrivals are kept (-1: none) */
+  int nreach; /* its arrivals: the axis, where its index 0 lies in y */
+  int raxis[MAX_REACH];
+  ct_size roff[MAX_REACH];
+  bool lost; /* the walk was cut short, or an arrival not kept */
 } cut_walk;
 
 /* The value of a PAD amount d: its number, or the size of a dim of g that
@@ -52,6 +62,22 @@ static bool dim_value(const tiny_graph *g, tiny_dim d, tiny_dim *out) {
         return true;
       }
   return false;
+}
+
+/* The coefficient of symbol sym in a (0: none). */
+static int64_t size_coef(const ct_size *a, const char *sym) {
+  int64_t c = 0;
+  for (int i = 0; i < a->nterm; i++) c += strcmp(a->term[i], sym) ? 0 : a->coef[i];
+  return c;
+}
+
+bool ct_size_same(const ct_size *a, const ct_size *b) {
+  if (a->lit != b->lit) return false;
+  for (int i = 0; i < a->nterm; i++)
+    if (size_coef(a, a->term[i]) != size_coef(b, a->term[i])) return false;
+  for (int i = 0; i < b->nterm; i++)
+    if (size_coef(a, b->term[i]) != size_coef(b, b->term[i])) return false;
+  return true;
 }
 
 /* a + coef * d into *out (terms merged by symbol, constants summed); false when too many terms */
@@ -113,7 +139,17 @@ static int reshape_axis(const tiny_shape *out, const tiny_shape *in, int axis) {
 static void walk(cut_walk *w, int node, int axis, const ct_size *off, int depth) {
   const tiny_graph *g = w->s->g;
   const tiny_node *n = &g->nodes[node];
-  if (depth > MAX_DEPTH || ++w->visits > MAX_VISITS || axis < 0 || axis >= n->shape.rank) return;
+  if (depth > MAX_DEPTH || ++w->visits > MAX_VISITS) {
+    w->lost = true;
+    return;
+  }
+  if (axis < 0 || axis >= n->shape.rank) return;
+  if (node == w->want) { /* an arrival: kept once per axis and offset */
+    int i = 0;
+    while (i < w->nreach && !(w->raxis[i] == axis && ct_size_same(&w->roff[i], off))) i++;
+    if (i == w->nreach && w->nreach < MAX_REACH) w->raxis[w->nreach] = axis, w->roff[w->nreach++] = *off;
+    else if (i == w->nreach) w->lost = true;
+  }
   bool in_region = ct_region_block(w->s, w->R, node) >= 0;
   tiny_class cl = tiny_op_class(n->op);
   if (n->op == TINY_PAD && n->a.pad.n == n->shape.rank && n->nsrc == 1 && n->src[0].node >= 0) {
@@ -147,7 +183,7 @@ bool ct_cut_sizes(const ct_src *s, const rg_region *R, int var, const int64_t *c
   const poly_block_info *last = poly_block(s->pv, R->blocks[R->nblocks - 1]);
   const tiny_shape *ys = &s->g->nodes[last->node].shape;
   if (var < 0 || var >= ys->rank || last->nvars != ys->rank || ncut < 2 || ncut > CT_MAP_MAX_PIECES + 1) return false;
-  cut_walk w = {s, R, {{0}}, 0, 0};
+  cut_walk w = {.s = s, .R = R, .want = -1};
   ct_size zero = {0}, full;
   if (!size_add(&zero, 1, ys->d[var], &full)) return false;
   add_bound(&w, &zero);
@@ -165,4 +201,15 @@ bool ct_cut_sizes(const ct_src *s, const rg_region *R, int var, const int64_t *c
     lo[k] = *at[k];
   }
   return true;
+}
+
+int ct_cut_origins(const ct_src *s, const rg_region *R, int var, int node, int *axis, ct_size *off, int max) {
+  const poly_block_info *last = poly_block(s->pv, R->blocks[R->nblocks - 1]);
+  if (var < 0 || var >= s->g->nodes[last->node].shape.rank) return -1;
+  cut_walk w = {.s = s, .R = R, .want = node};
+  ct_size zero = {0};
+  walk(&w, last->node, var, &zero, 0);
+  int n = w.lost || w.nreach > max ? -1 : w.nreach;
+  for (int i = 0; i < n; i++) axis[i] = w.raxis[i], off[i] = w.roff[i];
+  return n;
 }

@@ -8,7 +8,13 @@
  * per-channel gate computed on the way all read so.
  * Only fp32 values: the kernel printing this (gmap_c.c) computes in float
  * with scalar C the compiler vectorises.
- * Needs: the Poly-View (poly_chain_quasi), the Function, ct_map_cuts and ct_cut_sizes.
+ * A concat's piece along a symbolic axis: its bounds as sizes
+ * (ct_cut_sizes), and where each input's index along the cut axis starts
+ * (ct_cut_origins: an addend of y at 0, the piece's own input at its
+ * PAD's low amount), so the printer reads neither as a number of the
+ * binding; a piece one row long reads its inputs there as constants,
+ * which that gives back their form.
+ * Needs: the Poly-View (poly_chain_quasi), the Function, ct_map_cuts, ct_cut_sizes, ct_cut_origins.
  * Gives: ct_read_gmap (gmap.h). */
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +47,7 @@ static int add_input(ct_gmap_piece *g, const ct_tensor *t, const poly_qaxis *ax,
   if (g->nin >= CT_MAP_MAX_IN) return -1;
   g->in[g->nin].t = *t;
   g->in[g->nin].rank = rank;
+  g->in[g->nin].cut_axis = -1;
   memcpy(g->in[g->nin].ax, ax, sizeof(poly_qaxis) * (size_t)rank);
   return g->nin++;
 }
@@ -118,6 +125,39 @@ static int gp_op(gp_ctx *p, int bi) {
   return p->out->nops++;
 }
 
+/* Whether q, an input's index on the slab lo..hi of variable var (of nv),
+ * is var's coordinate minus off: coefficient 1 on var, none on the
+ * others, no division, constant -off; or, the slab one row long, the
+ * constant lo - off (the row folded it). */
+static bool origin_fits(const poly_qaxis *q, int nv, int var, int64_t lo, int64_t hi, int64_t off) {
+  if (q->ndiv) return false;
+  for (int v = 0; v < nv; v++)
+    if (v != var && q->coef[v]) return false;
+  return (q->coef[var] == 1 && q->c0 == -off) || (lo == hi && !q->coef[var] && q->c0 == lo - off);
+}
+
+/* Piece pc's inputs read along y's cut axis var at the coordinate minus a
+ * sum of sizes (ct_cut_origins; the one arrival fitting the reading, the
+ * tensor read once in the piece): that axis and sum into the input, its
+ * index made var's coordinate minus the sum again where a piece one row
+ * long folded it to a constant. */
+static void read_origins(const ct_src *s, const rg_region *R, int nv, int var, ct_gmap_piece *pc) {
+  for (int k = 0; k < pc->nin; k++) {
+    ct_gmap_in *in = &pc->in[k];
+    int twice = 0, ax[4], pick = -1, fits = 0;
+    ct_size off[4];
+    for (int j = 0; j < pc->nin; j++) twice += pc->in[j].t.node == in->t.node;
+    int n = twice == 1 ? ct_cut_origins(s, R, var, in->t.node, ax, off, 4) : -1;
+    for (int i = 0; i < n; i++)
+      if (ax[i] < in->rank && origin_fits(&in->ax[ax[i]], nv, var, pc->lo, pc->hi, off[i].value)) pick = i, fits++;
+    if (fits != 1) continue;
+    in->cut_axis = ax[pick];
+    in->cut_off = off[pick];
+    in->ax[ax[pick]].coef[var] = 1;
+    in->ax[ax[pick]].c0 = -off[pick].value;
+  }
+}
+
 #define DECLINE(msg) \
   do {               \
     *why = (msg);    \
@@ -181,7 +221,9 @@ bool ct_read_gmap(const ct_src *s, int kernel, bool (*ok)(tiny_op op), ct_gmap *
   free(p);
   ct_size clo[CT_MAP_MAX_PIECES], clen[CT_MAP_MAX_PIECES];
   if (out->npiece > 1 && ct_cut_sizes(s, R, out->var, cut, ncut, clo, clen))
-    for (int k = 0; k < out->npiece; k++)
+    for (int k = 0; k < out->npiece; k++) {
       out->piece[k].cut_known = true, out->piece[k].cut_lo = clo[k], out->piece[k].cut_len = clen[k];
+      read_origins(s, R, out->nv, out->var, &out->piece[k]);
+    }
   return true;
 }

@@ -361,6 +361,30 @@ bool ct_map_cuts(const ct_src *s, const rg_region *R, int *var, int64_t *cut, in
   return true;
 }
 
+/* Piece m's inputs whose offset is their start along y's cut axis var:
+ * (the piece's start - where the axis' index 0 lies in y, ct_cut_origins)
+ * times the axis' stride in the tensor, for the one arrival that fits,
+ * the tensor read once in the piece; that axis and sum into the input
+ * (ct_map_in.cut_axis, -1 for the others). */
+static void piece_origins(const ct_src *s, const rg_region *R, int var, ct_map *m) {
+  for (int k = 0; k < m->nin; k++) {
+    ct_map_in *in = &m->in[k];
+    const tiny_shape *ts = &s->g->nodes[in->t.node].shape;
+    int twice = 0, ax[4], fits = 0, pick = -1;
+    ct_size off[4];
+    in->cut_axis = -1;
+    for (int j = 0; j < m->nin; j++) twice += m->in[j].t.node == in->t.node;
+    int n = twice == 1 ? ct_cut_origins(s, R, var, in->t.node, ax, off, 4) : -1;
+    for (int i = 0; i < n; i++) {
+      int64_t stride = 1;
+      for (int d = ax[i] + 1; d < ts->rank; d++) stride *= ts->d[d].n;
+      if (ax[i] < ts->rank && m->cut_lo.value >= off[i].value && in->t.offset == (m->cut_lo.value - off[i].value) * stride)
+        pick = i, fits++;
+    }
+    if (fits == 1) in->cut_axis = ax[pick], in->cut_off = off[pick];
+  }
+}
+
 static bool read_pieces(const ct_src *s, int kernel, bool (*ok_op)(tiny_op op), ct_map_set *out, const char **why) {
   const fn_kernel *K = &s->f->kernels[kernel];
   const rg_region *R = &s->f->part->regions[K->region];
@@ -421,6 +445,7 @@ static bool read_pieces(const ct_src *s, int kernel, bool (*ok_op)(tiny_op op), 
     for (int k = 0; k < npiece; k++) {
       ct_map *m = &out->piece[k];
       m->cut_known = true, m->cut_axis = var, m->cut_lo = clo[k], m->cut_len = clen[k];
+      piece_origins(s, R, var, m);
     }
   return true;
 }

@@ -17,6 +17,12 @@ typedef struct ct_gmap_in {
   ct_tensor t; /* offset 0: the indices carry any offset */
   int rank;
   poly_qaxis ax[TINY_MAX_RANK];
+  /* a concat's piece (cut_known): the axis read at y's cut coordinate
+   * minus cut_off, a sum of sizes (an addend of y: 0; the piece's own
+   * input: the PAD's low amount), where ct_cut_origins finds it so
+   * (ax[cut_axis] is then that index at this binding); -1: not known */
+  int cut_axis;
+  ct_size cut_off;
 } ct_gmap_in;
 
 /* One slab of y (lo <= x_var <= hi of the set's var, the rest whole):

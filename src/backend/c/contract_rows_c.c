@@ -289,6 +289,30 @@ static bool offset_expr(const rc_ctx *c, const tiny_shape *s, int64_t off, char 
   return found;
 }
 
+/* Input k's offset in ShapeSet piece mp where it is its start along the
+ * cut axis (ct_map_in.cut_axis): (the piece's start - where the axis'
+ * index 0 lies in y) times the axis' stride, as an expression into buf
+ * (160 bytes); false where none is, or it names no symbol that moves. */
+static bool cut_offset_expr(const rc_ctx *c, int r, const ct_map *mp, int k, char *buf) {
+  const ct_map_in *in = &mp->in[k];
+  const tiny_shape *s = rc_slot_shape(c, r, in->t.slot), *ts = &c->g->nodes[in->t.node].shape;
+  int a = in->cut_axis;
+  if (!mp->cut_known || a < 0 || !s || s->rank != ts->rank || a >= s->rank || ct_size_same(&mp->cut_lo, &in->cut_off)) return false;
+  int64_t stride = 1;
+  for (int d = 0; d < s->rank; d++)
+    if (s->d[d].n != ts->d[d].n) return false;
+    else if (d > a) stride *= s->d[d].n;
+  char lo[160], off[160], st[160];
+  bool x = rc_sum_expr(c, &mp->cut_lo, lo);
+  if (!x) snprintf(lo, sizeof lo, "%" PRId64 "L", mp->cut_lo.value);
+  bool xo = rc_sum_expr(c, &in->cut_off, off);
+  if (!xo) snprintf(off, sizeof off, "%" PRId64 "L", in->cut_off.value);
+  bool xs = a + 1 < s->rank && rc_size_expr(c, s, a + 1, s->rank, stride, st, sizeof st);
+  if (!xs) snprintf(st, sizeof st, "%" PRId64 "L", stride);
+  int w = snprintf(buf, 160, "(%s - %s) * %s", lo, off, st);
+  return (x || xo || xs) && w > 0 && w < 160;
+}
+
 /* A ShapeSet object's piece mp of a slab along y's axis mp->cut_axis whose
  * bounds are sizes of the graph (ct_map.cut_known, a concat's pieces): its
  * row length (the slab's extent times y's dims inside it) or its outer
@@ -347,8 +371,9 @@ static void map_walk_exprs(const rc_ctx *c, int r, const ct_map *mp, const tiny_
       d1 = d0;
     }
   }
-  for (int k = 0; k < mp->nin; k++)
-    if (offset_expr(c, rc_slot_shape(c, r, mp->in[k].t.slot), mp->in[k].t.offset, x[nx])) s->in[k].offset_expr = x[nx++];
+  for (int k = 0; k < mp->nin; k++) /* a concat's piece: from its start along the cut axis; else a whole number of inner dims */
+    if (cut_offset_expr(c, r, mp, k, x[nx]) || offset_expr(c, rc_slot_shape(c, r, mp->in[k].t.slot), mp->in[k].t.offset, x[nx]))
+      s->in[k].offset_expr = x[nx++];
   if (mp->ystrided && !s->y_offset_expr && offset_expr(c, ys, mp->y.offset, x[nx])) s->y_offset_expr = x[nx++];
   for (int d = 0; d < mp->nouter; d++) {
     for (int k = 0; k < mp->nin; k++) {

@@ -47,6 +47,8 @@ typedef struct gm {
   int64_t stc[CT_MAP_MAX_IN][TINY_MAX_RANK];  /* the stride when a constant, else -1 */
   int D;
   char rt_lo[160], rt_len[160]; /* the piece's start and extent along the cut axis read at run time, else "" */
+  char rt_off[CT_MAP_MAX_IN][160]; /* an input's cut_off read at run time (cx->o[k]) where it is not the piece's start, else "" */
+  bool any_off;                    /* some piece reads a cx->o */
 } gm;
 
 static int64_t gcd64(int64_t a, int64_t b) { return b ? gcd64(b, a % b) : a; }
@@ -96,6 +98,14 @@ static bool gm_psizes(const rc_ctx *c, int r, gm *m, bool *any) {
   else m->rt_len[0] = 0;
   if (pc->cut_known && pc->lo > 0 && rc_sum_expr(c, &pc->cut_lo, m->rt_lo)) *any = true;
   else m->rt_lo[0] = 0;
+  for (int k = 0; k < pc->nin && k < CT_MAP_MAX_IN; k++) { /* an input starting elsewhere than the piece, at a run-time position */
+    const ct_gmap_in *in = &pc->in[k];
+    m->rt_off[k][0] = 0;
+    if (m->rt_lo[0] && in->cut_axis >= 0 && !ct_size_same(&in->cut_off, &pc->cut_lo) &&
+        rc_sum_expr(c, &in->cut_off, m->rt_off[k]))
+      m->any_off = true;
+    else m->rt_off[k][0] = 0;
+  }
   return true;
 }
 
@@ -106,24 +116,49 @@ static void gm_term(ut_str *o, const gm *m, int k, int a, int64_t v, int64_t *li
   else ut_str_printf(o, " + %" PRId64 "L * cx->s[%d][%d]", v, k, a);
 }
 
+/* How input k's index along axis a counts from a run-time position: its
+ * text (" - 1L * cx->lo") into ix and the position at this binding into
+ * *at, or false (*at 0) where it holds no run-time position.  Where the
+ * piece starts at a run-time cx->lo (a concat's piece along a symbolic
+ * axis), an index along the cut axis known to count from the piece's
+ * start (cut_off the piece's, ct_cut_origins) or from another run-time
+ * position (cx->o[k]) counts from that; one known to count from a constant
+ * (an addend of y: 0) is y's coordinate, as it is.  Not known: an index
+ * that steps with the cut coordinate counts from the piece's start (an
+ * index i_var / d: its start divided, as it is). */
+static bool gm_from(ut_str *ix, const gm *m, int k, int a, int64_t *at) {
+  const ct_gmap_in *in = &m->pc->in[k];
+  const poly_qaxis *q = &in->ax[a];
+  int64_t coef = q->coef[m->g->var];
+  *at = 0;
+  if (!m->rt_lo[0] || !coef) return false;
+  if (in->cut_axis == a && m->rt_off[k][0]) {
+    *at = coef * in->cut_off.value;
+    ut_str_printf(ix, " - %" PRId64 "L * cx->o[%d]", coef, k);
+    return true;
+  }
+  if (in->cut_axis == a && !ct_size_same(&in->cut_off, &m->pc->cut_lo)) return false;
+  for (int i = 0; i < q->ndiv; i++)
+    if (q->dvar[i] == m->g->var) return false;
+  *at = coef * m->pc->lo;
+  ut_str_printf(ix, " - %" PRId64 "L * cx->lo", coef);
+  return true;
+}
+
 /* Input k's row start: its indices over the outer coordinates i0.. (y's
- * axes but the last) times its strides.  Where the piece starts at a
- * run-time cx->lo (a concat's piece along a symbolic axis), an index that
- * steps with the cut coordinate counts from that start: its constant at
- * this binding, c0 + coef * lo, is the input's offset in the piece (0 for
- * the piece that is the input), not where the piece lies in y. */
+ * axes but the last) times its strides, each counted from its run-time
+ * position along the cut axis where it has one (gm_from: its constant at
+ * this binding, c0 + the position, is then the input's offset from it). */
 static void gm_row_start(ut_str *o, const gm *m, int k) {
   const ct_gmap_in *in = &m->pc->in[k];
   int64_t lit = 0;
   ut_str_printf(o, "    const float *p%d = x%d", k, k);
   for (int a = 0; a < in->rank; a++) {
     const poly_qaxis *q = &in->ax[a];
-    int64_t c0 = q->c0;
+    int64_t c0 = q->c0, at;
     ut_str ix;
     ut_str_init(&ix);
-    bool from_lo = m->rt_lo[0] && q->coef[m->g->var] != 0;
-    for (int i = 0; i < q->ndiv; i++) from_lo &= q->dvar[i] != m->g->var; /* i_var / d: the piece's start divided, as it is */
-    if (from_lo) c0 += q->coef[m->g->var] * m->pc->lo, ut_str_printf(&ix, " - %" PRId64 "L * cx->lo", q->coef[m->g->var]);
+    if (gm_from(&ix, m, k, a, &at)) c0 += at;
     for (int v = 0; v + 1 < m->g->nv; v++)
       if (q->coef[v]) ut_str_printf(&ix, " + %" PRId64 "L * i%d", q->coef[v], v);
     for (int i = 0; i < q->ndiv; i++)
@@ -262,6 +297,8 @@ static void gm_run_piece(ut_str *o, const gm *m, const char *fn, int kp) {
   }
   if (m->rt_lo[0]) ut_str_printf(o, "  cx.lo = %s;\n", m->rt_lo);
   for (int k = 0; k < pc->nin; k++)
+    if (m->rt_off[k][0]) ut_str_printf(o, "  cx.o[%d] = %s;\n", k, m->rt_off[k]);
+  for (int k = 0; k < pc->nin; k++)
     for (int a = 0; a < pc->in[k].rank; a++)
       if (m->stc[k][a] < 0) ut_str_printf(o, "  cx.s[%d][%d] = %s;\n", k, a, m->st[k][a]);
   ut_str_puts(o, "  cx.rows = 1");
@@ -291,8 +328,10 @@ harp_status cc_try_gmap(rc_ctx *c, int r, const char *fn, ut_str *out, bool *han
   if (ok && any) { /* some size moves: this kernel, else the loop nest as before */
     ut_str_printf(out, "/* ---- %s: a map over run-time sizes in %d piece(s), read through floor divisions (ShapeSet) ---- */\n",
                   fn, g->npiece);
-    ut_str_printf(out, "typedef struct { void *const *bufs; long rows, chunk, lo, e[%d], f[%d], s[%d][%d]; } %s_gx;\n", g->nv, g->nv,
-                  CT_MAP_MAX_IN, TINY_MAX_RANK, fn);
+    char offs[32] = ""; /* the inputs' run-time positions, where a piece reads one */
+    if (m->any_off) snprintf(offs, sizeof offs, ", o[%d]", CT_MAP_MAX_IN);
+    ut_str_printf(out, "typedef struct { void *const *bufs; long rows, chunk, lo, e[%d], f[%d], s[%d][%d]%s; } %s_gx;\n", g->nv, g->nv,
+                  CT_MAP_MAX_IN, TINY_MAX_RANK, offs, fn);
     ut_str_puts(out, body.buf);
     ut_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n  %s_gx cx;\n  cx.bufs = bufs;\n", fn, fn);
     for (int v = 0; v < g->nv; v++) ut_str_printf(out, "  cx.f[%d] = %s;\n", v, m->ext[v]);
