@@ -358,6 +358,14 @@ typedef struct plan_machine {
  * kernel on m (NULL: uncalibrated), at every larger size too; 0: never
  * (cost_cpu.c).  A ShapeSet object's conv chooses so per binding. */
 int64_t plan_cpu_winograd_min_pixels(const plan_machine *m, tiny_dtype in, int64_t k);
+/* The same for a weight that is no parameter (w_per_call elements: output
+ * x input channels x 9), whose filter transform Winograd runs every call
+ * (plan_cpu_wino_filter_s, for the tile cgen_conv_wino_tile gives ow output
+ * columns): from where the direct kernel's time (its FLOPs at the
+ * calibrated rate, else at 0.8 of m's peak) times 1 - 1/speed-up passes
+ * the transform's.  As plan_cpu_winograd_min_pixels where m is NULL or
+ * w_per_call 0. */
+int64_t plan_cpu_winograd_min_pixels_w(const plan_machine *m, tiny_dtype in, int64_t k, int64_t w_per_call, int64_t ow);
 
 /* A100-SXM4-80GB (sm80) and H100-SXM5-80GB (sm90): the figures and their
  * sources are in src/plan/machine.c.  NULL for PLAN_ARCH_CPU. */

@@ -3,7 +3,7 @@
  * figures (plan_calib, docs/plan.md §19).
  * Needs: plan_calib_rate (calib.c), cpu_winograd_speedup's factors and
  * plan_cache_miss (cost.c), the direct conv kernel's model (cost_dconv.c).
- * Gives: plan_cpu_time, plan_cpu_wino_filter_s, plan_cpu_winograd_min_pixels.
+ * Gives: plan_cpu_time, plan_cpu_wino_filter_s, plan_cpu_winograd_min_pixels(_w).
  *
  * The template as the model sees it (cgen_gemm_variant.c, cg_mm_resolve_tile; gemm_time):
  *   - the plan's warp tile is the register micro-tile MR x NR, its tile
@@ -367,20 +367,55 @@ static double wino_speedup_at(const plan_machine *m, tiny_dtype in, int64_t px, 
   return measured > 0 ? measured : plan_cpu_winograd_speedup(&r, &g);
 }
 
+/* What Winograd gains at a size: its speed-up there (wino_speedup_at),
+ * and, for a weight transformed every call, the direct kernel's seconds a
+ * pixel (direct_s_px) against the transform's (filter_s). */
+typedef struct wino_gain {
+  const plan_machine *m;
+  tiny_dtype in;
+  int64_t k;
+  double direct_s_px, filter_s;
+} wino_gain;
+
+/* Whether Winograd is faster at px output pixels: sped up, by more than
+ * the filter transform costs. */
+static bool wino_pays_at(const wino_gain *w, int64_t px) {
+  double sp = wino_speedup_at(w->m, w->in, px, w->k);
+  return sp > 1 && w->direct_s_px * (double)px * (1 - 1 / sp) > w->filter_s;
+}
+
 /* The fewest output pixels from which Winograd is faster (over a 5% grid,
  * the last step bisected to the pixel), at every larger grid point too. */
-int64_t plan_cpu_winograd_min_pixels(const plan_machine *m, tiny_dtype in, int64_t k) {
+static int64_t min_pixels(const wino_gain *w) {
   int64_t first = 0, below = 0, prev = 0;
   for (double x = 16; x < (double)(1 << 24); x *= 1.05) {
     int64_t px = (int64_t)x;
-    if (wino_speedup_at(m, in, px, k) <= 1) first = 0;
+    if (!wino_pays_at(w, px)) first = 0;
     else if (!first) first = px, below = prev;
     prev = px;
   }
   while (first && first - below > 1) { /* pays at first, not at below */
     int64_t mid = below + (first - below) / 2;
-    if (wino_speedup_at(m, in, mid, k) > 1) first = mid;
+    if (wino_pays_at(w, mid)) first = mid;
     else below = mid;
   }
   return first;
+}
+
+int64_t plan_cpu_winograd_min_pixels(const plan_machine *m, tiny_dtype in, int64_t k) {
+  wino_gain w = {m, in, k, 1, 0};
+  return min_pixels(&w);
+}
+
+int64_t plan_cpu_winograd_min_pixels_w(const plan_machine *m, tiny_dtype in, int64_t k, int64_t w_per_call, int64_t ow) {
+  if (!m || m->arch != PLAN_ARCH_CPU || w_per_call <= 0) return plan_cpu_winograd_min_pixels(m, in, k);
+  plan_region_info r;
+  memset(&r, 0, sizeof r);
+  r.pattern = PLAN_PAT_CONV, r.conv_kh = r.conv_kw = 3, r.conv_ow = ow, r.conv_w_per_call = w_per_call;
+  const plan_calib *c = &m->calib;
+  /* the direct kernel: 2 w_per_call FLOPs a pixel, at the calibrated rate (plan_cpu_time's) or 0.8 of the peak (cost.c's) */
+  double rate = c->valid && c->nmk > 0 ? best_rate(c) * 1e9 * DIRECT_EFF * UT_MAX(m->sm_count, 1) : plan_machine_peak(m, in) * 0.8;
+  if (rate <= 0) return plan_cpu_winograd_min_pixels(m, in, k);
+  wino_gain w = {m, in, k, 2.0 * (double)w_per_call / rate, plan_cpu_wino_filter_s(&r, NULL, m)};
+  return min_pixels(&w);
 }

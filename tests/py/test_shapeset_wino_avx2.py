@@ -25,12 +25,14 @@ and the kernels it ran against the rule computed here at the package's
 threshold, and that against the kernel a package specialised to the
 binding (`harp compile --sym`) runs (its model.c's Winograd comment); the
 AVX-512 and scalar variants' outputs against onnxruntime too.
-Known divergence (the threshold's, shared with the AVX-512 variant): a
-weight the package transforms per call (winp) costs the specialised plan
-the filter transform (plan_cpu_wino_filter_s), which wino_min_px leaves out,
-so below ~3000 to 6000 pixels the specialised package stays off Winograd
-where the ShapeSet takes it; checked here only where the specialised runs
-Winograd (the same tile), the others printed."""
+A weight the package transforms per call (winp) costs the specialised
+plan the filter transform (plan_cpu_wino_filter_s); the package's threshold
+counts it too (plan_cpu_winograd_min_pixels_w, by the tile's points: the
+package's "oh_ * ow_ >= (ow_ < 8 || (ow_ >= 27 && ow_ <= 52) ? F2 : F4)"),
+so its kernel is the specialised package's at every binding: 40x60 flips
+to the implicit GEMM (before, with res's threshold: F(4x4), where the
+specialised ran the implicit GEMM), and 64x48 (F(2x2)'s columns, between
+the two thresholds) runs F(2x2).  res's threshold is one number, as before."""
 import os
 import re
 import shutil
@@ -54,7 +56,8 @@ from onnx_models import init, mk, model, vi  # noqa: E402
 s = Suite("shapeset_wino_avx2")
 D = tempfile.mkdtemp()
 BOX = {"N": (1, 2), "H": (6, 64), "W": (6, 160)}
-BINDINGS = [(1, 12, 12), (2, 40, 60), (1, 17, 63), (1, 64, 20), (1, 20, 54), (1, 30, 40), (2, 7, 150), (2, 64, 160)]
+BINDINGS = [(1, 12, 12), (2, 40, 60), (1, 17, 63), (1, 64, 20), (1, 20, 54), (1, 30, 40), (2, 7, 150), (2, 64, 160),
+            (1, 64, 48)]
 
 
 def res_model(rng):
@@ -84,8 +87,9 @@ def specialised_kernel(path, N, H, W):
 
 
 def kernel_of(h, w, thr):
-    """The kernel the specialised AVX2 compile runs at output size h x w (pad 1: the input's)."""
-    if h * w < thr:
+    """The kernel the specialised AVX2 compile runs at output size h x w (pad 1: the input's); thr: the package's
+    threshold, or (F(2x2)'s, F(4x4)'s) where its filter is transformed per call (by the cost model's tile rule)."""
+    if h * w < (thr if isinstance(thr, int) else thr[0] if w < 8 or 27 <= w <= 52 else thr[1]):
         return "g"
     if h < 8 or w < 8:
         return "w2"
@@ -102,7 +106,7 @@ def probe(src):
 
 
 rng = np.random.default_rng(2525)
-kinds = set()
+kinds, flips, res_thr = set(), set(), None
 for name, m, wshape in [("res", res_model(rng), None), ("winp", winp_model(), (24, 32, 3, 3))]:
     path, pkg = os.path.join(D, name + ".onnx"), os.path.join(D, "pkg_" + name)
     onnx.save(m, path)
@@ -116,10 +120,14 @@ for name, m, wshape in [("res", res_model(rng), None), ("winp", winp_model(), (2
         continue
     src = open(os.path.join(pkg, "model.c")).read()
     thr = [int(t) for t in re.findall(r"if \(oh_ \* ow_ >= (\d+)L\)", src)]
+    thr += [(int(a), int(b)) for a, b in re.findall(r"if \(oh_ \* ow_ >= \(ow_ < 8 \|\| \(ow_ >= 27 && ow_ <= 52\) \? (\d+)L : (\d+)L\)\)", src)]
+    s.check(f"{name}: {'per tile (its filter per call)' if wshape else 'one number'}",
+            all(isinstance(t, tuple) == bool(wshape) for t in thr), f"thresholds {thr}")
     s.check(f"{name}: the convs choose Winograd per binding", len(thr) >= 2, f"thresholds {thr}")
     if not thr:
         continue
     s.check(f"{name}: one threshold for every conv", len(set(thr)) == 1, f"thresholds {thr}")
+    res_thr = thr[0] if name == "res" else res_thr
     probed, n = probe(src)
     nconv = 2 if name == "res" else 1
     s.check(f"{name}: the AVX2 conv holds the implicit GEMM, F(4x4) and F(2x2)", n == 3 * nconv, f"{n} AVX2 kernel entries")
@@ -136,13 +144,9 @@ for name, m, wshape in [("res", res_model(rng), None), ("winp", winp_model(), (2
         want = ref.run(None, feeds)[0]
         k, fix = kernel_of(H, W, thr[0]), specialised_kernel(path, N, H, W)
         at = f"N={N} H={H} W={W}"
-        if wt is None:
-            s.check(f"{name} {at}: the rule picks the specialised package's kernel {fix}", k == fix, f"the rule: {k} (threshold {thr[0]})")
-        else:  # a weight packed per call: the specialised plan adds the filter transform's time, the threshold does not
-            s.check(f"{name} {at}: where the specialised package runs Winograd, the same tile", fix == "g" or k == fix,
-                    f"the rule: {k}, specialised: {fix}")
-            if k != fix:
-                print(f"known: {name} {at}: the ShapeSet runs {k}, the specialised package {fix} (its filter transform per call)")
+        s.check(f"{name} {at}: the rule picks the specialised package's kernel {fix}", k == fix, f"the rule: {k} (threshold {thr[0]})")
+        if wt is not None:  # the filter per call: with res's one threshold, Winograd from its pixels
+            flips.add((at, kernel_of(H, W, res_thr) != k, kernel_of(H, W, thr[0][1]) != k))
         kinds.add(k)
         for isa, env, flag in ISAS:
             if not host_has(flag):
@@ -165,5 +169,9 @@ for name, m, wshape in [("res", res_model(rng), None), ("winp", winp_model(), (2
             got = np.load(os.path.join(d, "outputs", "y.npy"))
             s.check(f"{name} {at} {isa} vs onnxruntime", *close(got, want, 2e-3, 2e-3))
 s.check("the bindings take every AVX2 kernel", kinds == {"g", "w4", "w2"}, str(sorted(kinds)))
+s.check("winp: a binding where the filter's cost flips the choice from res's threshold (40x60)",
+        any(f[0] == "N=2 H=40 W=60" and f[1] for f in flips), str(sorted(flips)))
+s.check("winp: one where F(2x2)'s threshold, not F(4x4)'s, decides (64x48)", any(f[0] == "N=1 H=64 W=48" and f[2] for f in flips),
+        str(sorted(flips)))
 shutil.rmtree(D, ignore_errors=True)
 s.close()

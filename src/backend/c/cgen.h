@@ -240,6 +240,10 @@ typedef struct cgen_conv_spec {
                                        cgen_conv_wino_tile's rule says at that binding), fewer the
                                        direct kernel (AVX-512) or the implicit GEMM (AVX2): those
                                        variants hold both (cgen_wino_rt.c) */
+  int64_t wino_min_px_f2;           /* 0, or (a weight transformed every call: the transform's cost
+                                       differs by tile) wino_min_px is F(4x4)'s threshold and this
+                                       F(2x2)'s, where the cost model's rule gives the binding's
+                                       columns F(2x2): fewer than 8, or 27 to 52 */
 } cgen_conv_spec;
 
 void cgen_conv_spec_init(cgen_conv_spec *s, int64_t n, int64_t c, int64_t h, int64_t w, int64_t oc,

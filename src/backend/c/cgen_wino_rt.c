@@ -20,7 +20,9 @@
  *   _w2   Winograd F(2x2,3x3), the same;
  * and $P_run computes the binding's output size and picks one by the rules
  * the specialised compile applies to that size (one emitter for both,
- * emit_choose): Winograd from s->wino_min_px output pixels, its tile by
+ * emit_choose): Winograd from s->wino_min_px output pixels (a weight
+ * transformed every call: by the tile the cost model counts for the
+ * binding's columns, s->wino_min_px_f2 for F(2x2)), its tile by
  * cgen_conv_wino_tile's rule, on AVX-512 rows of tiles from 14 tiles a row
  * (wn_plan's rule), F(2x2) where that rule would gather (fewer than 8
  * outputs a side) direct.  With a weight packed at model_init the packed
@@ -75,7 +77,11 @@ static void emit_choose(cg_out *o, const cgen_conv_spec *s, const rt_kernels *k,
   snprintf(nx, sizeof nx, "%ldL", (long)s->n), snprintf(hx, sizeof hx, "%ldL", (long)s->h), snprintf(wx, sizeof wx, "%ldL", (long)s->w);
   cg_emit(o, "  long oh_ = (%s) + %ldL, ow_ = (%s) + %ldL;\n", s->h_expr ? s->h_expr : hx, (long)(s->pad[0] + s->pad[2] - 2),
           s->w_expr ? s->w_expr : wx, (long)(s->pad[1] + s->pad[3] - 2));
-  cg_emit(o, "  if (oh_ * ow_ >= %ldL) { /* Winograd pays at this size (the cost model's threshold) */\n", (long)s->wino_min_px);
+  if (s->wino_min_px_f2 > 0) /* a filter transformed every call: its cost by the tile's points (the cost model's rule) */
+    cg_emit(o, "  if (oh_ * ow_ >= (ow_ < 8 || (ow_ >= 27 && ow_ <= 52) ? %ldL : %ldL)) { /* Winograd pays at this size, "
+               "its filter transformed per call (the cost model's thresholds, F(2x2)'s and F(4x4)'s) */\n",
+            (long)s->wino_min_px_f2, (long)s->wino_min_px);
+  else cg_emit(o, "  if (oh_ * ow_ >= %ldL) { /* Winograd pays at this size (the cost model's threshold) */\n", (long)s->wino_min_px);
   cg_emit(o, "    int m_ = oh_ < 8 || ow_ < 8 ? 2 : (ow_ + 3) / 4 < 14 && (ow_ + 1) / 2 >= 14 ? 2 : 4;\n");
   emit_pick(o, "    if (m_ == 4) ", 4, k->w4r, k->w4g, args4);
   if (!k->w2g) cg_emit(o, "    if ((ow_ + 1) / 2 >= 14) return $P%s_run(%s);\n", k->w2r, args2);

@@ -682,15 +682,27 @@ static bool conv_size_exprs(const rc_ctx *c, int r, const ct_conv *cv, cgen_conv
   return any;
 }
 
-/* A ShapeSet object's conv s (sizes at run time): s->wino_min_px from the
- * cost model on this machine (plan_cpu_winograd_min_pixels), where its
- * AVX-512 variant can hold both the direct kernel and Winograd
- * (cg_conv_rt_multi_ok); true when set. */
-static bool rt_wino_pays(const rc_ctx *c, cgen_conv_spec *s) {
+/* A ShapeSet object's conv s (sizes at run time) of kernel r, its weight
+ * slot w: s->wino_min_px from the cost model on this machine
+ * (plan_cpu_winograd_min_pixels), where its AVX-512 variant can hold both
+ * the direct kernel and Winograd (cg_conv_rt_multi_ok); a weight that is no
+ * parameter, transformed every call, by tile: F(4x4)'s there,
+ * s->wino_min_px_f2 F(2x2)'s (plan_cpu_winograd_min_pixels_w; a tile that
+ * never pays: a size no binding reaches).  True when set. */
+static bool rt_wino_pays(const rc_ctx *c, int r, int w, cgen_conv_spec *s) {
   const plan_machine *m = c->f->part->formed ? &c->f->part->formed->machine : NULL;
-  s->wino_min_px = plan_cpu_winograd_min_pixels(m, s->x_dtype, s->c / s->groups * s->kh * s->kw);
+  const fn_kernel *K = &c->f->kernels[r];
+  int64_t k = s->c / s->groups * s->kh * s->kw;
+  bool per_call = m && w >= 0 && w < K->nreads && c->f->buffers[K->reads[w]].kind != FN_PARAM;
+  s->wino_min_px = plan_cpu_winograd_min_pixels(m, s->x_dtype, k);
+  s->wino_min_px_f2 = 0;
+  if (per_call && s->wino_min_px > 0) { /* ow 64: F(4x4)'s points, 32: F(2x2)'s (cost_cpu.c wino_points_side) */
+    int64_t f4 = plan_cpu_winograd_min_pixels_w(m, s->x_dtype, k, s->oc * k, 64);
+    int64_t f2 = plan_cpu_winograd_min_pixels_w(m, s->x_dtype, k, s->oc * k, 32);
+    s->wino_min_px = f4 > 0 ? f4 : INT64_C(1) << 40, s->wino_min_px_f2 = f2 > 0 ? f2 : INT64_C(1) << 40;
+  }
   if (s->wino_min_px > 0 && cgen_conv_rt_multi_ok(s)) return true;
-  s->wino_min_px = 0;
+  s->wino_min_px = s->wino_min_px_f2 = 0;
   return false;
 }
 
@@ -728,7 +740,7 @@ harp_status cc_emit_conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
     pu.ch = NULL, pu.desc[0] = 0;
     rt_plan_choice *ch = cc_choice_of(c, r);
     /* Winograd where the cost model says it pays, chosen per binding */
-    bool wino = rs.tune.conv_algo == CGEN_CONV_AUTO && rt_wino_pays(c, &s);
+    bool wino = rs.tune.conv_algo == CGEN_CONV_AUTO && rt_wino_pays(c, r, cv.W.slot, &s);
     /* the batch alone at run time, the direct kernel: one image's constant-size kernel, per image */
     one_image = cc_conv_one_image(&s, &img);
     /* the implicit GEMM's variants (AVX2, scalar) take the plan's K block at

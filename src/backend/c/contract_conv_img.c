@@ -39,7 +39,7 @@ bool cc_conv_one_image(cgen_conv_spec *s, cc_conv_img *img) {
   snprintf(img->n, sizeof img->n, "%s", s->n_expr);
   img->x_stride = s->c * s->h * s->w, img->y_stride = s->oc * oh * ow;
   img->pixels = oh * ow;
-  s->n = 1, s->n_expr = NULL, s->wino_min_px = 0;
+  s->n = 1, s->n_expr = NULL, s->wino_min_px = s->wino_min_px_f2 = 0;
   return true;
 }
 
