@@ -17,7 +17,11 @@ object at three bindings, each output against the interpreter and numpy;
 a package of the box (`harp compile --shapeset`) prints the piece's start
 as a run-time symbol and, run by a driver at a binding, matches numpy,
 while the same buffers run with H one short, or with the symbol the
-piece's start reads one short, give another result.  CUDA (test_shapeset_ties_more.gpu_row): a
+piece's start reads one short, give another result.  Two concats cut
+at different sizes (two_cats: the map kernel, an input's offset from the
+piece's start, before `cx.ioff = 48L`; two_cats_up: the gather map, an
+input whose index 0 is at a run-time position other than the piece's
+start, cx->o) are one object each, against the interpreter and numpy.  CUDA (test_shapeset_ties_more.gpu_row): a
 session on the fake libcuda as an 8.0 and a 9.0 device over three bindings
 is one cluster, one build, no fallback; the box's unit is the same CUDA C at
 each binding and compiles with NVRTC; sm80's runs on the SIMT simulator at

@@ -29,10 +29,11 @@ A weight the package transforms per call (winp) costs the specialised
 plan the filter transform (plan_cpu_wino_filter_s); the package's threshold
 counts it too (plan_cpu_winograd_min_pixels_w, by the tile's points: the
 package's "oh_ * ow_ >= (ow_ < 8 || (ow_ >= 27 && ow_ <= 52) ? F2 : F4)"),
-so its kernel is the specialised package's at every binding: 40x60 flips
-to the implicit GEMM (before, with res's threshold: F(4x4), where the
-specialised ran the implicit GEMM), and 64x48 (F(2x2)'s columns, between
-the two thresholds) runs F(2x2).  res's threshold is one number, as before."""
+so its kernel is the specialised package's at every binding: those of
+1050 to 2400 pixels (17x63 ... 40x60) flip to the implicit GEMM (before,
+with res's one threshold: Winograd, where the specialised ran the implicit
+GEMM), and 64x48 (F(2x2)'s columns, between the two thresholds) runs
+F(2x2).  res's threshold is one number, as before."""
 import os
 import re
 import shutil
@@ -146,7 +147,8 @@ for name, m, wshape in [("res", res_model(rng), None), ("winp", winp_model(), (2
         at = f"N={N} H={H} W={W}"
         s.check(f"{name} {at}: the rule picks the specialised package's kernel {fix}", k == fix, f"the rule: {k} (threshold {thr[0]})")
         if wt is not None:  # the filter per call: with res's one threshold, Winograd from its pixels
-            flips.add((at, kernel_of(H, W, res_thr) != k, kernel_of(H, W, thr[0][1]) != k))
+            f4 = thr[0][1] if isinstance(thr[0], tuple) else thr[0]  # F(4x4)'s threshold alone
+            flips.add((at, kernel_of(H, W, res_thr) != k, kernel_of(H, W, f4) != k))
         kinds.add(k)
         for isa, env, flag in ISAS:
             if not host_has(flag):
