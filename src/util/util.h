@@ -100,6 +100,11 @@ static inline float ut_round_bf16(float f) { return ut_bf16_to_f32(ut_f32_to_bf1
 /* ---- files -------------------------------------------------------------- */
 /* Read a whole file (NUL-terminated).  Refuses files over max_bytes. */
 harp_status ut_read_file(harp_error *e, const char *path, size_t max_bytes, char **out, size_t *len);
+/* A whole file's bytes (not NUL-terminated): a regular file mapped
+ * read-only where the system can (*mapped), else read as ut_read_file
+ * does; ut_unmap_file(*out, *len, *mapped) releases either. */
+harp_status ut_map_file(harp_error *e, const char *path, size_t max_bytes, const char **out, size_t *len, bool *mapped);
+void ut_unmap_file(const char *p, size_t len, bool mapped);
 /* Write atomically: a temp file beside path, fsync'd, then rename. */
 harp_status ut_write_file_atomic(harp_error *e, const char *path, const void *data, size_t len);
 /* Run `cc FLAGS [extra] -fPIC -shared -o so c -lm -lpthread` (flags split on
