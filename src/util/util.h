@@ -26,6 +26,9 @@ char *ut_arena_strdup(ut_arena *a, const char *s);
 char *ut_arena_strndup(ut_arena *a, const char *s, size_t n);
 char *ut_arena_printf(ut_arena *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 size_t ut_arena_used(const ut_arena *a);
+/* Tests: forget that huge chunks were found slow (returns whether they
+ * were) and time their first touch against limit_ns (< 0: the default). */
+int ut_arena_huge_test(int64_t limit_ns);
 
 /* Fault injection for tests: the Nth allocation from now on (1-based, across
  * all arenas and ut_xmalloc) fails; 0 disables.  Process-wide on purpose: it
