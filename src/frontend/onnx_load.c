@@ -367,11 +367,12 @@ harp_status onnx_load_file(harp_error *e, const char *path, onnx_model *out) {
 
 harp_status ox_read_model(harp_error *e, const char *path, Onnx__ModelProto **mp, char **dir) {
   *mp = NULL, *dir = NULL;
-  char *buf = NULL;
+  const char *buf = NULL;
   size_t len = 0;
-  if (ut_read_file(e, path, MAX_MODEL_BYTES, &buf, &len)) return e->code;
+  bool mapped = false;
+  if (ut_map_file(e, path, MAX_MODEL_BYTES, &buf, &len, &mapped)) return e->code;
   harp_status st = unpack(e, buf, len, path, mp);
-  free(buf); /* the proto holds copies of its bytes: the file is not needed through the import */
+  ut_unmap_file(buf, len, mapped); /* the proto holds copies of its bytes: the file is not needed through the import */
   if (st) return st;
   /* external data is found beside the model */
   const char *slash = strrchr(path, '/');

@@ -5,12 +5,16 @@
  * chunks mapped on their own and offered to transparent huge pages, so
  * that a compile takes one page fault per 2 MiB instead of 512, and those
  * chunks, zero when mapped, are not cleared again; unless malloc holds
- * enough freed memory, whose pages are there already.
- * Needs: nothing.  Gives: ut_arena_*, ut_x*alloc (failing when fault.c says so), ut_release_free_memory. */
+ * enough freed memory, whose pages are there already, or one such chunk
+ * was slow to fault (a loaded VM: then malloc for the rest of the process).
+ * Needs: nothing.  Gives: ut_arena_* (ut_arena_huge_test for the tests), ut_x*alloc (failing when fault.c says so), ut_release_free_memory. */
 #include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #ifdef __GLIBC__ /* malloc_trim */
 #include <malloc.h>
 #endif
@@ -31,6 +35,14 @@ typedef struct chunk {
 #define SMALL_CHUNK ((size_t)64 * 1024)
 #define HUGE_PAGE ((size_t)2 * 1024 * 1024)
 #define HUGE_AFTER ((size_t)1024 * 1024) /* an arena's bytes before its chunks are huge */
+/* A huge chunk's first touch (one 2 MiB fault, clearing it) that takes more
+ * CPU than this marks huge pages slow for the process: 0.1-0.16 ms on a
+ * quiet machine, 512 faults of 4 KiB about 0.4 ms; on a loaded VM some
+ * took 5 ms (PP-OCRv4 det: 120 ms of its main thread's 380 in clear_page). */
+#define HUGE_SLOW_NS ((int64_t)600 * 1000)
+
+static int64_t huge_limit_ns = HUGE_SLOW_NS; /* the tests' ut_arena_huge_test */
+static _Atomic int huge_slow; /* 1: a huge chunk was slow to fault; malloc from then on */
 
 struct ut_arena {
   chunk *head;
@@ -89,16 +101,33 @@ static bool heap_has_room(void) {
 #endif
 }
 
+/* The calling thread's CPU time in ns (0 where there is no such clock). */
+static int64_t thread_cpu_ns(void) {
+#ifdef CLOCK_THREAD_CPUTIME_ID
+  struct timespec ts;
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0) return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+#endif
+  return 0;
+}
+
+int ut_arena_huge_test(int64_t limit_ns) {
+  int was = atomic_exchange_explicit(&huge_slow, 0, memory_order_relaxed);
+  huge_limit_ns = limit_ns < 0 ? HUGE_SLOW_NS : limit_ns;
+  return was;
+}
+
 /* A chunk with room for at least `size` bytes for arena a: malloc'd (64
  * KiB, or a block over 16 KiB alone) unless a is big (ut_arena_new_big),
- * past its first MiB, and the block small: then one 2 MiB page mapped at a 2 MiB
- * boundary and advised huge (Linux; mapped memory is zero, so such chunks
- * skip the clearing); NULL when out of memory.  Big blocks, and other
+ * past its first MiB, the block small and huge pages not found slow: then
+ * one 2 MiB page mapped at a 2 MiB boundary and advised huge (Linux; mapped
+ * memory is zero, so such chunks skip the clearing), its first touch timed
+ * (HUGE_SLOW_NS); NULL when out of memory.  Big blocks, and other
  * arenas, stay with malloc (which reuses memory freed before): with every
  * arena and block mapped, ResNet-50 took 4-7% more CPU to its first result. */
 static chunk *chunk_new(size_t size, const ut_arena *a) {
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
-  if (a->big && a->total >= HUGE_AFTER && size <= SMALL_CHUNK / 4 && !heap_has_room()) {
+  if (a->big && a->total >= HUGE_AFTER && size <= SMALL_CHUNK / 4 && !atomic_load_explicit(&huge_slow, memory_order_relaxed) &&
+      !heap_has_room()) {
     unsigned char *p = mmap(NULL, 2 * HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p != MAP_FAILED) {
       size_t lead = (HUGE_PAGE - ((uintptr_t)p & (HUGE_PAGE - 1))) & (HUGE_PAGE - 1);
@@ -106,7 +135,9 @@ static chunk *chunk_new(size_t size, const ut_arena *a) {
       munmap(p + lead + HUGE_PAGE, HUGE_PAGE - lead);
       chunk *n = (chunk *)(p + lead);
       madvise(n, HUGE_PAGE, MADV_HUGEPAGE); /* advice: 4 KiB pages if refused */
-      n->size = HUGE_PAGE - sizeof(chunk);
+      int64_t t = thread_cpu_ns();
+      *(volatile size_t *)&n->size = HUGE_PAGE - sizeof(chunk); /* the first touch: the fault */
+      if (thread_cpu_ns() - t >= huge_limit_ns) atomic_store_explicit(&huge_slow, 1, memory_order_relaxed);
       n->mapped = HUGE_PAGE;
       return n;
     }

@@ -9,6 +9,9 @@
 #include <string.h>
 #include <time.h>
 #include <sys/stat.h>
+#ifdef __linux__
+#include <sys/mman.h>
+#endif
 #include <unistd.h>
 
 #include "util.h"
@@ -215,6 +218,44 @@ harp_status ut_read_file(harp_error *e, const char *path, size_t max_bytes, char
   *out = b;
   if (len) *len = l;
   return HARP_OK;
+}
+
+/* The regular file at path (1 to max_bytes bytes) mapped read-only and its
+ * pages populated: no anonymous copy to fault in and fill, as a read into
+ * a buffer has (a model's weights: MobileNetV2 14 MB, 3.4 k page faults).
+ * Anything else (no mmap, a pipe, an empty or larger file) is read by
+ * ut_read_file, whose errors it returns; *mapped says which to undo. */
+harp_status ut_map_file(harp_error *e, const char *path, size_t max_bytes, const char **out, size_t *len, bool *mapped) {
+  *out = NULL, *len = 0, *mapped = false;
+#if defined(__linux__) && defined(MAP_POPULATE)
+  if (ut_fault_should_fail()) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory reading %s", path);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  struct stat st;
+  if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 && (uint64_t)st.st_size <= max_bytes) {
+    void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    if (p != MAP_FAILED) {
+      close(fd);
+      *out = p, *len = (size_t)st.st_size, *mapped = true;
+      return HARP_OK;
+    }
+  }
+  if (fd >= 0) close(fd);
+#endif
+  char *b = NULL;
+  harp_status s = ut_read_file(e, path, max_bytes, &b, len);
+  *out = b;
+  return s;
+}
+
+void ut_unmap_file(const char *p, size_t len, bool mapped) {
+#if defined(__linux__) && defined(MAP_POPULATE)
+  if (mapped) {
+    munmap((void *)p, len);
+    return;
+  }
+#endif
+  (void)len, (void)mapped;
+  free((void *)p);
 }
 
 harp_status ut_write_file_atomic(harp_error *e, const char *path, const void *data, size_t len) {

@@ -26,6 +26,9 @@ char *ut_arena_strdup(ut_arena *a, const char *s);
 char *ut_arena_strndup(ut_arena *a, const char *s, size_t n);
 char *ut_arena_printf(ut_arena *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 size_t ut_arena_used(const ut_arena *a);
+/* Tests: forget that huge chunks were found slow (returns whether they
+ * were) and time their first touch against limit_ns (< 0: the default). */
+int ut_arena_huge_test(int64_t limit_ns);
 
 /* Fault injection for tests: the Nth allocation from now on (1-based, across
  * all arenas and ut_xmalloc) fails; 0 disables.  Process-wide on purpose: it
@@ -100,6 +103,11 @@ static inline float ut_round_bf16(float f) { return ut_bf16_to_f32(ut_f32_to_bf1
 /* ---- files -------------------------------------------------------------- */
 /* Read a whole file (NUL-terminated).  Refuses files over max_bytes. */
 harp_status ut_read_file(harp_error *e, const char *path, size_t max_bytes, char **out, size_t *len);
+/* A whole file's bytes (not NUL-terminated): a regular file mapped
+ * read-only where the system can (*mapped), else read as ut_read_file
+ * does; ut_unmap_file(*out, *len, *mapped) releases either. */
+harp_status ut_map_file(harp_error *e, const char *path, size_t max_bytes, const char **out, size_t *len, bool *mapped);
+void ut_unmap_file(const char *p, size_t len, bool mapped);
 /* Write atomically: a temp file beside path, fsync'd, then rename. */
 harp_status ut_write_file_atomic(harp_error *e, const char *path, const void *data, size_t len);
 /* Run `cc FLAGS [extra] -fPIC -shared -o so c -lm -lpthread` (flags split on

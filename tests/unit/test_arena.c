@@ -4,7 +4,8 @@
  * 16-byte aligned and apart from every other (each is filled with its own
  * pattern and all are checked at the end), in arenas made one after
  * another (a freed arena's patterns must not show through) and in two
- * threads at once; blocks of several MiB get chunks of their own. */
+ * threads at once; blocks of several MiB get chunks of their own; huge
+ * chunks slow to fault give way to malloc'd ones. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -112,6 +113,38 @@ static void test_chunk_ends(void **state) {
   ut_arena_free(a);
 }
 
+/* How many of n fresh 16 KiB blocks of a big arena past its first MiB
+ * start a mapped huge chunk (the first block after a 2 MiB boundary's
+ * header; a malloc'd chunk lands there by chance 1 in 100 k). */
+static int huge_starts(int n) {
+  ut_arena *a = ut_arena_new_big();
+  assert_non_null(ut_arena_alloc(a, (size_t)1 << 20));
+  int starts = 0;
+  for (int i = 0; i < n; i++) {
+    unsigned char *p = ut_arena_alloc(a, 16384);
+    assert_non_null(p);
+    assert_true(all_zero(p, 16384));
+    memset(p, 7, 16384);
+    starts += ((uintptr_t)p & (((uintptr_t)2 << 20) - 1)) < 256;
+  }
+  ut_arena_free(a);
+  return starts;
+}
+
+/* Huge chunks whose first touch is slow (the limit 0: every one) stop
+ * after the first, for the process; within the limit they go on (300
+ * blocks of 16 KiB span 3 chunks); ut_arena_huge_test says what it saw. */
+static void test_slow_huge(void **state) {
+  (void)state;
+  ut_arena_huge_test(INT64_MAX);
+  assert_true(huge_starts(300) >= 2);
+  assert_int_equal(ut_arena_huge_test(0), 0); /* never slow under no limit */
+  assert_int_equal(huge_starts(300), 1);
+  assert_int_equal(huge_starts(300), 0); /* still slow: malloc only */
+  assert_int_equal(ut_arena_huge_test(INT64_MAX), 1);
+  assert_true(huge_starts(300) >= 2); /* forgotten: huge again */
+}
+
 static void *thread_main(void *arg) {
   ut_arena *a = ut_arena_new_big();
   if (a) fill_and_check(a, (unsigned)(uintptr_t)arg);
@@ -128,8 +161,10 @@ static void test_threads(void **state) {
 }
 
 int main(void) {
+  ut_arena_huge_test(INT64_MAX); /* huge chunks throughout, however slow this machine's faults */
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_chunk_ends), /* first: malloc holds little freed memory yet, so big arenas map their chunks */
+      cmocka_unit_test(test_slow_huge),
       cmocka_unit_test(test_chunks),
       cmocka_unit_test(test_threads),
   };

@@ -6,8 +6,10 @@
  *    leak: the ASan build runs this too);
  *  - an allocation failure anywhere in load + lower is an error, not a crash;
  *  - ut_read_file returns a file's exact bytes up to its limit and refuses
- *    one byte more (HARP_E_LIMIT). */
+ *    one byte more (HARP_E_LIMIT); ut_map_file the same, mapped, and
+ *    ut_read_file's results for what it does not map. */
 #include <dirent.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include "fe_testutil.h"
@@ -302,6 +304,43 @@ static void test_read_file_limits(void **st) {
     harp_error e = {0};
     assert_int_equal(ut_read_file(&e, path, over[k], &text, NULL), HARP_E_LIMIT);
     assert_null(text);
+  }
+  /* ut_map_file: the same bytes mapped (Linux) within the limit, the same
+   * refusal past it; an empty file, a directory and a missing file go
+   * through ut_read_file (its results, its errors) */
+  for (int k = 0; k < 4; k++) {
+    const char *text = NULL;
+    size_t len = 0;
+    bool mapped = false;
+    harp_error e = {0};
+    assert_ok(&e, ut_map_file(&e, path, limits[k], &text, &len, &mapped));
+    assert_int_equal(len, N);
+    assert_memory_equal(text, want, N);
+#ifdef __linux__
+    assert_true(mapped);
+#endif
+    ut_unmap_file(text, len, mapped);
+    e = (harp_error){0};
+    text = (const char *)1;
+    assert_int_equal(ut_map_file(&e, path, over[k], &text, &len, &mapped), HARP_E_LIMIT);
+    assert_null(text);
+    assert_false(mapped);
+  }
+  fd = open(path, O_WRONLY | O_TRUNC);
+  assert_true(fd >= 0);
+  close(fd);
+  const char *const others[] = {path, "/tmp", "/tmp/harp_no_such_file_at_all"};
+  static const harp_status want_st[] = {HARP_OK, HARP_E_IO, HARP_E_IO};
+  for (int k = 0; k < 3; k++) {
+    const char *text = (const char *)1;
+    size_t len = 1;
+    bool mapped = true;
+    harp_error e = {0};
+    assert_int_equal(ut_map_file(&e, others[k], 100, &text, &len, &mapped), want_st[k]);
+    assert_false(mapped);
+    if (want_st[k] == HARP_OK) assert_int_equal(len, 0), assert_non_null(text);
+    else assert_null(text), assert_non_null(strstr(e.msg, k == 1 ? "directory" : "cannot open"));
+    ut_unmap_file(text, len, mapped);
   }
   unlink(path);
 }
