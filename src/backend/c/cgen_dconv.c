@@ -342,13 +342,35 @@ bool cg_dconv_rt_ok(const cgen_conv_spec *s, const char **why) {
   return *why = "sizes read at run time: the direct kernel on a zero-padded copy", true;
 }
 
+/* Whether conv s's pair view reads through view *g (cg_bf16_sub_ok: a
+ * strided 1x1, sizes known): its interleave then keeps only the pixels the
+ * window reads (cg_emit_bf16_ilv_sub), which cg_dconv_pairs sees as the
+ * input of a conv of stride 1. */
+static bool pair_sub(const cgen_conv_spec *s, cg_bf16_sub *g) {
+  int64_t oh, ow;
+  if (s->n_expr || s->h_expr || s->w_expr || !cgen_conv_out_hw(s, &oh, &ow)) return false;
+  *g = (cg_bf16_sub){s->h, s->w, s->stride[0], s->stride[1], oh, ow};
+  return cg_bf16_sub_ok(g, s->kh, s->kw, s->pad[0], s->pad[1]);
+}
+
 /* conv s seen as channel pairs: ceil(icg / 2) "channels" per group of
  * 32-bit words {bf16(x[2c]), bf16(x[2c + 1])} (cgen_bf16.c), fp32 to the
  * planner and the packer, which move words. */
 cgen_conv_spec cg_dconv_pairs(const cgen_conv_spec *s) {
   cgen_conv_spec q = *s;
+  cg_bf16_sub g;
   q.c = s->groups * ((s->c / s->groups + 1) / 2);
   q.x_dtype = q.w_dtype = TINY_FP32;
+  if (pair_sub(s, &g)) { /* the pixels a strided 1x1 reads, as a conv of stride 1 */
+    /* over rows of L of its oh * ow pixels (a 1x1 window without padding
+     * is the same conv over any split of them): all of them up to 56 (7x7:
+     * tiles of 13 pixels, not 7), else two rows where they make at most 56
+     * (14x14: rows of 28, tiles of 14), else rows as they are */
+    int64_t n = g.oh * g.ow, l = n <= 56 ? n : 2 * g.ow <= 56 && g.oh % 2 == 0 ? 2 * g.ow : g.ow;
+    q.h = n / l, q.w = l;
+    q.stride[0] = q.stride[1] = 1;
+    q.pad[2] = q.pad[3] = 0;
+  }
   return q;
 }
 
@@ -419,7 +441,9 @@ harp_status cg_dconv_variant(harp_error *e, cg_out *o, const cgen_conv_spec *s0,
     nilv *= cg_emit_bf16_ilv_cols(o, "$P_dctx", s0->x_dtype, s0->h, s0->w, (int)(s->w - s0->w));
     cg_emit_bf16_wpairs_cols(o, s0->w_dtype, s0->oc * (s0->c / s0->groups) * s0->kh, s0->kw);
   } else if (bf) {
-    cg_emit_bf16_ilv(o, "$P_dctx", s0->x_dtype, s->n * s->c, s0->c / s0->groups, d.HW);
+    cg_bf16_sub g;
+    if (pair_sub(s0, &g)) cg_emit_bf16_ilv_sub(o, "$P_dctx", s0->x_dtype, s0->c / s0->groups, &g);
+    else cg_emit_bf16_ilv(o, "$P_dctx", s0->x_dtype, s->n * s->c, s0->c / s0->groups, d.HW);
     cg_emit_bf16_wpairs(o, s0->w_dtype, s->oc, s0->c / s0->groups, s->kh * s->kw);
   }
   for (int i = 0; i < d.nsig; i++) dc_emit_kernel(o, &d, i);
