@@ -22,8 +22,10 @@ window, groups, odd sizes and output channels; a dilated such conv, one
 with little work a pixel (3 -> 8 channels 3x3), a depthwise conv and a
 matmul of at most 8 rows whose B is not a weight stay fp32 (documented),
 checked against fp32 tightly.  1x1 convs where the direct kernel over
-channel pairs pays (7x7 pixels, 512 input channels and more, stride 2)
-run on it, one with fewer channels stays on the GEMM.  A chain of stems (the second reads the
+channel pairs pays (7x7 pixels, 512 input channels and more, stride 2, 128
+and more at 196 pixels and fewer) run on it, fewer channels and more pixels
+stay on the GEMM; strided 1x1 convs reading a bf16 temp interleave only the
+pixels they read (stride 2 and 3, GEMM and direct).  A chain of stems (the second reads the
 first's bf16 output) runs against onnxruntime.  A concat of upsampled maps
 (generic loops) stores the conv's operand in bf16 through a float row.
 A small CNN and an attention block run against onnxruntime fp32 within the
@@ -186,13 +188,17 @@ conv("px5x5_odd_channels_batch2", (2, 33, 9, 20), 9, 5, pad=2)
 conv("px3x3_weight_input", (1, 17, 6, 31), 12, 3, pad=1, w_init=False)
 conv("depthwise", (1, 16, 10, 10), 16, 3, pad=1, groups=16, exact=True)
 # 1x1 windows on the direct kernel over channel pairs (the fp32 rule on the pair view, cg_dconv_plan):
-# pixels the GEMM would pad (7x7), 256 pairs and more (an odd 515: the last pair half empty), stride 2;
-# 60 pairs over 128 pixels stay on the GEMM
-DIRECT_1X1 = ("c1x1_7x7_direct", "c1x1_515ch_direct", "c1x1_s2_512ch_direct")
+# pixels the GEMM would pad (7x7), 256 pairs and more (an odd 515: the last pair half empty), stride 2,
+# 64 pairs and more over 196 pixels and fewer (an odd 129: 65 pairs); 60 pairs over 128 pixels and
+# 65 over 224 stay on the GEMM
+DIRECT_1X1 = ("c1x1_7x7_direct", "c1x1_515ch_direct", "c1x1_s2_512ch_direct", "c1x1_129ch_196px_direct")
+GEMM_1X1 = ("c1x1_120ch_gemm", "c1x1_129ch_224px_gemm")
 conv("c1x1_7x7_direct", (1, 64, 7, 7), 48, 1)
 conv("c1x1_515ch_direct", (1, 515, 4, 16), 32, 1)
 conv("c1x1_s2_512ch_direct", (1, 512, 8, 9), 32, 1, stride=2)
+conv("c1x1_129ch_196px_direct", (1, 129, 14, 14), 32, 1)
 conv("c1x1_120ch_gemm", (1, 120, 8, 16), 32, 1)
+conv("c1x1_129ch_224px_gemm", (1, 129, 14, 16), 32, 1)
 
 
 def kernel_chunks(src):
@@ -216,7 +222,7 @@ if p.returncode == 0:
     s.check("contractions: stems on the direct bf16 kernel over column pairs",
             len(re.findall(r"direct conv \(bf16, column pairs", src)) >= 4)
     ks = kernel_chunks(src)
-    for n in DIRECT_1X1 + ("c1x1_120ch_gemm",):
+    for n in DIRECT_1X1 + GEMM_1X1:
         on = "direct conv (bf16, channel pairs" in ks.get(n, "")
         s.check(f"contractions: {n} {'on' if n in DIRECT_1X1 else 'not on'} the direct bf16 kernel",
                 on == (n in DIRECT_1X1), f"kernels: {sorted(ks)[:40]}")

@@ -319,12 +319,18 @@ bool cg_dconv_plan(const cgen_conv_spec *s, const char **why) {
      * ran ResNet-50's 256->512 @56/2 and 512->1024 @28/2 in 0.86x the
      * direct kernel's time on 2 threads (even on one); with the pixels
      * padded (@14/2: 49) the direct kernel stays (1024->2048: 0.6x the
-     * GEMM's).  bf16 on channel pairs, unmeasured: as it was. */
+     * GEMM's).  bf16 on channel pairs (s the pair view: ICG counts pairs)
+     * on Zen 5 (no AMX, bench/RESULTS.md "zbf3"), 1 thread, GEMM -> direct:
+     * 128 pairs into 1024 @14 0.28 -> 0.24 ms, 64 into 512 @28 0.254 ->
+     * 0.245 (and 128 into 512 @28, a downsample's view, 0.469 -> 0.485), 32
+     * into 256 and 128 into 64 @56 lose (0.23 -> 0.39, 0.26 -> 0.33): from
+     * 64 pairs on at 196 pixels and fewer. */
     int64_t P = d.OH * d.OW, padded = (P + 15) / 16 * 16;
-    bool unit = (s->stride[0] == 1 && s->stride[1] == 1) || cg_conv_bf16_asked(s);
-    if (s->kh == 1 && s->kw == 1 && s->groups == 1 && d.OCG % 16 == 0 && (padded * 10 > P * 11 || (unit && d.ICG >= 256)))
+    bool bf = cg_conv_bf16_asked(s), unit = (s->stride[0] == 1 && s->stride[1] == 1) || bf;
+    bool deep = d.ICG >= 256 || (bf && d.ICG >= 64 && P <= 196);
+    if (s->kh == 1 && s->kw == 1 && s->groups == 1 && d.OCG % 16 == 0 && (padded * 10 > P * 11 || (unit && deep)))
       return *why = padded * 10 > P * 11 ? "1x1 over few pixels (the GEMM's pixel vectors would be padded)"
-                                         : "1x1 with 256 or more input channels", true;
+                                         : "1x1 with 256 or more input channels (bf16: pairs, 64 at 196 pixels or fewer)", true;
     return *why = "windows do not overlap along a row (1x1): implicit GEMM", false;
   }
   return *why = "overlapping windows: direct", true;
