@@ -22,8 +22,10 @@ window, groups, odd sizes and output channels; a dilated such conv, one
 with little work a pixel (3 -> 8 channels 3x3), a depthwise conv and a
 matmul of at most 8 rows whose B is not a weight stay fp32 (documented),
 checked against fp32 tightly.  1x1 convs where the direct kernel over
-channel pairs pays (7x7 pixels, 512 input channels and more, stride 2)
-run on it, one with fewer channels stays on the GEMM.  A chain of stems (the second reads the
+channel pairs pays (7x7 pixels, 512 input channels and more, stride 2, 128
+and more at 196 pixels and fewer) run on it, fewer channels and more pixels
+stay on the GEMM; strided 1x1 convs reading a bf16 temp interleave only the
+pixels they read (stride 2 and 3, GEMM and direct).  A chain of stems (the second reads the
 first's bf16 output) runs against onnxruntime.  A concat of upsampled maps
 (generic loops) stores the conv's operand in bf16 through a float row.
 A small CNN and an attention block run against onnxruntime fp32 within the
@@ -186,13 +188,17 @@ conv("px5x5_odd_channels_batch2", (2, 33, 9, 20), 9, 5, pad=2)
 conv("px3x3_weight_input", (1, 17, 6, 31), 12, 3, pad=1, w_init=False)
 conv("depthwise", (1, 16, 10, 10), 16, 3, pad=1, groups=16, exact=True)
 # 1x1 windows on the direct kernel over channel pairs (the fp32 rule on the pair view, cg_dconv_plan):
-# pixels the GEMM would pad (7x7), 256 pairs and more (an odd 515: the last pair half empty), stride 2;
-# 60 pairs over 128 pixels stay on the GEMM
-DIRECT_1X1 = ("c1x1_7x7_direct", "c1x1_515ch_direct", "c1x1_s2_512ch_direct")
+# pixels the GEMM would pad (7x7), 256 pairs and more (an odd 515: the last pair half empty), stride 2,
+# 64 pairs and more over 196 pixels and fewer (an odd 129: 65 pairs); 60 pairs over 128 pixels and
+# 65 over 224 stay on the GEMM
+DIRECT_1X1 = ("c1x1_7x7_direct", "c1x1_515ch_direct", "c1x1_s2_512ch_direct", "c1x1_129ch_196px_direct")
+GEMM_1X1 = ("c1x1_120ch_gemm", "c1x1_129ch_224px_gemm")
 conv("c1x1_7x7_direct", (1, 64, 7, 7), 48, 1)
 conv("c1x1_515ch_direct", (1, 515, 4, 16), 32, 1)
 conv("c1x1_s2_512ch_direct", (1, 512, 8, 9), 32, 1, stride=2)
+conv("c1x1_129ch_196px_direct", (1, 129, 14, 14), 32, 1)
 conv("c1x1_120ch_gemm", (1, 120, 8, 16), 32, 1)
+conv("c1x1_129ch_224px_gemm", (1, 129, 14, 16), 32, 1)
 
 
 def kernel_chunks(src):
@@ -216,7 +222,7 @@ if p.returncode == 0:
     s.check("contractions: stems on the direct bf16 kernel over column pairs",
             len(re.findall(r"direct conv \(bf16, column pairs", src)) >= 4)
     ks = kernel_chunks(src)
-    for n in DIRECT_1X1 + ("c1x1_120ch_gemm",):
+    for n in DIRECT_1X1 + GEMM_1X1:
         on = "direct conv (bf16, channel pairs" in ks.get(n, "")
         s.check(f"contractions: {n} {'on' if n in DIRECT_1X1 else 'not on'} the direct bf16 kernel",
                 on == (n in DIRECT_1X1), f"kernels: {sorted(ks)[:40]}")
@@ -323,6 +329,59 @@ def chain_case():
 
 
 chain_case()
+
+
+# strided 1x1 convs reading a bf16 temp: the interleave keeps only the pixels the window reads
+# (cgen_bf16.c's cg_emit_bf16_ilv_sub) and the conv runs as one of stride 1 over them.  Stride 2
+# from one 32-element load a row (the even halves): on the GEMM (11 x 19 outputs: a masked tail
+# of 3 whose last read is the row's last column) and on the direct kernel (7 x 7 outputs over one
+# row of 49); stride 3 through the stack rows (13 and 34 a row: the 16-word pairing, and the
+# 32-word one with a tail).  33 channels: the last pair half empty.  Reference and bound as chain_case.
+def strided_1x1_case():
+    xa, xb, xc = arr(1, 17, 13, 13), arr(1, 17, 21, 37), arr(1, 17, 7, 100)
+    w1, wa, wb = arr(33, 17, 3, 3, scale=0.3), arr(48, 33, 1, 1, scale=0.3), arr(40, 33, 1, 1, scale=0.3)
+    nodes_ = [helper.make_node("Conv", ["xa", "w1"], ["ca"], pads=[1] * 4), helper.make_node("Relu", ["ca"], ["ra"]),
+              helper.make_node("Conv", ["xb", "w1"], ["cb"], pads=[1] * 4), helper.make_node("Relu", ["cb"], ["rb"]),
+              helper.make_node("Conv", ["xc", "w1"], ["cc"], pads=[1] * 4), helper.make_node("Relu", ["cc"], ["rc"]),
+              helper.make_node("Conv", ["ra", "wa"], ["s2_direct"], strides=[2, 2]),
+              helper.make_node("Conv", ["rb", "wb"], ["s2_gemm"], strides=[2, 2]),
+              helper.make_node("Conv", ["rb", "wb"], ["s3_gemm"], strides=[3, 3]),
+              helper.make_node("Conv", ["rc", "wb"], ["s3_gemm_wide"], strides=[3, 3])]
+    outs_ = {"s2_direct": ("ra", wa, 2, 2), "s2_gemm": ("rb", wb, 2, 2), "s3_gemm": ("rb", wb, 3, 3),
+             "s3_gemm_wide": ("rc", wb, 3, 3)}
+    feeds = {"xa": xa, "xb": xb, "xc": xc}
+    path_ = mk(nodes_, feeds, list(outs_), {"w1": w1, "wa": wa, "wb": wb})
+    dd = tempfile.mkdtemp()
+    p_, d_ = run(path_, feeds, backend="cpu", extra=["--precision", "bf16", "--dump", "c", "--dump-dir", dd])
+    s.check("strided 1x1: runs", p_.returncode == 0, p_.stderr.strip()[-600:])
+    if p_.returncode:
+        return
+    ks_ = kernel_chunks(open(os.path.join(dd, "model.c")).read())
+    fast = "_mm512_maskz_loadu_epi16(m, r0 + 2 * j)"
+    for n in outs_:
+        k_ = ks_.get(n, "")
+        s.check(f"strided 1x1: {n} interleaves only the pixels it reads",
+                (fast in k_) if n.startswith("s2_") else ("t0[j] = r0[j * " in k_), f"kernels: {sorted(ks_)}")
+        s.check(f"strided 1x1: {n} {'on' if 'direct' in n else 'not on'} the direct kernel",
+                ("direct conv (bf16, channel pairs" in k_) == ("direct" in n), "")
+    rs = {}
+    for r_, x_ in (("ra", xa), ("rb", xb), ("rc", xc)):
+        c_, _ = conv_ref(bf16(x_), bf16(w1), 1, 1, 1, 1)
+        rs[r_] = bf16(np.maximum(c_, 0.0))
+    for n, (r_, w, sh, sw) in outs_.items():
+        sub = rs[r_][:, :, ::sh, ::sw]
+        wm = bf16(w)[:, :, 0, 0]
+        ref = np.einsum("oc,nchw->nohw", wm, sub)
+        absum = np.einsum("oc,nchw->nohw", np.abs(wm), np.abs(sub))
+        got = np.load(os.path.join(d_, n + ".npy")).astype(np.float64)
+        e, bound = np.abs(got - ref), (2.0 ** -8 + w.shape[1] * U) * absum + 1e-30
+        s.check(f"strided 1x1: {n} {got.shape} = the bf16 temp's product within one bf16 step a term",
+                got.shape == ref.shape and bool(np.all(e <= bound)),
+                f"shape {got.shape} vs {ref.shape}" if got.shape != ref.shape else
+                f"max err {e.max():.3g}, worst ratio to the bound {np.max(e / bound):.3g}")
+
+
+strided_1x1_case()
 
 S, E, H = 24, 64, 4
 att = [helper.make_node("MatMul", ["x", "wq"], ["q0"]), helper.make_node("MatMul", ["x", "wk"], ["k0"]),

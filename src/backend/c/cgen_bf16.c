@@ -215,6 +215,56 @@ void cg_emit_bf16_ilv(cg_out *o, const char *ctx, tiny_dtype xdt, int64_t nplane
   cg_emit(o, "}\n");
 }
 
+/* Whether a conv with a kh x kw window, padding pt (top) and pl (left) and
+ * g's sizes reads through g's view: a 1x1 window, a stride, no padding,
+ * every output inside the input, rows of at most 4096 outputs (the stack
+ * rows of the generic interleave). */
+bool cg_bf16_sub_ok(const cg_bf16_sub *g, int64_t kh, int64_t kw, int64_t pt, int64_t pl) {
+  if (kh != 1 || kw != 1 || pt || pl || g->sh < 1 || g->sw < 1 || (g->sh == 1 && g->sw == 1)) return false;
+  return g->oh >= 1 && g->ow >= 1 && g->ow <= 4096 && (g->oh - 1) * g->sh < g->h && (g->ow - 1) * g->sw < g->w;
+}
+
+/* $P_ilv(vc, task, tid) through view g (cg_bf16_sub_ok): plane `task` of
+ * the interleaved input at cx->B, g->oh x g->ow words, word (y, j)
+ * {x[2c][y sh][j sw], x[2c + 1][y sh][j sw]} (c = task % ceil(icg / 2) of
+ * the group's icg channels, source planes of g->h x g->w elements of xdt
+ * at cx->X; the odd last channel with 0).  bf16 at sw == 2: 16 words from
+ * one 32-element load of each row (the even halves kept); else the row's
+ * pixels copied to the stack first, then paired (emit_ilv_loop). */
+void cg_emit_bf16_ilv_sub(cg_out *o, const char *ctx, tiny_dtype xdt, int64_t icg, const cg_bf16_sub *g) {
+  const char *ct = cg_ctype(xdt);
+  long icg2 = (long)((icg + 1) / 2), hw = (long)(g->h * g->w), ow = (long)g->ow;
+  cg_emit(o, "static " CG_BF16_ATTR " void $P_ilv(void *vc, int task, int tid) {\n");
+  cg_emit(o, "  const %s *cx = (const %s *)vc;\n  (void)tid;\n", ctx, ctx);
+  cg_emit(o, "  long ng = task / %ldL, c = task %% %ldL;\n", icg2, icg2);
+  cg_emit(o, "  const %s *s0 = (const %s *)cx->X + (ng * %ldL + 2 * c) * %ldL, *s1 = s0 + %ldL;\n", ct, ct, (long)icg, hw, hw);
+  cg_emit(o, "  int odd = 2 * c + 1 >= %ldL;\n", (long)icg);
+  cg_emit(o, "  int *d = (int *)cx->B + (long)task * %ldL;\n", (long)(g->oh * g->ow));
+  bool fast = xdt == TINY_BF16 && g->sw == 2;
+  if (!fast) {
+    if (xdt != TINY_BF16) cg_emit(o, "  const __m512i ix = " CG_BF16_IX ";\n");
+    cg_emit(o, "  %s t0[%ld], t1[%ld];\n", ct, ow, ow);
+  }
+  cg_emit(o, "  for (long y = 0; y < %ldL; y++, d += %ldL) {\n", (long)g->oh, ow);
+  cg_emit(o, "    const %s *r0 = s0 + y * %ldL, *r1 = s1 + y * %ldL;\n", ct, (long)(g->sh * g->w), (long)(g->sh * g->w));
+  if (fast) {
+    cg_emit(o, "    for (long j = 0; j < %ldL; j += 16) {\n", ow);
+    cg_emit(o, "      int n = %ldL - j < 16 ? (int)(%ldL - j) : 16;\n", ow, ow);
+    /* elements 0 .. 2n - 2 of the row from column 2j: the last read is the last pixel's */
+    cg_emit(o, "      __mmask32 m = (__mmask32)((1ull << (2 * n - 1)) - 1u);\n");
+    cg_emit(o, "      __m512i a = _mm512_maskz_loadu_epi16(m, r0 + 2 * j);\n");
+    cg_emit(o, "      __m512i b = odd ? _mm512_setzero_si512() : _mm512_maskz_loadu_epi16(m, r1 + 2 * j);\n");
+    cg_emit(o, "      __m512i v = _mm512_or_si512(_mm512_and_si512(a, _mm512_set1_epi32(0xffff)), _mm512_slli_epi32(b, 16));\n");
+    cg_emit(o, "      _mm512_mask_storeu_epi32(d + j, (__mmask16)((1u << n) - 1u), v);\n    }\n  }\n}\n");
+    return;
+  }
+  cg_emit(o, "    for (long j = 0; j < %ldL; j++) t0[j] = r0[j * %ldL], t1[j] = odd ? 0 : r1[j * %ldL];\n", ow,
+          (long)g->sw, (long)g->sw);
+  cg_emit(o, "    {\n");
+  emit_ilv_loop(o, "      ", xdt, ow, "d", "t0", "t1");
+  cg_emit(o, "    }\n  }\n}\n");
+}
+
 /* $P_ilv(vc, task, tid) padded (cgen_amx_conv.c's in-place conv): plane
  * `task` of the interleaved input at cx->B as g->hp x g->wp words (g->ps
  * apart, the words between zero), the

@@ -319,12 +319,18 @@ bool cg_dconv_plan(const cgen_conv_spec *s, const char **why) {
      * ran ResNet-50's 256->512 @56/2 and 512->1024 @28/2 in 0.86x the
      * direct kernel's time on 2 threads (even on one); with the pixels
      * padded (@14/2: 49) the direct kernel stays (1024->2048: 0.6x the
-     * GEMM's).  bf16 on channel pairs, unmeasured: as it was. */
+     * GEMM's).  bf16 on channel pairs (s the pair view: ICG counts pairs)
+     * on Zen 5 (no AMX, bench/RESULTS.md "zbf3"), 1 thread, GEMM -> direct:
+     * 128 pairs into 1024 @14 0.28 -> 0.24 ms, 64 into 512 @28 0.254 ->
+     * 0.245 (and 128 into 512 @28, a downsample's view, 0.469 -> 0.485), 32
+     * into 256 and 128 into 64 @56 lose (0.23 -> 0.39, 0.26 -> 0.33): from
+     * 64 pairs on at 196 pixels and fewer. */
     int64_t P = d.OH * d.OW, padded = (P + 15) / 16 * 16;
-    bool unit = (s->stride[0] == 1 && s->stride[1] == 1) || cg_conv_bf16_asked(s);
-    if (s->kh == 1 && s->kw == 1 && s->groups == 1 && d.OCG % 16 == 0 && (padded * 10 > P * 11 || (unit && d.ICG >= 256)))
+    bool bf = cg_conv_bf16_asked(s), unit = (s->stride[0] == 1 && s->stride[1] == 1) || bf;
+    bool deep = d.ICG >= 256 || (bf && d.ICG >= 64 && P <= 196);
+    if (s->kh == 1 && s->kw == 1 && s->groups == 1 && d.OCG % 16 == 0 && (padded * 10 > P * 11 || (unit && deep)))
       return *why = padded * 10 > P * 11 ? "1x1 over few pixels (the GEMM's pixel vectors would be padded)"
-                                         : "1x1 with 256 or more input channels", true;
+                                         : "1x1 with 256 or more input channels (bf16: pairs, 64 at 196 pixels or fewer)", true;
     return *why = "windows do not overlap along a row (1x1): implicit GEMM", false;
   }
   return *why = "overlapping windows: direct", true;
@@ -342,13 +348,35 @@ bool cg_dconv_rt_ok(const cgen_conv_spec *s, const char **why) {
   return *why = "sizes read at run time: the direct kernel on a zero-padded copy", true;
 }
 
+/* Whether conv s's pair view reads through view *g (cg_bf16_sub_ok: a
+ * strided 1x1, sizes known): its interleave then keeps only the pixels the
+ * window reads (cg_emit_bf16_ilv_sub), which cg_dconv_pairs sees as the
+ * input of a conv of stride 1. */
+static bool pair_sub(const cgen_conv_spec *s, cg_bf16_sub *g) {
+  int64_t oh, ow;
+  if (s->n_expr || s->h_expr || s->w_expr || !cgen_conv_out_hw(s, &oh, &ow)) return false;
+  *g = (cg_bf16_sub){s->h, s->w, s->stride[0], s->stride[1], oh, ow};
+  return cg_bf16_sub_ok(g, s->kh, s->kw, s->pad[0], s->pad[1]);
+}
+
 /* conv s seen as channel pairs: ceil(icg / 2) "channels" per group of
  * 32-bit words {bf16(x[2c]), bf16(x[2c + 1])} (cgen_bf16.c), fp32 to the
  * planner and the packer, which move words. */
 cgen_conv_spec cg_dconv_pairs(const cgen_conv_spec *s) {
   cgen_conv_spec q = *s;
+  cg_bf16_sub g;
   q.c = s->groups * ((s->c / s->groups + 1) / 2);
   q.x_dtype = q.w_dtype = TINY_FP32;
+  if (pair_sub(s, &g)) { /* the pixels a strided 1x1 reads, as a conv of stride 1 */
+    /* over rows of L of its oh * ow pixels (a 1x1 window without padding
+     * is the same conv over any split of them): all of them up to 56 (7x7:
+     * tiles of 13 pixels, not 7), else two rows where they make at most 56
+     * (14x14: rows of 28, tiles of 14), else rows as they are */
+    int64_t n = g.oh * g.ow, l = n <= 56 ? n : 2 * g.ow <= 56 && g.oh % 2 == 0 ? 2 * g.ow : g.ow;
+    q.h = n / l, q.w = l;
+    q.stride[0] = q.stride[1] = 1;
+    q.pad[2] = q.pad[3] = 0;
+  }
   return q;
 }
 
@@ -419,7 +447,9 @@ harp_status cg_dconv_variant(harp_error *e, cg_out *o, const cgen_conv_spec *s0,
     nilv *= cg_emit_bf16_ilv_cols(o, "$P_dctx", s0->x_dtype, s0->h, s0->w, (int)(s->w - s0->w));
     cg_emit_bf16_wpairs_cols(o, s0->w_dtype, s0->oc * (s0->c / s0->groups) * s0->kh, s0->kw);
   } else if (bf) {
-    cg_emit_bf16_ilv(o, "$P_dctx", s0->x_dtype, s->n * s->c, s0->c / s0->groups, d.HW);
+    cg_bf16_sub g;
+    if (pair_sub(s0, &g)) cg_emit_bf16_ilv_sub(o, "$P_dctx", s0->x_dtype, s0->c / s0->groups, &g);
+    else cg_emit_bf16_ilv(o, "$P_dctx", s0->x_dtype, s->n * s->c, s0->c / s0->groups, d.HW);
     cg_emit_bf16_wpairs(o, s0->w_dtype, s->oc, s0->c / s0->groups, s->kh * s->kw);
   }
   for (int i = 0; i < d.nsig; i++) dc_emit_kernel(o, &d, i);

@@ -33,6 +33,19 @@ static cg_mm bf16_pairs(const cg_mm *p) {
   return q;
 }
 
+/* Pair view q of a strided 1x1 conv without padding (cg_bf16_sub_ok):
+ * its interleave writes only the pixels the window reads (oh x ow words a
+ * plane, cg_emit_bf16_ilv_sub), so the conv becomes one of stride 1 over
+ * them, whose B panel is rows of those planes (the plain packer), not a
+ * gather over planes four times the size; q unchanged otherwise. */
+static cg_mm bf16_sub(cg_mm q) {
+  cg_bf16_sub g = {q.cv_h, q.cv_w, q.cv_sh, q.cv_sw, q.N / q.cv_ow, q.cv_ow};
+  if (q.rt || !q.pairs || q.N % q.cv_ow || !cg_bf16_sub_ok(&g, q.cv_kh, q.cv_kw, q.cv_pt, q.cv_pl)) return q;
+  q.sub = g;
+  q.cv_h = g.oh, q.cv_w = g.ow, q.cv_sh = q.cv_sw = 1;
+  return q;
+}
+
 static harp_status check_epi(harp_error *e, const cg_mm *p) {
   if (p->n_epi < 0 || p->n_epi > CGEN_MAX_EPI) return ut_fail(e, HARP_E_LIMIT, NULL, "cgen: too many epilogue steps");
   for (int i = 0; i < p->n_epi; i++) {
@@ -170,7 +183,7 @@ harp_status cg_mm_gen(harp_error *e, const cg_mm *p, const char *fn, ut_str *out
     } else if (p->direct && i == CGEN_ISA_AVX512) {
       if (cg_dconv_variant(e, &o, p->cs, p->tune.bf16)) return e->code;
     } else if (p->conv && cg_mm_use_bf16(p, &o)) {
-      cg_mm q = bf16_pairs(p);
+      cg_mm q = bf16_sub(bf16_pairs(p));
       cg_tile tq;
       if (cg_mm_resolve_tile(e, &q, o.isa, i == primary, &tq)) return e->code;
       cg_mm_emit_variant(&o, &q, &tq);

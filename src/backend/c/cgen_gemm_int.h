@@ -27,6 +27,8 @@ typedef struct cg_mm {
   bool amx; /* the AMX variant's view (cgen_amx.c): MR = NR = 32, no register budget */
   tiny_dtype bf_adt, bf_bdt;
   int64_t bf_c, bf_icg;
+  cg_bf16_sub sub; /* pairs, sub.sh > 0: a strided 1x1 conv whose interleave keeps the pixels it reads
+                      (cgen_gemm.c bf16_sub); cv_h, cv_w, cv_sh, cv_sw are then the view's */
   /* a ShapeSet object: M read at run time (cgen_gemm_spec.m_expr; M is then
    * the upper corner's, the tiles' and the scratch's), the tasks along M and
    * the packer's panels per task split at run time (ctx M, tm, sm, ppg) */

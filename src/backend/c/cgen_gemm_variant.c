@@ -578,7 +578,8 @@ void cg_mm_emit_variant(cg_out *o, const cg_mm *p, const cg_tile *t) {
   int64_t xn = emit_b_packer(o, p, t);
   emit_task(o, p, t);
   if (p->pairs) {
-    cg_emit_bf16_ilv(o, "$F_ctx", p->bf_bdt, p->nb[0] * p->nb[1] * p->cv_icg, p->bf_icg, p->cv_h * p->cv_w);
+    if (p->sub.sh) cg_emit_bf16_ilv_sub(o, "$F_ctx", p->bf_bdt, p->bf_icg, &p->sub);
+    else cg_emit_bf16_ilv(o, "$F_ctx", p->bf_bdt, p->nb[0] * p->nb[1] * p->cv_icg, p->bf_icg, p->cv_h * p->cv_w);
     cg_emit_bf16_wpairs(o, p->bf_adt, p->nb[1] * p->M, p->bf_icg, p->cv_kh * p->cv_kw);
   } else if (xn) {
     cg_emit_widen(o, "$F_ctx", "cx->X", "cx->B", p->bdt, (long)xn);

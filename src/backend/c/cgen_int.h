@@ -130,6 +130,15 @@ void cg_emit_bf16_pack_a_words(cg_out *o, int w);
  * plane interleaving the input's channel pairs into 32-bit words, and
  * $P_wpairs(W, d), the weight's (cgen_bf16.c says how). */
 void cg_emit_bf16_ilv(cg_out *o, const char *ctx, tiny_dtype xdt, int64_t nplanes, int64_t icg, int64_t hw);
+/* A strided 1x1 conv seen as one of stride 1 over the pixels it reads
+ * (cg_bf16_sub_ok): the input's h x w planes, the stride sh x sw, the
+ * output's oh x ow (sh == 0: no such view).  cg_emit_bf16_ilv_sub emits
+ * $P_ilv writing only those pixels, oh x ow words a pair plane. */
+typedef struct cg_bf16_sub {
+  int64_t h, w, sh, sw, oh, ow;
+} cg_bf16_sub;
+bool cg_bf16_sub_ok(const cg_bf16_sub *g, int64_t kh, int64_t kw, int64_t pt, int64_t pl);
+void cg_emit_bf16_ilv_sub(cg_out *o, const char *ctx, tiny_dtype xdt, int64_t icg, const cg_bf16_sub *g);
 void cg_emit_bf16_wpairs(cg_out *o, tiny_dtype wdt, int64_t rows, int64_t icg, int64_t khw);
 /* The same interleave padded for the in-place AMX conv (cgen_amx_conv.c):
  * each plane hp x wp words with the h x w image at row pt, column pl and
