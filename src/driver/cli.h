@@ -40,6 +40,7 @@ typedef struct cli_opts {
   bool need_shapes; /* set by cli_load_model: an ONNX model's dynamic dims must all be given */
   bool fix_needed;  /* harp run: an --input whose values a node needs at import is fixed (--param) */
   bool host_flow;        /* the command runs run-time control flow on the host (run, bench) */
+  bool shape_binds;      /* harp run: with --shapeset, --shape binds the box's symbols (as an --input file's shape) */
   long long loop_limit;  /* --loop-limit: a Loop's iterations at most (0: the default) */
   unsigned long long max_memory; /* --max-memory: one instance's arena plus weights at most (0: the machine's) */
   rt_knobs knobs;        /* the environment's knobs, then --knob's (cli_parse) */

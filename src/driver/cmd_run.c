@@ -39,7 +39,8 @@ static const char run_help[] =
     "  --shape NAME=DIMS      an ONNX graph input's shape, e.g. x=1x3x640x640\n"
     "                         (repeatable): the import specialises on it, as on\n"
     "                         the --input files' shapes and --sym; a dynamic dim\n"
-    "                         must be given one of these ways (docs/onnx.md)\n"
+    "                         must be given one of these ways (docs/onnx.md); with\n"
+    "                         --shapeset it binds the box's dims, as a file does\n"
     "  --out DIR              where outputs go (default: .)\n"
     "  --outputs ID,...       return these nodes instead of the model's outputs\n"
     "  --backend B            cpu (default: generated C, compiled with the system\n"
@@ -296,6 +297,7 @@ int cmd_run(int argc, char **argv) {
   }
   o.fix_needed = true; /* one run: an integer --input a node needs at import is fixed there */
   o.host_flow = true;
+  o.shape_binds = true; /* --shape binds a --shapeset's symbols (bench binds them with --bind) */
   cli_model m;
   cli_dumps d;
   cli_dumps_init(&d, &o);
