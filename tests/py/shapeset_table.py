@@ -23,7 +23,8 @@ def row(box, at, fixed=None, expect=ONE, tol=1e-4, rewrite=None, slow=False, onn
     """box {SYM: (lo, hi)}, bindings at [{SYM: v}] (two or more), fixed {SYM: v}; expect ONE or a
     piece of the fallback reason; tol: |a - b| <= tol (1 + max |b|); rewrite [(old, new)]: text
     substitutions of a .json / .harp model; onnx_dims {axis: dim_param} set on every input and
-    output of an ONNX model (default {0: "batch"}); slow: run only with HARP_TEST_SLOW=1; feed: the
+    output of an ONNX model (default {0: "batch"}); slow: its C compiled at -O1 (the knob cc_opt), at
+    -O3 with HARP_TEST_SLOW=1; feed: the
     feeds uniform in [-feed, feed] (a smaller one where fp16 sums would overflow)."""
     return dict(box=box, at=at, fixed=fixed or {}, expect=expect, tol=tol, rewrite=rewrite, slow=slow,
                 onnx_dims=onnx_dims or {0: "batch"}, feed=feed)
@@ -82,14 +83,14 @@ def as_f32(a):
     return (a.astype(np.uint32) << 16).view(np.float32) if a.dtype == np.uint16 else a.astype(np.float32)
 
 
-def check_model(s, src, r, work, cache):
+def check_model(s, src, r, work, cache, knobs=None):
     """Model file src compiled once over its row r's box (Suite s; rewrites into work; the
-    compile cache cache), run at the row's bindings against the interpreter; then one object or
-    the recorded reason to compile per binding."""
+    compile cache cache; knobs {name: value} for the ShapeSet session), run at the row's bindings
+    against the interpreter; then one object or the recorded reason to compile per binding."""
     name = os.path.basename(src)
     path = model_path(src, r, work)
     onnx_model = name.endswith(".onnx")
-    opts = {"cache_dir": cache, "progress": False, "syms": {} if onnx_model else dict(r["fixed"])}
+    opts = {"cache_dir": cache, "progress": False, "syms": {} if onnx_model else dict(r["fixed"]), "knobs": knobs or {}}
     want_error = r["expect"].startswith("error:")
     try:
         sess = harp.InferenceSession(path, opts, shapesets=r["box"])
@@ -128,7 +129,7 @@ def check_model(s, src, r, work, cache):
 def run_table(s, table, paths, work, cache, only_env):
     """Every model file of paths checked by its row of table ({file name: row}; a file without a
     row fails, and so does a row naming no file); only_env: the environment variable naming some
-    models only (name,...); slow rows need HARP_TEST_SLOW=1 unless named there."""
+    models only (name,...); slow rows compile at -O1 unless HARP_TEST_SLOW=1."""
     names = {os.path.basename(p): p for p in paths}
     only = [n for n in os.environ.get(only_env, "").split(",") if n]
     for name in sorted(names):
@@ -138,10 +139,7 @@ def run_table(s, table, paths, work, cache, only_env):
             s.check(f"{name}: has a row in the table (box, bindings, what it gives)", False)
             continue
         r = table[name]
-        if r["slow"] and not only and os.environ.get("HARP_TEST_SLOW") != "1":
-            print(f"  {name}: slow, skipped (HARP_TEST_SLOW=1 runs it)")
-            continue
         t = time.time()
-        check_model(s, names[name], r, work, cache)
+        check_model(s, names[name], r, work, cache, {"cc_opt": 1} if r["slow"] and os.environ.get("HARP_TEST_SLOW") != "1" else None)
         print(f"  {name}: {time.time() - t:.1f} s")
     s.check("every row names a model that exists", all(n in names for n in table), str([n for n in table if n not in names]))

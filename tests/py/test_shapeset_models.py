@@ -16,8 +16,9 @@ fixed shapes gets a symbol by a rewrite of its text (REWRITE: the batch or
 a spatial dim), a file's ONNX input its dim_param.  A model in
 tests/models without a row fails the test: add one.  The row and the check
 are shapeset_table.py's (test_shapeset_corpus.py: examples/, tests/models/gpu/
-and the ONNX networks).  Runs in about 30 s on 2 loaded cores;
-HARP_SS_MODELS=name,... runs some only."""
+and the ONNX networks).  The slow rows compile their C at -O1 (at -O3 with
+HARP_TEST_SLOW=1).  About 55 s of CPU; HARP_SS_MODELS=name,... runs some
+only."""
 import glob
 import os
 import re
