@@ -182,6 +182,10 @@ int cli_parse(int argc, char **argv, const char *cmd, const char *allowed, cli_o
       *(name[0] == 'r' ? &o->random_inputs : name[0] == 't' ? &o->time_stages : &o->sources_only) = true;
       continue;
     }
+    if (!strcmp(name, "shapeset-recompile")) {
+      o->shapeset_recompile = true;
+      continue;
+    }
     const char *v = opt_value(argc, argv, &i, a, eq);
     if (!v) return cli_usage_error(cmd, "option --%s needs a value", name);
     int rc = set_option(cmd, name, v, o, e);

@@ -50,6 +50,7 @@ typedef struct cli_opts {
   bool sources_only;     /* --sources-only (compile): the package's sources, no C compiler, no expected/ */
   const char *shapesets[CLI_MAX_LIST]; /* --shapeset NAME=LO..HI: one object for the box (harp/sgen.h) */
   int nshapesets;
+  bool shapeset_recompile; /* --shapeset-recompile (run): a binding outside the box compiles on its own */
   bool derive; /* lower an expression of unbound symbols as a derived symbol (harp bench --bind: one GPU session) */
   char shapeset_why[600]; /* an ONNX model imported at its binding: why its ShapeSet dims could not stay symbols */
 } cli_opts;

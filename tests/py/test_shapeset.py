@@ -3,7 +3,8 @@ every binding in the box.  On a cache of its own, the first binding builds
 the object and every later binding in the box, in a new process, builds
 nothing (--time-stages: "0 built by the C compiler"), each output against
 numpy; a binding outside the box, or breaking a tie, is refused before any
-kernel runs, with no output file, and a box past the limits at its compile; a model whose kernels cannot take their sizes at run time
+kernel runs, with no output file (or, with --shapeset-recompile, a binding
+outside compiles on its own), and a box past the limits at its compile; a model whose kernels cannot take their sizes at run time
 yet says why and still gives the right numbers; a malformed box is a usage
 error.  harp bench --shapeset prints a row per binding and refuses one
 outside the box; with --profile, each binding's kernels on both objects
@@ -75,6 +76,13 @@ x = rng.standard_normal((65, 33)).astype(np.float32)
 p, out = run("softmax_rows.json", {"X": x}, ["--shapeset", "R=2..64"])
 s.check("R=65: refused", p.returncode == 1 and "outside the compiled ShapeSet" in p.stderr, p.stderr[-400:])
 s.check("R=65: no output file", not os.path.exists(os.path.join(out, "out.npy")))
+# ... or, as the caller chooses, compiled on its own (the object of the box from the cache)
+p, out = run("softmax_rows.json", {"X": x}, ["--shapeset", "R=2..64", "--shapeset-recompile"])
+s.check("R=65 with --shapeset-recompile: a compile of its own", p.returncode == 0 and built(p) == (2, 1), p.stderr[-400:])
+if p.returncode == 0:
+    s.check("R=65 with --shapeset-recompile vs numpy", *close(np.load(os.path.join(out, "out.npy")), softmax(x), 1e-5, 1e-6))
+p, _ = run("softmax_rows.json", {"X": x}, ["--shapeset-recompile"])
+s.check("--shapeset-recompile without --shapeset: a usage error", p.returncode == 1 and "needs --shapeset" in p.stderr, p.stderr[-300:])
 
 # a binding breaking a tie (up2_add: G = 2 H, learned by the box) and a box past the limits: located errors,
 # nothing written (the C API's and Python's twins: test_c_api_sgen.c, test_shapeset_ties.py)
