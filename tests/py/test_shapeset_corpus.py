@@ -99,7 +99,7 @@ def onnx_networks():
     """onnx_models.py's ResNet-18, MobileNetV2 (small widths, 32x32 images) and a BERT layer (its
     Reshapes to [1, -1, heads, D] and [1, -1, E], so its sequence can vary), written into D/in: their paths."""
     import onnx_models as om
-    from model_weights import bert_weights, resnet18_weights
+    from model_weights import bert_weights, mobilenetv2_weights, resnet18_weights
     rng = np.random.default_rng(7)
 
     def rand(*shape, scale=1.0):
@@ -108,15 +108,7 @@ def onnx_networks():
     t = resnet18_weights(rand, widths=(8, 16, 32, 64), classes=10)
     nets = {"resnet18_small.onnx": om.resnet18(t, hw=32)}
     blocks = om.mobilenetv2_blocks([(1, 8, 1, 1), (6, 12, 2, 2), (6, 16, 2, 2)], c=8)
-    t = {"w0": rand(8, 3, 3, 3, scale=(2 / 27) ** 0.5), "b0": rand(8, scale=0.1)}
-    for i, (c, e, d, _) in enumerate(blocks, 1):
-        if e != c:
-            t[f"e{i}"], t[f"eb{i}"] = rand(e, c, 1, 1, scale=(2 / c) ** 0.5), rand(e, scale=0.1)
-        t[f"d{i}"], t[f"db{i}"] = rand(e, 1, 3, 3, scale=(2 / 9) ** 0.5), rand(e, scale=0.1)
-        t[f"p{i}"], t[f"pb{i}"] = rand(d, e, 1, 1, scale=(1 / e) ** 0.5), rand(d, scale=0.1)
-    t["wl"], t["bl"] = rand(32, 16, 1, 1, scale=(2 / 16) ** 0.5), rand(32, scale=0.1)
-    t["wf"], t["bf"] = rand(32, 10, scale=32 ** -0.5), rand(10, scale=0.1)
-    nets["mobilenetv2_small.onnx"] = om.mobilenetv2(t, blocks, hw=32)
+    nets["mobilenetv2_small.onnx"] = om.mobilenetv2(mobilenetv2_weights(rand, blocks, 8, 32, 10), blocks, hw=32)
     E, H, F = 64, 4, 128
     bert = om.bert(bert_weights(rand, E, F), 1, 16, E, H, F)
     for init in bert.graph.initializer:
