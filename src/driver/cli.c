@@ -182,6 +182,10 @@ int cli_parse(int argc, char **argv, const char *cmd, const char *allowed, cli_o
       *(name[0] == 'r' ? &o->random_inputs : name[0] == 't' ? &o->time_stages : &o->sources_only) = true;
       continue;
     }
+    if (!strcmp(name, "shapeset-recompile")) {
+      o->shapeset_recompile = true;
+      continue;
+    }
     const char *v = opt_value(argc, argv, &i, a, eq);
     if (!v) return cli_usage_error(cmd, "option --%s needs a value", name);
     int rc = set_option(cmd, name, v, o, e);
@@ -341,11 +345,25 @@ static harp_status apply_io_options(harp_error *e, const cli_opts *o, cli_model 
   return HARP_OK;
 }
 
+/* harp run --shapeset: the ONNX import kept the box's dims of an input
+ * symbolic, so each --shape binds them here, before the --input files do
+ * (a file or --sym that disagrees is then InputMismatch, not a run at the
+ * file's binding with the --shape ignored). */
+static harp_status bind_shapes(harp_error *e, const cli_opts *o, cli_model *m) {
+  for (int k = 0; o->shape_binds && o->nshapesets && m->onnx && k < o->nshapes; k++) {
+    const char *id = onnx_id_of(m->onnx, o->shapes[k].name);
+    int node = input_node(m->g, id ? id : o->shapes[k].name);
+    if (node >= 0 && tiny_bind_input(e, m->g, node, o->shapes[k].rank, o->shapes[k].dims, &m->syms)) return e->code;
+  }
+  return HARP_OK;
+}
+
 /* files[k]: --input k's tensor, binding symbols from its shape; then every
  * input needs a tensor unless random ones were asked for; then the
  * graph's defaults bind what nothing else did (graph<B=1>). */
 static harp_status read_given(harp_error *e, const cli_opts *o, bool need_inputs, cli_model *m, ut_tensor *files) {
   tiny_graph *g = m->g;
+  if (need_inputs && bind_shapes(e, o, m)) return e->code;
   for (int k = 0; k < o->ninputs && need_inputs; k++) {
     int node = input_node(g, o->input_names[k]);
     if (ut_npy_read(e, o->input_files[k], (int)g->nodes[node].a.input.dtype, &files[k]) ||

@@ -40,6 +40,7 @@ typedef struct cli_opts {
   bool need_shapes; /* set by cli_load_model: an ONNX model's dynamic dims must all be given */
   bool fix_needed;  /* harp run: an --input whose values a node needs at import is fixed (--param) */
   bool host_flow;        /* the command runs run-time control flow on the host (run, bench) */
+  bool shape_binds;      /* harp run: with --shapeset, --shape binds the box's symbols (as an --input file's shape) */
   long long loop_limit;  /* --loop-limit: a Loop's iterations at most (0: the default) */
   unsigned long long max_memory; /* --max-memory: one instance's arena plus weights at most (0: the machine's) */
   rt_knobs knobs;        /* the environment's knobs, then --knob's (cli_parse) */
@@ -49,6 +50,7 @@ typedef struct cli_opts {
   bool sources_only;     /* --sources-only (compile): the package's sources, no C compiler, no expected/ */
   const char *shapesets[CLI_MAX_LIST]; /* --shapeset NAME=LO..HI: one object for the box (harp/sgen.h) */
   int nshapesets;
+  bool shapeset_recompile; /* --shapeset-recompile (run): a binding outside the box compiles on its own */
   bool derive; /* lower an expression of unbound symbols as a derived symbol (harp bench --bind: one GPU session) */
   char shapeset_why[600]; /* an ONNX model imported at its binding: why its ShapeSet dims could not stay symbols */
 } cli_opts;

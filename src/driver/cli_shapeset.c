@@ -94,7 +94,7 @@ harp_status cli_shapeset_compile_with(harp_error *e, const cli_opts *o, const cl
     if (!boxed) box[n++] = (rt_sgen_sym){m->syms.names[i], m->syms.values[i], m->syms.values[i]};
   }
   tiny_graph *raw = NULL;
-  rt_sgen_opts so = {.cpu = co};
+  rt_sgen_opts so = {.cpu = co, .recompile_outside = o->shapeset_recompile};
   double t0 = ut_now_ms();
   harp_status st = tiny_load_json(e, m->raw, strlen(m->raw), o->model, &raw);
   if (!st) st = rt_sgen_compile(e, raw, box, n, &so, out);

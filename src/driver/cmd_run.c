@@ -39,7 +39,8 @@ static const char run_help[] =
     "  --shape NAME=DIMS      an ONNX graph input's shape, e.g. x=1x3x640x640\n"
     "                         (repeatable): the import specialises on it, as on\n"
     "                         the --input files' shapes and --sym; a dynamic dim\n"
-    "                         must be given one of these ways (docs/onnx.md)\n"
+    "                         must be given one of these ways (docs/onnx.md); with\n"
+    "                         --shapeset it binds the box's dims, as a file does\n"
     "  --out DIR              where outputs go (default: .)\n"
     "  --outputs ID,...       return these nodes instead of the model's outputs\n"
     "  --backend B            cpu (default: generated C, compiled with the system\n"
@@ -85,6 +86,8 @@ static const char run_help[] =
     "                         compiles as before (--time-stages says why).  An\n"
     "                         ONNX model's dynamic dim: its dim_param, its shape\n"
     "                         variable (x_d2) or INPUT:AXIS (images:2)\n"
+    "  --shapeset-recompile   a binding outside the --shapeset box compiles on its\n"
+    "                         own (cached) instead of failing with InputMismatch\n"
     "  --max-memory BYTES     --backend cpu: refuse a model whose instance (arena plus\n"
     "                         weights) needs more (K, M, G suffixes; default: this\n"
     "                         machine's memory), with LimitExceeded before compiling\n"
@@ -267,12 +270,13 @@ static int run_options(int argc, char **argv, cli_opts *o, const cli_backend **b
   harp_error e = {0};
   int rc = cli_parse(argc, argv, "run",
                      "input param random-inputs seed sym shape out outputs backend target precision dump dump-dir plan "
-                     "loop-limit max-memory knob time-stages shapeset",
+                     "loop-limit max-memory knob time-stages shapeset shapeset-recompile",
                      o, &e);
   if (rc || !(*b = cli_backend_get("run", o->backend, "interp cpu regions cuda", &rc))) return rc;
   if (!o->model) return cli_usage_error("run", "no MODEL given");
   if (o->nshapesets && ((*b)->target != &rt_target_cpu || (*b)->playback || o->nplans || o->ndumps))
     return cli_usage_error("run", "--shapeset needs --backend cpu, without --plan or --dump");
+  if (o->shapeset_recompile && !o->nshapesets) return cli_usage_error("run", "--shapeset-recompile needs --shapeset");
   if (cli_wants_dump(o, "c") && ((*b)->target != &rt_target_cpu || (*b)->playback))
     return cli_usage_error("run", "--dump c needs --backend cpu (the C of the CPU backend)");
   return 0;
@@ -296,6 +300,7 @@ int cmd_run(int argc, char **argv) {
   }
   o.fix_needed = true; /* one run: an integer --input a node needs at import is fixed there */
   o.host_flow = true;
+  o.shape_binds = true; /* --shape binds a --shapeset's symbols (bench binds them with --bind) */
   cli_model m;
   cli_dumps d;
   cli_dumps_init(&d, &o);

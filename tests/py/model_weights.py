@@ -35,3 +35,19 @@ def bert_weights(rand, E, F, layers=1):
             t[f"{n}{l}"] = rand(d, scale=0.1)
         t[f"g1{l}"], t[f"g2{l}"] = 1 + rand(E, scale=0.1), 1 + rand(E, scale=0.1)
     return t
+
+
+def mobilenetv2_weights(rand, blocks, c0, last, classes):
+    """onnx_models.mobilenetv2()'s weights for blocks (mobilenetv2_blocks' (in, expanded, out, stride)):
+    a stem of c0 channels, the blocks, a last 1x1 conv to `last` channels, a classifier of `classes`;
+    He-scaled, small biases."""
+    t = {"w0": rand(c0, 3, 3, 3, scale=(2 / 27) ** 0.5), "b0": rand(c0, scale=0.1)}
+    for i, (c, e, d, _) in enumerate(blocks, 1):
+        if e != c:
+            t[f"e{i}"], t[f"eb{i}"] = rand(e, c, 1, 1, scale=(2 / c) ** 0.5), rand(e, scale=0.1)
+        t[f"d{i}"], t[f"db{i}"] = rand(e, 1, 3, 3, scale=(2 / 9) ** 0.5), rand(e, scale=0.1)
+        t[f"p{i}"], t[f"pb{i}"] = rand(d, e, 1, 1, scale=(1 / e) ** 0.5), rand(d, scale=0.1)
+    d = blocks[-1][2]
+    t["wl"], t["bl"] = rand(last, d, 1, 1, scale=(2 / d) ** 0.5), rand(last, scale=0.1)
+    t["wf"], t["bf"] = rand(last, classes, scale=last ** -0.5), rand(classes, scale=0.1)
+    return t

@@ -15,7 +15,7 @@ ht.onnx_or_skip()
 import onnx  # noqa: E402
 import onnxruntime as ort  # noqa: E402
 import onnx_models as om  # noqa: E402
-from model_weights import bert_weights, resnet18_weights  # noqa: E402
+from model_weights import bert_weights, mobilenetv2_weights, resnet18_weights  # noqa: E402
 
 rng = np.random.default_rng(0)
 S = ht.Suite("onnx_models")
@@ -59,14 +59,7 @@ def bert(gelu_op):
 def mobilenet():
     cfg = [(1, 8, 1, 1), (6, 12, 2, 2), (6, 16, 2, 2)]
     blocks = om.mobilenetv2_blocks(cfg, c=8)
-    t = {"w0": rand(8, 3, 3, 3, scale=(2 / 27) ** 0.5), "b0": rand(8, scale=0.1)}
-    for i, (c, e, d, _) in enumerate(blocks, 1):
-        if e != c:
-            t[f"e{i}"], t[f"eb{i}"] = rand(e, c, 1, 1, scale=(2 / c) ** 0.5), rand(e, scale=0.1)
-        t[f"d{i}"], t[f"db{i}"] = rand(e, 1, 3, 3, scale=(2 / 9) ** 0.5), rand(e, scale=0.1)
-        t[f"p{i}"], t[f"pb{i}"] = rand(d, e, 1, 1, scale=(1 / e) ** 0.5), rand(d, scale=0.1)
-    t["wl"], t["bl"] = rand(32, 16, 1, 1, scale=(2 / 16) ** 0.5), rand(32, scale=0.1)
-    t["wf"], t["bf"] = rand(32, 10, scale=32 ** -0.5), rand(10, scale=0.1)
+    t = mobilenetv2_weights(rand, blocks, 8, 32, 10)
     check("mobilenetv2_small", om.mobilenetv2(t, blocks, hw=32), {"x": rand(1, 3, 32, 32)})
 
 

@@ -7,7 +7,7 @@ own, fed numpy arrays of four sizes: one object, one C compile
 buffers; a feed outside the ShapeSet is InputMismatch, or compiled on its own
 with shapeset_recompile; a Reshape to (n / 4, 4) (a derived symbol) whose
 copy kernel still prints its sizes compiles per feed shape, saying why; a
-bad ShapeSet is UsageError."""
+bad ShapeSet is UsageError, one past the limits LimitExceeded."""
 import os
 import tempfile
 
@@ -96,4 +96,11 @@ for bad in ({"batch": 5}, ["batch=9"], {"nosuch": (1, 4)}):
         s.check(f"shapesets={bad!r}: refused", False)
     except harp.HarpError as ex:
         s.check(f"shapesets={bad!r}: refused", isinstance(ex, harp.UsageError), repr(ex))
+# a box whose upper corner passes the limits (2^40 rows): LimitExceeded, located, when the session is made
+try:
+    harp.InferenceSession(path, opts, shapesets={"batch": (2, 2 ** 40)})
+    s.check("batch up to 2^40: refused", False)
+except harp.HarpError as ex:
+    s.check("batch up to 2^40: LimitExceeded at the box's corner", isinstance(ex, harp.LimitExceeded) and "upper corner" in str(ex),
+            repr(ex))
 s.close()

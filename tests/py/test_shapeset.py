@@ -2,8 +2,9 @@
 every binding in the box.  On a cache of its own, the first binding builds
 the object and every later binding in the box, in a new process, builds
 nothing (--time-stages: "0 built by the C compiler"), each output against
-numpy; a binding outside the box is refused before any kernel runs, with
-no output file; a model whose kernels cannot take their sizes at run time
+numpy; a binding outside the box, or breaking a tie, is refused before any
+kernel runs, with no output file (or, with --shapeset-recompile, a binding
+outside compiles on its own), and a box past the limits at its compile; a model whose kernels cannot take their sizes at run time
 yet says why and still gives the right numbers; a malformed box is a usage
 error.  harp bench --shapeset prints a row per binding and refuses one
 outside the box; with --profile, each binding's kernels on both objects
@@ -75,6 +76,24 @@ x = rng.standard_normal((65, 33)).astype(np.float32)
 p, out = run("softmax_rows.json", {"X": x}, ["--shapeset", "R=2..64"])
 s.check("R=65: refused", p.returncode == 1 and "outside the compiled ShapeSet" in p.stderr, p.stderr[-400:])
 s.check("R=65: no output file", not os.path.exists(os.path.join(out, "out.npy")))
+# ... or, as the caller chooses, compiled on its own (the object of the box from the cache)
+p, out = run("softmax_rows.json", {"X": x}, ["--shapeset", "R=2..64", "--shapeset-recompile"])
+s.check("R=65 with --shapeset-recompile: a compile of its own", p.returncode == 0 and built(p) == (2, 1), p.stderr[-400:])
+if p.returncode == 0:
+    s.check("R=65 with --shapeset-recompile vs numpy", *close(np.load(os.path.join(out, "out.npy")), softmax(x), 1e-5, 1e-6))
+p, _ = run("softmax_rows.json", {"X": x}, ["--shapeset-recompile"])
+s.check("--shapeset-recompile without --shapeset: a usage error", p.returncode == 1 and "needs --shapeset" in p.stderr, p.stderr[-300:])
+
+# a binding breaking a tie (up2_add: G = 2 H, learned by the box) and a box past the limits: located errors,
+# nothing written (the C API's and Python's twins: test_c_api_sgen.c, test_shapeset_ties.py)
+x5, z11 = np.zeros((1, 8, 5, 8), np.float32), np.zeros((1, 8, 11, 16), np.float32)
+p, out = run("up2_add.harp", {"x": x5, "z": z11}, ["--shapeset", "H=2..12", "--shapeset", "G=4..24", "--sym", "W=8", "--sym", "V=16"])
+s.check("up2_add G = 11 at H = 5: the tie named", p.returncode == 1 and "error[InputMismatch]" in p.stderr
+        and "its definition 2*H gives 10" in p.stderr, p.stderr[-400:])
+s.check("up2_add G = 11 at H = 5: no output file", not os.path.exists(os.path.join(out, "y.npy")))
+p, out = run("softmax_rows.json", {"X": x}, ["--shapeset", "R=2..1099511627776"])
+s.check("R up to 2^40: LimitExceeded at the box's corner", p.returncode == 1 and "error[LimitExceeded]" in p.stderr
+        and "upper corner" in p.stderr and "Traceback" not in p.stderr, p.stderr[-400:])
 
 # GEMMs over their rows: one object (M read at run time), numpy's numbers at two bindings
 ws = {f"W{i}": rng.standard_normal((16, 16)).astype(np.float32) * 0.3 for i in range(4)}

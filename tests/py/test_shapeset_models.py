@@ -14,30 +14,25 @@ piece of the error the model gets on the CPU at all (it then runs nowhere:
 recorded, not skipped).  Either way the numbers must agree.  A model with
 fixed shapes gets a symbol by a rewrite of its text (REWRITE: the batch or
 a spatial dim), a file's ONNX input its dim_param.  A model in
-tests/models without a row fails the test: add one.  Runs in about
-30 s on 2 loaded cores; HARP_SS_MODELS=name,... runs some only."""
+tests/models without a row fails the test: add one.  The row and the check
+are shapeset_table.py's (test_shapeset_corpus.py: examples/, tests/models/gpu/
+and the ONNX networks).  The slow rows compile their C at -O1 (at -O3 with
+HARP_TEST_SLOW=1).  About 55 s of CPU; HARP_SS_MODELS=name,... runs some
+only."""
 import glob
 import os
 import re
 import tempfile
-import time
 
-from harp_py import SRC, Suite, check_bindings, harp, np
+from harp_py import SRC, Suite
+from shapeset_table import row, run_table
 
 s = Suite("shapeset_models")
 D = tempfile.mkdtemp()
 CACHE = tempfile.mkdtemp()
-ONE = "one object"
-
-
-def row(box, at, fixed=None, expect=ONE, tol=1e-4, rewrite=None, slow=False):
-    """box {SYM: (lo, hi)}, bindings at [{SYM: v}] (two or more), fixed {SYM: v}; expect ONE or a
-    piece of the fallback reason; tol: |a - b| <= tol (1 + max |b|); slow: run only with HARP_TEST_SLOW=1."""
-    return dict(box=box, at=at, fixed=fixed or {}, expect=expect, tol=tol, rewrite=rewrite, slow=slow)
 
 
 ATT = {"B": 1, "H": 2, "N": 24, "D": 16, "Dv": 16}
-PER_BINDING = "depends on the binding"
 TABLE = {
     # ---- Tiny IR (JSON)
     "attention_full.json": row({"M": (2, 40)}, [{"M": 2}, {"M": 40}, {"M": 17}], ATT),
@@ -114,109 +109,6 @@ TABLE = {
     # ---- ONNX: fixed shapes, the batch made a dim_param
     "small_cnn.onnx": row({"batch": (1, 6)}, [{"batch": 1}, {"batch": 4}, {"batch": 6}], tol=1e-3),
 }
-DTYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(int32)": np.int32}
-
-
-def model_path(name, r):
-    """The model file, rewritten where its row says (text substitutions; an ONNX input's batch a dim_param)."""
-    path = os.path.join(SRC, "tests", "models", name)
-    if name.endswith(".onnx"):
-        import onnx
-        m = onnx.load(path)
-        for i in m.graph.input:
-            i.type.tensor_type.shape.dim[0].dim_param = "batch"
-        for o in m.graph.output:
-            o.type.tensor_type.shape.dim[0].dim_param = "batch"
-        path = os.path.join(D, name)
-        onnx.save(m, path)
-        return path
-    if not r["rewrite"]:
-        return path
-    text = open(path).read()
-    for old, new in r["rewrite"]:
-        text = text.replace(old, new)
-    path = os.path.join(D, name)
-    with open(path, "w") as f:
-        f.write(text)
-    return path
-
-
-def syms_at(r, b):
-    """The bindings of every symbol at binding b: box symbols from b, the rest fixed."""
-    env = dict(r["fixed"])
-    env.update(b)
-    return env
-
-
-def feeds_for(ref, rng, shapes):
-    """Uniform feeds in [-2, 2] for the reference session's inputs (shapes {name: dims} where it has them)."""
-    return {i.name: rng.uniform(-2, 2, shapes.get(i.name, i.shape)).astype(DTYPES.get(i.type, np.float32))
-            for i in ref.get_inputs()}
-
-
-def check_model(name, r):
-    path = model_path(name, r)
-    fixed = dict(r["fixed"])
-    onnx_model = name.endswith(".onnx")
-    opts = {"cache_dir": CACHE, "progress": False, "syms": {} if onnx_model else fixed}
-    want_error = r["expect"].startswith("error:")
-    try:
-        sess = harp.InferenceSession(path, opts, shapesets=r["box"])
-    except harp.HarpError as ex:
-        s.check(f"{name}: compiles over {r['box']}" if not want_error else f"{name}: refused on the CPU, as recorded",
-                want_error, str(ex)[:400])
-        if want_error:
-            print(f"  {name}: {str(ex)[:160]}")
-        return
-    s.check(f"{name}: compiles (the table says it does not: {r['expect']})", not want_error)
-    rng = np.random.default_rng(25)
-
-    def ref_opts(b):
-        shapes = onnx_shapes(path, b) if onnx_model else {}
-        return {"syms": {} if onnx_model else syms_at(r, b), "progress": False, "shapes": {k: tuple(v) for k, v in shapes.items()}}
-
-    def agree(g, w):
-        g32, w32 = np.asarray(g, np.float32), np.asarray(w, np.float32)
-        scale = 1 + (float(np.max(np.abs(w32))) if w32.size else 0)
-        ok = g32.shape == w32.shape and bool(np.all(np.abs(g32 - w32) <= r["tol"] * scale))
-        err = float(np.max(np.abs(g32 - w32))) if g32.shape == w32.shape and g32.size else -1
-        return ok, f"shapes {g32.shape} {w32.shape}, max abs err {err}"
-
-    check_bindings(s, name, sess, path, r["at"], ref_opts,
-                   lambda ref, b: feeds_for(ref, rng, onnx_shapes(path, b) if onnx_model else {}), agree)
-    objs, built, why = sess.shapeset_objects()
-    if r["expect"] == ONE:  # a binding at 1 where a size 1 broadcasts differently compiles apart (the object serves 2..hi)
-        apart = any(v == 1 for b in r["at"] for v in b.values())
-        s.check(f"{name}: one object for the box", why is None and (objs == 1 or (apart and objs == 2)), f"{objs} object(s): {why}")
-    else:
-        s.check(f"{name}: a compile per binding, as recorded ({r['expect']})", why is not None and r["expect"] in why,
-                f"{objs} object(s): {why}")
-    print(f"  {name}: {objs} object(s), {built} built; {why or ONE}")
-
-
-def onnx_shapes(path, b):
-    """An ONNX model's input shapes at binding b of its batch: {name: [dims]}."""
-    import onnx
-    m = onnx.load(path)
-    return {i.name: [b["batch"] if d.dim_param == "batch" else d.dim_value for d in i.type.tensor_type.shape.dim]
-            for i in m.graph.input}
-
-
-names = sorted(os.path.basename(p) for p in glob.glob(os.path.join(SRC, "tests", "models", "*"))
-               if re.search(r"\.(json|harp|onnx)$", p))
-only = [n for n in os.environ.get("HARP_SS_MODELS", "").split(",") if n]
-for name in names:
-    if only and name not in only:
-        continue
-    if name not in TABLE:
-        s.check(f"{name}: has a row in the table (box, bindings, what it gives)", False)
-        continue
-    r = TABLE[name]
-    if r["slow"] and not only and os.environ.get("HARP_TEST_SLOW") != "1":
-        print(f"  {name}: slow, skipped (HARP_TEST_SLOW=1 runs it)")
-        continue
-    t = time.time()
-    check_model(name, r)
-    print(f"  {name}: {time.time() - t:.1f} s")
-s.check("every row names a model that exists", all(n in names for n in TABLE), str([n for n in TABLE if n not in names]))
+paths = [p for p in glob.glob(os.path.join(SRC, "tests", "models", "*")) if re.search(r"\.(json|harp|onnx)$", p)]
+run_table(s, TABLE, paths, D, CACHE, "HARP_SS_MODELS")
 s.close()

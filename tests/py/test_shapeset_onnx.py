@@ -5,8 +5,9 @@ MatMul + Add + Softmax + Mul with a dim_param "batch", on a cache of its own,
 run at three bindings: the first builds the object, the next two build
 nothing (--time-stages), each output against onnxruntime.  The dim is named
 three ways (its dim_param, INPUT:AXIS, the shape variable of an anonymous
-dim).  A binding that breaks the model (two inputs' dims of one dim_param
-that differ) and
+dim).  --shape binds the box's dim as a file's shape does (random inputs
+at it; a file that disagrees refused).  A binding that breaks the model
+(two inputs' dims of one dim_param that differ) and
 one outside the box are InputMismatch before any kernel runs, with no
 output file; a Reshape to (n / 4, 4) computed from Shape is one object too
 (n / 4 a derived symbol), and an n it does not divide is refused.  harp
@@ -89,6 +90,19 @@ x = rng.standard_normal((49, 16)).astype(np.float32)
 p, out = run(path, {"x": x}, ["--shapeset", "batch=2..48"])
 s.check("batch=49: outside the ShapeSet", p.returncode == 1 and "outside the compiled ShapeSet" in p.stderr, p.stderr[-400:])
 s.check("batch=49: no output file", not os.path.exists(os.path.join(out, "y.npy")))
+
+# --shape binds the box's dim as an input file's shape does: random inputs at it (from the cache), and a
+# file that disagrees with it refused before any kernel (before: the --shape ignored, a run at the file's 5)
+p, out = run(path, {}, ["--shapeset", "batch=2..48", "--shape", "x=7x16", "--random-inputs"])
+s.check("--shape x=7x16: runs at batch = 7, from the cache", p.returncode == 0 and built(p) == (1, 0)
+        and np.load(os.path.join(out, "y.npy")).shape == (7, 24), p.stderr[-400:])
+p, out = run(path, {"x": rng.standard_normal((5, 16)).astype(np.float32)}, ["--shapeset", "batch=2..48", "--shape", "x=6x16"])
+s.check("--shape x=6x16, a file of 5 rows: InputMismatch", p.returncode == 1 and "error[InputMismatch]" in p.stderr
+        and "batch is already 6" in p.stderr, p.stderr[-400:])
+s.check("--shape x=6x16, a file of 5 rows: no output file", not os.path.exists(os.path.join(out, "y.npy")))
+p, out = run(path, {}, ["--shapeset", "batch=2..48", "--shape", "x=49x16", "--random-inputs"])
+s.check("--shape x=49x16: outside the ShapeSet", p.returncode == 1 and "outside the compiled ShapeSet" in p.stderr,
+        p.stderr[-400:])
 
 # a constraint of the model: x[a, 4] + z[a, 4], one dim_param, needs the two sizes equal
 bc = model([mk("Add", ["x", "z"], ["s"]), mk("Softmax", ["s"], ["y"], axis=-1)], [vi("x", ["a", 4]), vi("z", ["a", 4])],

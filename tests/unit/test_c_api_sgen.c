@@ -7,7 +7,10 @@
  * box refused before any kernel runs (the caller's buffer untouched), or
  * compiled on its own with shapeset_recompile; a row softmax whose row
  * length varies (not generic yet: a compile per binding, the reason kept);
- * bad settings; a model without ShapeSets through the same calls. */
+ * bad settings; a model without ShapeSets through the same calls; bindings
+ * that break a model (a Reshape's divisibility, a tie) or pass the limits
+ * (2^41 elements; a box's corner of 2^40 rows), refused before any kernel
+ * runs, the caller's buffer untouched. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -258,11 +261,97 @@ static void test_errors(void **state) {
   harp_compiled_free(c);
 }
 
+/* Run model instance m of compiled c at input shapes in_shapes (inputs of
+ * zeros, enough for n floats each): its status, the caller's output buffer
+ * of n floats checked untouched on an error. */
+static harp_status run_at(harp_error *e, harp_model *m, const harp_compiled *c, const int64_t *const *in_shapes, size_t n) {
+  float *z = calloc(n, sizeof *z), *y = malloc(n * sizeof *y);
+  assert_true(z && y);
+  for (size_t i = 0; i < n; i++) y[i] = 7.0f;
+  const void *in[] = {z, z};
+  void *out[] = {y};
+  harp_status st = harp_model_run_shaped(e, m, in, in_shapes, out);
+  for (size_t i = 0; st && i < n; i++) assert_true(y[i] == 7.0f);
+  free(z);
+  free(y);
+  (void)c;
+  return st;
+}
+
+/* Bindings that break a model, and sizes past the limits: InputMismatch
+ * (or LimitExceeded for a box) before any kernel runs, the caller's buffer
+ * untouched, with shapeset_recompile too (such a binding compiles nothing). */
+static void test_bad_bindings(void **state) {
+  (void)state;
+  char path[1024];
+  harp_error e = {0};
+  harp_compiled *c;
+  harp_model *m;
+  /* a Reshape to n / 4 rows: n = 10 breaks it, n = 12 runs */
+  model_path(path, sizeof path, "dsym_reshape.harp");
+  const char *nbox[] = {"n=4..64", NULL};
+  harp_options o = {.shapesets = nbox, .cache_dir = fresh_cache(), .shapeset_recompile = true};
+  assert_ok(&e, harp_compile_file(&e, path, &o, &c));
+  assert_ok(&e, harp_model_new(&e, c, NULL, 0, NULL, &m));
+  int64_t n12[] = {12}, n10[] = {10};
+  const int64_t *sh[] = {n12, n12};
+  assert_ok(&e, run_at(&e, m, c, sh, 64));
+  sh[0] = n10;
+  assert_int_equal(run_at(&e, m, c, sh, 64), HARP_E_INPUT_MISMATCH);
+  assert_non_null(strstr(e.msg, "n=10"));
+  harp_error_clear(&e);
+  assert_int_equal(harp_shapeset_objects(c, NULL, NULL), 1); /* the breaking binding compiled nothing */
+  harp_model_free(m);
+  harp_compiled_free(c);
+  /* a tie: y = upsample2(x) + z needs G = 2 H (the box learns G := 2*H) */
+  model_path(path, sizeof path, "up2_add.harp");
+  const char *tbox[] = {"H=2..12", "G=4..24", NULL}, *fix[] = {"N=1", "W=8", "V=16", NULL};
+  harp_options ot = {.shapesets = tbox, .syms = fix, .cache_dir = fresh_cache()};
+  assert_ok(&e, harp_compile_file(&e, path, &ot, &c));
+  assert_ok(&e, harp_model_new(&e, c, NULL, 0, NULL, &m));
+  int64_t x5[] = {1, 8, 5, 8}, z10[] = {1, 8, 10, 16}, z11[] = {1, 8, 11, 16};
+  sh[0] = x5, sh[1] = z10;
+  assert_ok(&e, run_at(&e, m, c, sh, 8 * 11 * 16));
+  sh[1] = z11;
+  assert_int_equal(run_at(&e, m, c, sh, 8 * 11 * 16), HARP_E_INPUT_MISMATCH);
+  assert_non_null(strstr(e.msg, "its definition 2*H gives 10"));
+  harp_error_clear(&e);
+  harp_model_free(m);
+  harp_compiled_free(c);
+  /* 2^37 rows of 16 (2^41 elements): refused as the shape is read, even where a binding outside compiles */
+  model_path(path, sizeof path, "gemm_chain4.json");
+  const char *mbox[] = {"M=2..40", NULL}, *d[] = {"D=16", NULL};
+  harp_options om = {.shapesets = mbox, .syms = d, .cache_dir = fresh_cache(), .shapeset_recompile = true};
+  assert_ok(&e, harp_compile_file(&e, path, &om, &c));
+  unsigned char *params = calloc(harp_params_bytes(c) + 1, 1);
+  assert_ok(&e, harp_model_new(&e, c, params, harp_params_bytes(c), NULL, &m));
+  int64_t huge[] = {(int64_t)1 << 37, D};
+  sh[0] = huge;
+  assert_int_equal(run_at(&e, m, c, sh, 64), HARP_E_INPUT_MISMATCH);
+  assert_non_null(strstr(e.msg, "too large"));
+  harp_error_clear(&e);
+  int64_t shape[HARP_MAX_RANK];
+  int rank = 0;
+  assert_int_equal(harp_output_shape_for(&e, c, sh, 0, shape, &rank), HARP_E_INPUT_MISMATCH);
+  harp_error_clear(&e);
+  assert_int_equal(harp_shapeset_objects(c, NULL, NULL), 1);
+  harp_model_free(m);
+  free(params);
+  harp_compiled_free(c);
+  /* a box whose upper corner is 2^40 rows of 16: LimitExceeded at the compile */
+  const char *big[] = {"M=2..1099511627776", NULL};
+  om.shapesets = big;
+  assert_int_equal(harp_compile_file(&e, path, &om, &c), HARP_E_LIMIT);
+  assert_non_null(strstr(e.msg, "upper corner"));
+  harp_error_clear(&e);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_gemm_chain),
       cmocka_unit_test(test_fallback),
       cmocka_unit_test(test_errors),
+      cmocka_unit_test(test_bad_bindings),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -83,7 +83,7 @@ harp_status cc_emit_reduce(rc_ctx *c, int r, const char *fn, ut_str *out, const 
                 "    for (long j = 0; j < cols; j++) v = %s;\n",
                 sum ? "sum" : "max", fn, rd->in.slot, rd->out.slot, cols, rows, sum ? "0.0f" : "-INFINITY",
                 sum ? "+" : "hp_max", sum ? "v + p[j]" : "hp_fmax(v, p[j])");
-  ut_str_printf(out, "%s    y[i] = v;\n  }\n  return 0;\n}\n\n", steps.buf);
+  ut_str_printf(out, "%s    y[i] = v;\n  }\n  return 0;\n}\n\n", steps.buf ? steps.buf : ""); /* no steps: no buffer */
   ut_str_free(&steps);
   *handled = true;
   return HARP_OK;
