@@ -2,8 +2,9 @@
 in fp32 and fp16 (computed in fp32 and rounded, as the interpreter does).
 The elementwise ops are the op table's (`harp ops --json`): each needs a
 numpy reference in REF, and runs in fp32, fp16 and (when its dtype rule takes
-integers) i32 on every backend, on cpu both as the vector map and as generic
-loops, and on CUDA (the elementwise and the generic kernels) on the SIMT
+integers) i32 on every backend, on cpu as tier 0 (HARP_TIER0=force) and as
+the compiled C, both the vector map and the generic loops (the cases of a
+section in one model: check, flush), and on CUDA (the elementwise and the generic kernels) on the SIMT
 simulator, the translation units compiled by NVRTC where there is one."""
 import json
 import math
