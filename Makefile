@@ -47,10 +47,10 @@ test-tsan: deps $(TSAN_BUILD)/Makefile
 	@cd $(TSAN_BUILD) && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 HARP_THREAD_RUNS=200 \
 	  ctest --output-on-failure -L threads
 
-# The libFuzzer targets (clang, ASan + UBSan), each for FUZZ_SECONDS
-# (docs/reliability.md, "Fuzzing").
+# The libFuzzer targets (clang, ASan + UBSan, CMAKE_FLAGS too), each for
+# FUZZ_SECONDS (docs/reliability.md, "Fuzzing").
 fuzz: deps
-	@scripts/fuzz_inputs.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
+	@CMAKE_FLAGS="$(CMAKE_FLAGS)" scripts/fuzz_inputs.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
 
 # libharp.so, harp.h and harp/, harp.pc, the CMake package, the harp CLI
 # into $(DESTDIR)$(PREFIX) (docs/c-api.md, "Installing").

@@ -20,8 +20,11 @@ TARGETS=${*:-onnx tiny dsl plan_json plan_dsl npy calib}
 JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 PAR=${FUZZ_PARALLEL:-$((JOBS < 2 ? JOBS : 2))}
 
-if [ ! -f "$B/Makefile" ]; then
-  CC=clang cmake -S . -B "$B" -DHARP_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null || exit 1
+# CMAKE_FLAGS (make's; CI's -DHARP_WERROR=ON: a warning fails the build)
+# configure it, again on a build directory made before
+if [ ! -f "$B/Makefile" ] || [ -n "${CMAKE_FLAGS:-}" ]; then
+  # shellcheck disable=SC2086
+  CC=clang cmake -S . -B "$B" -DHARP_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo ${CMAKE_FLAGS:-} >/dev/null || exit 1
 fi
 # shellcheck disable=SC2046
 cmake --build "$B" -j "$JOBS" --target $(printf 'fuzz_%s ' $TARGETS) >"$B/build.log" 2>&1 || { tail -30 "$B/build.log"; exit 1; }

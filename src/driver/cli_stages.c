@@ -166,7 +166,7 @@ void cli_print_stage_times(const cli_opts *o, const cli_model *m, const rt_compi
  * and hi[CLI_MAX_LIST] into co. */
 static harp_status gpu_box_syms(harp_error *e, const cli_opts *o, const cli_model *m, char (*names)[CLI_NAME_MAX],
                                 const char **ptrs, int64_t *hi, rt_compile_opts *co) {
-  int nb = 0; /* the box's own: a tied symbol (cli_shapeset_ties: G := 2*H) follows them, as a derived one */
+  int nb = 0; /* the box's own: one the model defines (tiny_ties_drop's: a tie, G := 2*H) follows them */
   for (int k = 0; k < o->nshapesets; k++) {
     rt_sgen_sym y;
     int64_t v = 0;
@@ -194,12 +194,10 @@ static harp_status box_upper(harp_error *e, const cli_model *m, const rt_target 
     at_hi = at_hi && tiny_symtab_get(&m->syms, co->gen_syms[k], &v) && v == co->gen_hi[k];
   }
   if (at_hi || !m->raw) return HARP_OK;
-  for (int i = 0; i < m->syms.n; i++) { /* derived symbols: computed from the others */
-    int64_t v = m->syms.values[i];
+  if (tiny_ties_drop(e, m->g, &m->syms, shi)) return e->code; /* those the model defines: computed from the others */
+  for (int i = 0; i < shi->n; i++) /* the box's own at hi */
     for (int k = 0; k < co->ngen_syms; k++)
-      if (!strcmp(co->gen_syms[k], m->syms.names[i])) v = co->gen_hi[k];
-    if (tiny_dsym_find(m->g, m->syms.names[i]) < 0 && tiny_symtab_set(e, shi, m->syms.names[i], v)) return e->code;
-  }
+      if (!strcmp(co->gen_syms[k], shi->names[i])) shi->values[i] = co->gen_hi[k];
   if (tiny_load_json(e, m->raw, strlen(m->raw), "<the box's corner hi>", ghi) || tiny_dsym_bind(e, *ghi, shi) ||
       tiny_prepare(e, *ghi, shi, false))
     return e->code;

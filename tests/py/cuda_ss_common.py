@@ -134,10 +134,11 @@ def one_box(s, rng, name, model, sym, hi, at, fixed, extra, variant, ntemplate, 
     return dhi
 
 
-def feeds_outs(d, rng):
-    """Random inputs at the shapes of the dump in d, and its outputs' shapes."""
+def feeds_outs(d, rng, of=cuda_sim.feeds_of):
+    """Random inputs at the shapes of the dump in d (of(gpu.json's "gpu",
+    rng)), and its outputs' shapes."""
     g = json.load(open(os.path.join(d, "gpu.json")))["gpu"]
-    return cuda_sim.feeds_of(g, rng), {b["name"]: b["shape"] for b in g["buffers"] if b["space"] == "output"}
+    return of(g, rng), {b["name"]: b["shape"] for b in g["buffers"] if b["space"] == "output"}
 
 
 def one_build(s, what, st, err):
@@ -160,14 +161,17 @@ def box_corner(s, what, model, target, binding, opts):
     return d, json.load(open(os.path.join(d, "gpu.json")))["gpu"], open(os.path.join(d, "model.cu")).read()
 
 
-def at_bindings(s, rng, what, model, target, box, dhi, src_hi, names, bindings, short, tol, ref=None, sim=True):
+def at_bindings(s, rng, what, model, target, box, dhi, src_hi, names, bindings, short, tol, ref=None, sim=True,
+                feeds_of=cuda_sim.feeds_of, also=None):
     """Each binding b (a dict) of bindings inside box (the dump options):
     the unit dumped at b is src_hi's text, and (sim) the corner hi's build
     (dhi; its symbols names, derived ones computed at b) runs on the
-    simulator at b against the interpreter, or against ref(feeds) -> {output:
-    array} where given, within tol (rtol and atol); short (b, sym): that
-    binding with sym one short must give another result (None: not
-    checked)."""
+    simulator at b, on feeds_of(the dump's gpu.json "gpu", rng), against the
+    interpreter, or against ref(feeds) -> {output: array} where given,
+    within tol (rtol and atol); short (b, sym): that binding with sym one
+    short must give another result (None: not checked); also(w, b, feeds,
+    sv, outs), where given, checks more at each binding that ran (w: the
+    binding's label, sv: the symbols' values)."""
     at = lambda b: [f"{k}={v}" for k, v in b.items()]
     defs = derived_defs(model, bindings[0], box) if sim and any(n not in bindings[0] for n in names) else {}
     values = lambda b: {**b, **{k: eval(v, {}, dict(b)) for k, v in defs.items()}}  # with the derived symbols' (sspool)
@@ -180,8 +184,9 @@ def at_bindings(s, rng, what, model, target, box, dhi, src_hi, names, bindings, 
         s.check(f"{w}: the same CUDA C as at the corner hi", open(os.path.join(dv, "model.cu")).read() == src_hi)
         if not sim:
             continue
-        feeds, outs = feeds_outs(dv, rng)
-        got, err = cuda_sim.run(dhi, feeds, sv=[values(b)[n] for n in names], out_shapes=outs)
+        feeds, outs = feeds_outs(dv, rng, feeds_of)
+        sv = [values(b)[n] for n in names]
+        got, err = cuda_sim.run(dhi, feeds, sv=sv, out_shapes=outs)
         s.check(f"{w}: the corner hi's build runs on the simulator", err is None, err)
         if ref:
             want, against = ref(feeds), "the reference"
@@ -190,6 +195,7 @@ def at_bindings(s, rng, what, model, target, box, dhi, src_hi, names, bindings, 
             s.check(f"{w}: interpreter", q.returncode == 0, q.stderr)
             want = {o: np.load(os.path.join(e, f"{o}.npy")).astype(np.float64) for o in outs} if q.returncode == 0 else None
             against = "interpreter"
+        ran = want is not None and err is None
         for out, a in (got if want is not None and got else {}).items():
             ok, detail = close(a, want[out], tol, tol)
             s.check(f"{w}: {out} vs {against}", ok, detail)
@@ -197,6 +203,8 @@ def at_bindings(s, rng, what, model, target, box, dhi, src_hi, names, bindings, 
             bad, err = cuda_sim.run(dhi, feeds, sv=[values(b)[n] - (n == short[1]) for n in names], out_shapes=outs)
             s.check(f"{w}: {short[1]} one short gives another result", err is not None or not all(
                 close(a, want[o], tol, tol)[0] for o, a in bad.items()))
+        if also and ran:
+            also(w, b, feeds, sv, outs)
 
 
 def derived_defs(model, at, opts):

@@ -15,16 +15,11 @@ its TMA and wgmma models) at each binding against the interpreter (TF32:
 one short must give another result.  A session over each box on the fake
 libcuda (tests/fake_cuda, NVRTC compiles) as a 9.0 and an 8.0 device is one
 build, no fallback.  Skips (77) without g++."""
-import json
 import os
-import sys
 import tempfile
-import warnings
-
-import numpy as np
 
 import cuda_sim
-from harp_test import Suite, close, run
+from cuda_ss_common import at_bindings, box_corner, one_build, start
 
 # causal attention with fewer queries than keys (M != N): matmuls + softmax
 CAUSAL_MN = ("graph<B=4, H=2, M=64, N=128> main(q: f32[B, H, M, 64], k: f32[B, H, N, 64], v: f32[B, H, N, 64])"
@@ -59,10 +54,6 @@ SESSIONS = [
 TOL = 5e-3
 
 
-def at(b):
-    return [f"{k}={v}" for k, v in b.items()]
-
-
 def box_row(s, rng, model, name, box, bindings, short):
     """The box unit of model for sm90 at bindings[0] (its corner hi), the same
     text at every binding, its B packed by a kernel that reads the sizes;
@@ -70,12 +61,9 @@ def box_row(s, rng, model, name, box, bindings, short):
     interpreter; short one short at bindings[1] must differ."""
     opts = tuple(x for k, (lo, hi) in box.items() for x in ("--shapeset", f"{k}={lo}..{hi}"))
     what = f"{name} over {opts[1::2]}"
-    p, dhi = cuda_sim.dump(model, "sm90", at(bindings[0]), extra=opts)
-    s.check(f"{what}: dump at the corner hi", p.returncode == 0, p.stderr)
-    if p.returncode:
+    dhi, g, src = box_corner(s, what, model, "sm90", bindings[0], opts)
+    if not dhi:
         return
-    g = json.load(open(os.path.join(dhi, "gpu.json")))["gpu"]
-    src = open(os.path.join(dhi, "model.cu")).read()
     names = [x["name"] for x in g["syms"]]
     kinds = {k["name"]: k["kind"] for k in g["kernels"]}
     packs = [l for l in g["launches"] if kinds[l["kernel"]] == "pack"]
@@ -85,30 +73,7 @@ def box_row(s, rng, model, name, box, bindings, short):
     s.check(f"{what}: every GEMM's launch reads the sizes at run time",
             all(any(a["space"] == "sym" for a in l["args"]) for l in g["launches"] if kinds[l["kernel"]].endswith("gemm")),
             str(g["launches"])[:1500])
-    for b in bindings:
-        w = f"{what} {at(b)}"
-        p, dv = cuda_sim.dump(model, "sm90", at(b), extra=opts)
-        s.check(f"{w}: dump", p.returncode == 0, p.stderr)
-        if p.returncode:
-            continue
-        s.check(f"{w}: the same CUDA C as at the corner hi", open(os.path.join(dv, "model.cu")).read() == src)
-        gv = json.load(open(os.path.join(dv, "gpu.json")))["gpu"]
-        feeds = cuda_sim.feeds_of(gv, rng)
-        outs = {x["name"]: x["shape"] for x in gv["buffers"] if x["space"] == "output"}
-        sv = [b[n] for n in names]
-        got, err = cuda_sim.run(dhi, feeds, sv=sv, out_shapes=outs)
-        s.check(f"{w}: the corner hi's build runs on the simulator", err is None, err)
-        q, e = run(model, feeds, at(b), backend="interp")
-        s.check(f"{w}: interpreter", q.returncode == 0, q.stderr)
-        if err or q.returncode:
-            continue
-        for out, a in got.items():
-            ok, detail = close(a, np.load(os.path.join(e, f"{out}.npy")).astype(np.float64), TOL, TOL)
-            s.check(f"{w}: {out} vs interpreter", ok, detail)
-        if b is bindings[1]:  # must fail: one short of the binding's `short`
-            bad, err = cuda_sim.run(dhi, feeds, sv=[v - (n == short) for n, v in zip(names, sv)], out_shapes=outs)
-            s.check(f"{w}: {short} one short gives another result", err is not None or not all(
-                close(a, np.load(os.path.join(e, f"{o}.npy")).astype(np.float64), TOL, TOL)[0] for o, a in bad.items()))
+    at_bindings(s, rng, what, model, "sm90", opts, dhi, src, names, bindings, (bindings[1], short), TOL)
 
 
 def session_row(s, model, name, target, binds, fixed):
@@ -116,18 +81,11 @@ def session_row(s, model, name, target, binds, fixed):
     (cuda_sim.session_counts): one build, no fallback."""
     what = f"{name} ({target}) session over {binds}"
     st, err = cuda_sim.session_counts(s, what, model, target, binds, fixed)
-    if st:
-        s.check(f"{what}: one build, no fallback", st["clusters"] == 1 and st["builds"] == 1 and st["box_builds"] == 1 and
-                st["box_fallbacks"] == 0 and "builds per binding" not in err, f"{st} {err[-800:]}")
+    one_build(s, what, st, err)
 
 
 def main():
-    warnings.simplefilter("ignore", RuntimeWarning)
-    s = Suite("cuda_attn_box")
-    if not cuda_sim.have_gxx():
-        print("g++ not found: skipped")
-        sys.exit(77)
-    rng = np.random.default_rng(25)
+    s, rng = start("cuda_attn_box")
     work = tempfile.mkdtemp(prefix="harp_attn_box_")
     models = {}
     for name, text, *_ in CASES:

@@ -17,15 +17,13 @@ build, no fallback; the units compile with nvcc for sm_80 and sm_90a.  A
 genuinely per-binding box (a conv whose channels vary: the implicit-GEMM
 template prints them) still falls back, once, naming the kernel.
 Skips (77) without g++."""
-import json
 import os
 import tempfile
 
 import numpy as np
 
 import cuda_sim
-from cuda_ss_common import NVCC_UNITS, NVCC_UNITS_90, box_corner, finish, one_build, start
-from harp_test import close, run
+from cuda_ss_common import NVCC_UNITS, NVCC_UNITS_90, at_bindings, box_corner, finish, one_build, start
 
 # the count R varies, the gathered axis (16) does not
 ROWS = "graph<R=8> main(x: f32[R, 16], i: i32[R, 4]) -> (y: f32[R, 4]) {\n    y = gather(x, i, 1)\n    return y\n}\n"
@@ -79,37 +77,16 @@ def box_row(s, rng, work, name, text, box, bindings, short, axis, target):
     s.check(f"{what}: a gather kernel reading the sizes at run time, its grid from them",
             len(gathers) == 1 and any(a["space"] == "sym" for a in gathers[0]["args"]) and "grid_x" in gathers[0],
             str([(l["kernel"], [a["space"] for a in l["args"]], l.get("grid_x")) for l in g["launches"]]))
-    for b in bindings:
-        w = f"{what} {at(b)}"
-        p, dv = cuda_sim.dump(model, target, at(b), extra=opts)
-        s.check(f"{w}: dump", p.returncode == 0, p.stderr)
-        if p.returncode:
-            continue
-        s.check(f"{w}: the same CUDA C as at the corner hi", open(os.path.join(dv, "model.cu")).read() == src)
-        gv = json.load(open(os.path.join(dv, "gpu.json")))["gpu"]
-        feeds = feeds_at(gv, rng, axis)
-        outs = {x["name"]: x["shape"] for x in gv["buffers"] if x["space"] == "output"}
-        sv = [b[n] for n in names]
-        got, err = cuda_sim.run(dhi, feeds, sv=sv, out_shapes=outs)
-        s.check(f"{w}: the corner hi's build runs on the simulator", err is None, err)
-        q, e = run(model, feeds, at(b), backend="interp")
-        s.check(f"{w}: interpreter", q.returncode == 0, q.stderr)
-        if err or q.returncode:
-            continue
-        for out, a in got.items():
-            ok, detail = close(a, np.load(os.path.join(e, f"{out}.npy")).astype(np.float64), 0, 0)
-            s.check(f"{w}: {out} vs interpreter (exact)", ok, detail)
-        if b is bindings[1]:  # must fail: one short of the binding's `short`
-            bad, err = cuda_sim.run(dhi, feeds, sv=[v - (n == short) for n, v in zip(names, sv)], out_shapes=outs)
-            s.check(f"{w}: {short} one short gives another result", err is not None or not all(
-                close(a, np.load(os.path.join(e, f"{o}.npy")).astype(np.float64), 0, 0)[0] for o, a in bad.items()))
-        if b is not bindings[0]:  # in range at the corner hi, not at this binding: the bound is the binding's
-            oob = dict(feeds)
-            oob["i"] = feeds["i"].copy()
-            oob["i"].flat[-1] = feeds["x"].shape[axis]
-            _, err = cuda_sim.run(dhi, oob, sv=sv, out_shapes=outs)
-            s.check(f"{w}: an index at the binding's axis size stops the kernel", err is not None and "status word" in err,
-                    str(err))
+
+    def oob(w, b, feeds, sv, outs):  # in range at the corner hi, not at this binding: the bound is the binding's
+        if b is bindings[0]:
+            return
+        bad = dict(feeds, i=feeds["i"].copy())
+        bad["i"].flat[-1] = feeds["x"].shape[axis]
+        _, err = cuda_sim.run(dhi, bad, sv=sv, out_shapes=outs)
+        s.check(f"{w}: an index at the binding's axis size stops the kernel", err is not None and "status word" in err, str(err))
+    at_bindings(s, rng, what, model, target, opts, dhi, src, names, bindings, (bindings[1], short), 0,
+                feeds_of=lambda g, r: feeds_at(g, r, axis), also=oob)
     (NVCC_UNITS_90 if target == "sm90" else NVCC_UNITS).append((what, os.path.join(dhi, "model.cu")))
 
 

@@ -2,8 +2,9 @@
 in fp32 and fp16 (computed in fp32 and rounded, as the interpreter does).
 The elementwise ops are the op table's (`harp ops --json`): each needs a
 numpy reference in REF, and runs in fp32, fp16 and (when its dtype rule takes
-integers) i32 on every backend, on cpu both as the vector map and as generic
-loops, and on CUDA (the elementwise and the generic kernels) on the SIMT
+integers) i32 on every backend, on cpu as tier 0 (HARP_TIER0=force) and as
+the compiled C, both the vector map and the generic loops (the cases of a
+section in one model: check, flush), and on CUDA (the elementwise and the generic kernels) on the SIMT
 simulator, the translation units compiled by NVRTC where there is one."""
 import json
 import math
@@ -32,30 +33,86 @@ def same_bits(got, want):
     return ok, "" if ok else f"{got.reshape(-1)[:12]} != {want.reshape(-1)[:12]}"
 
 
-def check(name, uops, inputs, want, dtype="fp32", out="r", atol=1e-3, exact=False, loops=False):
-    """Run the model on every backend against want; exact: bit for bit; loops:
-    on cpu also with the templates off (HARP_NO_TEMPLATES), so an elementwise op
-    runs as the generic loops' C as well as the vector map's."""
+def judge_of(want, atol=1e-3, exact=False):
+    """The verdict on an output against want: integers and booleans equal,
+    exact: bit for bit, else within atol."""
+    def judge(got):
+        if got.dtype.kind in "ib":
+            return np.array_equal(got, want), f"{got} != {want}"
+        return same_bits(got, want) if exact else close(got, want, atol=atol)
+    return judge
+
+
+def run_env(model, inputs, backend, env):
+    """run() with env added to the environment for that one process."""
+    os.environ.update(env)
+    try:
+        return run(model, inputs, backend=backend)
+    finally:
+        for k in env:
+            os.environ.pop(k, None)
+
+
+def verdict(label, p, d, out, judge):
+    """A check of `harp run`'s output out (in d) by judge."""
+    if p.returncode != 0:
+        s.check(label, False, p.stderr[-1500:])
+    else:
+        s.check(label, *judge(np.load(f"{d}/{out}.npy")))
+
+
+# The compiled C's cases (flush() runs them, all in one model): a `harp run`
+# on cpu answers its first run on tier 0 and builds the object after, unused
+# (harp_test.py), so a model per case would check tier 0 and compile its C
+# for nothing.
+BATCH = []
+
+
+def check(name, uops, inputs, want, dtype="fp32", out="r", atol=1e-3, exact=False, loops=False, judge=None):
+    """Run the model against want (judge: the verdict, else judge_of's) on
+    every backend, cpu as tier 0 (HARP_TIER0=force: libharp's kernels, no C
+    compiler); its compiled C joins BATCH, with loops also with the
+    templates off (HARP_NO_TEMPLATES), so that an elementwise op runs as the
+    generic loops' C as well as the vector map's."""
+    judge = judge or judge_of(want, atol, exact)
     ins = [inp(k, {np.float16: "fp16", np.float32: "fp32", np.int32: "i32", np.bool_: "bool"}[v.dtype.type], v.shape)
            for k, v in inputs.items()]
     model = write_model(ins + uops, [out])
-    runs = [(b, False) for b in BACKENDS] + ([("cpu", True)] if loops and "cpu" in BACKENDS else [])
-    for backend, plain in runs:
-        if plain:
-            os.environ["HARP_NO_TEMPLATES"] = "1"
-        p, d = run(model, inputs, backend=backend)
-        os.environ.pop("HARP_NO_TEMPLATES", None)
-        label = f"{name} [{backend}{', generic loops' if plain else ''}]"
-        if p.returncode != 0:
-            s.check(label, False, p.stderr)
+    for backend in BACKENDS:
+        p, d = run_env(model, inputs, backend, {"HARP_TIER0": "force"} if backend == "cpu" else {})
+        verdict(f"{name} [{backend}{', tier 0' if backend == 'cpu' else ''}]", p, d, out, judge)
+    if "cpu" in BACKENDS:
+        BATCH.append((name, ins + uops, inputs, out, judge, loops))
+
+
+def renamed(u, tag):
+    """Uop u (a copy) with its id, sources and input tensor prefixed by tag."""
+    ren = lambda v: f"{tag}{v}" if isinstance(v, str) else v  # an immediate stays
+    u = json.loads(json.dumps(u))
+    u["id"] = ren(u["id"])
+    if "src" in u:
+        u["src"] = [ren(v) for v in u["src"]]
+    if u["uop"] == "INPUT":
+        u["arg"]["tensor_id"] = ren(u["arg"]["tensor_id"])
+    return u
+
+
+def flush():
+    """BATCH's cases as one model (case i's names prefixed c<i>_, its output
+    one of the model's), its compiled C run on cpu (HARP_TIER0=off: the
+    object from the first run), and the cases with loops once more with the
+    templates off (the generic loops' C); each output judged as its case's."""
+    for plain in (False, True):
+        cases = [(f"c{i}_", c) for i, c in enumerate(BATCH) if not plain or c[5]]
+        if not cases:
             continue
-        got = np.load(f"{d}/{out}.npy")
-        if got.dtype.kind in "ib":
-            s.check(label, np.array_equal(got, want), f"{got} != {want}")
-        elif exact:
-            s.check(label, *same_bits(got, want))
-        else:
-            s.check(label, *close(got, want, atol=atol))
+        uops = [renamed(u, tag) for tag, c in cases for u in c[1]]
+        feeds = {tag + k: v for tag, c in cases for k, v in c[2].items()}
+        model = write_model(uops, [tag + c[3] for tag, c in cases])
+        p, d = run_env(model, feeds, "cpu", {"HARP_TIER0": "off", **({"HARP_NO_TEMPLATES": "1"} if plain else {})})
+        for tag, (name, _, _, out, judge, _) in cases:
+            verdict(f"{name} [cpu, compiled{', generic loops' if plain else ''}]", p, d, tag + out, judge)
+    BATCH.clear()
 
 
 # The elementwise uops come from the op table (`harp ops --json`), each with
@@ -126,6 +183,7 @@ for dt, npdt in (("fp32", np.float32), ("fp16", np.float16)):
           X.astype(np.float16))
     check(f"CAST/{dt}->i32", [{"id": "r", "uop": "CAST", "src": ["x"], "arg": {"to": "i32"}}], {"x": x},
           np.trunc(X).astype(np.int32))
+    flush()  # a dtype's cases in one model
 
 # movement ops on a tagged input: each output element shows which input it read
 t = np.arange(2 * 3 * 5, dtype=np.float32).reshape(2, 3, 5)
@@ -188,15 +246,10 @@ with np.errstate(all="ignore"):
     for op, want, x in (("EXP", np.exp(W), wide), ("EXP2", np.exp2(W), wide), ("LOG2", np.log2(Pw), pos),
                         ("GELU", g32, wide)):
         want = np.asarray(want).astype(np.float32).astype(np.float64)  # as fp32 represents it
-        ins = [inp("x", "fp32", x.shape)]
-        model = write_model(ins + [{"id": "r", "uop": op, "src": ["x"]}], ["r"])
-        for backend in BACKENDS:
-            p, d = run(model, {"x": x}, backend=backend)
-            label = f"{op} special values [{backend}]"
-            if p.returncode != 0:
-                s.check(label, False, p.stderr)
-                continue
-            got = np.load(f"{d}/r.npy").astype(np.float64)
+
+        def special(got, op=op, want=want):
+            """Within a few ulp of want, NaN and infinities where want has them."""
+            got = got.astype(np.float64)
             same_class = np.array_equal(np.isnan(got), np.isnan(want)) and np.array_equal(got[np.isinf(want)], want[np.isinf(want)])
             fin = np.isfinite(want) & (np.abs(want) > 1e-37)
             rel = np.abs(got[fin] - want[fin]) / np.abs(want[fin])
@@ -205,7 +258,8 @@ with np.errstate(all="ignore"):
             if op == "GELU":  # erf to 1.2e-7 absolute, scaled by x
                 xf = np.isfinite(want)
                 ok = same_class and np.all(np.abs(got[xf] - want[xf]) <= 1e-6 * np.maximum(1, np.abs(W[xf])))
-            s.check(label, ok, f"nan/inf classes equal: {same_class}, max rel err {rel.max():.3g}")
+            return ok, f"nan/inf classes equal: {same_class}, max rel err {rel.max():.3g}"
+        check(f"{op} special values", [{"id": "r", "uop": op, "src": ["x"]}], {"x": x}, want, judge=special)
 
 # long rows: sums, maxima and minima split across vector lanes; NaN propagates
 rows = rng.standard_normal((6, 1531)).astype(np.float32)
@@ -225,6 +279,7 @@ clean = rng.standard_normal((6, 1531)).astype(np.float32) * 4
 C64 = clean.astype(np.float64)
 E = np.exp(C64 - C64.max(1, keepdims=True))
 check("softmax long rows", softmax, {"x": clean}, E / E.sum(1, keepdims=True), atol=1e-6)
+flush()  # the rest: movement, i32, broadcasting, special values, long rows
 # ---- CUDA: every elementwise op of the table in one translation unit --------------------------
 # fp32 (the elementwise kernel: the cuda text), fp32 of rank 9 and i32 (the
 # generic kernels: the gpu and gpu_int text), each run on the CPU SIMT

@@ -494,6 +494,54 @@ static void gemm_spec_layout(cgen_gemm_spec *s, const ct_gemm *gm) {
   s->n_epi = gm->nepi;
 }
 
+/* The runner `fn` of region r's GEMM (gm; read: as the kernel layer read
+ * it) around the template kernel kfn (spec s): the small-work gate, the
+ * int8 kernel's call where q8, the epilogue array, the operands (packed by
+ * model_init, repacked, or as stored), the call (a batch at a time where bx
+ * is not NULL), m_rt / b_rt: the rows / the batch read at run time (NULL:
+ * none). */
+static void emit_gemm_runner(rc_ctx *c, int r, const char *fn, const char *kfn, ut_str *out, const ct_gemm *gm,
+                             const ct_gemm *read, const cgen_gemm_spec *s, const char *m_rt, const char *b_rt,
+                             const cc_gemm_batch *bx, bool q8) {
+  const fn_kernel *K = &c->f->kernels[r];
+  ut_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
+  /* a GEMV streams all of B once: little arithmetic, but 8 MB of weights
+   * read by one core take ~0.5 ms, two cores about half */
+  double b_bytes = (double)(gm->b_sb[0] ? gm->batch[0] : 1) * (gm->b_sb[1] ? gm->batch[1] : 1) * gm->K * gm->N *
+                   tiny_dtype_size(gm->B.dtype);
+  if (b_bytes < SMALL_BYTES && b_rt) /* SMALL_WORK's choice at this binding's batch */
+    ut_str_printf(out, "  if ((double)%s * %.1f < %.0f) pool = NULL; /* small at this binding: the calling thread alone */\n",
+                  b_rt, (double)gm->batch[1] * gm->M * gm->N * gm->K, SMALL_WORK);
+  else if (b_bytes < SMALL_BYTES && !m_rt) cc_small_on_caller(out, (double)gm->batch[0] * gm->batch[1] * gm->M * gm->N * gm->K);
+  if (q8) cc_q8_call(out, fn);
+  cc_ep_array(out, gm->epi, gm->nepi);
+  /* the operands: A packed by model_init, repacked into `ap` here, or as
+   * stored; B packed by model_init or as stored */
+  int packed = K->nreads + K->nwrites;
+  ut_str a, b;
+  ut_str_init(&a);
+  ut_str_init(&b);
+  if (s->prepack_a) ut_str_printf(&a, "bufs[%d]", packed);
+  else if (gm->nrep) ut_str_puts(&a, "ap");
+  else ut_str_printf(&a, "(const char *)bufs[%d] + %" PRId64 " * %d", gm->A.slot, gm->A.offset, tiny_dtype_size(gm->A.dtype));
+  if (s->prepack_b) ut_str_printf(&b, "bufs[%d]", packed);
+  else ut_str_printf(&b, "(const char *)bufs[%d] + %" PRId64 " * %d", gm->B.slot, gm->B.offset, tiny_dtype_size(gm->B.dtype));
+  if (s->prepack_a || s->prepack_b) ut_str_printf(out, "  /* %s packed by model_init */\n", s->prepack_a ? "A" : "B");
+  rep_rt rx;
+  if (gm->nrep && m_rt) repack_rt(c, &c->g->nodes[gm->A0.node].shape, gm->rep_size, gm->rep_src, gm->nrep, &rx);
+  if (gm->nrep) emit_repack(out, "ap", &gm->A0, gm->rep_size, gm->rep_src, gm->nrep, m_rt ? &rx : NULL);
+  if (m_rt) sym_dense_epi_copies(c, r, read, gm, out);
+  if (bx) cc_emit_gemm_batch_call(out, bx, gm, kfn, a.buf ? a.buf : "", b.buf ? b.buf : "");
+  else ut_str_printf(out, "  int rc = %s(pool, %s, %s, bufs[%d], ep) ? 2 : 0;\n", kfn, a.buf ? a.buf : "",
+                     b.buf ? b.buf : "", gm->C.slot);
+  for (int i = 0; m_rt && i < gm->nepi; i++)
+    if (gm->epi[i].s_n != read->epi[i].s_n) ut_str_printf(out, "  free(rp%d);\n", i);
+  ut_str_puts(out, gm->nrep ? "  free(ap);\n  return rc;\n}\n\n" : "  return rc;\n}\n\n");
+  if (a.oom || b.oom) out->oom = true;
+  ut_str_free(&a);
+  ut_str_free(&b);
+}
+
 harp_status cc_emit_gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_gemm *read, bool *handled,
                        const char **why, rc_packed *pk) {
   ct_gemm gm = *read;
@@ -557,48 +605,12 @@ harp_status cc_emit_gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
   char kfn[128];
   snprintf(kfn, sizeof kfn, "%s_gemm", fn);
   if (!cc_template_body(c, &pu, gen_gemm, &s, &s.tune, NULL, NULL, kfn, out)) DECLINE("the template refused the shape");
-  const fn_kernel *K = &c->f->kernels[r];
   if (s.prepack_a) emit_wpack(out, fn, kfn, 'a', gm.A.offset, tiny_dtype_size(gm.A.dtype));
   if (s.prepack_b) emit_wpack(out, fn, kfn, 'b', gm.B.offset, tiny_dtype_size(gm.B.dtype));
   if (s.prepack_a) pk->n = 1, pk->slot[0] = gm.A.slot, note_packed_only(c, r, gm.A.slot, gm.B.slot, gm.epi, gm.nepi);
   if (s.prepack_b) pk->n = 1, pk->slot[0] = gm.B.slot, note_packed_only(c, r, gm.B.slot, gm.A.slot, gm.epi, gm.nepi);
   bool q8 = !m_rt && !b_rt && cc_emit_q8gemm(c, r, fn, out, &gm, s.prepack_a, s.prepack_b, pk);
-  ut_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
-  /* a GEMV streams all of B once: little arithmetic, but 8 MB of weights
-   * read by one core take ~0.5 ms, two cores about half */
-  double b_bytes = (double)(gm.b_sb[0] ? gm.batch[0] : 1) * (gm.b_sb[1] ? gm.batch[1] : 1) * gm.K * gm.N *
-                   tiny_dtype_size(gm.B.dtype);
-  if (b_bytes < SMALL_BYTES && b_rt) /* SMALL_WORK's choice at this binding's batch */
-    ut_str_printf(out, "  if ((double)%s * %.1f < %.0f) pool = NULL; /* small at this binding: the calling thread alone */\n",
-                  b_rt, (double)gm.batch[1] * gm.M * gm.N * gm.K, SMALL_WORK);
-  else if (b_bytes < SMALL_BYTES && !m_rt) cc_small_on_caller(out, (double)gm.batch[0] * gm.batch[1] * gm.M * gm.N * gm.K);
-  if (q8) cc_q8_call(out, fn);
-  cc_ep_array(out, gm.epi, gm.nepi);
-  /* the operands: A packed by model_init, repacked into `ap` here, or as
-   * stored; B packed by model_init or as stored */
-  int packed = K->nreads + K->nwrites;
-  ut_str a, b;
-  ut_str_init(&a);
-  ut_str_init(&b);
-  if (s.prepack_a) ut_str_printf(&a, "bufs[%d]", packed);
-  else if (gm.nrep) ut_str_puts(&a, "ap");
-  else ut_str_printf(&a, "(const char *)bufs[%d] + %" PRId64 " * %d", gm.A.slot, gm.A.offset, tiny_dtype_size(gm.A.dtype));
-  if (s.prepack_b) ut_str_printf(&b, "bufs[%d]", packed);
-  else ut_str_printf(&b, "(const char *)bufs[%d] + %" PRId64 " * %d", gm.B.slot, gm.B.offset, tiny_dtype_size(gm.B.dtype));
-  if (s.prepack_a || s.prepack_b) ut_str_printf(out, "  /* %s packed by model_init */\n", s.prepack_a ? "A" : "B");
-  rep_rt rx;
-  if (gm.nrep && m_rt) repack_rt(c, &c->g->nodes[gm.A0.node].shape, gm.rep_size, gm.rep_src, gm.nrep, &rx);
-  if (gm.nrep) emit_repack(out, "ap", &gm.A0, gm.rep_size, gm.rep_src, gm.nrep, m_rt ? &rx : NULL);
-  if (m_rt) sym_dense_epi_copies(c, r, read, &gm, out);
-  if (per_batch) cc_emit_gemm_batch_call(out, &bx, &gm, kfn, a.buf ? a.buf : "", b.buf ? b.buf : "");
-  else ut_str_printf(out, "  int rc = %s(pool, %s, %s, bufs[%d], ep) ? 2 : 0;\n", kfn, a.buf ? a.buf : "",
-                     b.buf ? b.buf : "", gm.C.slot);
-  for (int i = 0; m_rt && i < gm.nepi; i++)
-    if (gm.epi[i].s_n != read->epi[i].s_n) ut_str_printf(out, "  free(rp%d);\n", i);
-  ut_str_puts(out, gm.nrep ? "  free(ap);\n  return rc;\n}\n\n" : "  return rc;\n}\n\n");
-  if (a.oom || b.oom) out->oom = true;
-  ut_str_free(&a);
-  ut_str_free(&b);
+  emit_gemm_runner(c, r, fn, kfn, out, &gm, read, &s, m_rt, b_rt, per_batch ? &bx : NULL, q8);
   *handled = true;
   return HARP_OK;
 }
