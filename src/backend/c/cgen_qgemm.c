@@ -432,9 +432,9 @@ static void emit_row64(cg_out *o, const cgen_qgemm_spec *s, int i) {
 }
 
 /* The last depth block's store of emit_xc_loop's nx columns (no vector;
- * bytes out, row-major): each column's rows as lanes requantized as
- * emit_store's vectors (their sums x<c>[], emit_x1_epilogue's), the columns' bytes interleaved into one word a
- * row, its nx bytes stored. */
+ * bytes out, row-major): each column's rows as lanes (its sums x<c>[],
+ * emit_x1_epilogue's) requantized as emit_store's vectors, the columns'
+ * bytes interleaved into one word a row, its nx bytes stored. */
 static void emit_xc_store(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, int nx) {
   cg_emit(o, "  {\n    const __m256i c0v = _mm256_maskz_loadu_epi32(0x3f, c0 + m0);\n    const __m256 muv = _mm256_maskz_loadu_ps(0x3f, mu + m0);\n");
   cg_emit(o, "    __m128i b[4] = {_mm_setzero_si128(), _mm_setzero_si128(), _mm_setzero_si128(), _mm_setzero_si128()};\n");
