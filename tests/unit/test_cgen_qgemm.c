@@ -71,6 +71,11 @@ static const qcase CASES[] = {
                                                                    column (VNNI), depth blocks, M % 6 = 2 */
     {9, 113, 40, true, true, I8, F32, -5, 0, 0, 0},             /* the same after a full block, fp32 out */
     {13, 17, 300, true, false, U8, U8, 200, 7, 7, 255, 2},      /* one vector and one column, |v| past 2^31 */
+    {50, 196, 1001, true, false, U8, I8, 3, -2, -128, 100},     /* N = 196 (14x14): the last block as 4 columns alone (VNNI),
+                                                                   depth blocks of 128 and 123 words (odd), M % 6 = 2 */
+    {13, 3, 300, true, true, U8, U8, 200, 7, 7, 200, 2},        /* 3 columns alone, one block of 75 words, |v| past 2^31 */
+    {9, 66, 40, true, false, I8, F32, -5, 0, 0, 0},             /* 2 columns after a full block, fp32 out */
+    {12, 4, 64, true, false, I8, I8, -3, 5, -100, 127, 1},      /* 4 columns alone, extremes, s8 */
 };
 #define NCASE ((int)(sizeof CASES / sizeof CASES[0]))
 

@@ -11,7 +11,8 @@
  * bytes of row b W + r at k = 4 k4 .. 4 k4 + 3 (0 past K and past the rows).
  * A's blocks are MR = 6 rows (the micro-kernel broadcasts one word per row),
  * B's NR = 64 (four vectors of 16 words); a last B block of 16 q + 1
- * columns (N = 49) as q vectors and one column (qg_x1).  The weight's blocks are packed by
+ * columns (N = 49) as q vectors and one column, one of at most 4 columns
+ * (N = 196) as those columns alone (qg_nx).  The weight's blocks are packed by
  * F_pack once; the activation per call, s8 through x ^ 0x80 (= x + 128 as
  * u8): as B, each task packs its own B block into its thread's scratch (once
  * per thread for the M chunks of one block), or, where the weight is large
@@ -107,20 +108,26 @@ void cgen_qgemm_spec_init(cgen_qgemm_spec *s, int64_t m, int64_t n, int64_t k) {
 
 int cg_qg_tail_nv(const qg_dims *d) { return (int)((d->NT - (d->NB - 1) * QG_NR + 15) / 16); }
 
-/* Whether the VNNI variant's last B block of spec s (sizes d) runs as whole
- * vectors plus one column (its columns 16 q + 1, q >= 1: N = 49, a 7x7
- * image, 3 vectors and column 48 instead of 4 vectors, a quarter of its
- * lanes idle): the weight as A, the columns the output's own.  That column
- * is one more vpdpbusd per depth step: the 6 rows' weight words as one ymm
- * times the column's word broadcast (emit_vnni_loop's x1). */
-static bool qg_x1(const cgen_qgemm_spec *s, const qg_dims *d) {
+/* The columns of the VNNI variant's last B block of spec s (sizes d) run
+ * one by one with the rows as lanes (0: none): the weight as A, the
+ * columns the output's own.  Each such column is one ymm vpdpbusd per
+ * depth step: the 6 rows' weight words (24 of its 32 bytes) times the
+ * column's word broadcast (emit_vnni_loop's nx).  Columns 16 q + 1, q >= 1
+ * (N = 49, a 7x7 image): 3 vectors and column 48 instead of 4 vectors, a
+ * quarter of the lanes idle.  At most QG_XC columns and no vector (N = 196,
+ * a 14x14 image: 3 blocks and 4 columns): those columns alone, in two sets
+ * of accumulators over alternate depth steps (a vector of 16 lanes for 4
+ * columns, its 6 accumulators each on every step, ran at ~4 cycles a step). */
+#define QG_XC 4
+static int qg_nx(const cgen_qgemm_spec *s, const qg_dims *d) {
   long nc = d->NT - (d->NB - 1) * QG_NR;
-  return s->weight_a && !d->cd && nc > 16 && nc % 16 == 1;
+  if (!s->weight_a || d->cd) return 0;
+  return nc > 16 && nc % 16 == 1 ? 1 : nc <= QG_XC ? (int)nc : 0;
 }
 
 /* The vectors of the VNNI variant's last B block (QG_NV: no tail tile). */
 static int qg_tnv(const cgen_qgemm_spec *s, const qg_dims *d) {
-  return qg_x1(s, d) ? (int)((d->NT - (d->NB - 1) * QG_NR) / 16) : cg_qg_tail_nv(d);
+  return qg_nx(s, d) ? (int)((d->NT - (d->NB - 1) * QG_NR) / 16) : cg_qg_tail_nv(d);
 }
 
 const char *cg_qg_post_params(const cgen_qgemm_spec *s) {
@@ -311,6 +318,34 @@ static void emit_store(cg_out *o, const cgen_qgemm_spec *s, bool vec, bool compr
   else cg_emit(o, "      ((%s *)y)[(%s) * %ldL + %s] = (%s)((int)nearbyintf(v) + %d);\n", yt, row, N, col, yt, (int)s->zy);
 }
 
+/* The depth loop of a VNNI tile of no vector and nx <= QG_XC columns
+ * (qg_nx) in one asm block: column c's word broadcast (u8) times the rows'
+ * words (s8) into cx<c+1> on even steps and cy<c+1> on odd ones (each
+ * accumulator on every other step: vpdpbusd's latency off the loop), an
+ * odd kn's first step alone; cx = cx + cy after.  astep: A's bytes a step,
+ * pfa as emit_vnni_loop's. */
+static void emit_xc_loop(cg_out *o, int nx, long astep, int pfa) {
+  cg_emit(o, "  { const uint8_t *pa = ap; const int32_t *pb = bp; long kk = kn;\n  __asm__ volatile(\n");
+  for (int c = 1; c <= nx; c++) cg_emit(o, "    \"vpxord %%[cx%d], %%[cx%d], %%[cx%d]\\n\\t\"\n    \"vpxord %%[cy%d], %%[cy%d], %%[cy%d]\\n\\t\"\n", c, c, c, c, c, c);
+  for (int part = 0; part < 2; part++) { /* the odd step, then the loop of two */
+    cg_emit(o, part ? "    \"shr $1, %%[kk]\\n\\tjz 3f\\n\\t\"\n    \"1:\\n\\t\"\n" : "    \"test $1, %%[kk]\\n\\tjz 2f\\n\\t\"\n");
+    for (int st = 0; st <= part; st++) {
+      cg_emit(o, "    \"vmovdqu32 %ld(%%[pa]), %%%%ymm%d\\n\\t\"\n", st * astep, 28 + st);
+      for (int c = 1; c <= nx; c++)
+        cg_emit(o, "    \"vpbroadcastd %d(%%[pb]), %%%%ymm%d\\n\\t\"\n    \"vpdpbusd %%%%ymm%d, %%%%ymm%d, %%[c%c%d]\\n\\t\"\n",
+                st * QG_NR * 4 + 4 * (c - 1), 30 + st, 28 + st, 30 + st, st ? 'y' : 'x', c);
+      cg_emit(o, "    \"prefetcht0 %d(%%[pb])\\n\\t\"\n", st * QG_NR * 4 + 8 * QG_NR * 4);
+      if (pfa > 0) cg_emit(o, "    \"prefetcht0 %ld(%%[pa])\\n\\t\"\n", pfa + st * astep);
+    }
+    cg_emit(o, "    \"add $%ld, %%[pa]\\n\\tadd $%d, %%[pb]\\n\\t\"\n", (part + 1) * astep, (part + 1) * QG_NR * 4);
+    cg_emit(o, part ? "    \"dec %%[kk]\\n\\tjnz 1b\\n\\t\"\n    \"3:\"\n" : "    \"2:\\n\\t\"\n");
+  }
+  cg_emit(o, "    : [pa] \"+r\"(pa), [pb] \"+r\"(pb), [kk] \"+r\"(kk)");
+  for (int c = 1; c <= nx; c++) cg_emit(o, ", [cx%d] \"=&v\"(cx%d), [cy%d] \"=&v\"(cy%d)", c, c, c, c);
+  cg_emit(o, "\n    :\n    : \"cc\", \"memory\", \"zmm28\", \"zmm29\", \"zmm30\", \"zmm31\");\n  }\n");
+  for (int c = 1; c <= nx; c++) cg_emit(o, "  cx%d = _mm256_add_epi32(cx%d, cy%d);\n", c, c, c);
+}
+
 /* The depth loop of the VNNI tile in one asm block (GCC 12 spilled the
  * accumulators of the C loop to the stack on every step): kn steps of nv
  * vector loads of B (zmm28..), mr <= MR broadcasts of A words, mr x nv
@@ -320,18 +355,23 @@ static void emit_store(cg_out *o, const cgen_qgemm_spec *s, bool vec, bool compr
  * activation) is vpdpbusd's first source: the B vectors when the weight is
  * A (its s8 words then broadcast straight from memory, {1to16}), else the
  * A word broadcast into zmm27.  pfa > 0: A's bytes pfa ahead asked for on
- * every step (the weight-stationary order's stream, qg_ws). */
-static void emit_vnni_loop(cg_out *o, const cgen_qgemm_spec *s, int nv, int mr, long arow, long astep, int pfa, bool x1) {
+ * every step (the weight-stationary order's stream, qg_ws).  nx columns
+ * after the vectors (qg_nx) into cx1 ..: with no vector, emit_xc_loop. */
+static void emit_vnni_loop(cg_out *o, const cgen_qgemm_spec *s, int nv, int mr, long arow, long astep, int pfa, int nx) {
+  if (nv == 0) {
+    emit_xc_loop(o, nx, astep, pfa);
+    return;
+  }
   for (int i = mr; i < QG_MR; i++) /* rows past the block's: zero, stored nowhere */
     for (int j = 0; j < nv; j++) cg_emit(o, "  c%d_%d = _mm512_setzero_si512();\n", i, j);
   cg_emit(o, "  { const uint8_t *pa = ap; const int32_t *pb = bp; long kk = kn;\n  __asm__ volatile(\n");
   for (int i = 0; i < mr; i++)
     for (int j = 0; j < nv; j++) cg_emit(o, "    \"vpxord %%[c%d_%d], %%[c%d_%d], %%[c%d_%d]\\n\\t\"\n", i, j, i, j, i, j);
-  if (x1) cg_emit(o, "    \"vpxord %%[cx1], %%[cx1], %%[cx1]\\n\\t\"\n");
+  for (int c = 1; c <= nx; c++) cg_emit(o, "    \"vpxord %%[cx%d], %%[cx%d], %%[cx%d]\\n\\t\"\n", c, c, c);
   cg_emit(o, "    \"1:\\n\\t\"\n");
   for (int j = 0; j < nv; j++) cg_emit(o, "    \"vmovdqu64 %d(%%[pb]), %%%%zmm%d\\n\\t\"\n", 64 * j, 28 + j);
-  if (x1) /* column 16 nv: its word (u8) broadcast times the MR rows' words (s8, 24 of the ymm's 32 bytes: lanes past MR unused) */
-    cg_emit(o, "    \"vpbroadcastd %d(%%[pb]), %%%%ymm31\\n\\t\"\n    \"vpdpbusd (%%[pa]), %%%%ymm31, %%[cx1]\\n\\t\"\n", 64 * nv);
+  for (int c = 1; c <= nx; c++) /* column 16 nv + c - 1: its word (u8) broadcast times the MR rows' words (s8, 24 of the ymm's 32 bytes: lanes past MR unused) */
+    cg_emit(o, "    \"vpbroadcastd %d(%%[pb]), %%%%ymm31\\n\\t\"\n    \"vpdpbusd (%%[pa]), %%%%ymm31, %%[cx%d]\\n\\t\"\n", 64 * nv + 4 * (c - 1), c);
   cg_emit(o, "    \"prefetcht0 %d(%%[pb])\\n\\t\"\n", 8 * QG_NR * 4);
   if (pfa > 0) cg_emit(o, "    \"prefetcht0 %d(%%[pa])\\n\\t\"\n", pfa);
   for (int i = 0; i < mr; i++) {
@@ -345,10 +385,10 @@ static void emit_vnni_loop(cg_out *o, const cgen_qgemm_spec *s, int nv, int mr, 
           astep, QG_NR * 4);
   for (int i = 0; i < mr; i++)
     for (int j = 0; j < nv; j++) cg_emit(o, ", [c%d_%d] \"=v\"(c%d_%d)", i, j, i, j);
-  if (x1) cg_emit(o, ", [cx1] \"=v\"(cx1)");
+  for (int c = 1; c <= nx; c++) cg_emit(o, ", [cx%d] \"=v\"(cx%d)", c, c);
   cg_emit(o, "\n    :\n    : \"cc\", \"memory\"");
   for (int j = -1; j < nv; j++) cg_emit(o, ", \"zmm%d\"", 28 + j);
-  if (x1) cg_emit(o, ", \"zmm31\"");
+  if (nx) cg_emit(o, ", \"zmm31\"");
   cg_emit(o, ");\n  }\n");
 }
 
@@ -391,29 +431,56 @@ static void emit_row64(cg_out *o, const cgen_qgemm_spec *s, int i) {
   cg_emit(o, "      _mm512_storeu_si512((uint8_t *)y + (m0 + %d) * %ldL + n0, b);\n", i, (long)s->n);
 }
 
-/* x1's column (emit_tile_vnni) at 16 nv: !fin, its sums (cx1's lanes, the
- * rows) into x1[] through acc as the vectors'; fin (the last depth block),
- * each row's value stored as the scalar variant's. */
-static void emit_x1_epilogue(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, int nv, bool fin) {
-  if (!fin) {
-    cg_emit(o, "  int32_t x1[8];\n  _mm256_storeu_si256((__m256i *)x1, cx1);\n");
-    cg_emit(o, "  if (!first) for (int i = 0; i < %d; i++) x1[i] += acc[i * %d + %d];\n", QG_MR, QG_NR, 16 * nv);
-    cg_emit(o, "  if (!last) for (int i = 0; i < %d; i++) acc[i * %d + %d] = x1[i];\n", QG_MR, QG_NR, 16 * nv);
-    return;
+/* The last depth block's store of emit_xc_loop's nx columns (no vector;
+ * bytes out, row-major): each column's rows as lanes (its sums x<c>[],
+ * emit_x1_epilogue's) requantized as emit_store's vectors, the columns'
+ * bytes interleaved into one word a row, its nx bytes stored. */
+static void emit_xc_store(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, int nx) {
+  cg_emit(o, "  {\n    const __m256i c0v = _mm256_maskz_loadu_epi32(0x3f, c0 + m0);\n    const __m256 muv = _mm256_maskz_loadu_ps(0x3f, mu + m0);\n");
+  cg_emit(o, "    __m128i b[4] = {_mm_setzero_si128(), _mm_setzero_si128(), _mm_setzero_si128(), _mm_setzero_si128()};\n");
+  for (int c = 1; c <= nx; c++) {
+    cg_emit(o, "    { __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_loadu_si256((const __m256i *)x%d), c0v)), muv);\n", c);
+    cg_emit(o, "      v = _mm256_min_ps(_mm256_max_ps(v, _mm256_set1_ps(%.1ff)), _mm256_set1_ps(%.1ff));\n", (double)(s->lo - s->zy),
+            (double)(s->hi - s->zy));
+    cg_emit(o, "      b[%d] = _mm256_cvtepi32_epi8(_mm256_add_epi32(_mm256_cvtps_epi32(v), _mm256_set1_epi32(%d))); }\n", c - 1, (int)s->zy);
   }
-  cg_emit(o, "  for (int i = 0; i < %d && m0 + i < %ldL; i++) {\n", QG_MR, d->M);
-  cg_emit(o, "      float v = (float)(int32_t)((uint32_t)x1[i] + (uint32_t)c0[m0 + i]) * mu[m0 + i];\n");
-  char col[32];
-  snprintf(col, sizeof col, "n0 + %d", 16 * nv);
-  emit_store(o, s, false, false, "m0 + i", col);
-  cg_emit(o, "  }\n");
+  cg_emit(o, "    __m128i t01 = _mm_unpacklo_epi8(b[0], b[1]), t23 = _mm_unpacklo_epi8(b[2], b[3]);\n    uint32_t w[8];\n");
+  cg_emit(o, "    _mm_storeu_si128((__m128i *)w, _mm_unpacklo_epi16(t01, t23));\n    _mm_storeu_si128((__m128i *)(w + 4), _mm_unpackhi_epi16(t01, t23));\n");
+  cg_emit(o, "    for (int i = 0; i < %d && m0 + i < %ldL; i++) memcpy((uint8_t *)y + (m0 + i) * %ldL + n0, w + i, %d);\n  }\n", QG_MR, d->M,
+          (long)s->n, nx);
+}
+
+/* The nx columns (qg_nx) of emit_tile_vnni's tile from 16 nv: !fin, each
+ * one's sums (cx<c>'s lanes, the rows) into x<c>[] through acc as the
+ * vectors'; fin (the last depth block), each row's value stored as the
+ * scalar variant's. */
+static void emit_x1_epilogue(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, int nv, int nx, bool fin) {
+  for (int c = 1; c <= nx; c++) {
+    int col = 16 * nv + c - 1;
+    if (!fin) {
+      cg_emit(o, "  int32_t x%d[8];\n  _mm256_storeu_si256((__m256i *)x%d, cx%d);\n", c, c, c);
+      cg_emit(o, "  if (!first) for (int i = 0; i < %d; i++) x%d[i] += acc[i * %d + %d];\n", QG_MR, c, QG_NR, col);
+      cg_emit(o, "  if (!last) for (int i = 0; i < %d; i++) acc[i * %d + %d] = x%d[i];\n", QG_MR, QG_NR, col, c);
+      continue;
+    }
+    if (nv == 0 && s->y_dtype != TINY_FP32 && !s->y_vnni4) {
+      emit_xc_store(o, s, d, nx);
+      return;
+    }
+    cg_emit(o, "  for (int i = 0; i < %d && m0 + i < %ldL; i++) {\n", QG_MR, d->M);
+    cg_emit(o, "      float v = (float)(int32_t)((uint32_t)x%d[i] + (uint32_t)c0[m0 + i]) * mu[m0 + i];\n", c);
+    char cs[32];
+    snprintf(cs, sizeof cs, "n0 + %d", col);
+    emit_store(o, s, false, false, "m0 + i", cs);
+    cg_emit(o, "  }\n");
+  }
 }
 
 /* The AVX-512 VNNI micro-kernel $P_<name>: MR rows (mr computed) of packed A (ap) times
  * the first nv vectors of 16 of NR columns of packed B (bp: nv < QG_NV for
- * the last block of a narrow N) and, with x1 (qg_x1), column 16 nv too,
+ * the last block of a narrow N) and nx columns from 16 nv (qg_nx),
  * stored from row m0, column n0. */
-static void emit_tile_vnni(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, const char *name, int nv, int mr, bool x1) {
+static void emit_tile_vnni(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, const char *name, int nv, int mr, int nx) {
   /* kn words from ap / bp (block strides MR, NR); acc: the partial sums
    * [MR][NR] of the earlier depth blocks (first: none) and, unless last,
    * where this block's go instead of the epilogue */
@@ -423,9 +490,9 @@ static void emit_tile_vnni(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d
     for (int j = 0; j < nv; j++)
       cg_emit(o, "  __m512i c%d_%d;\n", i, j);
   bool ain = !s->weight_a && s->x_dtype == TINY_U8; /* A in place: rows K bytes apart (emit_task) */
-  if (x1) cg_emit(o, "  __m256i cx1;\n");
-  emit_vnni_loop(o, s, nv, mr, ain ? d->K : 4, ain ? 4 : QG_MR * 4, qg_ws(s, d) ? QG_PFA : 0, x1);
-  if (x1) emit_x1_epilogue(o, s, d, nv, false);
+  for (int c = 1; c <= nx; c++) cg_emit(o, nv ? "  __m256i cx%d;\n" : "  __m256i cx%d, cy%d;\n", c, c);
+  emit_vnni_loop(o, s, nv, mr, ain ? d->K : 4, ain ? 4 : QG_MR * 4, qg_ws(s, d) ? QG_PFA : 0, nx);
+  emit_x1_epilogue(o, s, d, nv, nx, false);
   cg_emit(o, "  if (!first) {\n");
   for (int i = 0; i < QG_MR; i++)
     for (int j = 0; j < nv; j++) cg_emit(o, "    c%d_%d = _mm512_add_epi32(c%d_%d, _mm512_loadu_si512(acc + %d));\n", i, j, i, j, i * QG_NR + 16 * j);
@@ -437,7 +504,7 @@ static void emit_tile_vnni(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d
   char mlim[32];
   snprintf(mlim, sizeof mlim, "%ldL", d->M);
   cg_qg_emit_epilogue(o, s, d, nv, mlim);
-  if (x1) emit_x1_epilogue(o, s, d, nv, true);
+  emit_x1_epilogue(o, s, d, nv, nx, true);
   cg_emit(o, "}\n");
 }
 
@@ -775,11 +842,11 @@ harp_status cgen_qgemm(harp_error *e, const cgen_qgemm_spec *s0, const char *fn,
   cg_set_isa(&o, cg_isa_get(CGEN_ISA_AVX512));
   cg_emit(&o, "#ifdef HPRT_X86\n");
   int tnv = qg_tnv(s, &d);
-  bool x1 = qg_x1(s, &d);
-  emit_tile_vnni(&o, s, &d, "tile", QG_NV, QG_MR, false);
-  if (tnv < QG_NV) emit_tile_vnni(&o, s, &d, "tilet", tnv, QG_MR, x1);
-  if (d.M % QG_MR) emit_tile_vnni(&o, s, &d, "tilem", QG_NV, (int)(d.M % QG_MR), false);
-  if (d.M % QG_MR && tnv < QG_NV) emit_tile_vnni(&o, s, &d, "tilemt", tnv, (int)(d.M % QG_MR), x1);
+  int nx = qg_nx(s, &d);
+  emit_tile_vnni(&o, s, &d, "tile", QG_NV, QG_MR, 0);
+  if (tnv < QG_NV) emit_tile_vnni(&o, s, &d, "tilet", tnv, QG_MR, nx);
+  if (d.M % QG_MR) emit_tile_vnni(&o, s, &d, "tilem", QG_NV, (int)(d.M % QG_MR), 0);
+  if (d.M % QG_MR && tnv < QG_NV) emit_tile_vnni(&o, s, &d, "tilemt", tnv, (int)(d.M % QG_MR), nx);
   if (d.ps && s->conv.sw == 2) cg_qg_emit_phase(&o, s, &d, true);
   if (s->weight_a) cg_qg_emit_bpack(&o, s, &d, true);
   emit_run(&o, s, &d);
