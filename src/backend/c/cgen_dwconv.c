@@ -100,10 +100,17 @@ static void emit_epi_store(cg_out *o, const cgen_conv_spec *s, const char *x, bo
 
 /* One block: `rows` output rows from C variable oh by `u` vectors from ow,
  * the last vector holding `last` outputs (a masked store when < W; -1: the
- * run-time count lastc). */
+ * run-time count lastc).  On AVX-512 a tap whose phase-row offset is not a
+ * whole vector (sft columns past one) reads the two aligned vectors around
+ * it and shifts them together (valignd): the unaligned load split two cache
+ * lines, and the aligned ones are shared with the taps of other columns
+ * (stride 1, 1-thread CPU time on Zen 5: 32x112x112 -18%, 192x28x28 -15%).
+ * The second vector stays inside the phase row (wq covers the widest tap
+ * past the last vector, rounded up to a whole one). */
 static void emit_block(cg_out *o, const cgen_conv_spec *s, const dw_geo *g, int rows, int u, int last) {
   int w = o->isa->w;
   int64_t SH = s->stride[0], SW = s->stride[1];
+  bool al = o->isa->id == CGEN_ISA_AVX512;
   char ow[32], nl[16]; /* the plane's width, the last vector's lanes */
   snprintf(ow, sizeof ow, g->rt ? "ow_" : "%ldL", (long)g->ow);
   snprintf(nl, sizeof nl, last < 0 ? "lastc" : "%d", last);
@@ -112,13 +119,19 @@ static void emit_block(cg_out *o, const cgen_conv_spec *s, const dw_geo *g, int 
     for (int j = 0; j < u; j++) cg_emit(o, "        $P_v a%d_%d = $P_zero();\n", i, j);
   for (int kh = 0; kh < s->kh; kh++)
     for (int kw = 0; kw < s->kw; kw++) {
-      int64_t cw = kw * s->dil[1];
-      cg_emit_tap_row(o, g->rt, SH, kh * s->dil[0], cw, SW, g->rs, g->wq);
+      int64_t cw = kw * s->dil[1], sft = al ? cw / SW % w : 0;
+      cg_emit_tap_row(o, g->rt, SH, kh * s->dil[0], cw - sft * SW, SW, g->rs, g->wq);
       for (int i = 0; i < rows; i++)
         for (int j = 0; j < u; j++) {
-          char off[64];
+          char off[64], ld[320];
           cg_tap_off(off, sizeof off, g->rt, i * SH, j * w, g->rs);
-          cg_emit(o, "          a%d_%d = $P_fma($P_ld(r + %s), w%d, a%d_%d);\n", i, j, off, (int)(kh * s->kw + kw), i, j);
+          if (sft)
+            snprintf(ld, sizeof ld,
+                     "_mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512($P_ld(r + %s + 16)), "
+                     "_mm512_castps_si512($P_ld(r + %s)), %d))",
+                     off, off, (int)sft);
+          else snprintf(ld, sizeof ld, "$P_ld(r + %s)", off);
+          cg_emit(o, "          a%d_%d = $P_fma(%s, w%d, a%d_%d);\n", i, j, ld, (int)(kh * s->kw + kw), i, j);
         }
       cg_emit(o, "        }\n");
     }
