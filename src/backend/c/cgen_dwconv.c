@@ -98,6 +98,18 @@ static void emit_epi_store(cg_out *o, const cgen_conv_spec *s, const char *x, bo
   else cg_emit(o, "          $P_stn%s(y + at, %s, %s); }\n", ys, x, nl);
 }
 
+/* The tap vector at r + off (off a C expression) into ld: a load, or with
+ * sft > 0 (AVX-512) lanes sft.. of the aligned pair at r + off, r + off +
+ * 16 shifted together (valignd). */
+static void tap_ld(char *ld, size_t cap, const char *off, int sft) {
+  if (sft)
+    snprintf(ld, cap,
+             "_mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512($P_ld(r + %s + 16)), "
+             "_mm512_castps_si512($P_ld(r + %s)), %d))",
+             off, off, sft);
+  else snprintf(ld, cap, "$P_ld(r + %s)", off);
+}
+
 /* One block: `rows` output rows from C variable oh by `u` vectors from ow,
  * the last vector holding `last` outputs (a masked store when < W; -1: the
  * run-time count lastc).  On AVX-512 a tap whose phase-row offset is not a
@@ -125,12 +137,7 @@ static void emit_block(cg_out *o, const cgen_conv_spec *s, const dw_geo *g, int 
         for (int j = 0; j < u; j++) {
           char off[64], ld[320];
           cg_tap_off(off, sizeof off, g->rt, i * SH, j * w, g->rs);
-          if (sft)
-            snprintf(ld, sizeof ld,
-                     "_mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512($P_ld(r + %s + 16)), "
-                     "_mm512_castps_si512($P_ld(r + %s)), %d))",
-                     off, off, (int)sft);
-          else snprintf(ld, sizeof ld, "$P_ld(r + %s)", off);
+          tap_ld(ld, sizeof ld, off, (int)sft);
           cg_emit(o, "          a%d_%d = $P_fma(%s, w%d, a%d_%d);\n", i, j, ld, (int)(kh * s->kw + kw), i, j);
         }
       cg_emit(o, "        }\n");
@@ -460,8 +467,10 @@ static void emit_flat_store(cg_out *o, const cgen_conv_spec *s, const dw_flat *f
 }
 
 /* A block of u flat output vectors from flat index q: per tap a broadcast
- * weight times the sub-plane at the tap's offset, then each vector's
- * outputs stored (emit_flat_store). */
+ * weight times the sub-plane at the tap's offset (on AVX-512 from the
+ * aligned vectors around it, tap_ld: q is a whole number of vectors, the
+ * plane's slack covers the second one), then each vector's outputs stored
+ * (emit_flat_store). */
 static void emit_flat_block(cg_out *o, const cgen_conv_spec *s, const dw_flat *f, int64_t q, int u) {
   int w = o->isa->w;
   int64_t SH = s->stride[0], SW = s->stride[1];
@@ -471,8 +480,14 @@ static void emit_flat_block(cg_out *o, const cgen_conv_spec *s, const dw_flat *f
     for (int kw = 0; kw < s->kw; kw++) {
       int64_t rh = kh * s->dil[0], cw = kw * s->dil[1];
       int64_t off = ((rh % SH) * SW + cw % SW) * f->sp + (rh / SH) * f->wq + cw / SW;
-      cg_emit(o, "      { const float *r = xp + %ldL;\n", (long)(q + off));
-      for (int j = 0; j < u; j++) cg_emit(o, "        a%d = $P_fma($P_ld(r + %d), w%d, a%d);\n", j, j * w, (int)(kh * s->kw + kw), j);
+      int sft = o->isa->id == CGEN_ISA_AVX512 ? (int)(off % w) : 0;
+      cg_emit(o, "      { const float *r = xp + %ldL;\n", (long)(q + off - sft));
+      for (int j = 0; j < u; j++) {
+        char at[32], ld[320];
+        snprintf(at, sizeof at, "%d", j * w);
+        tap_ld(ld, sizeof ld, at, sft);
+        cg_emit(o, "        a%d = $P_fma(%s, w%d, a%d);\n", j, ld, (int)(kh * s->kw + kw), j);
+      }
       cg_emit(o, "      }\n");
     }
   for (int j = 0; j < u; j++) emit_flat_store(o, s, f, j, q + (int64_t)j * w);
