@@ -18,6 +18,8 @@
  *   the scalar variant), the last vector of a row masked: independent FMA
  *   chains at ow = 56, 28, 14, 7 too.  Each tap is a weight broadcast times
  *   the phase row at that offset;
+ *   on AVX-512 a tap off a vector boundary is two aligned loads shifted
+ *   together (valignd, tap_ld), not a load split across cache lines;
  *   the epilogue (per-channel bias, activations, a residual laid out like
  *   the output, roundings) runs in registers before the store.
  * Small planes (fixed sizes, rows of at most half a vector: 7x7 on
