@@ -206,7 +206,8 @@ for (c, hw, st, small) in ((384, 14, 1, False), (576, 14, 2, False), (16, 7, 1, 
     src = open(os.path.join(d, "model.c")).read() if p.returncode == 0 else ""
     s.check(f"depthwise {c}x{hw}x{hw} stride {st}: {'on the calling thread' if small else 'on the pool'}",
             p.returncode == 0 and ("pool = NULL; /* small" in src) == small, p.stderr)
-    avx512 = src[src.find("void model_k0_conv_avx512_chan("):src.find("void model_k0_conv_avx512_task(")]
+    # the plane's copy ($P_cp) and its taps ($P_chan), before the task that runs them
+    avx512 = src[src.find("void model_k0_conv_avx512_cp("):src.find("void model_k0_conv_avx512_task(")]
     # column-by-column copies: at most the one column a stride-2 phase starts with before its vector pairs
     cols = [int(b) - int(a) for a, b in re.findall(r"for \(long i = (\d+)L; i < (\d+)L; i\+\+\) \{ float v_ = ", avx512)]
     s.check(f"depthwise {c}x{hw}x{hw} stride {st}: the input rows copied by vectors, the padding once per task",

@@ -123,6 +123,19 @@ static const ccase CASES[] = {
      * 3) on AVX2, pad 0 left and 3 right */
     {1, 5, 7, 21, 5, 3, 3, 1, 1, 1, 2, 1, 2, 1, 1, 5, F16, F32, F32, A5, 0, 0, 1, {CGEN_EPI_BIAS_M}},
     {1, 3, 6, 19, 3, 3, 3, 1, 1, 1, 0, 1, 3, 1, 1, 3, B16, F32, F16, A2, 0, 0, 1, {CGEN_EPI_RELU}},
+    /* small planes on two scratch planes, the next one copied before this
+     * one is computed (several planes a task: 8 tasks): 7x7 flat, batch 2
+     * x 13 channels, bf16 in and out; 14x14 rows of one vector, 19
+     * channels; 14x14 stride 2 to a flat 7x7, batch 2; 7x7 rows on AVX2;
+     * the scalar variant, batch 2 */
+    {2, 13, 7, 7, 13, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 13, B16, F32, B16, A5, 0, 0, 2, {CGEN_EPI_BIAS_M, CGEN_EPI_RELU}, 1},
+    {1, 19, 14, 14, 19, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 19, B16, F32, B16, A5, 0, 0, 2, {CGEN_EPI_BIAS_M, CGEN_EPI_RELU}},
+    {2, 11, 14, 14, 11, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 11, B16, F32, F32, A5, 0, 0, 1, {CGEN_EPI_RESIDUAL}},
+    {2, 9, 7, 7, 9, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 9, F32, F32, F32, A2, 0, 0, 1, {CGEN_EPI_BIAS_M}},
+    {2, 5, 6, 6, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 5, F32, F32, F32, SC, 0, 0, 1, {CGEN_EPI_RESIDUAL}},
+    /* dilation 5, 5x5: tap columns 5, 10, 15 and 20 past a vector's start,
+     * the last one a whole vector further (aligned pairs shifted by 4) */
+    {1, 3, 9, 37, 3, 5, 5, 1, 1, 10, 10, 10, 10, 5, 5, 3, F32, F32, F32, A5, 0, 0, 1, {CGEN_EPI_BIAS_M}},
     /* stride 1, ow 130: a loop of two 4-vector blocks, then 2 outputs */
     {1, 2, 5, 130, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2, F32, F32, F32, A5, 0, 0, 1, {CGEN_EPI_RESIDUAL}},
     /* stride 2, ow 29: a residual and a bias that multiply, then a bias that adds */
