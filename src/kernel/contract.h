@@ -264,6 +264,10 @@ typedef struct ct_map_in {
   ct_tensor t;
   bool bcast; /* one element per row */
   int64_t ostride[CT_MAP_MAX_OUTER];
+  /* a ShapeSet object's read through a RESHAPE that splits an axis by a
+   * symbol's size (poly_reshape_view): that RESHAPE's output shape, whose
+   * dims the strides are products of (the same elements); NULL: t's own */
+  const tiny_shape *shape;
 } ct_map_in;
 /* A size as a sum of sizes of the graph (a map piece's extent or start
  * along its cut axis, contract_cut.c): lit + sum coef[i] * term[i], each
