@@ -17,7 +17,9 @@ its corner hi and at bindings below, the same CUDA C at each; the corner
 hi's build on the SIMT simulator (tests/cuda_sim) at each binding against
 the interpreter (exact), S one short at one binding gives another result;
 a session over the bindings on the fake libcuda as an 8.0 and a 9.0
-device is one build, no fallback; the units compile with nvcc for sm_80 /
+device is one build, no fallback (`harp bench --bind` imports the model
+once, unbound, its Slice of the position table by S bounded by the
+bindings' largest S, as `--shapeset`'s upper corner bounds it); the units compile with nvcc for sm_80 /
 sm_90a (NVRTC compiles them in the session).
 Skips (77) without onnx and onnxruntime; the CUDA rows without g++."""
 import json
@@ -168,7 +170,7 @@ def main():
         for target in ("sm80", "sm90"):
             for path in models:
                 box_rows(path, target)
-            session_row(models[0], target)  # the position table's Slice by S: a session's import cannot bound it yet
+                session_row(path, target)
         nvcc_compiles(s, NVCC_UNITS, ("80",))
         nvcc_compiles(s, NVCC_UNITS_90, ("90a",))
     s.close()
