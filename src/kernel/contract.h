@@ -43,6 +43,10 @@ typedef struct ct_src {
    * template wherever that size is read at run time, so that the box's
    * corners print one kernel (short at the lower corner, long at the upper) */
   bool sizes_vary;
+  /* with sizes_vary: the symbols that vary (a dim named after one moves
+   * with the binding); NULL: any named dim may */
+  const char *const *vary;
+  int nvary;
 } ct_src;
 
 /* A tensor of the kernel: slot in the buffer list, storage dtype, element offset. */

@@ -63,7 +63,7 @@ static int add_input(const ct_src *s, int bi, int a, raw_in *in, int *nin, const
   if (*nin >= CT_MAP_MAX_IN) return -1;
   in[*nin].t = *t;
   memcpy(in[*nin].st, st, sizeof(int64_t) * (size_t)nv);
-  int view = s->sizes_vary ? poly_reshape_view(s->pv, bi, a, 0, NULL) : -1;
+  int view = s->sizes_vary ? poly_reshape_view(s->pv, bi, a, s->nvary, s->vary) : -1;
   in[*nin].shape = view >= 0 ? &s->g->nodes[view].shape : NULL;
   return (*nin)++;
 }
