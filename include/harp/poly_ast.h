@@ -82,6 +82,11 @@ typedef enum poly_ast_kind { PA_FOR, PA_IF, PA_BLOCK, PA_USER } poly_ast_kind;
 typedef struct poly_ast_access {
   int rank;
   const char *index[TINY_MAX_RANK]; /* C expression per tensor axis */
+  /* NULL: index[] runs over the tensor's own shape.  A ShapeSet object's
+   * read through a RESHAPE that splits an axis by a symbol's size
+   * (poly_reshape_view): the RESHAPE's output shape, index[] a point of it
+   * (the same elements row-major, rank that shape's) */
+  const tiny_shape *shape;
   const char *guard;                /* C condition for a real element; NULL: always */
   double fill;                      /* value where the guard fails (padding) */
   /* Pads of other values on the way (a concat of a padded tensor): where

@@ -173,6 +173,15 @@ harp_status poly_chain_read(harp_error *e, const poly_view *pv, const poly_chain
 harp_status poly_chain_cuts(harp_error *e, const poly_view *pv, const poly_chain *chains, int nchains, int *var,
                           int64_t *cuts, int *ncuts, int cap, bool *ok);
 
+/* A ShapeSet object's read through a RESHAPE (src/poly/reshape_view.c):
+ * the RESHAPE node next to the tensor that access `access` of `block`
+ * reads (the read's last view, or the block's own node) where it splits or
+ * merges an axis by a varying size (a symbol of syms[0..nsyms), syms NULL:
+ * any symbol's), so that an index through it would hold that size as a
+ * coefficient or divisor; -1 otherwise.  The read then indexes the
+ * RESHAPE's output in its own shape: the same elements, row-major. */
+int poly_reshape_view(const poly_view *pv, int block, int access, int nsyms, const char *const *syms);
+
 /* The constant range [lo, hi] of every variable of a block; false when a
  * bound is not a constant (unbound symbols). */
 bool poly_block_ranges(const poly_view *pv, int block, int64_t *lo, int64_t *hi);

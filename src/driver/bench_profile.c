@@ -159,6 +159,7 @@ typedef struct session {
   rt_gpu_session *s;
   double *times;
   char *fixbuf;       /* --fix's lists, copied and cut at the commas */
+  char *hibuf;        /* the bindings, copied and cut: the names of cli_opts.bind_names */
   const char **fixed; /* the names in fixbuf */
   int nfixed;
 } session;
@@ -173,6 +174,7 @@ static void session_free(session *x) {
   free(x->bs);
   free(x->times);
   free(x->fixbuf);
+  free(x->hibuf);
   free(x->fixed);
   cli_model_free(&x->base);
 }
@@ -195,6 +197,33 @@ static harp_status session_fixed(harp_error *e, const bench_args *a, session *x)
       if (last) break;
     }
     p += strlen(a->fixes[i]) + 1;
+  }
+  return HARP_OK;
+}
+
+/* The bindings' symbols and each one's largest value among them into
+ * o->bind_names / bind_hi (the names in x->hibuf), for the import of the
+ * session's unbound model (an ONNX table sliced by S). */
+static harp_status session_his(harp_error *e, cli_opts *o, const bench_args *a, session *x) {
+  size_t len = 1;
+  for (int i = 0; i < a->nbinds; i++) len += strlen(a->binds[i]) + 1;
+  if (!(x->hibuf = calloc(len, 1))) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  char *p = x->hibuf;
+  o->nbind_hi = 0;
+  for (int i = 0; i < a->nbinds; i++) {
+    strcpy(p, a->binds[i]);
+    char *save = NULL;
+    for (char *tok = strtok_r(p, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+      char *eq = strchr(tok, '='), *end = NULL;
+      long long v = eq ? strtoll(eq + 1, &end, 10) : -1;
+      if (!eq || end == eq + 1 || v <= 0) continue; /* session_bind says what is wrong with it */
+      *eq = '\0';
+      int k = 0;
+      while (k < o->nbind_hi && strcmp(o->bind_names[k], tok)) k++;
+      if (k == o->nbind_hi && k < CLI_MAX_LIST) o->bind_names[o->nbind_hi] = tok, o->bind_hi[o->nbind_hi++] = v;
+      else if (k < o->nbind_hi && v > o->bind_hi[k]) o->bind_hi[k] = v;
+    }
+    p += strlen(a->binds[i]) + 1;
   }
   return HARP_OK;
 }
@@ -228,8 +257,10 @@ static harp_status session_open(harp_error *e, cli_opts *o, const bench_args *a,
    * size meeting a fixed one) has no one session for its bindings: an error, located by the lowering. */
   o->derive = true;
   harp_error de = {0};
-  harp_status st = cli_load_graph(&de, o, &x->base, &x->base.defaults);
+  harp_status st = session_his(&de, o, a, x);
+  if (!st) st = cli_load_graph(&de, o, &x->base, &x->base.defaults);
   o->derive = false;
+  o->nbind_hi = 0; /* each binding's own import: its sizes as given */
   if (st) {
     *e = de;
     if (st != HARP_E_NO_MEMORY)

@@ -52,6 +52,12 @@ typedef struct cli_opts {
   int nshapesets;
   bool shapeset_recompile; /* --shapeset-recompile (run): a binding outside the box compiles on its own */
   bool derive; /* lower an expression of unbound symbols as a derived symbol (harp bench --bind: one GPU session) */
+  /* harp bench --bind, while the session's model is imported unbound: each symbol the bindings name and its
+   * largest value there, which bounds the ONNX import's sizes as a --shapeset's upper corner does (a table
+   * sliced by S: the slice proved inside it) */
+  const char *bind_names[CLI_MAX_LIST];
+  int64_t bind_hi[CLI_MAX_LIST];
+  int nbind_hi;
   char shapeset_why[600]; /* an ONNX model imported at its binding: why its ShapeSet dims could not stay symbols */
 } cli_opts;
 

@@ -138,7 +138,8 @@ static harp_status import_once(harp_error *e, cli_opts *o, onnx_model *onnx, nee
   bool *used = ut_xcalloc((size_t)n + 1, sizeof *used), *sused = ut_xcalloc((size_t)(o->nshapes + o->ninputs) + 1, sizeof *sused);
   harp_status st = used && sused ? HARP_OK : ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   if (!st) st = cli_given_shapes(e, o, &shapes, &ns);
-  char(*keep)[CLI_NAME_MAX] = ut_xcalloc((size_t)o->nshapesets + 1, sizeof *keep); /* --shapeset's dims stay symbols */
+  int nkeep = o->nshapesets + (o->nbind_hi < CLI_MAX_LIST - o->nshapesets ? o->nbind_hi : CLI_MAX_LIST - o->nshapesets);
+  char(*keep)[CLI_NAME_MAX] = ut_xcalloc((size_t)nkeep + 1, sizeof *keep); /* --shapeset's dims stay symbols */
   const char *keepp[CLI_MAX_LIST];
   int64_t keep_hi[CLI_MAX_LIST]; /* the box's upper corner: sizes the import proves inside an axis by it */
   for (int k = 0; keep && k < o->nshapesets; k++) {
@@ -147,11 +148,16 @@ static harp_status import_once(harp_error *e, cli_opts *o, onnx_model *onnx, nee
     keepp[k] = keep[k];
     keep_hi[k] = shapeset_hi(o->shapesets[k]);
   }
+  for (int k = o->nshapesets; keep && k < nkeep; k++) { /* a GPU session's bindings: their largest values */
+    snprintf(keep[k], sizeof keep[k], "%s", o->bind_names[k - o->nshapesets]);
+    keepp[k] = keep[k];
+    keep_hi[k] = o->bind_hi[k - o->nshapesets];
+  }
   if (!keep && !st) st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
   onnx_opts oo = {.nfixed = n, .fixed_names = o->params, .read = cli_read_param, .read_ctx = o, .used = used,
                      .nshapes = ns, .shapes = shapes, .shape_used = sused, .syms = &o->syms,
                      .needs_data = nc ? on_needs : NULL, .needs_ctx = nc, .host_flow = o->host_flow, .knobs = &o->knobs,
-                     .keep_dynamic = keepp, .nkeep_dynamic = o->nshapesets, .keep_dynamic_hi = keep_hi};
+                     .keep_dynamic = keepp, .nkeep_dynamic = nkeep, .keep_dynamic_hi = keep_hi};
   if (!st) st = onnx_load_file_opts(e, o->model, &oo, onnx);
   for (int k = 0; k < o->nshapes && !st; k++)
     if (!sused[k]) st = ut_fail(e, HARP_E_USAGE, NULL, "--shape %s: the model has no graph input of that name", o->shapes[k].name);

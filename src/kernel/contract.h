@@ -43,6 +43,10 @@ typedef struct ct_src {
    * template wherever that size is read at run time, so that the box's
    * corners print one kernel (short at the lower corner, long at the upper) */
   bool sizes_vary;
+  /* with sizes_vary: the symbols that vary (a dim named after one moves
+   * with the binding); NULL: any named dim may */
+  const char *const *vary;
+  int nvary;
 } ct_src;
 
 /* A tensor of the kernel: slot in the buffer list, storage dtype, element offset. */
@@ -280,6 +284,10 @@ typedef struct ct_map_in {
    * addend of y at 0, a PAD's input at its low amount); -1: not known so */
   int cut_axis;
   ct_size cut_off;
+  /* a ShapeSet object's read through a RESHAPE that splits an axis by a
+   * symbol's size (poly_reshape_view): that RESHAPE's output shape, whose
+   * dims the strides are products of (the same elements); NULL: t's own */
+  const tiny_shape *shape;
 } ct_map_in;
 typedef struct ct_map {
   int nouter;

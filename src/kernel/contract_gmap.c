@@ -100,6 +100,8 @@ static bool gp_operand(gp_ctx *p, int bi, int q, ct_map_arg *arg) {
     ct_tensor ten = {t, slot, TINY_FP32, 0};
     int idx = ok ? add_input(p->out, &ten, ax, rank) : -1;
     if (!ok) p->why = "gmap: an input other than an fp32 buffer of the kernel";
+    else if (p->s->sizes_vary && poly_reshape_view(p->s->pv, bi, q, p->s->nvary, p->s->vary) >= 0) /* the nest reads it */
+      ok = false, p->why = "gmap: a read through a reshape that splits an axis by a symbol's size";
     else if (idx < 0) ok = false, p->why = "gmap: too many inputs";
     *arg = (ct_map_arg){'i', idx, 0};
   }

@@ -50,16 +50,21 @@ static bool read_strides(const ct_src *s, int bi, int a, const int64_t *size, in
 typedef struct raw_in {
   ct_tensor t;
   int64_t st[POLY_MAX_VARS];
+  const tiny_shape *shape; /* ct_map_in.shape */
 } raw_in;
 
-/* The input for tensor t read at st/off (the same read twice is one input). */
-static int add_input(raw_in *in, int *nin, const ct_tensor *t, const int64_t *st, int nv) {
+/* The input for tensor t read at st/off (the same read twice is one input),
+ * read by access a of block bi (a ShapeSet object's read through a
+ * RESHAPE: that RESHAPE's shape, ct_map_in.shape). */
+static int add_input(const ct_src *s, int bi, int a, raw_in *in, int *nin, const ct_tensor *t, const int64_t *st, int nv) {
   for (int k = 0; k < *nin; k++)
     if (in[k].t.slot == t->slot && in[k].t.offset == t->offset && !memcmp(in[k].st, st, sizeof(int64_t) * (size_t)nv))
       return k;
   if (*nin >= CT_MAP_MAX_IN) return -1;
   in[*nin].t = *t;
   memcpy(in[*nin].st, st, sizeof(int64_t) * (size_t)nv);
+  int view = s->sizes_vary ? poly_reshape_view(s->pv, bi, a, s->nvary, s->vary) : -1;
+  in[*nin].shape = view >= 0 ? &s->g->nodes[view].shape : NULL;
   return (*nin)++;
 }
 
@@ -132,6 +137,7 @@ static bool split(const raw_in *raw, int nraw, const int64_t *size, int nv, cons
   for (int k = 0; k < nraw; k++) {
     out->in[k].t = raw[k].t;
     out->in[k].bcast = bc[k];
+    out->in[k].shape = raw[k].shape;
     memcpy(out->in[k].ostride, ost[k], sizeof(int64_t) * (size_t)no);
   }
   return true;
@@ -197,7 +203,7 @@ static bool read_flat(const ct_src *s, int kernel, bool (*ok)(tiny_op op), ct_ma
         int64_t st[POLY_MAX_VARS], off;
         if (!read_strides(s, bi, q, size, st, &off)) DECLINE(PADDED_READ);
         ct_tensor ten = {t, slot, sd, off};
-        int idx = add_input(raw, &nraw, &ten, st, nv);
+        int idx = add_input(s, bi, q, raw, &nraw, &ten, st, nv);
         if (idx < 0) DECLINE("map: too many inputs");
         *arg = (ct_map_arg){'i', idx, 0};
       }
@@ -312,7 +318,7 @@ static int piece_op(piece_ctx *p, int bi) {
       }
       if (off < 0) return p->why = "map: an input read before its start", -1;
       ct_tensor ten = {t, slot, sd, off};
-      int idx = add_input(p->raw, &p->nraw, &ten, st, p->nv);
+      int idx = add_input(p->s, bi, q, p->raw, &p->nraw, &ten, st, p->nv);
       if (idx < 0) return p->why = "map: too many inputs", -1;
       *arg = (ct_map_arg){'i', idx, 0};
     }

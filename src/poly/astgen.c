@@ -18,6 +18,7 @@
 #include <isl/val.h>
 
 #include "harp/poly_ast.h"
+#include "harp/polycore.h"
 #include "poly/poly_int.h"
 #include "util/util.h"
 
@@ -260,11 +261,26 @@ static const poly_acc *stmt_acc(gen *g, int k, int a) {
   return s->stage[a] ? &b->stage[a][s->stage[a] - 1] : &b->acc[a]; /* checked by poly_ast_gen */
 }
 
+/* The RESHAPE whose output statement k's access a is indexed by over the
+ * symbols (poly_reshape_view), or -1: none, a contraction's stage, or a
+ * tensor a statement of this nest computes (its storage may be a local). */
+static int stmt_view(gen *g, int k, int a) {
+  const poly_stmt_spec *s = &g->stmts[k];
+  if (s->stage[a]) return -1;
+  int r = poly_reshape_view(g->pv, s->block, a, g->opts->nsyms, g->opts->syms);
+  int t = r >= 0 ? g->pv->blocks[s->block].acc[a].ib.src : -1;
+  for (int i = 0; r >= 0 && i < g->nstmts; i++)
+    if (g->pv->blocks[g->stmts[i].block].pub.node == t) r = -1;
+  return r;
+}
+
 /* The access of statement k as a function on its domain (S<k> space).  Over
  * the symbols (g->symdom[k]) an access astgen_sym.c cannot rebuild keeps its
  * numbers, less what statement k's concrete domain already says: a guard the
- * domain implies at this corner is implied at every smaller binding. */
-static __isl_give isl_pw_multi_aff *stmt_access(gen *g, int k, int a, __isl_keep isl_set *dom) {
+ * domain implies at this corner is implied at every smaller binding.  One
+ * read through a RESHAPE that splits an axis by a symbol's size indexes the
+ * RESHAPE's output instead (*view that node, else -1; view may be NULL). */
+static __isl_give isl_pw_multi_aff *stmt_access(gen *g, int k, int a, __isl_keep isl_set *dom, int *view) {
   const poly_stmt_spec *s = &g->stmts[k];
   const poly_blk *b = &g->pv->blocks[s->block];
   isl_map *m = isl_map_copy(stmt_acc(g, k, a)->map);
@@ -272,9 +288,13 @@ static __isl_give isl_pw_multi_aff *stmt_access(gen *g, int k, int a, __isl_keep
     m = isl_map_project_out(m, isl_dim_in, (unsigned)b->pub.nout, (unsigned)(b->pub.nvars - b->pub.nout));
   char name[32];
   m = isl_map_set_tuple_name(m, isl_dim_in, stmt_name(k, name, sizeof name));
+  if (view) *view = -1;
   if (g->symdom && g->symdom[k]) { /* one affine function: over the parameters too */
     isl_set *cd = concrete_domain(g, k);
-    isl_map *p = poly_sym_access(g->pv, b, stmt_acc(g, k, a), g->opts, isl_map_copy(m), dom, cd);
+    int r = view ? stmt_view(g, k, a) : -1;
+    isl_map *p = r >= 0 ? poly_sym_access_view(g->pv, b, stmt_acc(g, k, a), r, g->opts, m, dom, cd) : NULL;
+    if (p) *view = r;
+    else p = poly_sym_access(g->pv, b, stmt_acc(g, k, a), g->opts, isl_map_copy(m), dom, cd);
     if (p) {
       isl_set_free(cd);
       isl_map_free(m);
@@ -289,7 +309,7 @@ static __isl_give isl_pw_multi_aff *stmt_access(gen *g, int k, int a, __isl_keep
 
 /* The read domain of an access (where it reads a real element). */
 static __isl_give isl_set *read_domain(gen *g, int k, int a, __isl_keep isl_set *dom) {
-  isl_pw_multi_aff *p = stmt_access(g, k, a, dom);
+  isl_pw_multi_aff *p = stmt_access(g, k, a, dom, NULL);
   return isl_pw_multi_aff_domain(p);
 }
 
@@ -349,7 +369,9 @@ static __isl_give isl_ast_node *at_domain(__isl_take isl_ast_node *node, __isl_k
       u->access[a].rank = -1; /* not used by this statement */
       continue;
     }
-    isl_pw_multi_aff *acc = stmt_access(g, k, a, dom);
+    int view = -1;
+    isl_pw_multi_aff *acc = stmt_access(g, k, a, dom, &view);
+    if (view >= 0) u->access[a].shape = &g->pv->g->nodes[view].shape;
     acc = isl_pw_multi_aff_pullback_pw_multi_aff(acc, isl_pw_multi_aff_copy(it));
     /* A read of padding only (a slice of a pad's margin) has no element to
      * index, and isl builds no expression for it: index 0 under the guard,

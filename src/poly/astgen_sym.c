@@ -17,7 +17,7 @@
  * compiles per binding).
  * Needs: poly_int.h (blocks, accesses), indexbook.h (ib_compose),
  * harp/poly_ast.h (the options).
- * Gives: poly_sym_params, poly_sym_domain, poly_sym_access. */
+ * Gives: poly_sym_params, poly_sym_domain, poly_sym_access, poly_sym_equal_now. */
 #include <stdio.h>
 #include <string.h>
 
@@ -56,8 +56,7 @@ __isl_give isl_set *poly_sym_params(isl_ctx *ctx, const poly_ast_opts *o, bool n
   return r;
 }
 
-/* a and b equal once both are restricted to the parameters at sym_now. */
-static bool equal_now(isl_ctx *ctx, const poly_ast_opts *o, __isl_take isl_map *a, __isl_take isl_map *b) {
+bool poly_sym_equal_now(isl_ctx *ctx, const poly_ast_opts *o, __isl_take isl_map *a, __isl_take isl_map *b) {
   isl_set *now = poly_sym_params(ctx, o, true);
   a = isl_map_align_params(a, isl_set_get_space(now));
   b = isl_map_align_params(b, isl_set_get_space(now));
@@ -89,7 +88,7 @@ __isl_give isl_set *poly_sym_domain(poly_view *pv, const poly_blk *b, int nvars,
   ut_str_puts(&s, " }");
   isl_set *d = any && !s.oom ? isl_set_read_from_str(pv->ctx, s.buf) : NULL;
   ut_str_free(&s);
-  if (d && !equal_now(pv->ctx, o, isl_map_from_range(isl_set_copy(d)), isl_map_from_range(isl_set_copy(concrete)))) {
+  if (d && !poly_sym_equal_now(pv->ctx, o, isl_map_from_range(isl_set_copy(d)), isl_map_from_range(isl_set_copy(concrete)))) {
     isl_set_free(d);
     d = NULL;
   }
@@ -274,7 +273,7 @@ __isl_give isl_map *poly_sym_access(poly_view *pv, const poly_blk *b, const poly
     r = box ? isl_map_intersect_range(r, box) : isl_map_free(r);
   }
   isl_map_free(shift);
-  if (r && !equal_now(pv->ctx, o, isl_map_copy(r), isl_map_copy(want))) r = isl_map_free(r);
+  if (r && !poly_sym_equal_now(pv->ctx, o, isl_map_copy(r), isl_map_copy(want))) r = isl_map_free(r);
   isl_map_free(want);
   if (!r) isl_ctx_reset_error(pv->ctx);
   return r;

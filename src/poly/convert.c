@@ -153,8 +153,7 @@ __isl_give isl_set *poly_simplify_set(__isl_take isl_set *s) {
 }
 
 /* ---- accesses ----------------------------------------------------------- */
-static __isl_give isl_map *piece_map(poly_view *pv, __isl_keep isl_space *dom, __isl_keep isl_space *ran,
-                                     const ib_piece *p) {
+__isl_give isl_map *poly_piece_map(poly_view *pv, __isl_keep isl_space *dom, __isl_keep isl_space *ran, const ib_piece *p) {
   isl_local_space *ls = isl_local_space_from_space(isl_space_copy(dom));
   isl_aff_list *list = isl_aff_list_alloc(pv->ctx, p->nmap);
   for (int k = 0; k < p->nmap; k++) list = isl_aff_list_add(list, poly_aff(pv, ls, &p->map[k]));
@@ -184,7 +183,7 @@ harp_status poly_make_access(poly_view *pv, poly_blk *b, poly_acc *a, int tensor
   for (int i = 0; i < a->ib.npieces; i++) {
     const ib_piece *p = &a->ib.pieces[i];
     if (!p->fill) {
-      m = isl_map_union(m, piece_map(pv, dom, ran, p));
+      m = isl_map_union(m, poly_piece_map(pv, dom, ran, p));
       continue;
     }
     int k = 0;

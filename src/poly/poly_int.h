@@ -93,6 +93,8 @@ __isl_give isl_space *poly_tensor_space(poly_view *pv, const poly_blk *b, int no
 __isl_give isl_aff *poly_aff(poly_view *pv, __isl_keep isl_local_space *ls, const ib_aff *a);
 /* The set of points of space where every constraint holds. */
 __isl_give isl_set *poly_cons_set(poly_view *pv, __isl_keep isl_space *space, const ib_cons *c, int n);
+/* The graph of piece p's map (dom -> ran) where its constraints hold. */
+__isl_give isl_map *poly_piece_map(poly_view *pv, __isl_keep isl_space *dom, __isl_keep isl_space *ran, const ib_piece *p);
 /* Read relation (read pieces) and fill sets of an access, simplified. */
 harp_status poly_make_access(poly_view *pv, poly_blk *b, poly_acc *a, int tensor);
 /* ---- astgen_sym.c: a ShapeSet object's domains and accesses ---- */
@@ -109,6 +111,17 @@ __isl_give isl_set *poly_sym_domain(poly_view *pv, const poly_blk *b, int nvars,
  * most one pad value), or the result differs from m on cdom at sym_now. */
 __isl_give isl_map *poly_sym_access(poly_view *pv, const poly_blk *b, const poly_acc *a, const struct poly_ast_opts *o,
                                     __isl_take isl_map *m, __isl_keep isl_set *pdom, __isl_keep isl_set *cdom);
+/* a and b (taken) equal once both are restricted to the parameters at sym_now. */
+bool poly_sym_equal_now(isl_ctx *ctx, const struct poly_ast_opts *o, __isl_take isl_map *a, __isl_take isl_map *b);
+/* ---- reshape_view.c: a read through a RESHAPE indexed by its output ---- */
+/* Access a of block b (its relation m, a statement's tuple; kept) read into
+ * RESHAPE node r's output (poly_reshape_view's answer) and rebuilt on the
+ * parametric domain pdom: the views before r composed, r left out; NULL
+ * where that is not one affine function, or, through r's own map, it
+ * differs from m on cdom at sym_now. */
+__isl_give isl_map *poly_sym_access_view(poly_view *pv, const poly_blk *b, const poly_acc *a, int r,
+                                         const struct poly_ast_opts *o, __isl_keep isl_map *m, __isl_keep isl_set *pdom,
+                                         __isl_keep isl_set *cdom);
 /* ---- acc_cache.c: access relations reused across same-shaped blocks ---- */
 /* The key of access a of block b into a tensor of `rank` axes (arena);
  * NULL where it is not cached. */

@@ -17,7 +17,7 @@ static void ks_load(ks *k, const char *model, const char *const *syms) {
   rgt_load(&k->t, model, syms);
   rgt_form(&k->t, PLAN_ARCH_CPU);
   assert_ok(&k->t.e, fn_build(&k->t.e, k->t.p, "main", &k->f));
-  k->src = (ct_src){k->t.g, k->t.p->formed->pv, k->f, false, false, false};
+  k->src = (ct_src){k->t.g, k->t.p->formed->pv, k->f, false, false, false, NULL, 0};
 }
 
 static void ks_free(ks *k) {

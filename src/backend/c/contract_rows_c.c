@@ -376,8 +376,8 @@ static void map_walk_exprs(const rc_ctx *c, int r, const ct_map *mp, const tiny_
       s->in[k].offset_expr = x[nx++];
   if (mp->ystrided && !s->y_offset_expr && offset_expr(c, ys, mp->y.offset, x[nx])) s->y_offset_expr = x[nx++];
   for (int d = 0; d < mp->nouter; d++) {
-    for (int k = 0; k < mp->nin; k++) {
-      const tiny_shape *is = rc_slot_shape(c, r, mp->in[k].t.slot);
+    for (int k = 0; k < mp->nin; k++) { /* over a RESHAPE's shape where the read passes one (ct_map_in.shape) */
+      const tiny_shape *is = mp->in[k].shape ? mp->in[k].shape : rc_slot_shape(c, r, mp->in[k].t.slot);
       if (rc_stride_expr(c, is, mp->in[k].ostride[d], x[nx], 160)) s->in[k].ostride_expr[d] = x[nx++];
     }
     if (mp->ystrided && rc_stride_expr(c, ys, mp->yostride[d], x[nx], 160)) s->y_ostride_expr[d] = x[nx++];

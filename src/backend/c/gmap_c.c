@@ -311,7 +311,7 @@ static void gm_run_piece(ut_str *o, const gm *m, const char *fn, int kp) {
 harp_status cc_try_gmap(rc_ctx *c, int r, const char *fn, ut_str *out, bool *handled) {
   *handled = false;
   if (!c->ngen_syms) return HARP_OK; /* ordinary compiles: the loop nest, as before */
-  ct_src src = {c->g, c->pv, c->f, false, false, false};
+  ct_src src = {c->g, c->pv, c->f, false, false, true, c->gen_syms, c->ngen_syms}; /* a ShapeSet object's (ngen_syms > 0) */
   gm *m = calloc(1, sizeof *m);
   ct_gmap *g = calloc(1, sizeof *g); /* large: kept off the stack */
   ut_str body, run;

@@ -69,7 +69,8 @@ static harp_status print_kernel(rc_ctx *c, int r, const char *fn, ut_str *out, c
 harp_status rc_emit_region(rc_ctx *c, int r, const char *fn, ut_str *out, long *chunk_len, rc_packed *pk) {
   *chunk_len = 0;
   memset(pk, 0, sizeof *pk);
-  ct_src src = {c->g, c->pv, c->f, false, false, c->ngen_syms > 0}; /* a ShapeSet object: its sizes vary */
+  /* a ShapeSet object: its sizes vary */
+  ct_src src = {c->g, c->pv, c->f, false, false, c->ngen_syms > 0, c->gen_syms, c->ngen_syms};
   kn_sel s;
   /* the knob no_templates (HARP_NO_TEMPLATES): loop nests only, but for a cell */
   unsigned flags = rt_knobs_or_default(c->knobs)->no_templates ? KN_NO_ROW_TEMPLATES | KN_NO_CONTRACTION_TEMPLATES : 0;

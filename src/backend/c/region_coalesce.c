@@ -208,7 +208,7 @@ static bool body_ok(emit *m, const pair *pr, const poly_ast *a) {
       if (!cond_free(pr, ac->alt_guard[q])) return false;
     int t = b->access[k].write ? b->node : b->access[k].tensor;
     const value *v = &m->val[t];
-    const tiny_shape *sh = &g->nodes[t].shape;
+    const tiny_shape *sh = rc_acc_shape(ac, &g->nodes[t]);
     if (v->kind == ST_CONST || (v->kind == ST_LOCAL && v->lsize <= 1)) continue; /* no offset */
     if (ac->rank != sh->rank || !offset_ok(m->c, pr, sh, ac->index, v->kind == ST_BUF ? 0 : m->prefix)) return false;
   }

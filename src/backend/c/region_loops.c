@@ -486,7 +486,7 @@ static harp_status print_prefetching(emit *m, const poly_ast *a, int d) {
     ut_str_init(&idx);
     bool ok = true;
     for (int k = 0; k < p->acc[i]->rank; k++) ok = ok && own[k];
-    if (ok) rc_linear(&idx, m->c, &p->node[i]->shape, ix, 0);
+    if (ok) rc_linear(&idx, m->c, rc_acc_shape(p->acc[i], p->node[i]), ix, 0);
     indent(o, d + 2);
     if (ok && idx.buf) ut_str_printf(o, "__builtin_prefetch(&p%d[%s], 0, 3);\n", p->slot[i], idx.buf);
     ut_str_free(&idx);

@@ -53,6 +53,11 @@ void rc_acc_ref(emit *m, const poly_ast *u, const poly_block_info *b, ut_str *o)
 void rc_local_name(ut_str *o, const tiny_node *n, const char *prefix, int node);
 bool rc_nan_flag(const emit *m, const poly_block_info *b);
 void rc_flag_name(ut_str *o, const emit *m, const poly_block_info *b);
+/* The shape access a's index runs over when it reads node n: a RESHAPE's
+ * output (poly_ast_access.shape), else n's own. */
+static inline const tiny_shape *rc_acc_shape(const poly_ast_access *a, const tiny_node *n) {
+  return a->shape ? a->shape : &n->shape;
+}
 /* c (NULL: numbers only): a stride over symbols' dims printed with hp_sv<i> */
 void rc_linear(ut_str *o, const rc_nest_ctx *c, const tiny_shape *shape, const char *const *index, int from);
 /* One PA_USER node as C. */

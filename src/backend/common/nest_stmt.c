@@ -191,15 +191,16 @@ static bool uniform_guard_index(ut_str *o, emit *m, const tiny_node *n, const po
   if (!v || rc_has_token(guard, v) || !l->init || !l->cond || !only_token(l->init, v) || !only_token(l->cond, v))
     return false; /* the lanes' range the same at every point, as the guard's variables move */
   bool any = false;
-  for (int d = 0; d < n->shape.rank; d++) {
+  const tiny_shape *sh = rc_acc_shape(a, n);
+  for (int d = 0; d < sh->rank; d++) {
     bool k = only_token(a->index[d], v);
     any |= k && rc_has_token(a->index[d], v);
     keep[d] = k ? a->index[d] : "0", rest[d] = k ? "0" : a->index[d];
   }
   if (!any) return false;
-  rc_linear(o, m->c, &n->shape, keep, 0);
+  rc_linear(o, m->c, sh, keep, 0);
   ut_str_puts(o, " + ");
-  rc_linear(o, m->c, &n->shape, rest, 0);
+  rc_linear(o, m->c, sh, rest, 0);
   ut_str_printf(o, " * (long)(%s)", guard);
   return true;
 }
@@ -264,7 +265,7 @@ static void read_value(emit *m, const poly_ast_access *a, int t, tiny_dtype want
     if (is_int(n->dtype)) ut_str_printf(o, "((int32_t)%d)", n->dtype == TINY_BOOL ? v != 0 : (int)v);
     else if (!mean_count(m, t, o)) float_const(o, n->dtype, v);
   } else if (m->val[t].kind == ST_BUF) {
-    rc_linear(&idx, m->c, &n->shape, a->index, 0);
+    rc_linear(&idx, m->c, rc_acc_shape(a, n), a->index, 0);
     if (idx.oom) o->oom = true; /* the statement is incomplete: the emission fails */
     if (!idx.buf) {
     } else if (sel && !idx.oom) {

@@ -255,7 +255,7 @@ static harp_status print_kernel(cuda_rctx *c, int r, const kn_sel *s, bool *done
 }
 
 harp_status cuda_emit_region(cuda_rctx *c, int r) {
-  ct_src src = {c->g, c->pv, c->f, true, true, false};
+  ct_src src = {c->g, c->pv, c->f, true, true, false, NULL, 0};
   kn_sel s;
   /* the knob no_templates (HARP_NO_TEMPLATES): contractions as loop nests */
   unsigned flags = rt_knobs_or_default(c->knobs)->no_templates ? KN_NO_CONTRACTION_TEMPLATES : 0;
