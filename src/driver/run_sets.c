@@ -83,11 +83,11 @@ static int split_sets(rs *x, int argc, char **argv) {
         i++;
       }
     }
-    if (k && start[k + 1] - 1 == start[k]) return cli_usage_error("run", "--next starts set %d with no --input, --shape or --sym", k);
+    if (k && start[k + 1] - 1 == start[k]) return cli_usage_error("run", "--next starts input set %d with no --input, --shape or --sym", k);
     for (int i = start[k]; k && i < start[k + 1] - 1; i++) {
       bool inl;
       if (!own_option(argv[i], &inl))
-        return cli_usage_error("run", "set %d (after --next) takes only --input, --shape and --sym, not '%s'", k, argv[i]);
+        return cli_usage_error("run", "input set %d (after --next) takes only --input, --shape and --sym, not '%s'", k, argv[i]);
       s->argv[s->argc++] = argv[i];
       if (!inl && i + 1 < start[k + 1] - 1) s->argv[s->argc++] = argv[++i];
     }

@@ -5,7 +5,10 @@ of softmax_rows.json under --shapeset R=2..64 build one object once
 box compiled once) and write set k's outputs to DIR/k/, each against numpy;
 without --shapeset the box the sets span is derived (layernorm.json with
 its weights as --param, R=3..48; an ONNX model's INPUT:AXIS), numpy's
-numbers again; sets at one binding compile once without a box.  A set
+numbers again; sets at one binding compile once without a box; a box no
+one object serves compiles per set, and an ONNX model whose import needs a
+ShapeSet dim as a number imports each set at its binding, its box checked
+(a single run's too).  A set
 outside the ShapeSet is refused naming the set before any set runs (no
 output folder at all); with --shapeset-recompile it compiles on its own.
 A set after --next taking another option, an empty set, and a backend
@@ -120,6 +123,16 @@ outputs_match("R=65 with --shapeset-recompile", p, out, xs, softmax)
 s.check("R=65 with --shapeset-recompile: a second object", sets_built(p) is not None and sets_built(p)[:2] == (3, 2),
         p.stderr[-500:])
 
+# a box no one object serves yet (the softmax row length): each set compiles at its binding, checked first
+xs = [rng.standard_normal((5, n)).astype(np.float32) for n in (17, 3, 70)]
+p, out = run("softmax_rows.json", [["--input", f"X={npy(x)}"] for x in xs], ["--shapeset", "L=3..70"])
+outputs_match("row length sets", p, out, xs, softmax)
+s.check("row length sets: a compile per set, said", sets_built(p) is not None and sets_built(p)[:2] == (3, 3)
+        and "a compile per binding" in p.stderr, p.stderr[-500:])
+p, out = run("softmax_rows.json", [["--input", f"X={npy(x)}"] for x in xs[:2] + [xs[2][:, :2]]], ["--shapeset", "L=3..70"])
+s.check("row length sets: L=2 in set 2 refused before any runs", p.returncode == 1 and "input set 2 (after --next)" in p.stderr
+        and not os.path.exists(out), p.stderr[-300:])
+
 # usage errors
 x = npy(rng.standard_normal((4, 33)).astype(np.float32))
 for tag, sets, extra, want in [
@@ -156,5 +169,30 @@ else:
     outputs_match("onnx derived box", p, out, xs, lambda x: softmax(x.astype(np.float64) @ w), name="y.npy", tol=(1e-4, 1e-5))
     s.check("onnx derived box: x:0=5..31, one compile", "--shapeset x:0=5..31" in p.stderr and sets_built(p) == (3, 1, 1),
             p.stderr[-500:])
+
+    # a ShapeSet dim the import needs as a number (100 / w): each set imported and compiled at its binding
+    graph = helper.make_graph(
+        [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Gather", ["s", "zero"], ["w"]),
+         helper.make_node("Cast", ["w"], ["wf"], to=TensorProto.FLOAT), helper.make_node("Div", ["hundred", "wf"], ["q"]),
+         helper.make_node("Mul", ["x", "q"], ["y"])], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["w", 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [onnx.numpy_helper.from_array(np.array(0, np.int64), "zero"),
+         onnx.numpy_helper.from_array(np.array(100.0, np.float32), "hundred")])
+    path = os.path.join(D, "quotient.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    xs = [rng.standard_normal((n, 3)).astype(np.float32) for n in (7, 2, 9)]
+    p, out = run(path, [["--input", f"x={npy(x)}"] for x in xs], ["--shapeset", "w=2..9"])
+    outputs_match("onnx per-set import", p, out, xs, lambda x: x * np.float32(100.0 / len(x)), name="y.npy")
+    s.check("onnx per-set import: said", "a compile per binding: error[UnboundSymbol]" in p.stderr, p.stderr[-500:])
+    # ... its box checked all the same: w = 12 in set 1 refused before any set runs; one run of its own too
+    bad = [["--input", f"x={npy(x)}"] for x in (xs[0], rng.standard_normal((12, 3)).astype(np.float32))]
+    p, out = run(path, bad, ["--shapeset", "w=2..9"])
+    s.check("onnx per-set import: w = 12 in set 1 refused", p.returncode == 1 and "input set 1 (after --next): w = 12" in p.stderr
+            and "outside the compiled ShapeSet (w in 2..9)" in p.stderr and not os.path.exists(out), p.stderr[-400:])
+    p, out = run(path, bad[1:], ["--shapeset", "x:0=2..9"])
+    s.check("onnx import at one binding: x:0 = 12 refused", p.returncode == 1 and "x:0 = 12 (graph input \"x\" dim 0) is outside"
+            in p.stderr and not os.path.exists(out), p.stderr[-400:])
+    p, out = run(path, bad[1:], ["--shapeset", "w=2..9", "--shapeset-recompile"])
+    s.check("onnx import at one binding: w = 12 with --shapeset-recompile runs", p.returncode == 0, p.stderr[-400:])
 
 s.close()
