@@ -104,8 +104,21 @@ static harp_status name_set(harp_error *e, int k) {
   return e->code;
 }
 
+/* Each --sym whose value differs between the sets, over its min..max,
+ * appended to x's box (an ONNX model's dim_param bound by --sym). */
+static harp_status box_given_syms(rs *x) {
+  const tiny_symtab *t0 = &x->set[0].o.syms;
+  for (int i = 0; i < t0->n && x->nbox < CLI_MAX_LIST; i++) {
+    int64_t lo = t0->values[i], hi = lo, v;
+    for (int k = 1; k < x->n; k++)
+      if (tiny_symtab_get(&x->set[k].o.syms, t0->names[i], &v)) lo = v < lo ? v : lo, hi = v > hi ? v : hi;
+    if (lo != hi) snprintf(x->box[x->nbox++], sizeof x->box[0], "%s=%lld..%lld", t0->names[i], (long long)lo, (long long)hi);
+  }
+  return HARP_OK;
+}
+
 /* An ONNX model's box: each INPUT:AXIS whose size (--shape, the --input
- * files) differs between the sets, over its min..max. */
+ * files) differs between the sets, over its min..max; then each --sym. */
 static harp_status box_onnx(harp_error *e, rs *x) {
   onnx_shape *sh[RS_MAX_SETS] = {0};
   int ns[RS_MAX_SETS] = {0};
@@ -128,7 +141,7 @@ static harp_status box_onnx(harp_error *e, rs *x) {
       if (lo != hi && !seen) memcpy(x->box[x->nbox++], b, sizeof b);
     }
   for (int k = 0; k < x->n; k++) free(sh[k]);
-  return st;
+  return st ? st : box_given_syms(x);
 }
 
 /* A .json or .harp model's box: each symbol whose binding differs between
@@ -187,7 +200,7 @@ static harp_status load_all(harp_error *e, rs *x, bool *alone) {
     rs_set *t = &x->set[k];
     if (cli_load_model(e, &t->o, true, &t->m)) return name_set(e, k);
     if (t->m.flow)
-      return name_set(e, ut_fail(e, HARP_E_UNSUPPORTED, NULL, "a model with run-time control flow runs one input set per process"));
+      return ut_fail(e, HARP_E_UNSUPPORTED, NULL, "a model with run-time control flow runs one input set per process");
     if (!(t->outs = calloc((size_t)t->m.g->noutputs + 1, sizeof *t->outs))) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
     *alone |= t->o.shapeset_why[0] != 0;
   }
@@ -207,7 +220,7 @@ static harp_status compile_checked(harp_error *e, rs *x, rt_sgen **s, rt_cpu_mod
     if (!shapes) st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
     else if (*s && rt_sgen_output_shapes(e, *s, t->m.inputs, t->m.ninputs, shapes)) st = name_set(e, k);
     else if (!*s && !same_binding(&t->m.syms, &x->set[0].m.syms)) /* no box derived: one binding for all */
-      st = name_set(e, ut_fail(e, HARP_E_INPUT_MISMATCH, NULL, "its binding is not input set 0's, and no --shapeset covers both"));
+      st = (ut_fail(e, HARP_E_INPUT_MISMATCH, NULL, "its binding is not input set 0's, and no --shapeset covers both"), name_set(e, k));
     free(shapes);
   }
   return st;

@@ -170,6 +170,19 @@ else:
     s.check("onnx derived box: x:0=5..31, one compile", "--shapeset x:0=5..31" in p.stderr and sets_built(p) == (3, 1, 1),
             p.stderr[-500:])
 
+    # the dim_param bound by each set's --sym (random inputs): the box batch=4..9, each set against the interpreter
+    p, out = run(path, [["--sym", "batch=9"], ["--sym", "batch=4"]], ["--random-inputs", "--seed", "3"])
+    s.check("onnx --sym sets: box batch=4..9, one compile", p.returncode == 0 and "--shapeset batch=4..9" in p.stderr
+            and sets_built(p) is not None and sets_built(p)[:2] == (2, 1), p.stderr[-500:])
+    for k, n in enumerate((9, 4)):
+        ref = os.path.join(tempfile.mkdtemp(dir=D), "ref")
+        q = subprocess.run([HARP, "run", path, "--backend", "interp", "--out", ref, "--random-inputs", "--seed", "3",
+                            "--sym", f"batch={n}"], capture_output=True, text=True, env=env)
+        f = os.path.join(out, str(k), "y.npy")
+        ok = p.returncode == 0 and q.returncode == 0 and os.path.exists(f)
+        s.check(f"onnx --sym set {k} (batch={n}) vs the interpreter",
+                *(close(np.load(f), np.load(os.path.join(ref, "y.npy")), 1e-5, 1e-6) if ok else (False, q.stderr[-300:])))
+
     # a ShapeSet dim the import needs as a number (100 / w): each set imported and compiled at its binding
     graph = helper.make_graph(
         [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Gather", ["s", "zero"], ["w"]),
