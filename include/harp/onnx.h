@@ -90,7 +90,9 @@ typedef struct onnx_model {
   onnx_name_entry *names; /* graph inputs, weights and graph outputs: ONNX name -> harp id */
   int64_t opset;       /* of the default domain */
   int ndyn;
-  onnx_dyn *dyn;       /* the dynamic dims of the graph inputs, in input order */
+  onnx_dyn *dyn;       /* the dynamic dims of the graph inputs, in input order; after a failed
+                          import with nkeep_dynamic, those met before it failed (all else
+                          cleared; onnx_model_free frees them): a ShapeSet's box check */
   /* Run-time control flow (only with onnx_opts.host_flow): the model as
    * a host program of segments and If / Loop / Scan steps (harp/flow.h);
    * program is then NULL (the segments hold the graphs).  NULL when every

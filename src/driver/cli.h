@@ -97,6 +97,20 @@ harp_status cli_shapeset_require(harp_error *e, const cli_opts *o, const struct 
  * alone (prepared by cli_load_model) and run, with the reason and the
  * compile count on --time-stages as run_shapeset prints them. */
 harp_status cli_shapeset_per_binding(harp_error *e, const cli_opts *o, cli_model *m, ut_tensor *outs);
+/* That case's box check, on om imported with the ShapeSet dims kept
+ * (cli_onnx_load, before it imports at the binding): each ShapeSet dim
+ * the given shapes (--shape, the --input files) size inside its box, else
+ * InputMismatch naming it (nothing to check with --shapeset-recompile). */
+harp_status cli_shapeset_check_dims(harp_error *e, const cli_opts *o, const struct onnx_model *om);
+
+/* harp run with several input sets (run_sets.c): how many sets argv
+ * holds (1 + its --next flags); run them all, each set's options parsed
+ * by parse (cmd_run's own), one compile; the exit code. */
+struct cli_backend;
+int cli_run_sets_count(int argc, char **argv);
+int cli_run_sets(int argc, char **argv, int (*parse)(int, char **, cli_opts *, const struct cli_backend **));
+/* The outputs of m to o->out_dir/<name>.npy (all or nothing), and a line per output on stdout. */
+harp_status cli_run_write_outputs(harp_error *e, const cli_opts *o, const cli_model *m, ut_tensor *outs);
 
 /* Print "harp: error[...]" for e to stderr and return the exit code (1, or 2
  * for internal errors). */

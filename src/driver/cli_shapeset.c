@@ -4,7 +4,8 @@
  * variable ("x_d2") or INPUT:AXIS ("images:2"); the import leaves them
  * symbols (cmd_frontend.c).
  * Needs: harp/sgen.h, harp/onnx.h, cli.c (cli_model.raw).
- * Gives: cli_shapeset_compile(_with), cli_shapeset_ties, cli_shapeset_require, cli_shapeset_per_binding. */
+ * Gives: cli_shapeset_compile(_with), cli_shapeset_ties, cli_shapeset_require, cli_shapeset_per_binding,
+ * cli_shapeset_check_dims. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +68,38 @@ harp_status cli_shapeset_per_binding(harp_error *e, const cli_opts *o, cli_model
     fprintf(stderr, "harp: shapeset: a compile per binding: %s\nharp: shapeset: 1 object(s), %d built by the C compiler (the rest "
             "from the cache)\n", o->shapeset_why, !rt_cpu_cache_hit(cm));
   rt_cpu_free(cm);
+  return st;
+}
+
+/* The size the given shapes (shapes[0..n)) give graph input `input`'s
+ * dim `axis` of om, or -1 when none gives it. */
+static int64_t given_dim(const onnx_model *om, const onnx_shape *shapes, int n, const char *input, int axis) {
+  const char *id = onnx_id_of(om, input);
+  for (int j = 0; j < n; j++)
+    if ((!strcmp(shapes[j].name, input) || (id && !strcmp(shapes[j].name, id))) && axis < shapes[j].rank)
+      return shapes[j].dims[axis];
+  return -1;
+}
+
+harp_status cli_shapeset_check_dims(harp_error *e, const cli_opts *o, const onnx_model *om) {
+  if (o->shapeset_recompile) return HARP_OK;
+  onnx_shape *shapes = NULL;
+  int n = 0;
+  harp_status st = cli_given_shapes(e, o, &shapes, &n);
+  for (int k = 0; !st && k < o->nshapesets; k++) {
+    char name[CLI_NAME_MAX], given[CLI_NAME_MAX];
+    rt_sgen_sym y;
+    if ((st = rt_sgen_parse_box(e, o->shapesets[k], "--shapeset", given, sizeof given, &y))) break;
+    box_name(o, om, k, name, sizeof name);
+    for (int i = 0; !st && i < om->ndyn; i++) {
+      const onnx_dyn *d = &om->dyn[i];
+      int64_t v = strcmp(d->sym, name) ? -1 : given_dim(om, shapes, n, d->input, d->dim);
+      if (v >= 0 && (v < y.lo || v > y.hi))
+        st = ut_fail(e, HARP_E_INPUT_MISMATCH, NULL, "%s = %lld (graph input \"%s\" dim %d) is outside the compiled ShapeSet (%s in "
+                     "%lld..%lld)", given, (long long)v, d->input, d->dim, given, (long long)y.lo, (long long)y.hi);
+    }
+  }
+  free(shapes);
   return st;
 }
 

@@ -184,17 +184,20 @@ static harp_status import_once(harp_error *e, cli_opts *o, onnx_model *onnx, nee
 /* Import (harp run: again, with the --input data a node needed fixed, as
  * often as that adds an input), then lower. */
 /* With --shapeset: the import or the lowering needs a ShapeSet dim as a
- * number (e says where): the reason into o->shapeset_why, and the model
- * imported again at the binding the files give, as without --shapeset. */
+ * number (e says where): the reason into o->shapeset_why, the binding the
+ * files give checked against the box, and the model imported again at it,
+ * as without --shapeset. */
 static harp_status shapeset_at_binding(harp_error *e, cli_opts *o, tiny_graph **g, tiny_symtab *defaults, onnx_model **onnx) {
   harp_error_format(e, o->shapeset_why, (int)sizeof o->shapeset_why);
   harp_error_clear(e);
+  harp_status st = cli_shapeset_check_dims(e, o, *onnx); /* the binding in the box, as the one object would check it */
   onnx_model_free(*onnx);
   free(*onnx);
   *onnx = NULL;
+  if (st) return st;
   int n = o->nshapesets;
   o->nshapesets = 0;
-  harp_status st = cli_onnx_load(e, o, g, defaults, onnx);
+  st = cli_onnx_load(e, o, g, defaults, onnx);
   o->nshapesets = n;
   return st;
 }
@@ -205,6 +208,7 @@ harp_status cli_onnx_load(harp_error *e, cli_opts *o, tiny_graph **g, tiny_symta
   needs_ctx nc = {o, false};
   harp_status st;
   while ((st = import_once(e, o, *onnx, o->fix_needed ? &nc : NULL)) && nc.added) {
+    onnx_model_free(*onnx); /* the dims a failed import kept for a ShapeSet (onnx_model.dyn) */
     harp_error_clear(e);
     nc.added = false;
   }

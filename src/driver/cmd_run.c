@@ -95,7 +95,13 @@ static const char run_help[] =
     "                         decided at run time: a host program of compiled\n"
     "                         segments, docs/onnx.md): the iterations a Loop may run\n"
     "                         before it fails (default 1000000); --dump flow writes\n"
-    "                         the host program (flow.txt)\n";
+    "                         the host program (flow.txt)\n"
+    "  --next                 start another input set: its own --input, --shape and\n"
+    "                         --sym (only those), the other options set 0's (before\n"
+    "                         the first --next); --backend cpu compiles once, for\n"
+    "                         --shapeset or else the box the sets span, checks\n"
+    "                         every set before any runs, and writes set k's outputs\n"
+    "                         to DIR/k/ (one set: DIR/ as before)\n";
 
 /* --backend cpu: compile (the dumps from its stages), run once; the
  * weights go once copied into the parameter block.  A run served by tier 0
@@ -235,24 +241,6 @@ static harp_status run_backend(harp_error *e, const cli_opts *o, cli_model *m, c
   return st;
 }
 
-/* The outputs to DIR/<name>.npy, and a line per output. */
-static harp_status write_outputs(harp_error *e, const cli_opts *o, const cli_model *m, ut_tensor *outs) {
-  const char **names = calloc((size_t)m->g->noutputs + 1, sizeof *names);
-  if (!names) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
-  for (int k = 0; k < m->g->noutputs; k++) names[k] = tiny_output_name(m->g, m->g->outputs[k]);
-  harp_status st = cli_write_outputs(e, o->out_dir, names, outs, m->g->noutputs);
-  for (int k = 0; k < m->g->noutputs && !st; k++) {
-    char shape[256];
-    tiny_shape sh = m->g->nodes[m->g->outputs[k]].shape;
-    for (int d = 0; d < sh.rank; d++) /* a derived size (ds_H_p1_d2) as its number: the name is the lowering's */
-      if (sh.d[d].sym && tiny_dsym_find(m->g, sh.d[d].sym) >= 0) sh.d[d].sym = NULL;
-    tiny_shape_format(&sh, shape, sizeof shape);
-    printf("%s: %s %s -> %s/%s.npy\n", names[k], tiny_dtype_name(outs[k].dtype), shape, o->out_dir, names[k]);
-  }
-  free(names);
-  return st;
-}
-
 /* run's own flag --graphs, taken out of argv before the shared parser. */
 static bool take_graphs(int *argc, char **argv) {
   bool graphs = false;
@@ -293,6 +281,7 @@ int cmd_run(int argc, char **argv) {
   cli_opts o;
   const cli_backend *b = NULL;
   bool graphs = take_graphs(&argc, argv);
+  if (cli_run_sets_count(argc, argv) > 1) return cli_run_sets(argc, argv, run_options); /* run_sets.c */
   int rc = run_options(argc, argv, &o, &b);
   if (rc) {
     cli_opts_free(&o);
@@ -314,7 +303,7 @@ int cmd_run(int argc, char **argv) {
     rt_cpu_model *pending = NULL; /* tier 0 served the run: its build still goes on */
     if (!st && o.nshapesets) st = o.shapeset_why[0] ? cli_shapeset_per_binding(&e, &o, &m, outs) : run_shapeset(&e, &o, &m, outs);
     else if (!st) st = run_backend(&e, &o, &m, b, graphs, &d, outs, &pending);
-    if (!st) st = write_outputs(&e, &o, &m, outs);
+    if (!st) st = cli_run_write_outputs(&e, &o, &m, outs);
     if (pending) { /* the outputs are tier 0's, whole and right: a failed build is a warning */
       harp_error be = {0};
       if (finish_pending(&be, &o, pending, t_start)) {

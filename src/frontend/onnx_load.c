@@ -274,6 +274,24 @@ static harp_status import_graph(ox_ctx *c, Onnx__GraphProto *gp) {
 }
 
 /* Free what m holds and empty it (m itself is the caller's). */
+/* m's dynamic dims freed (m->dyn NULL). */
+static void free_dyn(onnx_model *m) {
+  for (int i = 0; i < m->ndyn; i++) free(m->dyn[i].input), free(m->dyn[i].sym), free(m->dyn[i].hint);
+  free(m->dyn);
+  m->dyn = NULL, m->ndyn = 0;
+}
+
+/* A failed import of c's model: its graph inputs' dynamic dims met so far
+ * taken out of c->m into *dyn, *ndyn (none when they cannot be listed),
+ * c's error kept. */
+static void take_dyn(ox_ctx *c, onnx_dyn **dyn, int *ndyn) {
+  harp_error keep = *c->e;
+  if (!c->m->dyn && ox_dyn_list(c)) free_dyn(c->m);
+  *c->e = keep;
+  *dyn = c->m->dyn, *ndyn = c->m->ndyn;
+  c->m->dyn = NULL, c->m->ndyn = 0;
+}
+
 static void clear_model(onnx_model *m) {
   hg_program_free(m->program);
   flow_free(m->flow);
@@ -285,8 +303,7 @@ static void clear_model(onnx_model *m) {
   free(m->weights);
   for (int i = 0; i < m->nnames; i++) free(m->names[i].onnx), free(m->names[i].id);
   free(m->names);
-  for (int i = 0; i < m->ndyn; i++) free(m->dyn[i].input), free(m->dyn[i].sym), free(m->dyn[i].hint);
-  free(m->dyn);
+  free_dyn(m);
   memset(m, 0, sizeof *m);
 }
 
@@ -333,6 +350,9 @@ harp_status ox_import_model(harp_error *e, Onnx__ModelProto *mp, const char *fil
   bool failed = report && (report->nrefused || report->nneeds || report->skipped); /* harp check: no whole graph */
   if (!st && !failed && !out->flow) st = hg_program_check(e, out->program);
   if (!st && failed) st = ut_fail(e, HARP_E_UNSUPPORTED, NULL, "the import failed (the report lists why)");
+  onnx_dyn *dyn = NULL; /* a failed import for a ShapeSet: its dims, for the caller's box check */
+  int ndyn = 0;
+  if (st && o && o->nkeep_dynamic) take_dyn(&c, &dyn, &ndyn);
   for (int i = 0; i < c.nvals; i++) ut_tensor_free(&c.vals[i].t);
   free(c.vals);
   ut_strmap_free(&c.byname);
@@ -344,7 +364,7 @@ harp_status ox_import_model(harp_error *e, Onnx__ModelProto *mp, const char *fil
   free(c.gins);
   free(c.taken);
   onnx__model_proto__free_unpacked(mp, NULL);
-  if (st) clear_model(out);
+  if (st) clear_model(out), out->dyn = dyn, out->ndyn = ndyn;
   return st;
 }
 
