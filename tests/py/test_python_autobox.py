@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""test_python_autobox.py — the default for dynamic models (issue 25): a
+CPU harp.InferenceSession over an ONNX model with dynamic H and W, given no
+shapes and no ShapeSets, compiles one ShapeSet object per power-of-two
+bucket of the dims the feeds set.  A small conv net (two 3x3 convs, a
+strided one, Relu, an Add of a skip) fed six sizes inside the bucket
+H, W in [16, 31] compiles once (compile_count, shapeset_objects: one
+object, one C compile), a size in the next bucket (H = 32) once more, a
+size already met nothing; every output against onnxruntime.  An input of
+H = 1 keeps H a constant (its own compile).  shapesets="exact" compiles per
+feed shape as before; a bad word is UsageError."""
+import os
+import tempfile
+
+from harp_py import Suite, harp, np, ort
+
+s = Suite("python_autobox")
+rng = np.random.default_rng(2501)
+
+if ort is None:
+    print("onnxruntime not installed: skipped")
+    raise SystemExit(77)
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+import onnx  # noqa: E402
+
+D = tempfile.mkdtemp()
+
+
+def weight(name, *shape):
+    return numpy_helper.from_array((rng.standard_normal(shape) * 0.3).astype(np.float32), name)
+
+
+nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+         helper.make_node("Relu", ["c1"], ["r1"]),
+         helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1]),
+         helper.make_node("Add", ["c2", "r1"], ["a"]),
+         helper.make_node("Conv", ["a", "w3", "b3"], ["y"], pads=[1, 1, 1, 1], strides=[2, 2])]
+g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, "H", "W"])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                      [weight("w1", 8, 3, 3, 3), weight("b1", 8), weight("w2", 8, 8, 3, 3), weight("b2", 8),
+                       weight("w3", 4, 8, 3, 3), weight("b3", 4)])
+path = os.path.join(D, "convnet_hw.onnx")
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), path)
+ref = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+opts = {"cache_dir": tempfile.mkdtemp(), "progress": False, "intra_op_num_threads": 2}
+
+
+def feed(h, w):
+    return {"x": rng.standard_normal((1, 3, h, w)).astype(np.float32)}
+
+
+def check(sess, h, w, what):
+    x = feed(h, w)
+    (y,) = sess.run(None, x)
+    want = ref.run(None, x)[0]
+    ok = y.shape == want.shape and np.allclose(y, want, rtol=1e-4, atol=1e-4)
+    s.check(f"{what} {h}x{w}: vs onnxruntime", ok, f"{y.shape} vs {want.shape}")
+
+
+inside = [(16, 16), (20, 24), (31, 17), (25, 30), (18, 29), (31, 31)]
+sess = harp.InferenceSession(path, opts)
+for h, w in inside:
+    check(sess, h, w, "auto")
+s.check("auto: six sizes in one bucket, one compile", sess.compile_count() == 1, str(sess.compile_count()))
+s.check("auto: one object, one C compile", sess.shapeset_objects() == (1, 1, None), str(sess.shapeset_objects()))
+check(sess, 32, 20, "auto, the next bucket of H:")
+s.check("auto: H = 32 compiles its bucket once more", sess.compile_count() == 2, str(sess.compile_count()))
+check(sess, 40, 27, "auto, in that bucket:")
+check(sess, 20, 24, "auto, met before:")
+s.check("auto: then nothing more", sess.compile_count() == 2 and sess.shapeset_objects() == (2, 2, None),
+        f"{sess.compile_count()} {sess.shapeset_objects()}")
+check(sess, 1, 20, "auto, H at 1:")
+s.check("auto: H = 1 a constant, its own compile", sess.compile_count() == 3, str(sess.compile_count()))
+
+ex = harp.InferenceSession(path, dict(opts, shapesets="exact"))
+for h, w in inside[:3]:
+    check(ex, h, w, "exact")
+s.check("exact: one compile per feed shape", ex.compile_count() == 3, str(ex.compile_count()))
+s.check("exact: no ShapeSet object", ex.shapeset_objects() == (0, 0, None), str(ex.shapeset_objects()))
+
+try:
+    harp.InferenceSession(path, opts, shapesets="sometimes")
+    s.check("shapesets='sometimes': refused", False)
+except harp.HarpError as e:
+    s.check("shapesets='sometimes': UsageError", isinstance(e, harp.UsageError) and "exact" in str(e), repr(e))
+
+# the CPU detector of an OCR service, where the corpus has it: one bucket, one compile
+det = os.path.join(os.path.expanduser("~/.cache/harp/realmodels/models"), "ppocr_v4_det.onnx")
+if os.environ.get("HARP_TEST_SLOW") and os.path.exists(det):
+    dref = ort.InferenceSession(det, providers=["CPUExecutionProvider"])
+    ds = harp.InferenceSession(det, opts)
+    for h, w in ((320, 320), (352, 480), (480, 384)):
+        x = {"x": rng.random((1, 3, h, w), dtype=np.float32)}
+        (y,) = ds.run(None, x)
+        want = dref.run(None, x)[0]
+        s.check(f"det {h}x{w}: vs onnxruntime", y.shape == want.shape and np.abs(y - want).max() < 1e-3,
+                f"{y.shape} {np.abs(y - want).max() if y.shape == want.shape else ''}")
+    s.check("det: one compile for three sizes", ds.compile_count() == 1, str(ds.compile_count()))
+s.close()
