@@ -8,7 +8,9 @@ H, W in [16, 31] compiles once (compile_count, shapeset_objects: one
 object, one C compile), a size in the next bucket (H = 32) once more, a
 size already met nothing; every output against onnxruntime.  An input of
 H = 1 keeps H a constant (its own compile).  shapesets="exact" compiles per
-feed shape as before; a bad word is UsageError."""
+feed shape as before; a model whose import needs a size as a number
+(Sqrt of it) falls back to a compile per feed shape after its first box
+fails, saying why; a bad word is UsageError."""
 import os
 import tempfile
 
@@ -77,6 +79,25 @@ for h, w in inside[:3]:
     check(ex, h, w, "exact")
 s.check("exact: one compile per feed shape", ex.compile_count() == 3, str(ex.compile_count()))
 s.check("exact: no ShapeSet object", ex.shapeset_objects() == (0, 0, None), str(ex.shapeset_objects()))
+
+# a model whose import needs its size as a number (Sqrt of a size cast to float): the first box fails at
+# import, that feed and every later one compile alone (no second box tried), saying why
+nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Gather", ["s", "zero"], ["n"]),
+         helper.make_node("Cast", ["n"], ["f"], to=TensorProto.FLOAT), helper.make_node("Sqrt", ["f"], ["r"]),
+         helper.make_node("Mul", ["x", "r"], ["y"])]
+g2 = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n"])],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                       [numpy_helper.from_array(np.array(0, np.int64), "zero")])
+path2 = os.path.join(D, "sqrt_n.onnx")
+onnx.save(helper.make_model(g2, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), path2)
+sq = harp.InferenceSession(path2, opts)
+for n in (5, 6, 12):
+    x = rng.standard_normal(n).astype(np.float32)
+    (y,) = sq.run(None, {"x": x})
+    s.check(f"sqrt n={n}: per feed shape, vs numpy", y.shape == (n,) and np.allclose(y, x * np.float32(np.sqrt(n))))
+objs = sq.shapeset_objects()
+s.check("sqrt: one failed box, then a compile per feed shape", sq.compile_count() == 4, str(sq.compile_count()))
+s.check("sqrt: three objects, why", objs[0] == 3 and objs[1] is None and "needs as a number" in str(objs[2]), str(objs))
 
 try:
     harp.InferenceSession(path, opts, shapesets="sometimes")
