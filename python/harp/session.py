@@ -297,6 +297,7 @@ class InferenceSession:
         self._auto = (self._fixed is None and self._backend == "cpu" and not self._boxes
                       and o.shapesets in (None, "auto"))
         self._buckets = {}  # auto: the boxes' key -> the compiled model serving it (None: its feeds compile alone)
+        self._met = set()  # auto: the boxes' keys whose first feed shape compiled alone (the box waits for a second)
         self._auto_why = None  # auto: why a box was compiled per feed shape instead
         if self._fixed is not None:
             try:
@@ -414,11 +415,15 @@ class InferenceSession:
         return boxes, tuple((sym, n) for sym, n in sorted(vals.items()) if n < 2)
 
     def _compile_auto(self, shapes, boxes, ones):
-        """The compiled model over the chosen boxes (the dims in ones at their sizes), made for the first feed in
-        them, then shared; a box the library cannot compile as one object compiles these shapes alone, and so
-        does every later feed in it (the import needing a size as a number: every later feed at all;
-        shapeset_objects() says why)."""
+        """The compiled model for shapes in the chosen boxes (the dims in ones at their sizes), tiered: the
+        boxes' first feed shape compiles alone (an exact object, as fast to its first result as before); their
+        second distinct feed shape compiles the boxes' one object, which every later feed in them shares.  A
+        box the library cannot compile as one object compiles these shapes alone, and so does every later feed
+        in it (the import needing a size as a number: every later feed at all; shapeset_objects() says why)."""
         bkey = (tuple(boxes), ones)
+        if bkey not in self._buckets and bkey not in self._met:
+            self._met.add(bkey)
+            return self._compile(shapes)
         if bkey not in self._buckets:
             try:
                 self._buckets[bkey] = self._compile(shapes, boxes, True)

@@ -2,11 +2,14 @@
 """test_python_autobox.py — the default for dynamic models (issue 25): a
 CPU harp.InferenceSession over an ONNX model with dynamic H and W, given no
 shapes and no ShapeSets, compiles one ShapeSet object per power-of-two
-bucket of the dims the feeds set.  A small conv net (two 3x3 convs, a
+bucket of the dims the feeds set, tiered: a bucket's first feed shape
+compiles alone (exact, as fast to its first result as before), its second
+distinct shape compiles the bucket's one object.  A small conv net (two 3x3 convs, a
 strided one, Relu, an Add of a skip) fed six sizes inside the bucket
-H, W in [16, 31] compiles once (compile_count, shapeset_objects: one
-object, one C compile), a size in the next bucket (H = 32) once more, a
-size already met nothing; every output against onnxruntime.  An input of
+H, W in [16, 31] compiles twice (the first shape alone, then the box:
+compile_count, shapeset_objects: one object, one C compile), a size in the
+next bucket (H = 32) alone, a second size there its box, a size already
+met nothing; every output against onnxruntime.  An input of
 H = 1 keeps H a constant (its own compile).  shapesets="exact" compiles per
 feed shape as before; a model whose import needs a size as a number
 (Sqrt of it) falls back to a compile per feed shape after its first box
@@ -63,16 +66,25 @@ inside = [(16, 16), (20, 24), (31, 17), (25, 30), (18, 29), (31, 31)]
 sess = harp.InferenceSession(path, opts)
 for h, w in inside:
     check(sess, h, w, "auto")
-s.check("auto: six sizes in one bucket, one compile", sess.compile_count() == 1, str(sess.compile_count()))
-s.check("auto: one object, one C compile", sess.shapeset_objects() == (1, 1, None), str(sess.shapeset_objects()))
+s.check("auto: six sizes in one bucket, two compiles (the first alone, then the box)", sess.compile_count() == 2,
+        str(sess.compile_count()))
+def boxes(sess):
+    """The shapeset_objects() of each box the session compiled (its tiered first shapes' objects left out)."""
+    return [b.c.shapeset_objects() for b in sess._buckets.values() if b is not None]
+
+
+s.check("auto: two objects, the box one object of one C compile", sess.shapeset_objects()[0] == 2 and
+        boxes(sess) == [(1, 1, None)], f"{sess.shapeset_objects()} {boxes(sess)}")
 check(sess, 32, 20, "auto, the next bucket of H:")
-s.check("auto: H = 32 compiles its bucket once more", sess.compile_count() == 2, str(sess.compile_count()))
+s.check("auto: H = 32, a new bucket's first shape, compiles alone", sess.compile_count() == 3
+        and sess.shapeset_objects()[0] == 3 and len(boxes(sess)) == 1, f"{sess.compile_count()} {boxes(sess)}")
 check(sess, 40, 27, "auto, in that bucket:")
 check(sess, 20, 24, "auto, met before:")
-s.check("auto: then nothing more", sess.compile_count() == 2 and sess.shapeset_objects() == (2, 2, None),
+s.check("auto: its second shape the box, then nothing more", sess.compile_count() == 4
+        and sess.shapeset_objects()[0] == 4 and boxes(sess) == [(1, 1, None)] * 2,
         f"{sess.compile_count()} {sess.shapeset_objects()}")
 check(sess, 1, 20, "auto, H at 1:")
-s.check("auto: H = 1 a constant, its own compile", sess.compile_count() == 3, str(sess.compile_count()))
+s.check("auto: H = 1 a constant, its own compile", sess.compile_count() == 5, str(sess.compile_count()))
 
 ex = harp.InferenceSession(path, dict(opts, shapesets="exact"))
 for h, w in inside[:3]:
@@ -80,8 +92,9 @@ for h, w in inside[:3]:
 s.check("exact: one compile per feed shape", ex.compile_count() == 3, str(ex.compile_count()))
 s.check("exact: no ShapeSet object", ex.shapeset_objects() == (0, 0, None), str(ex.shapeset_objects()))
 
-# a model whose import needs its size as a number (Sqrt of a size cast to float): the first box fails at
-# import, that feed and every later one compile alone (no second box tried), saying why
+# a model whose import needs its size as a number (Sqrt of a size cast to float): the first shape compiles
+# alone, the box (at the second shape, 6: the same bucket) fails at import, that feed and every later one
+# compile alone (no second box tried), saying why
 nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Gather", ["s", "zero"], ["n"]),
          helper.make_node("Cast", ["n"], ["f"], to=TensorProto.FLOAT), helper.make_node("Sqrt", ["f"], ["r"]),
          helper.make_node("Mul", ["x", "r"], ["y"])]
@@ -116,5 +129,6 @@ if os.environ.get("HARP_TEST_SLOW") and os.path.exists(det):
         want = dref.run(None, x)[0]
         s.check(f"det {h}x{w}: vs onnxruntime", y.shape == want.shape and np.abs(y - want).max() < 1e-3,
                 f"{y.shape} {np.abs(y - want).max() if y.shape == want.shape else ''}")
-    s.check("det: one compile for three sizes", ds.compile_count() == 1, str(ds.compile_count()))
+    s.check("det: two compiles for three sizes (the first alone, then the box)", ds.compile_count() == 2,
+            str(ds.compile_count()))
 s.close()
