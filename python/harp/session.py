@@ -1,9 +1,11 @@
 """session.py — harp's Python API: InferenceSession (onnxruntime's shape),
 compile() (a callable compiled model), SessionOptions, NodeArg.
 
-A session holds one compiled model per shape binding (a model whose ONNX
-dims are dynamic is compiled for each new set of feed shapes, then
-cached), and for each compiled model a pool of instances: a run takes a
+A session holds one compiled model per shape binding (a CPU session over
+an ONNX model's dynamic dims, given no shapes or ShapeSets, compiles one
+ShapeSet object per power-of-two bucket of the dims the feeds set, then
+caches it; shapesets="exact": one per new set of feed shapes), and for
+each compiled model a pool of instances: a run takes a
 free instance (or makes one), runs it with the GIL released and gives it
 back, so any number of Python threads may call run() on one session (each
 concurrent call has its own instance: its arena and weights; memory grows
@@ -65,7 +67,10 @@ class SessionOptions:
     device                CUDA device ordinal (0)
     shapesets             {"height": (320, 960)} or ["height=320..960"]: shape symbols (an ONNX dim_param, a shape
                           variable such as "x_d2", or "input:axis") that vary; the model is compiled once for every
-                          binding inside (CPU; docs/python.md, "ShapeSets")
+                          binding inside (CPU; docs/python.md, "ShapeSets").  None or "auto" (the default): a CPU
+                          session over an ONNX model's dynamic dims compiles one object per power-of-two bucket of
+                          each dim the feeds set ([2^k, 2^(k+1) - 1]; a dim at 1 stays 1); "exact": one compile per
+                          new set of feed shapes
     shapeset_recompile    a feed outside the ShapeSets gets a compile of its own (False: InputMismatch)
     """
 
@@ -102,9 +107,12 @@ def _options(options):
     return o
 
 
+_MODES = ("auto", "exact")  # shapesets as a word: harp chooses the boxes, or none (one compile per feed shape)
+
+
 def _shapesets(v):
-    """{name: (lo, hi)} or ["name=lo..hi"] -> ["name=lo..hi"]."""
-    if not v:
+    """{name: (lo, hi)} or ["name=lo..hi"] -> ["name=lo..hi"]; None, "auto" or "exact" -> []."""
+    if not v or (isinstance(v, str) and v in _MODES):
         return []
     if isinstance(v, dict):
         out = []
@@ -114,7 +122,8 @@ def _shapesets(v):
             out.append(f"{k}={int(r[0])}..{int(r[1])}")
         return out
     if isinstance(v, str):
-        raise CLASSES["UsageError"]("shapesets: a dict {name: (lo, hi)} or a list of \"NAME=LO..HI\" strings, not a string")
+        raise CLASSES["UsageError"]("shapesets: a dict {name: (lo, hi)}, a list of \"NAME=LO..HI\" strings, \"auto\" "
+                                    f"or \"exact\", not {v!r}")
     return [str(x) for x in v]
 
 
@@ -279,14 +288,22 @@ class InferenceSession:
             # a dynamic model compiles later, per binding: from these bytes, so the file may go meanwhile
             if self._meta and not self._meta.external and any(v.dynamic for v in self._meta.inputs):
                 self._data = data
+        self._boxes = _shapesets(o.shapesets)  # the caller's ShapeSets (a bad value: UsageError now)
         self._fixed = self._given_shapes()
         self._default = None
         self._shapeset_why = None  # an ONNX ShapeSet whose sizes the import needs as numbers: compiled per binding
+        self._ncompiles = 0
+        # harp chooses the boxes (a bucket per dim the feeds set): a dynamic ONNX model on the CPU, no ShapeSets named
+        self._auto = (self._fixed is None and self._backend == "cpu" and not self._boxes
+                      and o.shapesets in (None, "auto"))
+        self._buckets = {}  # auto: the boxes' key -> the compiled model serving it (None: its feeds compile alone)
+        self._met = set()  # auto: the boxes' keys whose first feed shape compiled alone (the box waits for a second)
+        self._auto_why = None  # auto: why a box was compiled per feed shape instead
         if self._fixed is not None:
             try:
-                self._default = self._compile(self._fixed)
+                self._default = self._compile(self._fixed, self._boxes)
             except (CLASSES["UnboundSymbol"], CLASSES["Unsupported"]) as ex:
-                if not (o.shapesets and self._meta and any(v.dynamic for v in self._meta.inputs)):
+                if not (self._boxes and self._meta and any(v.dynamic for v in self._meta.inputs)):
                     raise
                 self._shapeset_why, self._fixed = str(ex), None
 
@@ -304,15 +321,19 @@ class InferenceSession:
     def _given_shapes(self):
         """The shapes to compile for now, or None: a dynamic ONNX model without them compiles at run."""
         shapes = _assignments(self._o.shapes, "shapes")
-        if self._meta is None or not any(v.dynamic for v in self._meta.inputs) or self._o.shapesets:
+        if self._meta is None or not any(v.dynamic for v in self._meta.inputs) or self._boxes:
             return tuple(shapes)
         given = {s.rsplit("=", 1)[0] for s in shapes}
         if all(not v.dynamic or v.name in given for v in self._meta.inputs) or self._o.syms:
             return tuple(shapes)
         return None
 
-    def _compile(self, shapes):
+    def _compile(self, shapes, boxes=(), recompile=None):
+        """Compile for shapes ("name=1x3x8x8") over the ShapeSets boxes ("NAME=LO..HI"; none: the shapes alone)."""
         o = self._o
+        boxes = [] if self._shapeset_why else list(boxes)
+        recompile = bool(o.shapeset_recompile) if recompile is None else recompile
+        self._ncompiles += 1
         prog = _Progress(self._name, o.progress)
         src = self._data if self._data is not None else self._path
         try:
@@ -320,11 +341,11 @@ class InferenceSession:
                               _assignments(o.syms, "syms"), _assignments(o.knobs, "knobs"),
                               [] if self._format == "onnx" else list(o.params or ()), self._target,
                               os.fspath(o.cache_dir) if o.cache_dir else "", o.precision or "", int(o.max_memory or 0),
-                              prog, [] if self._shapeset_why else _shapesets(o.shapesets), bool(o.shapeset_recompile))
+                              prog, boxes, recompile)
         finally:
             prog.close()
         b = _Compiled(c, int(o.intra_op_num_threads or 0), int(o.device or 0), self._params(c), int(o.pool_size or 0),
-                      bool(o.shapesets) and not self._shapeset_why)
+                      bool(boxes))
         if self._meta:  # a name the library gives as harp's identifier only (a host program's): the file's
             san = {_sanitize(v.name): v.name for v in self._meta.inputs + self._meta.outputs}
             b.inputs = [(h, san.get(h, n) if n == h else n, d, sh) for h, n, d, sh in b.inputs]
@@ -364,8 +385,56 @@ class InferenceSession:
                 shapes = _assignments(self._o.shapes, "shapes")
                 given = {s.rsplit("=", 1)[0] for s in shapes}
                 shapes += [f"{n}={'x'.join(map(str, s))}" for n, s in key if n not in given]
-                b = self._bindings[key] = self._compile(shapes)
+                boxes, ones = self._auto_boxes(key, given) if self._auto and not self._shapeset_why else ([], ())
+                b = self._bindings[key] = self._compile_auto(shapes, boxes, ones) if boxes else self._compile(shapes)
         return b
+
+    def _auto_boxes(self, key, given):
+        """The boxes harp chooses for the feed shapes key ((input, shape) per input; inputs named in given are
+        fixed): per dynamic dim the feeds set to v >= 2 (a dim_param by its name, an unnamed dim as "input:axis"),
+        [2^k, 2^(k+1) - 1] around v; dims at 0 or 1 stay constants.  Returns (boxes, the constant dims as
+        (symbol, size) pairs); ([], ()) when there is no box, or the feeds disagree on a dim_param (the compile
+        then says so)."""
+        meta = {v.name: v for v in self._meta.inputs}
+        vals = {}
+        for name, shape in key:
+            dims = meta[name].dims
+            if name in given or dims is None or len(dims) != len(shape):
+                continue
+            for i, (d, n) in enumerate(zip(dims, shape)):
+                if isinstance(d, int):
+                    continue
+                sym = d if isinstance(d, str) and d else f"{name}:{i}"
+                if vals.setdefault(sym, n) != n:
+                    return [], ()
+        boxes = []
+        for sym, n in sorted(vals.items()):
+            if n >= 2:
+                lo = 1 << (int(n).bit_length() - 1)
+                boxes.append(f"{sym}={lo}..{2 * lo - 1}")
+        return boxes, tuple((sym, n) for sym, n in sorted(vals.items()) if n < 2)
+
+    def _compile_auto(self, shapes, boxes, ones):
+        """The compiled model for shapes in the chosen boxes (the dims in ones at their sizes), tiered: the
+        boxes' first feed shape compiles alone (an exact object, as fast to its first result as before); their
+        second distinct feed shape compiles the boxes' one object, which every later feed in them shares.  A
+        box the library cannot compile as one object compiles these shapes alone, and so does every later feed
+        in it (the import needing a size as a number: every later feed at all; shapeset_objects() says why)."""
+        bkey = (tuple(boxes), ones)
+        if bkey not in self._buckets and bkey not in self._met:
+            self._met.add(bkey)
+            return self._compile(shapes)
+        if bkey not in self._buckets:
+            try:
+                self._buckets[bkey] = self._compile(shapes, boxes, True)
+            except (CLASSES["Cancelled"], CLASSES["OutOfMemory"]):
+                raise
+            except HarpError as ex:
+                self._buckets[bkey] = None
+                self._auto_why = f"the box {', '.join(boxes)}: {ex}"
+                if isinstance(ex, (CLASSES["UnboundSymbol"], CLASSES["Unsupported"])):
+                    self._shapeset_why = str(ex)
+        return self._buckets[bkey] or self._compile(shapes)
 
     def _any_binding(self):
         if self._default is not None:
@@ -474,11 +543,32 @@ class InferenceSession:
         """(objects compiled so far, of them built by the C compiler, why a binding compiles on its own or None).
         An ONNX model whose ShapeSet sizes the import needs as numbers (a strided conv) compiles per feed shape, as
         without ShapeSets: (bindings compiled, None: not counted, the reason)."""
+        if self._auto:
+            return self._auto_objects()
         if self._shapeset_why:
             with self._lock:
                 return len(self._bindings), None, self._shapeset_why
         b = self._any_binding()
         return b.c.shapeset_objects() if b is not None else (0, 0, None)
+
+    def _auto_objects(self):
+        """shapeset_objects() of a session whose boxes harp chose: summed over the compiled models (one made for
+        a feed shape alone counts one object and makes the C compiles None: not counted)."""
+        objs, cc, why = 0, 0, self._auto_why
+        with self._lock:
+            models = list({id(b): b for b in self._bindings.values()}.values())
+        for b in models:
+            if b.shaped:
+                n, k, w = b.c.shapeset_objects()
+                objs, cc, why = objs + n, None if cc is None else cc + k, why or w
+            else:
+                objs, cc = objs + 1, None
+        return objs, cc, why
+
+    def compile_count(self):
+        """How many compiles this session has asked the library for (each may come from the disk cache): one per
+        ShapeSet box, or per new set of feed shapes where the model compiles per binding."""
+        return self._ncompiles
 
     def _run_device(self, output_names, input_feed, on_gpu, out, stream):
         """run() on device pointers (harp_model_run_device): every feed and out= buffer a CUDA DLPack tensor."""

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """test_python_session.py — harp.InferenceSession and harp.compile against
 onnxruntime: real models of the corpus (tests/realmodels; dynamic dims
-compiled per binding and cached), get_inputs / get_outputs like
+compiled per power-of-two box, or per binding with shapesets="exact", and
+cached), get_inputs / get_outputs like
 onnxruntime's, int64 feeds, a model from bytes, caller-provided output
 buffers, DLPack in and out, .harp and .json models with weights, and the
 options (threads, pool)."""
@@ -74,13 +75,23 @@ s.check("outputs have __dlpack__ and __array__", hasattr(y_dl, "__dlpack__") and
 back = np.from_dlpack(y_dl)
 s.check("an output round-trips through DLPack without a copy", np.shares_memory(back, y_dl) and close(back, buf))
 
-# ---- real models of the corpus (dynamic dims: one compile per binding) -------------------
+# ---- real models of the corpus (dynamic dims: a box per power-of-two bucket, the default) -----
 pnet = real_model("mtcnn_pnet")
 if pnet:
     sess = harp.InferenceSession(pnet)
-    for shape in ((1, 24, 24, 3), (2, 40, 32, 3), (1, 24, 24, 3)):
+    for shape in ((1, 24, 24, 3), (2, 40, 32, 3), (1, 24, 24, 3), (1, 30, 17, 3)):
         vs_ort(f"mtcnn_pnet {shape}", pnet, {"input_1": rng.random(shape, np.float32)}, sess=sess)
-    s.check("two bindings compiled, the repeat cached", len(sess._bindings) == 2, str(list(sess._bindings)))
+    # tiered buckets: 24x24 and 2x40x32 (two buckets' first shapes) compile alone, the repeat is cached, 30x17
+    # (24x24's bucket, its second shape) compiles that bucket's box; or, while the import needs the
+    # SAME_UPPER pool's size as a number, that box fails and 30x17 compiles alone, saying why
+    n, objs = sess.compile_count(), sess.shapeset_objects()
+    s.check("two buckets' first shapes alone, then one box, or per shape saying why",
+            (n == 3 and objs[2] is None) or (n == 4 and "as a number" in str(objs[2])), f"{n} {objs}")
+    ex = harp.InferenceSession(pnet, {"shapesets": "exact"})
+    for shape in ((1, 24, 24, 3), (1, 30, 17, 3), (1, 24, 24, 3)):
+        vs_ort(f"mtcnn_pnet exact {shape}", pnet, {"input_1": rng.random(shape, np.float32)}, sess=ex)
+    s.check("exact: two bindings compiled, the repeat cached", ex.compile_count() == 2 and len(ex._bindings) == 2,
+            str(list(ex._bindings)))
     s.check("dynamic dims named as onnxruntime names them",
             [list(a.shape) for a in sess.get_inputs()] == [list(a.shape) for a in ort.InferenceSession(pnet).get_inputs()])
 rnet = real_model("mtcnn_rnet")
