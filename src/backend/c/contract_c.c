@@ -747,14 +747,15 @@ harp_status cc_emit_conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
   rs.tune.conv_algo = conv_algo(c);
   cc_conv_img img;
   bool one_image = false;
-  if (conv_size_exprs(c, r, &cv, &rs, rtx) && cgen_conv_rt_ok(&rs, &rwhy)) {
+  bool sized = conv_size_exprs(c, r, &cv, &rs, rtx);
+  if (sized && cgen_conv_rt_ok(&rs, &rwhy)) {
     s = rs;
     pu.ch = NULL, pu.desc[0] = 0;
     rt_plan_choice *ch = cc_choice_of(c, r);
     /* Winograd where the cost model says it pays, chosen per binding */
     bool wino = rs.tune.conv_algo == CGEN_CONV_AUTO && rt_wino_pays(c, r, cv.W.slot, &s);
     /* the batch alone at run time, the direct kernel: one image's constant-size kernel, per image */
-    one_image = cc_conv_one_image(&s, &img);
+    one_image = cc_conv_one_image(&s, &img, false);
     /* the implicit GEMM's variants (AVX2, scalar) take the plan's K block at
      * the box's corner, as a specialised object's do (issue 25: KC 256 of K =
      * 288 summed two blocks through C); the direct kernel reads it only when
@@ -765,6 +766,13 @@ harp_status cc_emit_conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
     if (ch && !one_image) cc_note_add(ch, pkc > 0 ? "ShapeSet object, sizes read at run time: the direct or depthwise kernel's built-in blocking, the implicit GEMM's (AVX2, scalar) the plan's K block"
                                : "ShapeSet object, sizes read at run time: the direct or depthwise kernel's built-in blocking, not the plan");
     if (ch && !one_image && wino) cc_note_add(ch, "ShapeSet object: Winograd from this many output pixels an image, chosen per binding");
+  } else if (sized && cc_conv_one_image(&rs, &img, true)) {
+    /* the run-time kernel refused (bf16 multiplication: a QDQ conv), the batch
+     * alone read at run time: one image's template, whatever it is, per image */
+    s = rs, one_image = true;
+    pu.ch = NULL, pu.desc[0] = 0;
+    rt_plan_choice *ch = cc_choice_of(c, r);
+    if (ch) cc_note_add(ch, "ShapeSet object, the batch read at run time, no run-time kernel: one image's kernel (built-in tuning), per image");
   } else {
     /* the plan's M is con->m: the pixels when X is the left operand */
     cc_plan_tuning(c, r, conv_plan_direct(c, r, &s, &rs.tune) ? 'd' : 'c', cv.x_is_lhs, &s.tune, NULL, NULL, &pu);
