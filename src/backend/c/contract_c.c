@@ -747,8 +747,17 @@ harp_status cc_emit_conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
   rs.tune.conv_algo = conv_algo(c);
   cc_conv_img img;
   bool one_image = false;
-  bool sized = conv_size_exprs(c, r, &cv, &rs, rtx);
-  if (sized && cgen_conv_rt_ok(&rs, &rwhy)) {
+  bool sized = conv_size_exprs(c, r, &cv, &rs, rtx), rt = sized && cgen_conv_rt_ok(&rs, &rwhy), f32 = false;
+  /* refused (bf16 multiplication: a QDQ conv's bf16 operands of integers): over
+   * the batch alone, one image's template per image (below); over H or W, the
+   * run-time kernel's fp32 multiply-adds on the widened operands (exact sums
+   * of integers below 2^24; bf16 storage's own rounding otherwise) */
+  if (sized && !rt && (rs.h_expr || rs.w_expr) && rs.tune.bf16_native && !rs.tune.bf16) {
+    cgen_conv_spec f = rs;
+    f.tune.bf16_native = false;
+    if ((f32 = rt = cgen_conv_rt_ok(&f, &rwhy))) rs = f;
+  }
+  if (rt) {
     s = rs;
     pu.ch = NULL, pu.desc[0] = 0;
     rt_plan_choice *ch = cc_choice_of(c, r);
@@ -766,6 +775,7 @@ harp_status cc_emit_conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
     if (ch && !one_image) cc_note_add(ch, pkc > 0 ? "ShapeSet object, sizes read at run time: the direct or depthwise kernel's built-in blocking, the implicit GEMM's (AVX2, scalar) the plan's K block"
                                : "ShapeSet object, sizes read at run time: the direct or depthwise kernel's built-in blocking, not the plan");
     if (ch && !one_image && wino) cc_note_add(ch, "ShapeSet object: Winograd from this many output pixels an image, chosen per binding");
+    if (ch && f32) cc_note_add(ch, "ShapeSet object: bf16 operands widened, fp32 multiply-adds (the run-time kernel has no bf16 form)");
   } else if (sized && cc_conv_one_image(&rs, &img, true)) {
     /* the run-time kernel refused (bf16 multiplication: a QDQ conv), the batch
      * alone read at run time: one image's template, whatever it is, per image */
