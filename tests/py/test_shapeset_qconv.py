@@ -11,9 +11,11 @@ at three bindings each:
     bf16 operands, fp32 multiply-adds (contract_c.c's cc_emit_conv);
   - both at once (x [batch, 8, H, W]);
 with 8 input channels (the template widens, fp32 FMAs) and 16 (bf16
-multiplication in a specialised object); and tests/models/small_cnn.onnx
-(Conv 3x3 + Relu, MaxPool, Gemm) through onnxruntime's quantize_static over
-its batch.  The rule is issue 28's
+multiplication in a specialised object); over the batch with the int8
+(vpdpbusd) kernel forced (`int8=force`: these convs are too small for it to
+pay), its loop over the images read at run time (the package's model.c
+says so); and tests/models/small_cnn.onnx (Conv 3x3 + Relu, MaxPool, Gemm)
+through onnxruntime's quantize_static over its batch.  The rule is issue 28's
 (test_onnx_quant_qdq.py): within one output step of onnxruntime on >= 99.9%
 of the elements; and a binding one short (the reference run one image, row
 or column short, zero-padded back) must fail it, so the check sees a kernel
@@ -21,6 +23,8 @@ that runs the wrong sizes.  Each model must be one object and one C compile
 for its three bindings.  The int8 (vpdpbusd) kernel itself stays off in a
 ShapeSet object (contract_q8.c's cc_q8_act): its N, the pixels, is printed."""
 import os
+import re
+import subprocess
 import tempfile
 
 from harp_py import Suite, harp, np, ort
@@ -30,7 +34,7 @@ if ort is None:
     print("onnxruntime not installed: skipped")
     raise SystemExit(77)
 import onnx  # noqa: E402
-from harp_test import MODELS  # noqa: E402
+from harp_test import HARP, MODELS  # noqa: E402
 from onnx import TensorProto as T  # noqa: E402
 from onnx import helper as h  # noqa: E402
 from onnx import numpy_helper as nh  # noqa: E402
@@ -103,14 +107,35 @@ CASES = [("batch_c8", ["batch", 8, 14, 14], 8, {"batch": (1, 4)}, [(4, 14, 14), 
          ("nhw_c8", ["batch", 8, "H", "W"], 8, {"batch": (1, 3), "H": (7, 12), "W": (7, 12)},
           [(3, 12, 12), (1, 7, 10), (2, 11, 8)])]
 CASES.append(("small_cnn", ["batch", 3, 8, 8], 3, {"batch": (1, 4)}, [(4, 8, 8), (1, 8, 8), (3, 8, 8)]))
+CASES += [("batch_c8_int8", ["batch", 8, 14, 14], 8, {"batch": (1, 4)}, [(4, 14, 14), (2, 14, 14), (1, 14, 14)]),
+          ("batch_c16_int8", ["batch", 16, 14, 14], 16, {"batch": (1, 4)}, [(1, 14, 14), (3, 14, 14), (4, 14, 14)])]
+
+
+def int8_package(path):
+    """`harp compile --shapeset batch=1..4 --knob int8=force` of model path:
+    whether its model.c holds the int8 kernel with its loop over the
+    binding's images (hp_sym_[0]); the compile's output."""
+    pkg = os.path.join(tempfile.mkdtemp(), "pkg")
+    p = subprocess.run([HARP, "compile", path, "--target", "cpu", "--shapeset", "batch=1..4", "--knob", "int8=force", "-o", pkg],
+                       capture_output=True, text=True)
+    src = open(os.path.join(pkg, "model.c")).read() if p.returncode == 0 else ""
+    ok = "int8 GEMM" in src and re.search(r"for \(long n = 0; n < \(\(hp_sym_\[0\][^;]*&& !rc; n\+\+\)", src) is not None
+    return ok, (p.stdout + p.stderr)[-400:]
+
+
 for name, shape, ic, box, bindings in CASES:
     path, step = os.path.join(tempfile.mkdtemp(), name + ".onnx"), SY
     if name == "small_cnn":
         path, step = small_cnn_qdq()
     else:
         onnx.save(qconv(shape, ic, 2 * ic), path)
+    opts = {"cache_dir": tempfile.mkdtemp(), "progress": False}
+    if name.endswith("_int8"):
+        opts["knobs"] = {"int8": "force"}
+        ok, msg = int8_package(path)
+        s.check(f"{name}: the package's int8 kernel loops over the binding's images", ok, msg)
     ref = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-    sess = harp.InferenceSession(path, {"cache_dir": tempfile.mkdtemp(), "progress": False}, shapesets=box)
+    sess = harp.InferenceSession(path, opts, shapesets=box)
     vary = [i for i, d in enumerate(shape) if isinstance(d, str)]
     for n, hh, ww in bindings:
         x = (rng.standard_normal((n, ic, hh, ww)) * 2).astype(np.float32)

@@ -807,7 +807,7 @@ harp_status cc_emit_conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
     pk->n = 1, pk->slot[0] = cv.W.slot;
     note_packed_only(c, r, cv.W.slot, cv.X.slot, cv.epi, cv.nepi);
   }
-  bool q8 = cc_emit_q8conv(c, r, fn, out, &cv, s.prepack_w, pk) || cc_emit_q8dw(c, r, fn, out, &cv, s.prepack_w, pk);
+  bool q8 = cc_emit_q8conv(c, r, fn, out, &cv, s.prepack_w, one_image ? img.n : NULL, pk) || cc_emit_q8dw(c, r, fn, out, &cv, s.prepack_w, pk);
   ut_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
   /* a depthwise conv does one vector load per FMA and copies its input
    * plane (cgen_dwconv.c), which a stride makes larger per output: ~8x a
