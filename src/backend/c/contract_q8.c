@@ -29,7 +29,10 @@
  * kernel with an exact QDQ Add step, which no template applies, gets
  * <fn>_q8slow as its run-time fallback (q8_slow, cc_emit_resfma); the knob
  * int8_decline (HARP_INT8_DECLINE) makes every int8 kernel decline at run
- * time, so that tests reach the fallbacks. */
+ * time, so that tests reach the fallbacks.  A ShapeSet object takes none
+ * but a conv run an image at a time over a run-time batch
+ * (contract_conv_img.c): its sizes are one image's, its loop over the
+ * images reads the batch (q8_job.nb_expr), no buffer held as bytes. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
