@@ -718,6 +718,61 @@ static bool rt_wino_pays(const rc_ctx *c, int r, int w, cgen_conv_spec *s) {
   return false;
 }
 
+/* *t: the conv template's built-in tuning for this compile (its variant, its algorithm knob). */
+static void builtin_tuning(const rc_ctx *c, cgen_tuning *t) {
+  cgen_tuning_default(t);
+  cc_jit_variant(c, t, cc_host_isa_mask());
+  t->conv_algo = conv_algo(c);
+}
+
+/* A ShapeSet object's conv cv (kernel r, spec *s): sizes read at run time
+ * with the built-in tuning (as a GEMM's M), where the direct or depthwise
+ * kernel takes them (cgen_conv_rt_ok), or, refused (bf16 multiplication: a
+ * QDQ conv's bf16 operands of integers), over the batch alone one image's
+ * template per image (*one_image, *img; contract_conv_img.c), over H or W
+ * the run-time kernel's fp32 multiply-adds on the widened operands (exact
+ * sums of integers below 2^24; bf16 storage's own rounding otherwise).
+ * True with *s so set (its expressions in rtx); false: constants, the
+ * plan's tuning (the model then compiles per binding, this kernel named as
+ * the reason). */
+static bool conv_rt_spec(rc_ctx *c, int r, const ct_conv *cv, cgen_conv_spec *s, char rtx[3][160], cc_conv_img *img,
+                         bool *one_image) {
+  cgen_conv_spec rs = *s;
+  const char *rwhy;
+  builtin_tuning(c, &rs.tune);
+  bool sized = conv_size_exprs(c, r, cv, &rs, rtx), rt = sized && cgen_conv_rt_ok(&rs, &rwhy), f32 = false;
+  if (sized && !rt && (rs.h_expr || rs.w_expr) && rs.tune.bf16_native && !rs.tune.bf16) {
+    cgen_conv_spec f = rs;
+    f.tune.bf16_native = false;
+    if ((f32 = rt = cgen_conv_rt_ok(&f, &rwhy))) rs = f;
+  }
+  if (!rt) {
+    if (!sized || !cc_conv_one_image(&rs, img, true)) return false;
+    *s = rs, *one_image = true;
+    rt_plan_choice *ch = cc_choice_of(c, r);
+    if (ch) cc_note_add(ch, "ShapeSet object, the batch read at run time, no run-time kernel: one image's kernel (built-in tuning), per image");
+    return true;
+  }
+  *s = rs;
+  rt_plan_choice *ch = cc_choice_of(c, r);
+  /* Winograd where the cost model says it pays, chosen per binding */
+  bool wino = rs.tune.conv_algo == CGEN_CONV_AUTO && rt_wino_pays(c, r, cv->W.slot, s);
+  /* the batch alone at run time, the direct kernel: one image's constant-size kernel, per image */
+  *one_image = cc_conv_one_image(s, img, false);
+  /* the implicit GEMM's variants (AVX2, scalar) take the plan's K block at
+   * the box's corner, as a specialised object's do (issue 25: KC 256 of K =
+   * 288 summed two blocks through C); the direct kernel reads it only when
+   * forced, which keeps its own */
+  int pkc = ch && s->tune.conv_algo != CGEN_CONV_DIRECT && !conv_plan_direct(c, r, s, &s->tune) ? cc_plan_tile_k(c, r) : 0;
+  if (pkc > 0) s->tune.kc = pkc;
+  if (ch && *one_image) cc_note_add(ch, "ShapeSet object, the batch read at run time: one image's kernel (built-in blocking), per image");
+  if (ch && !*one_image) cc_note_add(ch, pkc > 0 ? "ShapeSet object, sizes read at run time: the direct or depthwise kernel's built-in blocking, the implicit GEMM's (AVX2, scalar) the plan's K block"
+                              : "ShapeSet object, sizes read at run time: the direct or depthwise kernel's built-in blocking, not the plan");
+  if (ch && !*one_image && wino) cc_note_add(ch, "ShapeSet object: Winograd from this many output pixels an image, chosen per binding");
+  if (ch && f32) cc_note_add(ch, "ShapeSet object: bf16 operands widened, fp32 multiply-adds (the run-time kernel has no bf16 form)");
+  return true;
+}
+
 harp_status cc_emit_conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_conv *read, bool *handled,
                        const char **why, rc_packed *pk) {
   const ct_conv cv = *read;
@@ -735,39 +790,16 @@ harp_status cc_emit_conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
   if (!cc_epi_to_cgen(cv.epi, cv.nepi, s.epi)) DECLINE("an epilogue step the template has no form of");
   s.prepack_w = packs_once(c, r, cv.W.slot); /* ct_read_conv: W is read straight, never through a cast */
   plan_use pu;
-  /* a ShapeSet object: sizes read at run time with the built-in tuning (as
-   * a GEMM's M), where the direct or depthwise kernel takes them
-   * (cgen_conv_rt_ok); else constants (the model then compiles per binding,
-   * this kernel named as the reason) */
   char rtx[3][160];
-  cgen_conv_spec rs = s;
-  const char *rwhy;
-  cgen_tuning_default(&rs.tune);
-  cc_jit_variant(c, &rs.tune, cc_host_isa_mask());
-  rs.tune.conv_algo = conv_algo(c);
   cc_conv_img img;
   bool one_image = false;
-  if (conv_size_exprs(c, r, &cv, &rs, rtx) && cgen_conv_rt_ok(&rs, &rwhy)) {
-    s = rs;
+  if (conv_rt_spec(c, r, &cv, &s, rtx, &img, &one_image)) {
     pu.ch = NULL, pu.desc[0] = 0;
-    rt_plan_choice *ch = cc_choice_of(c, r);
-    /* Winograd where the cost model says it pays, chosen per binding */
-    bool wino = rs.tune.conv_algo == CGEN_CONV_AUTO && rt_wino_pays(c, r, cv.W.slot, &s);
-    /* the batch alone at run time, the direct kernel: one image's constant-size kernel, per image */
-    one_image = cc_conv_one_image(&s, &img);
-    /* the implicit GEMM's variants (AVX2, scalar) take the plan's K block at
-     * the box's corner, as a specialised object's do (issue 25: KC 256 of K =
-     * 288 summed two blocks through C); the direct kernel reads it only when
-     * forced, which keeps its own */
-    int pkc = ch && s.tune.conv_algo != CGEN_CONV_DIRECT && !conv_plan_direct(c, r, &s, &s.tune) ? cc_plan_tile_k(c, r) : 0;
-    if (pkc > 0) s.tune.kc = pkc;
-    if (ch && one_image) cc_note_add(ch, "ShapeSet object, the batch read at run time: one image's kernel (built-in blocking), per image");
-    if (ch && !one_image) cc_note_add(ch, pkc > 0 ? "ShapeSet object, sizes read at run time: the direct or depthwise kernel's built-in blocking, the implicit GEMM's (AVX2, scalar) the plan's K block"
-                               : "ShapeSet object, sizes read at run time: the direct or depthwise kernel's built-in blocking, not the plan");
-    if (ch && !one_image && wino) cc_note_add(ch, "ShapeSet object: Winograd from this many output pixels an image, chosen per binding");
   } else {
+    cgen_tuning bt;
+    builtin_tuning(c, &bt);
     /* the plan's M is con->m: the pixels when X is the left operand */
-    cc_plan_tuning(c, r, conv_plan_direct(c, r, &s, &rs.tune) ? 'd' : 'c', cv.x_is_lhs, &s.tune, NULL, NULL, &pu);
+    cc_plan_tuning(c, r, conv_plan_direct(c, r, &s, &bt) ? 'd' : 'c', cv.x_is_lhs, &s.tune, NULL, NULL, &pu);
   }
   s.tune.conv_algo = conv_algo(c);
   if (conv_plan_algo(c, pu.ch, &s)) return c->e->code;
@@ -789,7 +821,7 @@ harp_status cc_emit_conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
     pk->n = 1, pk->slot[0] = cv.W.slot;
     note_packed_only(c, r, cv.W.slot, cv.X.slot, cv.epi, cv.nepi);
   }
-  bool q8 = cc_emit_q8conv(c, r, fn, out, &cv, s.prepack_w, pk) || cc_emit_q8dw(c, r, fn, out, &cv, s.prepack_w, pk);
+  bool q8 = cc_emit_q8conv(c, r, fn, out, &cv, s.prepack_w, one_image ? img.n : NULL, pk) || cc_emit_q8dw(c, r, fn, out, &cv, s.prepack_w, pk);
   ut_str_printf(out, "static int %s(hprt_pool *pool, void *const *bufs) {\n", fn);
   /* a depthwise conv does one vector load per FMA and copies its input
    * plane (cgen_dwconv.c), which a stride makes larger per output: ~8x a

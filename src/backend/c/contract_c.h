@@ -55,9 +55,12 @@ void cc_ep_array(ut_str *o, const ct_epi *epi, int n);
  * weight packed as form 0 when prepacked) also as the int8 kernel
  * <fn>_q8(pool, bufs): 0 / 2 as a kernel, -1 when the weight turned out
  * not to be int8 at model_init (then the template runs).  True when it
- * was emitted (pk's form 1). */
+ * was emitted (pk's form 1).  nb_expr: a ShapeSet object's batch as C
+ * (the conv run an image at a time, contract_conv_img.c), cv->n the
+ * corner's; NULL elsewhere (a ShapeSet object then takes no int8 kernel). */
 bool cc_q8_input(const tiny_graph *g, int node, int *za);
-bool cc_emit_q8conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_conv *cv, bool prepacked, rc_packed *pk);
+bool cc_emit_q8conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_conv *cv, bool prepacked, const char *nb_expr,
+                    rc_packed *pk);
 /* The same for a GEMM that is a 1x1 conv in NCHW (the weight A packed) or
  * x W (the weight B packed); and the wrapper's call of <fn>_q8, falling
  * through to the template on -1. */

@@ -126,10 +126,11 @@ typedef struct cc_conv_img {
   int64_t x_stride, y_stride, pixels;
 } cc_conv_img;
 /* Whether conv *s (sizes read at run time, wino_min_px set where Winograd
- * may run; fp32, dense, its weight packed at model_init) runs an image at
- * a time: then *img filled and *s made one image of constant sizes (n 1,
- * no n_expr, no Winograd per binding). */
-bool cc_conv_one_image(cgen_conv_spec *s, cc_conv_img *img);
+ * may run; fp32, or any_dtype: x, y and a residual of 16 or 32 bits; dense,
+ * its weight packed at model_init) runs an image at a time: then *img
+ * filled and *s made one image of constant sizes (n 1, no n_expr, no
+ * Winograd per binding). */
+bool cc_conv_one_image(cgen_conv_spec *s, cc_conv_img *img, bool any_dtype);
 /* The body of such a conv's wrapper after its `ep` array (cc_ep_array):
  * the small-work rule at this binding's images (per_pixel multiply-adds
  * an output pixel), then kfn (pool, W, X, Y, epilogue) per image, the

@@ -19,20 +19,32 @@
 
 #include "contract_c_int.h"
 
-/* Whether every tensor of s is fp32 (the epilogue's too): the per-image
- * strides below are in elements of one size. */
-static bool all_fp32(const cgen_conv_spec *s) {
-  if (s->x_dtype != TINY_FP32 || s->w_dtype != TINY_FP32 || s->y_dtype != TINY_FP32) return false;
+/* The C type of one element of dtype t as the wrapper moves a tensor by
+ * whole images: fp32 "float", fp16 / bf16 "uint16_t", else NULL. */
+static const char *elem_t(tiny_dtype t) {
+  return t == TINY_FP32 ? "float" : t == TINY_FP16 || t == TINY_BF16 ? "uint16_t" : NULL;
+}
+
+/* Whether every tensor of s is fp32 (the epilogue's too), or, any_dtype,
+ * of a dtype elem_t moves: the per-image strides below are in elements. */
+static bool dtypes_ok(const cgen_conv_spec *s, bool any_dtype) {
+  if (!any_dtype) {
+    if (s->x_dtype != TINY_FP32 || s->w_dtype != TINY_FP32 || s->y_dtype != TINY_FP32) return false;
+    for (int i = 0; i < s->n_epi; i++)
+      if ((s->epi[i].kind == CGEN_EPI_BIAS_M || s->epi[i].kind == CGEN_EPI_RESIDUAL) && s->epi[i].dtype != TINY_FP32) return false;
+    return true;
+  }
+  if (!elem_t(s->x_dtype) || !elem_t(s->y_dtype)) return false;
   for (int i = 0; i < s->n_epi; i++)
-    if ((s->epi[i].kind == CGEN_EPI_BIAS_M || s->epi[i].kind == CGEN_EPI_RESIDUAL) && s->epi[i].dtype != TINY_FP32) return false;
+    if (s->epi[i].kind == CGEN_EPI_RESIDUAL && !elem_t(s->epi[i].dtype)) return false;
   return true;
 }
 
-bool cc_conv_one_image(cgen_conv_spec *s, cc_conv_img *img) {
+bool cc_conv_one_image(cgen_conv_spec *s, cc_conv_img *img, bool any_dtype) {
   memset(img, 0, sizeof *img);
   int64_t oh = 0, ow = 0;
   /* a weight packed by the kernel (not once by model_init) would be packed again for every image */
-  if (!s->n_expr || s->h_expr || s->w_expr || s->groups != 1 || !s->prepack_w || !all_fp32(s) || !cgen_conv_out_hw(s, &oh, &ow))
+  if (!s->n_expr || s->h_expr || s->w_expr || s->groups != 1 || !s->prepack_w || !dtypes_ok(s, any_dtype) || !cgen_conv_out_hw(s, &oh, &ow))
     return false;
   if (s->wino_min_px > 0 && oh * ow >= s->wino_min_px) return false; /* Winograd at this plane: its run-time path */
   if (strlen(s->n_expr) >= sizeof img->n) return false;
@@ -51,11 +63,12 @@ void cc_emit_conv_images(ut_str *out, const char *kfn, const cgen_conv_spec *s, 
   cc_small_on_caller_rt(out, fx, fv, 1, per_pixel * (double)img->pixels);
   ut_str_puts(out, "  (void)ep;\n  for (long i_ = 0; i_ < n_; i_++) {\n    const void *ei_[] = {");
   for (int i = 0; i < s->n_epi; i++) /* a residual is laid out like y (ct_read_conv) */
-    if (s->epi[i].kind == CGEN_EPI_RESIDUAL) ut_str_printf(out, "ep[%d] ? (const float *)ep[%d] + i_ * %" PRId64 "L : NULL, ", i, i, img->y_stride);
+    if (s->epi[i].kind == CGEN_EPI_RESIDUAL)
+      ut_str_printf(out, "ep[%d] ? (const %s *)ep[%d] + i_ * %" PRId64 "L : NULL, ", i, elem_t(s->epi[i].dtype), i, img->y_stride);
     else ut_str_printf(out, "ep[%d], ", i);
   ut_str_puts(out, "NULL};\n");
   ut_str_printf(out,
-                "    if (%s(pool, bufs[%d], (const float *)bufs[%d] + i_ * %" PRId64 "L, (float *)bufs[%d] + i_ * %" PRId64
+                "    if (%s(pool, bufs[%d], (const %s *)bufs[%d] + i_ * %" PRId64 "L, (%s *)bufs[%d] + i_ * %" PRId64
                 "L, ei_)) return 2;\n  }\n  return 0;\n}\n\n",
-                kfn, w, x, img->x_stride, y, img->y_stride);
+                kfn, w, elem_t(s->x_dtype), x, img->x_stride, elem_t(s->y_dtype), y, img->y_stride);
 }

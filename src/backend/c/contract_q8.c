@@ -29,7 +29,10 @@
  * kernel with an exact QDQ Add step, which no template applies, gets
  * <fn>_q8slow as its run-time fallback (q8_slow, cc_emit_resfma); the knob
  * int8_decline (HARP_INT8_DECLINE) makes every int8 kernel decline at run
- * time, so that tests reach the fallbacks. */
+ * time, so that tests reach the fallbacks.  A ShapeSet object takes none
+ * but a conv run an image at a time over a run-time batch
+ * (contract_conv_img.c): its sizes are one image's, its loop over the
+ * images reads the batch (q8_job.nb_expr), no buffer held as bytes. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -450,8 +453,10 @@ static void q8_wrapper(ut_str *out, const rc_ctx *c, int r, const char *fn, cons
   bool kout = (j->held_out && (j->rq.post < 0 || j->q.post)) || q8_sums_are_y(j);
   int64_t yb = kout ? 0 : (j->yrows * j->ylen * (j->rq.ok ? 1 : 4) + 63) / 64 * 64; /* bytes, or fp32 sums */
   int64_t xb = j->held_in ? 0 : j->xrows * j->xlen;
-  char no[96];
+  char no[96], nb[200];
   snprintf(no, sizeof no, held ? "return %s_q8fb(pool, bufs)" : "return -1", fn);
+  if (j->nb_expr) snprintf(nb, sizeof nb, "(%s)", j->nb_expr); /* this binding's images */
+  else snprintf(nb, sizeof nb, "%" PRId64 "L", j->nb);
   if (held) q8_fallback(out, c, r, fn, j);
   ut_str_printf(out, "/* the int8 kernel (the input %s u8 - %d%s%s%s%s), -1: the weight is no int8 */\n", j->held_in ? "held as" : "proven",
                 (int)j->q.za, j->rq.ok ? ", its epilogue requantizing to bytes" : "", j->held_out ? " held as the output" : "",
@@ -468,10 +473,10 @@ static void q8_wrapper(ut_str *out, const rc_ctx *c, int r, const char *fn, cons
                 "  char *acc = hp_q8_scratch(%" PRId64 "UL + %" PRId64 "UL + 1);\n"
                 "  uint8_t *u = (uint8_t *)(acc + %" PRId64 "L);\n"
                 "  int rc = !acc ? 2 : 0;\n"
-                "  for (long n = 0; n < %" PRId64 "L && !rc; n++) {\n"
+                "  for (long n = 0; n < %s && !rc; n++) {\n"
                 "    %s_q8ctx cx = {(const char *)bufs[%d] + (%" PRId64 "L + n * %" PRId64 "L) * %d, u, acc,\n"
                 "                   (char *)bufs[%d] + (%" PRId64 "L + n * %" PRId64 "L) * %d, ep, 0%s};\n",
-                yb, xb, yb, j->nb, fn, j->X.slot, j->X.offset, j->x_bs, j->held_in ? 1 : xs, j->Y.slot, j->Y.offset, j->y_bs,
+                yb, xb, yb, nb, fn, j->X.slot, j->X.offset, j->x_bs, j->held_in ? 1 : xs, j->Y.slot, j->Y.offset, j->y_bs,
                 j->held_out ? 1 : ys, q8_has_res(j) ? ", n" : "");
   if (!j->held_in)
     ut_str_printf(out, "    hprt_pool_run(pool, %d, %s_q8in, &cx);\n"
@@ -561,7 +566,9 @@ static bool q8_emit(rc_ctx *c, int r, const char *fn, ut_str *out, const q8_job 
   jr.xbuf = j->rep ? -1 : cc_q8_whole(c, r, &j->X, j->nb * j->x_bs, j->epi, j->nepi); /* gathered: never held */
   jr.ybuf = cc_q8_whole(c, r, &j->Y, j->nb * j->y_bs, j->epi, j->nepi);
   q8_res_buf(c, r, &jr);
-  const cc_q8_plan *hp = c->q8; /* the buffers held as bytes, decided from the first emission's facts */
+  /* the buffers held as bytes, decided from the first emission's facts; none
+   * over a run-time batch (their passes print the element counts) */
+  const cc_q8_plan *hp = j->nb_expr ? NULL : c->q8;
   if (hp && jr.xbuf >= 0 && hp->hold[jr.xbuf] >= 0) jr.held_in = true, jr.q.za = hp->hold[jr.xbuf];
   if (hp && jr.rbuf >= 0 && hp->hold[jr.rbuf] >= 0) jr.held_res = true, jr.rz = hp->hold[jr.rbuf];
   if (hp && jr.ybuf >= 0 && hp->hold[jr.ybuf] >= 0 && hp->hold[jr.ybuf] == zo) jr.held_out = true;
@@ -584,7 +591,7 @@ static bool q8_emit(rc_ctx *c, int r, const char *fn, ut_str *out, const q8_job 
   if (ok && rt_knobs_or_default(c->knobs)->int8 != RT_INT8_FORCE && !cc_has_resfma(j->epi, j->nepi) &&
       !cc_q8_pays(mnk, j->held_in ? 0 : xel, j->held_out ? 0 : yel)) {
     ok = false; /* a candidate should buffers it touches be held */
-    if (c->q8)
+    if (hp)
       c->q8->k[r] = (cc_q8_fact){.cand = true, .mnk = mnk, .xel = xel, .yel = yel, .xbuf = j->xbuf, .ybuf = j->ybuf, .zo = zo,
                                  .has_r = j->rbuf >= 0, .rbuf = j->rbuf, .ys = j->ys, .v4r = v4r, .v4w = v4w};
   }
@@ -596,7 +603,7 @@ static bool q8_emit(rc_ctx *c, int r, const char *fn, ut_str *out, const q8_job 
     if (j->rq.ok) q8_rq_setup(out, fn, kfn, j);
     q8_wrapper(out, c, r, fn, kfn, j);
     pk->n = 2, pk->slot[1] = j->W.slot, pk->key[1][0] = 0;
-    if (c->q8)
+    if (hp)
       c->q8->k[r] = (cc_q8_fact){.q8 = true, .xbuf = j->xbuf, .ybuf = j->ybuf, .zo = zo, .held_in = j->held_in, .held_out = j->held_out,
                                  .has_r = j->rbuf >= 0, .rbuf = j->rbuf, .held_res = j->held_res, .ys = j->ys, .v4r = v4r,
                                  .v4w = v4w, .v4_in = j->q.x_vnni4, .v4_out = j->q.y_vnni4};
@@ -606,14 +613,18 @@ static bool q8_emit(rc_ctx *c, int r, const char *fn, ut_str *out, const q8_job 
   return ok;
 }
 
-bool cc_q8_act(const rc_ctx *c, const ct_tensor *x, int *za) {
-  return rt_knobs_or_default(c->knobs)->int8 != RT_INT8_OFF && !c->ngen_syms && cc_q8_input(c->g, x->node, za);
+/* cc_q8_act, or, rt_batch, in a ShapeSet object too (a conv run an image at
+ * a time over a run-time batch: every size the int8 kernel prints is one image's). */
+static bool q8_act(const rc_ctx *c, const ct_tensor *x, int *za, bool rt_batch) {
+  return rt_knobs_or_default(c->knobs)->int8 != RT_INT8_OFF && (!c->ngen_syms || rt_batch) && cc_q8_input(c->g, x->node, za);
 }
 
+bool cc_q8_act(const rc_ctx *c, const ct_tensor *x, int *za) { return q8_act(c, x, za, false); }
+
 /* Whether kernel r may take the int8 kernel with weight w and input x
- * (its zero point *za). */
-static bool q8_ok(const rc_ctx *c, bool prepacked, const ct_tensor *w, const ct_tensor *x, int *za) {
-  return prepacked && w->dtype == TINY_BF16 && cc_q8_act(c, x, za);
+ * (its zero point *za); rt_batch: q8_act's. */
+static bool q8_ok(const rc_ctx *c, bool prepacked, const ct_tensor *w, const ct_tensor *x, int *za, bool rt_batch) {
+  return prepacked && w->dtype == TINY_BF16 && q8_act(c, x, za, rt_batch);
 }
 
 /* The int8 form of conv cv (kernel r, its template's wrapper named fn):
@@ -622,17 +633,19 @@ static bool q8_ok(const rc_ctx *c, bool prepacked, const ct_tensor *w, const ct_
  * False, emitting nothing, when cv is not one it takes: groups, a weight
  * not packed once, an input not proven 8-bit (cc_q8_input), padding not
  * the same on both sides, an epilogue step it does not apply.  direct: cv
- * is on the direct conv template (not a 1x1 GEMM's), priced as such. */
+ * is on the direct conv template (not a 1x1 GEMM's), priced as such;
+ * nb_expr: a ShapeSet object's batch (C), cv->n its corner's, else NULL. */
 static bool q8_conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_conv *cv, bool prepacked, bool direct, bool res_ok,
-                    rc_packed *pk) {
+                    const char *nb_expr, rc_packed *pk) {
   int za;
-  if (cv->groups != 1 || !q8_ok(c, prepacked, &cv->W, &cv->X, &za)) return false;
+  if (cv->groups != 1 || !q8_ok(c, prepacked, &cv->W, &cv->X, &za, nb_expr != NULL)) return false;
   int64_t oh = (cv->h + cv->pad[0] + cv->pad[2] - cv->dil[0] * (cv->kh - 1) - 1) / cv->stride[0] + 1;
   int64_t ow = (cv->w + cv->pad[1] + cv->pad[3] - cv->dil[1] * (cv->kw - 1) - 1) / cv->stride[1] + 1;
   int64_t oh2 = (cv->h + 2 * cv->pad[0] - cv->dil[0] * (cv->kh - 1) - 1) / cv->stride[0] + 1;
   int64_t ow2 = (cv->w + 2 * cv->pad[1] - cv->dil[1] * (cv->kw - 1) - 1) / cv->stride[1] + 1;
   if (oh != oh2 || ow != ow2 || oh < 1 || ow < 1) return false;
-  q8_job j = {.X = cv->X, .W = cv->W, .Y = cv->Y, .nb = cv->n, .nepi = cv->nepi, .epi = cv->epi, .direct = direct, .res_ok = res_ok};
+  q8_job j = {.X = cv->X, .W = cv->W, .Y = cv->Y, .nb = cv->n, .nb_expr = nb_expr, .nepi = cv->nepi, .epi = cv->epi, .direct = direct,
+              .res_ok = res_ok};
   cgen_qgemm_spec *q = &j.q;
   cgen_qgemm_spec_init(q, cv->oc, oh * ow, cv->c * cv->kh * cv->kw);
   q->weight_a = true, q->w_kmajor = false;
@@ -646,8 +659,9 @@ static bool q8_conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_conv
 }
 
 /* cc_emit_q8conv: a conv of the direct conv template's. */
-bool cc_emit_q8conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_conv *cv, bool prepacked, rc_packed *pk) {
-  return q8_conv(c, r, fn, out, cv, prepacked, true, true, pk); /* a residual is laid out like y (ct_read_conv) */
+bool cc_emit_q8conv(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_conv *cv, bool prepacked, const char *nb_expr,
+                    rc_packed *pk) {
+  return q8_conv(c, r, fn, out, cv, prepacked, true, true, nb_expr, pk); /* a residual is laid out like y (ct_read_conv) */
 }
 
 /* g, or (one row: the rows' strides, any in the read, unused) its copy in
@@ -694,18 +708,18 @@ bool cc_emit_q8gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct_gemm
   q8_job j = {.Y = g->C, .nb = nb, .y_bs = M * N, .nepi = g->nepi, .epi = ct ? et : g->epi, .res_ok = res_ok};
   if (prepack_a) { /* the 1x1 conv: a 1-row image of N pixels */
     if (g->a_sk != 1 || g->a_sm != K || g->a_sb[0] || g->b_sn != 1 || g->b_sk != N || (nb > 1 && g->b_sb[0] != K * N) ||
-        !q8_ok(c, true, &g->A, &g->B, &za))
+        !q8_ok(c, true, &g->A, &g->B, &za, false))
       return false;
     ct_conv cv = {.n = nb, .c = K, .h = 1, .w = N, .oc = M, .kh = 1, .kw = 1, .groups = 1, .X = g->B, .W = g->A, .Y = g->C,
                   .nepi = g->nepi};
     cv.stride[0] = cv.stride[1] = cv.dil[0] = cv.dil[1] = 1;
     memcpy(cv.epi, g->epi, sizeof cv.epi);
-    return q8_conv(c, r, fn, out, &cv, true, false, res_ok, pk);
+    return q8_conv(c, r, fn, out, &cv, true, false, res_ok, NULL, pk);
   }
   bool kmaj = g->b_sn == 1 && g->b_sk == N, cmaj = g->b_sk == 1 && g->b_sn == K;
   const ct_tensor *ax = g->nrep ? &g->A0 : &g->A;
   if (!prepack_b || g->b_sb[0] || !(kmaj || cmaj) || g->a_sk != 1 || g->a_sm != K || (nb > 1 && g->a_sb[0] != M * K) ||
-      !q8_ok(c, true, &g->B, ax, &za))
+      !q8_ok(c, true, &g->B, ax, &za, false))
     return false;
   j.X = *ax, j.W = g->B, j.x_bs = M * K, j.bias_col = !ct, j.rep = g->nrep ? g : NULL, j.rep_t = ct, j.rep_b = rb;
   if (ct) { /* C^T = B^T A^T: the weight [N][K] as A (K-major where B is [K][N]), x = A^T [K][M] */

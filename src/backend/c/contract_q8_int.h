@@ -35,6 +35,7 @@ typedef struct q8_job {
   cgen_qgemm_spec q;
   ct_tensor X, W, Y;
   int64_t nb, x_bs, y_bs, xrows, xlen, yrows, ylen, wch, wk;
+  const char *nb_expr; /* a ShapeSet object's batch read at run time (C), else NULL: nb */
   bool bias_col;
   bool direct; /* on the direct conv template (not a GEMM's): its multiply-adds weigh Q8_DIRECT */
   int nepi;

@@ -38,7 +38,7 @@ harp_status cc_emit_resfma(rc_ctx *c, int r, const char *fn, ut_str *out, const 
   int wslot;
   if (cv) {
     wslot = cv->W.slot;
-    ok = cc_emit_q8conv(c, r, fn, &q8, cv, cc_packs_once(c, r, wslot), &p);
+    ok = cc_emit_q8conv(c, r, fn, &q8, cv, cc_packs_once(c, r, wslot), NULL, &p);
   } else { /* a 1x1 conv in NCHW (the weight A), else x W (the weight B) */
     wslot = g->A.slot;
     ok = cc_emit_q8gemm(c, r, fn, &q8, g, cc_packs_once(c, r, wslot), false, &p);
