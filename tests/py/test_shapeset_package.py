@@ -33,7 +33,7 @@ except ImportError:
 from onnx_models import cnn_s2  # noqa: E402
 
 s = Suite("shapeset_package")
-# one instance run at three bindings in turn (the arena grows, then not)
+# one instance run at three bindings in turn (its arena taken at the first, kept)
 THREE = r"""
 #include <math.h>
 #include <stdio.h>
