@@ -15,13 +15,15 @@
  * and every size is at least the binding's, so the layout is valid; one
  * that would end past the upper corner's arena (best fit is not monotone)
  * falls back to the upper corner's offsets.  The arena itself is the upper
- * corner's bytes, taken at the first run (address space: its pages come as
- * the bindings touch them), so a larger binding later faults in only the
- * pages no binding touched before; growing to each binding's end instead
- * gave every new largest binding a fresh arena, every page of it faulted
- * again (mlp_block at T = 512 after 200: 18.7 ms of system time in 2 MiB
- * page faults on a loaded Zen 5, bench/RESULTS.md "ssfig").  Where the upper
- * corner's bytes cannot be had, it grows to the binding's.
+ * corner's bytes, taken and every page of it touched at the instance's first
+ * run, so a new binding later faults in no page: growing to each binding's
+ * end gave every new largest binding a fresh arena, every page faulted again
+ * (ResNet-18 at N = 8 after 3: 41 ms of system time in 2 MiB page faults on a
+ * loaded Zen 5, bench/RESULTS.md "ssfig"), and only reserving the upper
+ * corner still faulted the pages no binding had touched.  The price: the
+ * upper corner's arena resident from the first run, as the specialised
+ * object of the upper corner has it.  Where those bytes cannot be had it
+ * grows to the binding's.
  * Needs: region_c.h (rc_ctx.gen_syms, rc_size_expr).
  * Gives: rc_emit_arena_at, rc_temp_ptr. */
 #include <inttypes.h>
@@ -130,8 +132,8 @@ void rc_emit_arena_at(const rc_ctx *c, const char *P, ut_str *out) {
   emit_layout(c, P, out);
   ut_str_printf(out,
                 "/* the arena laid out for the binding hp_sym_ holds (again only when it differs from\n"
-                " * the last run's); the first time, the arena made the upper corner's bytes (pages\n"
-                " * faulted in as bindings touch them, never again), else grown to the binding's\n"
+                " * the last run's); the first time, the arena made the upper corner's bytes, every\n"
+                " * page touched (no binding faults one in later), else grown to the binding's\n"
                 " * (its contents lost when it grows) */\n"
                 "static int %s_grow_(%s_t *m) {\n  int same = m->lay_set;\n"
                 "  for (int i = 0; i < %d; i++) same = same && m->lay_sym[i] == hp_sym_[i];\n"
@@ -139,6 +141,7 @@ void rc_emit_arena_at(const rc_ctx *c, const char *P, ut_str *out) {
                 "    for (int i = 0; i < %d; i++) m->lay_sym[i] = hp_sym_[i];\n    m->lay_set = 1;\n  }\n"
                 "  size_t need = m->lay_end, hi = %zuu;\n  if (need <= m->arena_cap) return 0;\n"
                 "  unsigned char *a = hprt_alloc((hi + 63) / 64 * 64 + 64, NULL);\n"
+                "  if (a) for (size_t i = 0; i < hi; i += 4096) a[i] = 0; /* its pages faulted in now, none at a later binding */\n"
                 "  if (a) need = hi;\n  else if (!(a = hprt_alloc((need + 63) / 64 * 64 + 64, NULL))) return 1;\n"
                 "  free(m->arena);\n  m->arena = a, m->arena_cap = need;\n  return 0;\n}\n\n"
                 "/* the arena's bytes at the binding syms[0..%s_num_syms()) */\n"

@@ -17,8 +17,8 @@ void cgen_ss_header(ut_str *o) {
               " * binding of the box's symbols.  model_input_shapes / model_output_shapes\n"
               " * and model_required_memory() are those of the box's upper corner;\n"
               " * model_run runs at that corner.  An instance's arena is the upper corner's\n"
-              " * bytes from its first run, its pages touched as far as the bindings need\n"
-              " * (model_required_memory_at); where those bytes cannot be had it grows to\n"
+              " * bytes, every page touched at its first run (a binding lays out\n"
+              " * model_required_memory_at of them); where those bytes cannot be had it grows to\n"
               " * the binding's (2 from a run when that allocation fails).  At any binding\n"
               " * syms[0..model_num_symbols()), in model_symbol_names' order:\n"
               " *\n"
@@ -136,7 +136,6 @@ void cgen_ss_readme(const cgen_ss *s, ut_str *o) {
                  "ABI; its last section is the ShapeSet part), `main.c`, `Makefile`,\n"
                  "`weights.bin`, `inputs/`, `expected/`.\n\n"
                  "Each instance's arena is the upper corner's bytes (`model_required_memory()`)\n"
-                 "from its first run; a binding touches the pages it needs\n"
-                 "(`model_required_memory_at(syms)`), so a new larger binding faults in\n"
-                 "only the pages no binding touched before.\n");
+                 "from its first run, every page touched then, so no later binding faults\n"
+                 "one in; a binding lays out `model_required_memory_at(syms)` of them.\n");
 }
