@@ -10,8 +10,9 @@
  * specialised instance's first run, a fresh instance's at every binding),
  * each also on the process's CPU clock (all threads: what other processes
  * take from this one is not counted, a loaded machine's figure), and the
- * first run's system time and page faults (what a new binding's arena
- * costs: it grows to the binding's bytes, on fresh pages).  With
+ * first run's system time, page faults and the binding's check
+ * (rt_sgen_bind: the model prepared at a new binding, on this thread; the
+ * warm runs skip it).  With
  * --profile, then each binding's kernels on both objects (bench_profile.c,
  * the ShapeSet object's at the binding's sizes: model_run_kernel_syms),
  * matched by name, side by side.
@@ -39,7 +40,7 @@ typedef struct sb_bind {
   ut_tensor *outs;
   long long gsyms[RT_SGEN_MAX_GEN];
   double first_ms, first_cpu, spec_first_ms, spec_first_cpu; /* wall and process-CPU ms */
-  double first_sys;                                           /* the first run's system ms ... */
+  double first_sys, first_bind;                               /* the first run's system ms, its check's ms ... */
   long first_faults;                                          /* ... and page faults (minor and major) */
   double *tg, *ts, *tgc, *tsc;                                /* the rounds' wall and CPU ms */
   kprofile pg, ps; /* --profile: the kernels of the ShapeSet object at this binding, of the specialised one */
@@ -149,6 +150,7 @@ static harp_status first_run(harp_error *e, sb *x, int i) {
   t0 = ut_now_ms(), c0 = ut_cpu_ms();
   harp_status st = rc ? ut_fail(e, HARP_E_INTERNAL, NULL, "model_run returned %d", rc)
                       : rt_sgen_bind(e, x->s, b->m.inputs, b->m.ninputs, b->gsyms);
+  b->first_bind = ut_now_ms() - t0;
   rc = st ? 0 : rt_cpu_instance_run_syms(gm, x->gen_inst, b->gsyms, b->in, b->outp);
   b->first_ms = ut_now_ms() - t0, b->first_cpu = ut_cpu_ms() - c0;
   getrusage(RUSAGE_SELF, &u1);
@@ -264,14 +266,14 @@ static void print_result(const cli_opts *o, const bench_args *a, sb *x, double s
       printf("{\"model\": \"%s\", \"bind\": \"%s\", \"shapeset_ms\": %.6f, \"specialised_ms\": %.6f, \"ratio\": %.4f, "
              "\"first_run_ms\": %.6f, \"shapeset_cpu_ms\": %.6f, \"specialised_cpu_ms\": %.6f, \"first_run_cpu_ms\": %.6f, "
              "\"specialised_first_run_ms\": %.6f, \"specialised_first_run_cpu_ms\": %.6f, \"first_run_sys_ms\": %.3f, "
-             "\"first_run_faults\": %ld",
+             "\"first_run_faults\": %ld, \"first_run_bind_ms\": %.3f",
              o->model, a->binds[i], g, s, s > 0 ? g / s : 0, b->first_ms, gc, sc, b->first_cpu, b->spec_first_ms,
-             b->spec_first_cpu, b->first_sys, b->first_faults);
+             b->spec_first_cpu, b->first_sys, b->first_faults, b->first_bind);
     else
       printf("  %-16s ShapeSet %.4f ms, specialised %.4f ms (x%.3f); first run at this shape %.4f ms (+%.4f; cpu +%.4f, "
-             "sys %.2f, %ld faults), specialised instance's first %.4f ms\n",
+             "sys %.2f, %ld faults, check %.2f), specialised instance's first %.4f ms\n",
              a->binds[i], g, s, s > 0 ? g / s : 0, b->first_ms, b->first_ms - g, b->first_cpu - gc, b->first_sys,
-             b->first_faults, b->spec_first_ms);
+             b->first_faults, b->first_bind, b->spec_first_ms);
     if (a->profile) print_pair(b, a->json);
     if (a->json) printf("}\n");
   }
