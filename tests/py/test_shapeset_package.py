@@ -6,8 +6,8 @@ compiler, no harp), and its main run on inputs of three shapes in the box,
 each against onnxruntime; a binding outside the box exits 2 with the reason
 before anything runs and writes no output file.  One instance run at three
 bindings, smaller, larger, smaller, keeps one arena of the upper corner's
-bytes from its first run (a larger binding faults in only its new pages,
-never a fresh arena: rc_layout.c).  A Tiny IR model that
+bytes from its first run (every page touched then: a larger binding faults
+none in, never a fresh arena: rc_layout.c).  A Tiny IR model that
 reshapes x[n] to [n/4, 4] (a derived symbol) runs at three n that divide,
 against numpy, and refuses n = 10 (the Reshape's element count) the same
 way.  --target sm90 with --shapeset is a usage error."""
@@ -33,12 +33,14 @@ except ImportError:
 from onnx_models import cnn_s2  # noqa: E402
 
 s = Suite("shapeset_package")
-# one instance run at three bindings in turn (its arena taken at the first, kept)
+# one instance run at three bindings in turn (model.c included: model_t's fields); its arena, the upper
+# corner's bytes taken at the first run, is the same block at every binding after
 THREE = r"""
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include "model.h"
+#include "model.c"
 int main(int argc, char **argv) {
   FILE *f = fopen(argv[1], "rb");
   size_t pb = model_params_bytes();
@@ -58,44 +60,13 @@ int main(int argc, char **argv) {
     const void *ins[1] = {x};
     void *outs[1] = {y};
     if (model_run_shape(m, syms, ins, outs)) return 5;
+    printf("run %d: arena %p, %zu bytes, needs %zu, upper corner %zu\n", i, (void *)m->arena, m->arena_cap,
+           model_required_memory_at(syms), model_required_memory());
     char path[4096];
     snprintf(path, sizeof path, "%s/three%d.bin", argv[2], i);
     FILE *o = fopen(path, "wb");
     fwrite(y, 4, ny, o);
     fclose(o);
-    free(x), free(y);
-  }
-  if (!m) return 6;
-  model_free(m);
-  return 0;
-}
-"""
-# the arena an instance keeps over bindings (model.c included: model_t's fields): the upper
-# corner's bytes from the first run, the same block at every binding after
-ARENA = r"""
-#include <stdio.h>
-#include <stdlib.h>
-#include "model.h"
-#include "model.c"
-int main(int argc, char **argv) {
-  FILE *f = fopen(argv[1], "rb");
-  size_t pb = model_params_bytes();
-  void *w = malloc(pb);
-  if (!f || fread(w, 1, pb, f) != pb) return 3;
-  model_t *m = model_init(w, pb);
-  long long b[3][2] = {{9, 9}, {41, 37}, {17, 30}};
-  for (int i = 0; i < 3 && m; i++) {
-    long xs[13] = {4, 1, 3, (long)b[i][0], (long)b[i][1]}, ys[13];
-    const long *in[1] = {xs};
-    long long syms[2];
-    char why[256];
-    if (model_bind_inputs(in, syms, why, sizeof why) || model_output_shape_at(syms, 0, ys)) return 4;
-    float *x = calloc((size_t)3 * xs[3] * xs[4], 4), *y = malloc((size_t)ys[1] * ys[2] * ys[3] * ys[4] * 4);
-    const void *ins[1] = {x};
-    void *outs[1] = {y};
-    if (model_run_shape(m, syms, ins, outs)) return 5;
-    printf("run %d: arena %p, %zu bytes, needs %zu, upper corner %zu\n", i, (void *)m->arena, m->arena_cap,
-           model_required_memory_at(syms), model_required_memory());
     free(x), free(y);
   }
   if (!m) return 6;
@@ -166,13 +137,17 @@ if b.returncode == 0:
     # one instance, three bindings, the arena growing and not: numbers as onnxruntime's
     harness = os.path.join(D, "three.c")
     open(harness, "w").write(THREE)
-    b3 = subprocess.run(["cc", "-O2", "-o", os.path.join(D, "three"), harness, os.path.join(pkg, "model.c"),
-                         os.path.join(pkg, "model_shapes.c"), "-I", pkg, "-lm", "-lpthread"], capture_output=True, text=True,
-                        timeout=300)
+    b3 = subprocess.run(["cc", "-O2", "-o", os.path.join(D, "three"), harness, os.path.join(pkg, "model_shapes.c"), "-I", pkg,
+                         "-lm", "-lpthread"], capture_output=True, text=True, timeout=300)
     s.check("three bindings on one instance: builds", b3.returncode == 0, b3.stderr[-400:])
     r = subprocess.run([os.path.join(D, "three"), os.path.join(pkg, "weights.bin"), D], capture_output=True, text=True,
                        timeout=120)
     s.check("three bindings on one instance: runs", r.returncode == 0, r.stdout[-200:] + r.stderr[-200:])
+    runs = re.findall(r"run \d: arena (\S+), (\d+) bytes, needs (\d+), upper corner (\d+)", r.stdout)
+    s.check("one instance: the first run (17x30) takes the upper corner's bytes, more than it needs",
+            len(runs) == 3 and int(runs[0][1]) == int(runs[0][3]) > int(runs[0][2]), r.stdout)
+    s.check("one instance: the upper corner (41x37) and 9x12 run in that same arena",
+            len(runs) == 3 and len({x[0] for x in runs}) == 1, r.stdout)
     for i, (h, w) in enumerate([(17, 30), (41, 37), (9, 12)]):
         x = np.sin(np.arange(3 * h * w, dtype=np.float64)).astype(np.float32).reshape(1, 3, h, w)
         f = os.path.join(D, f"three{i}.bin")
@@ -181,20 +156,6 @@ if b.returncode == 0:
         s.check(f"one instance, {h}x{w}: size", got.size == want.size, f"{got.size} vs {want.size}")
         if got.size == want.size:
             s.check(f"one instance, {h}x{w} vs onnxruntime", *close(got.reshape(want.shape), want, 1e-4, 1e-4))
-    # one instance over a small, the largest and a middle binding: one arena, the upper corner's bytes
-    harness = os.path.join(D, "arena.c")
-    open(harness, "w").write(ARENA)
-    ba = subprocess.run(["cc", "-O1", "-o", os.path.join(D, "arena"), harness, os.path.join(pkg, "model_shapes.c"), "-I", pkg,
-                         "-lm", "-lpthread"], capture_output=True, text=True, timeout=300)
-    s.check("arena harness: builds", ba.returncode == 0, ba.stderr[-400:])
-    r = subprocess.run([os.path.join(D, "arena"), os.path.join(pkg, "weights.bin")], capture_output=True, text=True,
-                       timeout=120) if ba.returncode == 0 else subprocess.CompletedProcess([], 1, "", "")
-    runs = re.findall(r"run \d: arena (\S+), (\d+) bytes, needs (\d+), upper corner (\d+)", r.stdout)
-    s.check("arena harness: runs", r.returncode == 0 and len(runs) == 3, r.stdout[-300:] + r.stderr[-200:])
-    if len(runs) == 3:
-        s.check("the first run (9x9) takes the upper corner's bytes, more than it needs",
-                int(runs[0][1]) == int(runs[0][3]) > int(runs[0][2]), r.stdout)
-        s.check("the larger and the middle binding run in that same arena", len({x[0] for x in runs}) == 1, r.stdout)
     # outside the box: the reason, exit status 2, no output file
     for h, w, why in [(45, 20, "H = 45 is outside the compiled ShapeSet (H in 9..41)"),
                       (20, 8, "W = 8 is outside the compiled ShapeSet (W in 9..37)")]:
