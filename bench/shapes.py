@@ -15,15 +15,24 @@ ShapeSet over the model's dynamic spatial dims (the detector's H and W in
              per request would see it: the C compiles it needed ("built by the
              C compiler"), whether one object serves the box or why each
              binding compiles on its own, and the wall time from the
-             process's start to its output
+             process's start to its output (and the process's CPU time,
+             user + sys: steadier than wall on a loaded machine)
   ort        onnxruntime's session (made once, dynamic shapes) run at that size
+             (wall, and this process's CPU time over the call)
 and, for the first --specialised sizes only:
   harp spec  `harp bench` of the exactly-specialised object at that size
              (warm median) and its compile time on a cold cache
-  harp set   `harp bench --shapeset ... --bind` (warm median of the ShapeSet
-             object at that size, the specialised one in the same process)
-             when one object serves the box; else the ShapeSet's runs are the
-             specialised object's (a compile per binding)
+  harp set   ONE `harp bench --shapeset ... --bind S1 --bind S2 ...` process
+             over those sizes (when one object serves the box; else the
+             ShapeSet's runs are the specialised object's, a compile per
+             binding): per size the warm medians of the ShapeSet object and of
+             the specialised one, interleaved, their ratio, and the new-shape
+             cost: the first run at that size on one ShapeSet instance (its
+             checks included) minus the warm median, wall and process-CPU
+             clock; at the first size that instance is new (its first run
+             ever, beside the specialised instance's first run), at the
+             others it has run the sizes before (issue 25's "a new shape, no
+             compile, at most 10 ms over a warm run")
 --box KIND=LO..HI sets every dynamic dim of a model's box to LO..HI and
 draws its sizes inside it (PP-OCRv4 rec is one object from W = 96, its
 maps' rows of 12 tokens on the map kernel as at 800).  Printed per model: the C compiles of the ShapeSet and of the specialised
@@ -40,6 +49,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -78,8 +88,14 @@ def env_with(cache):
     return dict(os.environ, HARP_CACHE_DIR=cache, HARP_NUM_THREADS=str(THREADS))
 
 
+def child_cpu_ms():
+    """User + sys ms of this process's waited-for children so far."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (r.ru_utime + r.ru_stime) * 1e3
+
+
 def harp_set(exe, path, box, x, work, cache):
-    """One `harp run --shapeset` process: (wall ms, C compiles, why per binding or None, output)."""
+    """One `harp run --shapeset` process: (wall ms, CPU ms, C compiles, why per binding or None, output)."""
     out = tempfile.mkdtemp(dir=work)
     f = os.path.join(out, "in_x.npy")
     np.save(f, x)
@@ -87,15 +103,15 @@ def harp_set(exe, path, box, x, work, cache):
     for name, lo, hi in box:
         args += ["--shapeset", f"{name}={lo}..{hi}"]
     settle()  # onnxruntime's pool may still spin in this process
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), child_cpu_ms()
     p = subprocess.run(args, capture_output=True, text=True, env=env_with(cache))
-    ms = (time.perf_counter() - t0) * 1e3
+    ms, cpu = (time.perf_counter() - t0) * 1e3, child_cpu_ms() - c0
     if p.returncode:
         raise RuntimeError(p.stderr.strip()[-400:])
     built = int(re.search(r"shapeset: \d+ object\(s\), (\d+) built by the C compiler", p.stderr).group(1))
     why = re.search(r"shapeset: a compile per binding: (.*)", p.stderr)
     got = np.load(os.path.join(out, sorted(g for g in os.listdir(out) if g.endswith(".npy") and g != "in_x.npy")[0]))
-    return ms, built, why.group(1) if why else None, got
+    return ms, cpu, built, why.group(1) if why else None, got
 
 
 def harp_spec(exe, path, x, work):
@@ -111,17 +127,20 @@ def harp_spec(exe, path, x, work):
     return med, comp
 
 
-def harp_set_bench(exe, path, box, dims, shape, cache):
-    """`harp bench --shapeset --bind` at shape: (ShapeSet median ms, specialised median ms), or None (no one object)."""
-    args = [exe, "bench", path, "--repeat", "10", "--json", "--shape", "x=" + "x".join(map(str, shape))]
+def harp_set_bench(exe, path, box, dims, shapes, cache):
+    """One `harp bench --shapeset --bind ...` process over shapes (one binding each, in order): its JSON rows
+    (shapeset_ms, specialised_ms, first_run_ms, their _cpu_ms, ...; milliseconds), or None (no one object)."""
+    args = [exe, "bench", path, "--repeat", "10", "--json", "--shape", "x=" + "x".join(map(str, shapes[-1]))]
     for name, lo, hi in box:
         args += ["--shapeset", f"{name}={lo}..{hi}"]
-    args += ["--bind", ",".join(f"{name}={shape[axis]}" for (name, _, _), axis in zip(box, dims))]  # one binding
+    for shape in shapes:
+        args += ["--bind", ",".join(f"{name}={shape[axis]}" for (name, _, _), axis in zip(box, dims))]
     p = subprocess.run(args, capture_output=True, text=True, env=env_with(cache))
     rows = [json.loads(ln) for ln in p.stdout.splitlines() if '"shapeset_ms"' in ln]
-    if p.returncode or not rows:
+    if p.returncode or len(rows) != len(shapes):
+        print(f"  harp bench --shapeset failed: {p.stderr.strip()[-300:]}")
         return None
-    return rows[0]["shapeset_ms"], rows[0]["specialised_ms"]  # milliseconds already
+    return rows
 
 
 def one_model(a, kind):
@@ -139,37 +158,47 @@ def one_model(a, kind):
     t0 = time.perf_counter()
     sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
     ort_session_ms = (time.perf_counter() - t0) * 1e3
-    t = {"set_wall": [], "ort": [], "spec": [], "spec_compile": [], "set_run": [], "set_ratio": []}
+    t = {"set_wall": [], "set_cpu": [], "ort": [], "ort_cpu": [], "spec": [], "spec_compile": []}
+    load0 = os.getloadavg()[0]
     built, why, err, ymax = 0, None, 0.0, 0.0
     rng = np.random.default_rng(1)
-    for i, shape in enumerate(sizes(kind, a.n, box)):
+    shapes = sizes(kind, a.n, box)
+    for i, shape in enumerate(shapes):
         x = rng.random(shape, dtype=np.float32)
-        wall, b, w, got = harp_set(a.harp, path, box, x, work, cache)
-        t["set_wall"].append(wall)
+        wall, cpu, b, w, got = harp_set(a.harp, path, box, x, work, cache)
+        t["set_wall"].append(wall), t["set_cpu"].append(cpu)
         built, why = built + b, why or w
-        t1 = time.perf_counter()
+        t1, c1 = time.perf_counter(), time.process_time()
         want = sess.run(None, {"x": x})[0]
-        t["ort"].append((time.perf_counter() - t1) * 1e3)
+        t["ort"].append((time.perf_counter() - t1) * 1e3), t["ort_cpu"].append((time.process_time() - c1) * 1e3)
         err = max(err, float(np.max(np.abs(got.astype(np.float64) - want))))  # absolute: outputs can be all near 0
         ymax = max(ymax, float(np.max(np.abs(want))))
         if i < a.specialised:
             med, comp = harp_spec(a.harp, path, x, work)
             t["spec"].append(med), t["spec_compile"].append(comp)
-            r = harp_set_bench(a.harp, path, box, dims, shape, cache) if not why else None
-            t["set_run"].append(r[0] if r else med)  # per binding: the ShapeSet's runs are the specialised object's
-            t["set_ratio"].append(r[0] / r[1] if r else 1.0)  # against the specialised object in the same process
     n, k = a.n, a.specialised
+    rows = harp_set_bench(a.harp, path, box, dims, shapes[:k], cache) if not why and k else None
+    set_run = [r["shapeset_ms"] for r in rows] if rows else t["spec"]  # per binding: the specialised object's runs
     mode = "one object for the box" if not why else f"a compile per binding ({why[:160]})"
     print(f"{name}: {n} sizes, ShapeSet {', '.join(f'{s}={lo}..{hi}' for s, lo, hi in box)}: {mode}")
     print(f"  max abs err of harp's ShapeSet vs onnxruntime {err:.2g} (max |y| {ymax:.2g})")
     print(f"  C compiles           harp ShapeSet {built}   exactly-specialised {n} (one per size)   onnxruntime 0")
     print(f"  before results       harp ShapeSet {sum(t['set_wall']) / 1e3:.1f} s in all ({np.median(t['set_wall']):.0f} ms a "
-          f"size, process start to output)   specialised compile {np.median(t['spec_compile']):.0f} ms a size (median of {k})"
+          f"size, process start to output; CPU {sum(t['set_cpu']) / 1e3:.1f} s, {np.median(t['set_cpu']):.0f} ms a size)"
+          f"   specialised compile {np.median(t['spec_compile']):.0f} ms a size (median of {k})"
           f"   onnxruntime session {ort_session_ms:.0f} ms once")
-    print(f"  per-run latency      harp ShapeSet {np.median(t['set_run']):.1f} ms   specialised {np.median(t['spec']):.1f} ms"
-          f" (first {k} sizes)   onnxruntime {np.median(t['ort']):.1f} ms   (medians)")
-    print(f"  ShapeSet / specialised in one process (harp bench --shapeset --bind): "
-          f"{' '.join(f'{x:.2f}' for x in t['set_ratio'])}")
+    print(f"  per-run latency      harp ShapeSet {np.median(set_run):.1f} ms   specialised {np.median(t['spec']):.1f} ms"
+          f" (first {k} sizes)   onnxruntime {np.median(t['ort']):.1f} ms (CPU {np.median(t['ort_cpu']):.1f} ms)   (medians)")
+    if rows:
+        print(f"  one `harp bench --shapeset` process over the first {k} sizes (ms; cpu = process CPU clock, 2 threads):")
+        print("    size            ShapeSet  spec   ratio  cpu ratio  first run over warm (wall / cpu)  spec instance's first run")
+        for shape, r in zip(shapes, rows):
+            print(f"    {'x'.join(map(str, shape[2:])):<14} {r['shapeset_ms']:8.2f} {r['specialised_ms']:6.2f} {r['ratio']:6.3f}"
+                  f"  {r['shapeset_cpu_ms'] / r['specialised_cpu_ms']:8.3f}   "
+                  f"{r['first_run_ms'] - r['shapeset_ms']:+8.2f} / {r['first_run_cpu_ms'] - r['shapeset_cpu_ms']:+8.2f}"
+                  f"{' (a new instance)' if r is rows[0] else ' (a new shape)   '}   "
+                  f"{r['specialised_first_run_ms']:8.2f} ms (over warm {r['specialised_first_run_ms'] - r['specialised_ms']:+.2f})")
+    print(f"  load (1 min) {load0:.1f} at the start, {os.getloadavg()[0]:.1f} at the end")
 
 
 def main():

@@ -6,7 +6,13 @@
  * by all (its checks included); then --repeat rounds, each running every
  * binding on an instance of each object of its own (every pool used as
  * often: a shared one would stay awake), interleaved.
- * Printed per binding: both medians, their ratio, the first run.  With
+ * Printed per binding: both medians, their ratio, the first run (and the
+ * specialised instance's first run, a fresh instance's at every binding),
+ * each also on the process's CPU clock (all threads: what other processes
+ * take from this one is not counted, a loaded machine's figure), and the
+ * first run's system time, page faults and the binding's check
+ * (rt_sgen_bind: the model prepared at a new binding, on this thread; the
+ * warm runs skip it).  With
  * --profile, then each binding's kernels on both objects (bench_profile.c,
  * the ShapeSet object's at the binding's sizes: model_run_kernel_syms),
  * matched by name, side by side.
@@ -15,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "bench.h"
 #include "harp/function.h"
@@ -32,7 +39,10 @@ typedef struct sb_bind {
   void **outp;
   ut_tensor *outs;
   long long gsyms[RT_SGEN_MAX_GEN];
-  double first_ms, *tg, *ts;
+  double first_ms, first_cpu, spec_first_ms, spec_first_cpu; /* wall and process-CPU ms */
+  double first_sys, first_bind;                               /* the first run's system ms, its check's ms ... */
+  long first_faults;                                          /* ... and page faults (minor and major) */
+  double *tg, *ts, *tgc, *tsc;                                /* the rounds' wall and CPU ms */
   kprofile pg, ps; /* --profile: the kernels of the ShapeSet object at this binding, of the specialised one */
 } sb_bind;
 
@@ -54,7 +64,7 @@ static void sb_free(sb *x) {
     rt_cpu_free(b->spec);
     profile_free(&b->pg), profile_free(&b->ps);
     for (int k = 0; b->outs && k < b->m.g->noutputs; k++) ut_tensor_free(&b->outs[k]);
-    free(b->outs), free(b->in), free(b->outp), free(b->tg), free(b->ts);
+    free(b->outs), free(b->in), free(b->outp), free(b->tg), free(b->ts), free(b->tgc), free(b->tsc);
     cli_model_free(&b->m);
     tiny_symtab_free(&b->syms);
   }
@@ -126,27 +136,36 @@ static long long sum_syms(const sb_bind *b) {
 }
 
 /* Binding i's first run on the ShapeSet instance, which ran the bindings
- * before it: its checks and the run, timed, after one run of the
- * specialised object has touched the binding's buffers. */
+ * before it: its checks and the run, timed, after the specialised
+ * instance's first run (timed too) has touched the binding's buffers. */
 static harp_status first_run(harp_error *e, sb *x, int i) {
   sb_bind *b = &x->b[i];
   rt_cpu_model *gm = rt_sgen_object(x->s);
   if (!x->gen_inst && instance_of(e, gm, x->s, &x->b[x->top], &x->gen_inst)) return e->code;
+  double t0 = ut_now_ms(), c0 = ut_cpu_ms();
   int rc = rt_cpu_instance_run(b->spec, b->spec_inst, b->in, b->outp);
-  double t0 = ut_now_ms();
+  b->spec_first_ms = ut_now_ms() - t0, b->spec_first_cpu = ut_cpu_ms() - c0;
+  struct rusage u0, u1;
+  getrusage(RUSAGE_SELF, &u0);
+  t0 = ut_now_ms(), c0 = ut_cpu_ms();
   harp_status st = rc ? ut_fail(e, HARP_E_INTERNAL, NULL, "model_run returned %d", rc)
                       : rt_sgen_bind(e, x->s, b->m.inputs, b->m.ninputs, b->gsyms);
+  b->first_bind = ut_now_ms() - t0;
   rc = st ? 0 : rt_cpu_instance_run_syms(gm, x->gen_inst, b->gsyms, b->in, b->outp);
-  b->first_ms = ut_now_ms() - t0;
+  b->first_ms = ut_now_ms() - t0, b->first_cpu = ut_cpu_ms() - c0;
+  getrusage(RUSAGE_SELF, &u1);
+  b->first_sys = (double)(u1.ru_stime.tv_sec - u0.ru_stime.tv_sec) * 1e3 + (double)(u1.ru_stime.tv_usec - u0.ru_stime.tv_usec) / 1e3;
+  b->first_faults = (u1.ru_minflt - u0.ru_minflt) + (u1.ru_majflt - u0.ru_majflt);
   return st ? st : rc ? ut_fail(e, HARP_E_INTERNAL, NULL, "model_run_syms returned %d", rc) : HARP_OK;
 }
 
-/* One timed run of binding b on the ShapeSet instance (gen) or its own. */
-static int timed(const sb *x, sb_bind *b, bool gen, double *ms) {
-  double t0 = ut_now_ms();
+/* One timed run of binding b on the ShapeSet instance (gen) or its own:
+ * its wall and process-CPU ms. */
+static int timed(const sb *x, sb_bind *b, bool gen, double *ms, double *cpu) {
+  double t0 = ut_now_ms(), c0 = ut_cpu_ms();
   int rc = gen ? rt_cpu_instance_run_syms(rt_sgen_object(x->s), b->gen_inst, b->gsyms, b->in, b->outp)
                : rt_cpu_instance_run(b->spec, b->spec_inst, b->in, b->outp);
-  *ms = ut_now_ms() - t0;
+  *ms = ut_now_ms() - t0, *cpu = ut_cpu_ms() - c0;
   return rc;
 }
 
@@ -156,12 +175,12 @@ static harp_status rounds(harp_error *e, sb *x, const bench_args *a) {
   for (long r = -a->warmup; r < a->repeat; r++)
     for (int i = 0; i < x->n; i++) {
       sb_bind *b = &x->b[i];
-      double tg, ts;
+      double tg, ts, cg, cs;
       bool gen_first = (r & 1) == 0;
-      int rc = timed(x, b, gen_first, gen_first ? &tg : &ts);
-      rc = rc ? rc : timed(x, b, !gen_first, gen_first ? &ts : &tg);
+      int rc = timed(x, b, gen_first, gen_first ? &tg : &ts, gen_first ? &cg : &cs);
+      rc = rc ? rc : timed(x, b, !gen_first, gen_first ? &ts : &tg, gen_first ? &cs : &cg);
       if (rc) return ut_fail(e, HARP_E_INTERNAL, NULL, "a run returned %d", rc);
-      if (r >= 0) b->tg[r] = tg, b->ts[r] = ts;
+      if (r >= 0) b->tg[r] = tg, b->ts[r] = ts, b->tgc[r] = cg, b->tsc[r] = cs;
     }
   return HARP_OK;
 }
@@ -242,13 +261,19 @@ static void print_result(const cli_opts *o, const bench_args *a, sb *x, double s
   for (int i = 0; i < x->n; i++) {
     sb_bind *b = &x->b[i];
     double g = cli_sorted_median(b->tg, a->repeat), s = cli_sorted_median(b->ts, a->repeat);
+    double gc = cli_sorted_median(b->tgc, a->repeat), sc = cli_sorted_median(b->tsc, a->repeat);
     if (a->json)
       printf("{\"model\": \"%s\", \"bind\": \"%s\", \"shapeset_ms\": %.6f, \"specialised_ms\": %.6f, \"ratio\": %.4f, "
-             "\"first_run_ms\": %.6f",
-             o->model, a->binds[i], g, s, s > 0 ? g / s : 0, b->first_ms);
+             "\"first_run_ms\": %.6f, \"shapeset_cpu_ms\": %.6f, \"specialised_cpu_ms\": %.6f, \"first_run_cpu_ms\": %.6f, "
+             "\"specialised_first_run_ms\": %.6f, \"specialised_first_run_cpu_ms\": %.6f, \"first_run_sys_ms\": %.3f, "
+             "\"first_run_faults\": %ld, \"first_run_bind_ms\": %.3f",
+             o->model, a->binds[i], g, s, s > 0 ? g / s : 0, b->first_ms, gc, sc, b->first_cpu, b->spec_first_ms,
+             b->spec_first_cpu, b->first_sys, b->first_faults, b->first_bind);
     else
-      printf("  %-16s ShapeSet %.4f ms, specialised %.4f ms (x%.3f); first run at this shape %.4f ms (+%.4f)\n", a->binds[i], g,
-             s, s > 0 ? g / s : 0, b->first_ms, b->first_ms - g);
+      printf("  %-16s ShapeSet %.4f ms, specialised %.4f ms (x%.3f); first run at this shape %.4f ms (+%.4f; cpu +%.4f, "
+             "sys %.2f, %ld faults, check %.2f), specialised instance's first %.4f ms\n",
+             a->binds[i], g, s, s > 0 ? g / s : 0, b->first_ms, b->first_ms - g, b->first_cpu - gc, b->first_sys,
+             b->first_faults, b->first_bind, b->spec_first_ms);
     if (a->profile) print_pair(b, a->json);
     if (a->json) printf("}\n");
   }
@@ -263,8 +288,10 @@ int bench_shapeset(cli_opts *o, const bench_args *a) {
   x.b = calloc((size_t)x.n, sizeof *x.b);
   harp_status st = x.b ? HARP_OK : ut_fail(&e, HARP_E_NO_MEMORY, NULL, "out of memory");
   for (int i = 0; i < x.n && !st; i++) {
-    x.b[i].tg = calloc((size_t)a->repeat, sizeof(double)), x.b[i].ts = calloc((size_t)a->repeat, sizeof(double));
-    if (!x.b[i].tg || !x.b[i].ts) st = ut_fail(&e, HARP_E_NO_MEMORY, NULL, "out of memory");
+    sb_bind *b = &x.b[i];
+    b->tg = calloc((size_t)a->repeat, sizeof(double)), b->ts = calloc((size_t)a->repeat, sizeof(double));
+    b->tgc = calloc((size_t)a->repeat, sizeof(double)), b->tsc = calloc((size_t)a->repeat, sizeof(double));
+    if (!b->tg || !b->ts || !b->tgc || !b->tsc) st = ut_fail(&e, HARP_E_NO_MEMORY, NULL, "out of memory");
   }
   for (int i = 0; i < x.n && !st; i++) st = bind_open(&e, o, a->binds[i], &x, i);
   double t0 = ut_now_ms();

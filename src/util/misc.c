@@ -351,3 +351,11 @@ double ut_now_ms(void) {
   clock_gettime(CLOCK_MONOTONIC, &t);
   return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
 }
+
+double ut_cpu_ms(void) {
+#ifdef CLOCK_PROCESS_CPUTIME_ID
+  struct timespec t;
+  if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t) == 0) return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+#endif
+  return 0;
+}

@@ -131,6 +131,9 @@ uint64_t ut_hash64(const void *data, size_t n, uint64_t seed);
 /* ---- time -------------------------------------------------------------- */
 /* Monotonic wall-clock milliseconds (CLOCK_MONOTONIC). */
 double ut_now_ms(void);
+/* The process's CPU time in milliseconds, all its threads (CLOCK_PROCESS_CPUTIME_ID;
+ * 0 where there is no such clock): time the other processes take from it is not counted. */
+double ut_cpu_ms(void);
 
 /* ---- string -> int map (strmap.c) ---------------------------------------- */
 /* Keys are not copied: they must outlive the map.  Zero-initialised = empty. */

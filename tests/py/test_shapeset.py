@@ -162,6 +162,18 @@ p = subprocess.run([HARP, "bench", os.path.join(MODELS, "gelu_bias_rows.json"), 
 s.check("bench --shapeset: a binding outside refused", p.returncode == 1 and "outside the compiled ShapeSet" in p.stderr,
         p.stderr[-400:])
 
+# a new, larger binding on a warm instance faults in no arena pages: the instance's first run took the
+# upper corner's arena (3 temporaries of M x 1024 fp32, 24 MiB at M = 2048) and touched every page of it
+# (src/backend/c/rc_layout.c); before, M = 2048 after M = 2 faulted ~16 MiB in (8 faults of 2 MiB, or
+# thousands of 4 KiB), its system time the new shape's cost over a warm run
+p = subprocess.run([HARP, "bench", os.path.join(MODELS, "gemm_chain4.json"), "--sym", "D=1024", "--shapeset", "M=2..2048",
+                    "--bind", "M=2", "--bind", "M=2048", "--repeat", "2", "--warmup", "0", "--json"],
+                   capture_output=True, text=True, env=env)
+rows = [json.loads(ln) for ln in p.stdout.splitlines() if '"shapeset_ms"' in ln]
+s.check("bench --shapeset: first runs timed", p.returncode == 0 and len(rows) == 2, (p.stdout + p.stderr)[-400:])
+if len(rows) == 2:
+    s.check("M = 2048 after M = 2: no arena page faulted in (<= 3 faults)", rows[1]["first_run_faults"] <= 3, str(rows[1]))
+
 # harp bench --shapeset --profile: each binding's kernels on both objects, the ShapeSet object's at the
 # binding's sizes (model_run_kernel_syms): 200x the rows, far more time a kernel; beside each the
 # specialised object's kernel of the same region

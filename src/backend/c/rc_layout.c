@@ -14,7 +14,16 @@
  * specialised object's packing.  Lifetimes do not depend on the binding
  * and every size is at least the binding's, so the layout is valid; one
  * that would end past the upper corner's arena (best fit is not monotone)
- * falls back to the upper corner's offsets.
+ * falls back to the upper corner's offsets.  The arena itself is the upper
+ * corner's bytes, taken and every page of it touched at the instance's first
+ * run, so a new binding later faults in no page: growing to each binding's
+ * end gave every new largest binding a fresh arena, every page faulted again
+ * (ResNet-18 at N = 8 after 3: 41 ms of system time in 2 MiB page faults on a
+ * loaded Zen 5, bench/RESULTS.md "ssfig"), and only reserving the upper
+ * corner still faulted the pages no binding had touched.  The price: the
+ * upper corner's arena resident from the first run, as the specialised
+ * object of the upper corner has it.  Where those bytes cannot be had it
+ * grows to the binding's.
  * Needs: region_c.h (rc_ctx.gen_syms, rc_size_expr).
  * Gives: rc_emit_arena_at, rc_temp_ptr. */
 #include <inttypes.h>
@@ -123,26 +132,31 @@ void rc_emit_arena_at(const rc_ctx *c, const char *P, ut_str *out) {
   emit_layout(c, P, out);
   ut_str_printf(out,
                 "/* the arena laid out for the binding hp_sym_ holds (again only when it differs from\n"
-                " * the last run's) and grown to its bytes (its contents lost when it grows) */\n"
+                " * the last run's); the first time, the arena made the upper corner's bytes, every\n"
+                " * page touched (no binding faults one in later), else grown to the binding's\n"
+                " * (its contents lost when it grows) */\n"
                 "static int %s_grow_(%s_t *m) {\n  int same = m->lay_set;\n"
                 "  for (int i = 0; i < %d; i++) same = same && m->lay_sym[i] == hp_sym_[i];\n"
                 "  if (!same) {\n    m->lay_end = %s_layout_(m->off);\n"
                 "    for (int i = 0; i < %d; i++) m->lay_sym[i] = hp_sym_[i];\n    m->lay_set = 1;\n  }\n"
-                "  size_t need = m->lay_end;\n  if (need <= m->arena_cap) return 0;\n"
-                "  unsigned char *a = hprt_alloc((need + 63) / 64 * 64 + 64, NULL);\n  if (!a) return 1;\n"
+                "  size_t need = m->lay_end, hi = %zuu;\n  if (need <= m->arena_cap) return 0;\n"
+                "  unsigned char *a = hprt_alloc((hi + 63) / 64 * 64 + 64, NULL);\n"
+                "  if (a) for (size_t i = 0; i < hi; i += 4096) a[i] = 0; /* its pages faulted in now, none at a later binding */\n"
+                "  if (a) need = hi;\n  else if (!(a = hprt_alloc((need + 63) / 64 * 64 + 64, NULL))) return 1;\n"
                 "  free(m->arena);\n  m->arena = a, m->arena_cap = need;\n  return 0;\n}\n\n"
                 "/* the arena's bytes at the binding syms[0..%s_num_syms()) */\n"
                 "size_t %s_required_memory_syms(const long long *syms) {\n  long keep[%d];\n  size_t off[%d];\n"
                 "  for (int i = 0; i < %d; i++) keep[i] = hp_sym_[i], hp_sym_[i] = (long)syms[i];\n"
                 "  size_t need = %s_layout_(off);\n  for (int i = 0; i < %d; i++) hp_sym_[i] = keep[i];\n  return need;\n}\n\n",
-                P, P, c->ngen_syms, P, c->ngen_syms, P, P, c->ngen_syms, c->f->nbuffers + 1, c->ngen_syms, P, c->ngen_syms);
+                P, P, c->ngen_syms, P, c->ngen_syms, c->f->required_memory, P, P, c->ngen_syms, c->f->nbuffers + 1,
+                c->ngen_syms, P, c->ngen_syms);
 }
 
 /* The fields of P_t the layout keeps (emit_model.c prints them). */
 void rc_emit_layout_fields(const rc_ctx *c, ut_str *out) {
   if (!c->ngen_syms) return;
   ut_str_printf(out,
-                "  size_t arena_cap; /* the arena's bytes (a ShapeSet object's: grown per binding) */\n"
+                "  size_t arena_cap; /* the arena's bytes (a ShapeSet object's: the upper corner's from its first run) */\n"
                 "  size_t off[%d]; /* each temporary's offset at the binding lay_sym (P_grow_) */\n"
                 "  long lay_sym[%d]; size_t lay_end; int lay_set;\n",
                 c->f->nbuffers + 1, c->ngen_syms);

@@ -16,10 +16,11 @@ void cgen_ss_header(ut_str *o) {
               "/* A ShapeSet package (harp compile --shapeset NAME=LO..HI): model.c serves every\n"
               " * binding of the box's symbols.  model_input_shapes / model_output_shapes\n"
               " * and model_required_memory() are those of the box's upper corner;\n"
-              " * model_run runs at that corner.  An instance's arena grows to what the\n"
-              " * binding it runs needs (model_required_memory_at; 2 from a run when that\n"
-              " * allocation fails).  At any binding syms[0..model_num_symbols()), in\n"
-              " * model_symbol_names' order:\n"
+              " * model_run runs at that corner.  An instance's arena is the upper corner's\n"
+              " * bytes, every page touched at its first run (a binding lays out\n"
+              " * model_required_memory_at of them); where those bytes cannot be had it grows to\n"
+              " * the binding's (2 from a run when that allocation fails).  At any binding\n"
+              " * syms[0..model_num_symbols()), in model_symbol_names' order:\n"
               " *\n"
               " *   model_bind_inputs(shapes, syms, why, cap)   the binding the input shapes\n"
               " *       give ({rank, d0, ...} each), checked: 0, or MODEL_E_BINDING with why[]\n"
@@ -134,7 +135,7 @@ void cgen_ss_readme(const cgen_ss *s, ut_str *o) {
                  "(the binding checked, the shapes at it, `model_run_shape`), `model.h` (the\n"
                  "ABI; its last section is the ShapeSet part), `main.c`, `Makefile`,\n"
                  "`weights.bin`, `inputs/`, `expected/`.\n\n"
-                 "Each instance's arena grows to what the bindings it runs need\n"
-                 "(`model_required_memory_at(syms)`), at most the upper corner's\n"
-                 "(`model_required_memory()`).\n");
+                 "Each instance's arena is the upper corner's bytes (`model_required_memory()`)\n"
+                 "from its first run, every page touched then, so no later binding faults\n"
+                 "one in; a binding lays out `model_required_memory_at(syms)` of them.\n");
 }

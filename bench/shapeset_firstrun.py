@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""shapeset_firstrun.py — issue 25's "a new shape in a compiled ShapeSet costs at
+most 10 ms over a warm run", binaries side by side.
+
+    python3 bench/shapeset_firstrun.py --harp A [--harp B ...] [--rounds 2] [--only resnet18,llama]
+
+For each of bench/shapeset_e2e.py's models (its weights, boxes and bindings, the
+bindings in increasing order) and each binary in turn, --rounds times
+(interleaved: A B A B): one `harp bench --shapeset --bind ... --json` process
+(2 threads).  Per binding it prints the medians over rounds of the first run on
+one ShapeSet instance minus the warm median, on the wall clock and the process
+CPU clock (the CPU figure is the steadier one on a shared machine), and that
+first run's system time and page faults: what a new shape costs, which at the
+first binding is the instance's first run ever (cold), at the others a new
+shape on a warm instance.  The load average is printed before and after.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+import shapeset_e2e as sse  # noqa: E402  (the models, their weights and bindings)
+
+
+def one(exe, model, extra, wargs, sym, lo, hi, binds):
+    """{binding: (first - warm wall ms, first - warm CPU ms, first run's sys ms, its faults)} of one process."""
+    cmd = [exe, "bench", model, *extra, *wargs, "--shapeset", f"{sym}={lo}..{hi}", "--repeat", "5", "--json"]
+    for b in binds:
+        cmd += ["--bind", f"{sym}={b}"]
+    rc, out, err = sse.harp(cmd)
+    if rc:
+        raise SystemExit(f"{exe}: {err[-400:]}")
+    rows = [json.loads(ln) for ln in out.splitlines() if '"shapeset_ms"' in ln]
+    return {int(r["bind"].split("=")[1]): (r["first_run_ms"] - r["shapeset_ms"], r["first_run_cpu_ms"] - r["shapeset_cpu_ms"],
+                                           r["first_run_sys_ms"], r["first_run_faults"]) for r in rows}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--harp", action="append", required=True)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--only", default="resnet18,mobilenetv2,llama,transformer")
+    a = ap.parse_args()
+    os.chdir(ROOT)
+    print(f"load: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    print("| model | binding | binary | first run over warm, wall ms | CPU ms | sys ms | page faults |\n|---|---|---|---|---|---|---|")
+    for name in a.only.split(","):
+        model, extra, sym, lo, hi, binds, weights, _, _ = sse.CASES[name]
+        d = tempfile.mkdtemp(prefix=f"harp-ssfr-{name}-")
+        wargs = sse.save(d, weights(), lambda k: "param")
+        runs = {exe: [] for exe in a.harp}
+        for _ in range(a.rounds):
+            for exe in a.harp:
+                runs[exe].append(one(exe, model, extra, wargs, sym, lo, hi, binds))
+        for b in binds:
+            for exe in a.harp:
+                f = [statistics.median(r[b][k] for r in runs[exe]) for k in range(4)]
+                new = " (new instance)" if b == binds[0] else ""
+                print(f"| {name} | {sym}={b}{new} | {exe} | {f[0]:+.2f} | {f[1]:+.2f} | {f[2]:.2f} | {f[3]:.0f} |")
+        sys.stdout.flush()
+    print(f"load: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+
+
+if __name__ == "__main__":
+    main()
