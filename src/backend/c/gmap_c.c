@@ -129,9 +129,10 @@ static void gm_term(ut_str *o, const gm *m, int k, int a, int64_t v, int64_t *li
 static bool gm_from(ut_str *ix, const gm *m, int k, int a, int64_t *at) {
   const ct_gmap_in *in = &m->pc->in[k];
   const poly_qaxis *q = &in->ax[a];
-  int64_t coef = q->coef[m->g->var];
   *at = 0;
-  if (!m->rt_lo[0] || !coef) return false;
+  if (!m->rt_lo[0] || m->g->var < 0) return false;
+  int64_t coef = q->coef[m->g->var];
+  if (!coef) return false;
   if (in->cut_axis == a && m->rt_off[k][0]) {
     *at = coef * in->cut_off.value;
     ut_str_printf(ix, " - %" PRId64 "L * cx->o[%d]", coef, k);
