@@ -94,6 +94,11 @@ static harp_status reads(ox_ctx *c, const Onnx__GraphProto *gp, size_t from, boo
                        int depth) {
   for (size_t i = from; i < gp->n_node; i++) {
     const Onnx__NodeProto *n = gp->node[i];
+    if (!n->op_type || !*n->op_type) { /* the folds that look ahead read it before the node's own import */
+      char nm[96];
+      ox_printable(n->name, nm, sizeof nm);
+      return ox_fail(c, HARP_E_INVALID_ARG, "node %zu \"%s\"%s has no op_type", i, nm, depth ? " of a subgraph" : "");
+    }
     for (size_t k = 0; k < n->n_input; k++)
       if (n->input[k] && n->input[k][0] && !put(ctx, n->input[k])) return ox_fail(c, HARP_E_NO_MEMORY, "out of memory");
     for (size_t a = 0; a < n->n_attribute; a++) {
