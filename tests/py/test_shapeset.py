@@ -171,7 +171,8 @@ p = subprocess.run([HARP, "bench", os.path.join(MODELS, "gemm_chain4.json"), "--
                    capture_output=True, text=True, env=env)
 rows = [json.loads(ln) for ln in p.stdout.splitlines() if '"shapeset_ms"' in ln]
 s.check("bench --shapeset: first runs timed", p.returncode == 0 and len(rows) == 2, (p.stdout + p.stderr)[-400:])
-if len(rows) == 2:
+if len(rows) == 2 and os.environ.get("HARP_SANITIZE", "0") in ("0", "", "FALSE", "false"):
+    # (not under the sanitizers: ASan's shadow of the arena faults in at the first touch of each page)
     s.check("M = 2048 after M = 2: no arena page faulted in (<= 3 faults)", rows[1]["first_run_faults"] <= 3, str(rows[1]))
 
 # harp bench --shapeset --profile: each binding's kernels on both objects, the ShapeSet object's at the
