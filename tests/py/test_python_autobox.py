@@ -118,6 +118,16 @@ try:
 except harp.HarpError as e:
     s.check("shapesets='sometimes': UsageError", isinstance(e, harp.UsageError) and "exact" in str(e), repr(e))
 
+# one-point boxes (H = 20..20, W = 24..24): one object for that binding, run there; another size refused
+one = harp.InferenceSession(path, opts, shapesets={"H": (20, 20), "W": (24, 24)})
+check(one, 20, 24, "one-point box")
+s.check("one-point box: one object", one.shapeset_objects()[0] == 1, str(one.shapeset_objects()))
+try:
+    one.run(None, feed(21, 24))
+    s.check("one-point box: 21 x 24 refused", False)
+except harp.HarpError as e:
+    s.check("one-point box: 21 x 24 InputMismatch", isinstance(e, harp.InputMismatch), repr(e))
+
 # the CPU detector of an OCR service, where the corpus has it: one bucket, one compile
 det = os.path.join(os.path.expanduser("~/.cache/harp/realmodels/models"), "ppocr_v4_det.onnx")
 if os.environ.get("HARP_TEST_SLOW") and os.path.exists(det):
