@@ -683,8 +683,9 @@ int harp_model_run(harp_model *m, const void *const *inputs, void *const *output
     harp_error e = {0};
     const int64_t **in_shapes = ut_xcalloc((size_t)m->c->ninputs + 1, sizeof *in_shapes);
     for (int j = 0; in_shapes && j < m->c->ninputs; j++) in_shapes[j] = m->c->bind[j];
-    int rc = !in_shapes ? snprintf(m->error, sizeof m->error, "out of memory"), 1 : harp_model_run_shaped(&e, m, inputs, in_shapes, outputs) != HARP_OK;
-    if (rc && in_shapes) harp_error_format(&e, m->error, (int)sizeof m->error);
+    if (!in_shapes) ut_fail(&e, HARP_E_NO_MEMORY, NULL, "out of memory");
+    int rc = !in_shapes || harp_model_run_shaped(&e, m, inputs, in_shapes, outputs) != HARP_OK;
+    if (rc) harp_error_format(&e, m->error, (int)sizeof m->error);
     harp_error_clear(&e);
     free(in_shapes);
     return rc;
