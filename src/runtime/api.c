@@ -439,6 +439,7 @@ harp_status api_compile_src(harp_error *e, const api_src *src, const harp_option
       bool done = false;
       if (!(st = api_autobox_compile(e, src, o, &om, out, &done)) && done) {
         onnx_model_free(&om);
+        tiny_symtab_free(&defaults);
         return HARP_OK;
       }
     }
