@@ -92,12 +92,19 @@ typedef struct harp_options {
   harp_progress_fn progress; /* may be NULL */
   void *progress_ctx;
   /* ShapeSets (CPU; docs/c-api.md, "ShapeSets"): "NAME=LO..HI" per shape
-   * symbol that varies, NULL-terminated (NULL: none).  An ONNX model's
+   * symbol that varies, NULL-terminated.  An ONNX model's
    * dynamic dim is named by its dim_param ("batch"), its shape variable
    * ("x_d2") or "INPUT:AXIS"; its other dynamic dims come from shapes and
    * syms.  The model is compiled once for every binding inside (or, where a
    * kernel cannot take its sizes at run time yet, once per binding met);
-   * harp_model_run_shaped runs any of them.  Another backend: Unsupported. */
+   * harp_model_run_shaped runs any of them.  Another backend: Unsupported.
+   * NULL or {"auto", NULL} (the default): a CPU compile of an ONNX model
+   * whose dynamic dims shapes / syms set chooses the box itself
+   * (harp_auto_box), tiered by the cache directory's record: a bucket's
+   * first binding compiles alone, a later compile at another binding in it
+   * compiles the box (docs/c-api.md, "ShapeSets chosen by harp"); the model
+   * then still runs at its binding as before.  {"exact", NULL}: the binding
+   * alone, always.  A box with LO == HI holds that one size. */
   const char *const *shapesets;
   bool shapeset_recompile; /* a binding outside the ShapeSets gets a compile of its own (else InputMismatch) */
 } harp_options;
@@ -184,6 +191,14 @@ harp_status harp_output_shape_for(harp_error *e, const harp_compiled *c, const i
  * Not re-entrant per instance. */
 harp_status harp_model_run_shaped(harp_error *e, harp_model *m, const void *const *inputs, const int64_t *const *in_shapes,
                                   void *const *outputs);
+/* The ShapeSet harp chooses around a binding (harp_options.shapesets NULL;
+ * a Python session's): n dims, dim k named names[k] (a dim_param, or
+ * "INPUT:AXIS") at size values[k].  Writes each distinct name once, in
+ * first-met order, into out_names[] (pointers into names) with its box
+ * lo[]..hi[]: the power-of-two bucket [2^j, 2^(j+1) - 1] around a size
+ * >= 2 (20: 16..31), the size itself (lo == hi: a constant) at 0 or 1.
+ * Returns how many, or -1 when one name's sizes disagree (no box). */
+int harp_auto_box(int n, const char *const *names, const int64_t *values, const char **out_names, int64_t *lo, int64_t *hi);
 /* How many objects c's ShapeSets hold so far, how many of them the C
  * compiler built (the rest came from the disk cache), and why a binding
  * compiles on its own (NULL: one object serves every binding); 0, 0, NULL

@@ -127,7 +127,8 @@ void *rt_cpu_instance_new(const rt_cpu_model *m, const void *params, size_t nbyt
 void *rt_cpu_instance_new_threads(const rt_cpu_model *m, const void *params, size_t nbytes, int nthreads);
 int rt_cpu_instance_run(const rt_cpu_model *m, void *inst, const void *const *inputs, void *const *outputs);
 void rt_cpu_instance_free(const rt_cpu_model *m, void *inst);
-/* A ShapeSet object's run at a binding (harp/sgen.h rt_sgen_bind gives syms); -1: not one. */
+/* A ShapeSet object's run at a binding (harp/sgen.h rt_sgen_bind gives syms); an object without
+ * symbols (every box one point, LO == HI) runs at its one binding. */
 int rt_cpu_instance_run_syms(const rt_cpu_model *m, void *inst, const long long *syms, const void *const *inputs,
                              void *const *outputs);
 /* Name of the kernel behind a non-zero model_run code, or NULL. */

@@ -81,6 +81,15 @@ typedef struct onnx_dyn {
   char *hint;  /* the option that would fix it: "--shape x=1x3x<height>x<width>" */
 } onnx_dyn;
 
+/* A dim the file leaves dynamic that the options gave a value (shapes,
+ * syms): where harp may choose a ShapeSet (harp/autobox.h). */
+typedef struct onnx_bound {
+  char *input; /* the graph input's ONNX name */
+  int dim;     /* which of its dims */
+  char *param; /* its dim_param as the file spells it (NULL: an unnamed dim) */
+  int64_t value;
+} onnx_bound;
+
 typedef struct onnx_model {
   hg_program *program; /* "main" */
   int nweights;
@@ -93,6 +102,8 @@ typedef struct onnx_model {
   onnx_dyn *dyn;       /* the dynamic dims of the graph inputs, in input order; after a failed
                           import with nkeep_dynamic, those met before it failed (all else
                           cleared; onnx_model_free frees them): a ShapeSet's box check */
+  int nbound;
+  onnx_bound *bound;   /* the graph inputs' dynamic dims given values, in input order */
   /* Run-time control flow (only with onnx_opts.host_flow): the model as
    * a host program of segments and If / Loop / Scan steps (harp/flow.h);
    * program is then NULL (the segments hold the graphs).  NULL when every

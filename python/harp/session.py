@@ -396,23 +396,20 @@ class InferenceSession:
         (symbol, size) pairs); ([], ()) when there is no box, or the feeds disagree on a dim_param (the compile
         then says so)."""
         meta = {v.name: v for v in self._meta.inputs}
-        vals = {}
+        dims_set = []
         for name, shape in key:
             dims = meta[name].dims
             if name in given or dims is None or len(dims) != len(shape):
                 continue
             for i, (d, n) in enumerate(zip(dims, shape)):
-                if isinstance(d, int):
-                    continue
-                sym = d if isinstance(d, str) and d else f"{name}:{i}"
-                if vals.setdefault(sym, n) != n:
-                    return [], ()
-        boxes = []
-        for sym, n in sorted(vals.items()):
-            if n >= 2:
-                lo = 1 << (int(n).bit_length() - 1)
-                boxes.append(f"{sym}={lo}..{2 * lo - 1}")
-        return boxes, tuple((sym, n) for sym, n in sorted(vals.items()) if n < 2)
+                if not isinstance(d, int):
+                    dims_set.append((d if isinstance(d, str) and d else f"{name}:{i}", int(n)))
+        chosen = _harp.auto_box(dims_set)  # the library's rule (harp_auto_box), as harp run and harp.h choose
+        if chosen is None:
+            return [], ()
+        chosen.sort()
+        return ([f"{sym}={lo}..{hi}" for sym, lo, hi in chosen if lo < hi],
+                tuple((sym, lo) for sym, lo, hi in chosen if lo == hi))
 
     def _compile_auto(self, shapes, boxes, ones):
         """The compiled model for shapes in the chosen boxes (the dims in ones at their sizes), tiered: the

@@ -7,6 +7,7 @@
 // Needs: harp.h (libharp.so), nanobind.  Gives: the module harp._harp.
 #include <Python.h>
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 #include <cstdint>
@@ -97,7 +98,8 @@ static Compiled *compile(nb::object source, const std::string &fmt, const std::s
   else throw nb::value_error(("unknown backend \"" + backend + "\" (cpu, cuda or interp)").c_str());
   auto sh = cstrs(shapes), sy = cstrs(syms), kn = cstrs(knobs), pa = cstrs(params), ss = cstrs(shapesets);
   o.shapes = sh.data(), o.syms = sy.data(), o.knobs = kn.data(), o.params = pa.data();
-  o.shapesets = shapesets.empty() ? nullptr : ss.data(), o.shapeset_recompile = shapeset_recompile;
+  static const char *const exact[] = {"exact", nullptr}; /* no box named: the binding alone (the session tiers its boxes) */
+  o.shapesets = shapesets.empty() ? exact : ss.data(), o.shapeset_recompile = shapeset_recompile;
   o.target = target.empty() ? nullptr : target.c_str();
   o.cache_dir = cache_dir.empty() ? nullptr : cache_dir.c_str();
   o.precision = precision.empty() ? nullptr : precision.c_str();
@@ -406,6 +408,17 @@ NB_MODULE(_harp, m) {
         nb::arg("syms"), nb::arg("knobs"), nb::arg("params"), nb::arg("target"), nb::arg("cache_dir"), nb::arg("precision"),
         nb::arg("max_memory"), nb::arg("progress").none(), nb::arg("shapesets") = std::vector<std::string>(),
         nb::arg("shapeset_recompile") = false);
+  m.def("auto_box", [](const std::vector<std::pair<std::string, int64_t>> &dims) -> nb::object {
+    /* harp_auto_box over (name, size) pairs: [(name, lo, hi)], or None when one name's sizes disagree */
+    std::vector<const char *> names, out(dims.size() + 1);
+    std::vector<int64_t> vals, lo(dims.size() + 1), hi(dims.size() + 1);
+    for (const auto &d : dims) names.push_back(d.first.c_str()), vals.push_back(d.second);
+    int n = harp_auto_box((int)dims.size(), names.data(), vals.data(), out.data(), lo.data(), hi.data());
+    if (n < 0) return nb::none();
+    nb::list r;
+    for (int k = 0; k < n; k++) r.append(nb::make_tuple(nb::str(out[k]), lo[k], hi[k]));
+    return r;
+  }, nb::arg("dims"));
   nb::class_<Instance>(m, "Instance")
       .def("run", &run)
       .def("run_device", &run_device)

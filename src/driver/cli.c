@@ -109,6 +109,10 @@ static int set_option(const char *cmd, const char *name, const char *v, cli_opts
   if (!strcmp(name, "dump")) return add_list(v, o->dumps, &o->ndumps);
   if (!strcmp(name, "outputs")) return add_list(v, o->outputs, &o->noutputs);
   if (!strcmp(name, "shapeset")) {
+    if (!strcmp(v, "exact") || !strcmp(v, "auto")) { /* harp run's default over dynamic dims (cli_autobox.c) */
+      o->shapeset_exact = v[0] == 'e';
+      return 0;
+    }
     if (o->nshapesets >= CLI_MAX_LIST) return cli_usage_error(cmd, "too many --shapeset options");
     o->shapesets[o->nshapesets++] = v;
     return 0;

@@ -51,6 +51,7 @@ typedef struct cli_opts {
   const char *shapesets[CLI_MAX_LIST]; /* --shapeset NAME=LO..HI: one object for the box (harp/sgen.h) */
   int nshapesets;
   bool shapeset_recompile; /* --shapeset-recompile (run): a binding outside the box compiles on its own */
+  bool shapeset_exact;     /* --shapeset exact (run): no box chosen by harp (cli_autobox.c); --shapeset auto: the default */
   bool derive; /* lower an expression of unbound symbols as a derived symbol (harp bench --bind: one GPU session) */
   /* harp bench --bind, while the session's model is imported unbound: each symbol the bindings name and its
    * largest value there, which bounds the ONNX import's sizes as a --shapeset's upper corner does (a table
@@ -136,6 +137,23 @@ harp_status cli_load_model(harp_error *e, cli_opts *o, bool need_inputs, cli_mod
  * caller frees them), the model into *m. */
 harp_status cli_load_model_at(harp_error *e, cli_opts *o, const char *spec, tiny_symtab *syms, cli_model *m);
 void cli_model_free(cli_model *m);
+/* harp run's default over an ONNX model's dynamic dims that --input files
+ * set (cli_autobox.c; harp/autobox.h): when the cache's record says the
+ * bucket has met another binding, o gains harp's box as --shapeset flags
+ * (with --shapeset-recompile) and m is loaded again over it (a->boxes
+ * non-NULL; free it with cli_autobox_free after o and m); else nothing,
+ * the binding recorded.  Not with --shapeset, --shapeset exact, --shape,
+ * --sym, --plan, --dump or another backend than cpu (cpu false). */
+typedef struct cli_autobox_st {
+  char **boxes;          /* the box chosen and compiled (NULL: none) */
+  unsigned long long id; /* the model's identity and the bucket's key in the cache's record */
+  char key[2048];
+} cli_autobox_st;
+harp_status cli_autobox(harp_error *e, cli_opts *o, cli_model *m, bool cpu, cli_autobox_st *a);
+/* After a failed compile of the box cli_autobox chose (why): the bucket
+ * recorded as compiling per binding, o without the box, m loaded again. */
+harp_status cli_autobox_undo(harp_error *e, cli_opts *o, cli_model *m, cli_autobox_st *a, const harp_error *why);
+void cli_autobox_free(cli_autobox_st *a);
 /* The model file's graph alone, unbound and unprepared (m->g, m->program;
  * a .harp model's graph<B=1> defaults into *defaults). */
 harp_status cli_load_graph(harp_error *e, cli_opts *o, cli_model *m, tiny_symtab *defaults);

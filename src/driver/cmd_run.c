@@ -86,6 +86,11 @@ static const char run_help[] =
     "                         compiles as before (--time-stages says why).  An\n"
     "                         ONNX model's dynamic dim: its dim_param, its shape\n"
     "                         variable (x_d2) or INPUT:AXIS (images:2)\n"
+    "  --shapeset exact       no box chosen by harp.  By default (--shapeset auto) an\n"
+    "                         ONNX model whose dynamic dims --input files set\n"
+    "                         compiles that binding alone, recorded in the cache;\n"
+    "                         a later run at another binding in its power-of-two\n"
+    "                         bucket (H=20: 16..31) compiles the box (docs/options.md)\n"
     "  --shapeset-recompile   a binding outside the --shapeset box compiles on its\n"
     "                         own (cached) instead of failing with InputMismatch\n"
     "  --max-memory BYTES     --backend cpu: refuse a model whose instance (arena plus\n"
@@ -295,6 +300,8 @@ int cmd_run(int argc, char **argv) {
   cli_dumps_init(&d, &o);
   ut_tensor *outs = NULL;
   harp_status st = cli_load_model(&e, &o, true, &m);
+  cli_autobox_st ab = {0}; /* harp's box over dynamic dims the --input files set (cli_autobox.c) */
+  if (!st && !m.flow) st = cli_autobox(&e, &o, &m, b->target == &rt_target_cpu && !b->playback, &ab);
   if (!st && m.flow) { /* run-time control flow: the host program (cli_flow.c) */
     rc = cli_flow_run(&o, &m, b, graphs);
   } else {
@@ -302,7 +309,15 @@ int cmd_run(int argc, char **argv) {
     if (!st && !(outs = calloc((size_t)m.g->noutputs + 1, sizeof *outs))) st = ut_fail(&e, HARP_E_NO_MEMORY, NULL, "out of memory");
     rt_cpu_model *pending = NULL; /* tier 0 served the run: its build still goes on */
     if (!st && o.nshapesets) st = o.shapeset_why[0] ? cli_shapeset_per_binding(&e, &o, &m, outs) : run_shapeset(&e, &o, &m, outs);
-    else if (!st) st = run_backend(&e, &o, &m, b, graphs, &d, outs, &pending);
+    if (st && ab.boxes && st != HARP_E_NO_MEMORY) { /* harp's box failed: the binding alone, as without it */
+      harp_error why = e;
+      harp_error_clear(&e);
+      for (int k = 0; k < m.g->noutputs; k++) ut_tensor_free(&outs[k]);
+      st = cli_autobox_undo(&e, &o, &m, &ab, &why);
+      if (!st) st = run_backend(&e, &o, &m, b, graphs, &d, outs, &pending);
+    } else if (!st && !o.nshapesets) {
+      st = run_backend(&e, &o, &m, b, graphs, &d, outs, &pending);
+    }
     if (!st) st = cli_run_write_outputs(&e, &o, &m, outs);
     if (pending) { /* the outputs are tier 0's, whole and right: a failed build is a warning */
       harp_error be = {0};
@@ -320,5 +335,6 @@ int cmd_run(int argc, char **argv) {
   cli_dumps_free(&d);
   cli_model_free(&m);
   cli_opts_free(&o);
+  cli_autobox_free(&ab);
   return rc;
 }

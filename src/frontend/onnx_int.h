@@ -75,6 +75,7 @@ typedef struct ox_gin {
   int rank;
   const fe_dim *d[TINY_MAX_RANK]; /* as imported: an integer, or a dynamic dim's shape variable */
   const char *param[TINY_MAX_RANK]; /* a dynamic dim's dim_param (NULL: none) */
+  bool given[TINY_MAX_RANK];        /* a dim the file leaves dynamic that the options gave a value (m->bound) */
 } ox_gin;
 struct ox_flowst; /* onnx_flow.c: the host program being built */
 
@@ -181,7 +182,8 @@ harp_status ox_add_name(ox_ctx *c, const char *onnx, const char *id);
  * and syms against the graph's inputs and records the dim_params they bind
  * (before any input is imported); ox_input_dims gives input vi's dims (id:
  * its harp name), concrete where given, shape variables where dynamic;
- * ox_dyn_list fills m->dyn with the dims left dynamic. */
+ * ox_dyn_list fills m->dyn with the dims left dynamic, and m->bound with
+ * the dynamic dims the options gave values. */
 harp_status ox_bind_given(ox_ctx *c, const Onnx__GraphProto *gp);
 /* A declared dim: a value (*v), a dim_param (*param), or anonymous (-1, "?", "", none). */
 typedef enum { D_FIXED, D_PARAM, D_ANON } ox_dim_kind;

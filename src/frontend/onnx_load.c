@@ -279,6 +279,9 @@ static void free_dyn(onnx_model *m) {
   for (int i = 0; i < m->ndyn; i++) free(m->dyn[i].input), free(m->dyn[i].sym), free(m->dyn[i].hint);
   free(m->dyn);
   m->dyn = NULL, m->ndyn = 0;
+  for (int i = 0; i < m->nbound; i++) free(m->bound[i].input), free(m->bound[i].param);
+  free(m->bound);
+  m->bound = NULL, m->nbound = 0;
 }
 
 /* A failed import of c's model: its graph inputs' dynamic dims met so far

@@ -309,6 +309,9 @@ harp_status ox_input_dims(ox_ctx *c, const Onnx__ValueInfoProto *vi, const char 
       continue;
     }
     if (v < 0 || v > OX_MAX_DIM) return ox_fail(c, HARP_E_LIMIT, "graph input \"%s\": dim %d is %" PRId64 " (must be in [0, 2^31))", nm, i, v);
+    int64_t dv;
+    const char *pp;
+    if (sp && i < (int)sp->n_dim && ox_kind_of(sp->dim[i], &dv, &pp) != D_FIXED) g->given[i] = true, g->param[i] = pp;
     if (v && numel > OX_MAX_NUMEL / v) return ox_fail(c, HARP_E_LIMIT, "graph input \"%s\" has more than 2^34 elements", nm);
     numel *= v;
     dims[i] = tiny_dim_int(v);
@@ -435,8 +438,30 @@ static char *dup_str(const char *s) {
   return p;
 }
 
+/* m->bound: the graph inputs' dims the file leaves dynamic that the options gave values (once). */
+static harp_status bound_list(ox_ctx *c) {
+  onnx_model *m = c->m;
+  int n = 0;
+  for (int k = 0; k < c->ngins; k++)
+    for (int i = 0; i < c->gins[k].rank; i++) n += c->gins[k].given[i] && fe_dim_is_int(c->gins[k].d[i], &(int64_t){0});
+  if (!n || m->bound) return HARP_OK;
+  if (!(m->bound = ut_xcalloc((size_t)n, sizeof *m->bound))) return ox_fail(c, HARP_E_NO_MEMORY, "out of memory");
+  for (int k = 0; k < c->ngins; k++)
+    for (int i = 0; i < c->gins[k].rank; i++) {
+      const ox_gin *g = &c->gins[k];
+      int64_t v;
+      if (!g->given[i] || !fe_dim_is_int(g->d[i], &v)) continue;
+      onnx_bound *y = &m->bound[m->nbound++];
+      y->dim = i, y->value = v;
+      y->input = dup_str(g->name), y->param = g->param[i] ? dup_str(g->param[i]) : NULL;
+      if (!y->input || (g->param[i] && !y->param)) return ox_fail(c, HARP_E_NO_MEMORY, "out of memory");
+    }
+  return HARP_OK;
+}
+
 harp_status ox_dyn_list(ox_ctx *c) {
   onnx_model *m = c->m;
+  if (bound_list(c)) return c->e->code;
   int n = 0;
   for (int k = 0; k < c->ngins; k++)
     for (int i = 0; i < c->gins[k].rank; i++) n += fe_dim_is_sym(c->gins[k].d[i]) != NULL;

@@ -49,6 +49,7 @@ struct harp_compiled {
   flow_sig *flow;           /* a model with run-time control flow: the host program behind every call (flow_api.c) */
   char **in_src, **out_src; /* ONNX: the inputs' and outputs' names in the file (harp_input_source_name), or NULL */
   api_sgen *ss;             /* ShapeSets (api_sgen.c): g prepared at the box's upper corner, f the one object's or NULL */
+  int64_t (*bind)[HARP_MAX_RANK]; /* a box harp chose (api_autobox.c): each input's and output's shape at the binding */
 };
 
 struct harp_model {
@@ -66,6 +67,7 @@ void harp_compiled_free(harp_compiled *c) {
   if (!c) return;
   rt_cpu_free(c->cpu);
   api_sgen_free(c->ss);
+  free(c->bind);
   rt_gpu_free(c->gpu);
   free(c->cache_dir);
   free(c->target);
@@ -233,6 +235,8 @@ static harp_status mark_params(harp_error *e, tiny_graph *g, const harp_options 
 
 harp_status harp_compile_bound(harp_error *e, tiny_graph *g, const tiny_symtab *syms, const harp_options *o, harp_compiled **out) {
   *out = NULL;
+  harp_options on;
+  if (o && o->shapesets && !api_boxes(o)) on = *o, on.shapesets = NULL, o = &on; /* "auto" / "exact": no box here */
   harp_compiled *c = ut_xcalloc(1, sizeof *c);
   if (!c) {
     tiny_graph_free(g);
@@ -411,6 +415,9 @@ static harp_status load_graph(harp_error *e, const api_src *src, const char *fmt
 
 harp_status api_compile_src(harp_error *e, const api_src *src, const harp_options *o, harp_compiled **out) {
   *out = NULL;
+  harp_options on;
+  bool autobox = api_autobox_wanted(o);
+  if (o && o->shapesets && !api_boxes(o)) on = *o, on.shapesets = NULL, o = &on; /* "auto" / "exact" */
   const char *path = src->path;
   const char *dot = src->format ? src->format : strrchr(path, '.');
   if (dot && *dot == '.') dot++;
@@ -427,6 +434,14 @@ harp_status api_compile_src(harp_error *e, const api_src *src, const harp_option
     if (!st && om.flow) { /* run-time control flow: a host program */
       tiny_symtab_free(&defaults);
       return compile_flow(e, &om, o, out);
+    }
+    if (!st && autobox && om.nbound) { /* harp's box around the binding, when its tier says so (api_autobox.c) */
+      bool done = false;
+      if (!(st = api_autobox_compile(e, src, o, &om, out, &done)) && done) {
+        onnx_model_free(&om);
+        tiny_symtab_free(&defaults);
+        return HARP_OK;
+      }
     }
     bool boxed = o && o->shapesets && o->shapesets[0]; /* an expression of the box's symbols: a derived symbol */
     if (!st) st = (boxed ? hg_lower_derive : hg_lower_or_bind)(e, om.program, fill_syms, (void *)o, &g, &defaults);
@@ -506,15 +521,21 @@ static int shape_of(const tiny_node *n, int64_t *shape) {
   return n->shape.rank;
 }
 int harp_input_shape(const harp_compiled *c, int k, int64_t *shape) {
+  if (c->bind) return memcpy(shape, c->bind[k], sizeof c->bind[k]), c->g->nodes[c->inputs[k]].shape.rank;
   if (c->ss) return api_sgen_shape(c->ss, &c->g->nodes[c->inputs[k]], k, shape);
   return c->flow ? flow_sig_shape(c->flow, false, k, shape) : shape_of(&c->g->nodes[c->inputs[k]], shape);
 }
 int harp_output_shape(const harp_compiled *c, int k, int64_t *shape) {
+  if (c->bind) return memcpy(shape, c->bind[c->ninputs + k], sizeof c->bind[0]), c->g->nodes[c->g->outputs[k]].shape.rank;
   if (c->ss) return api_sgen_shape(c->ss, &c->g->nodes[c->g->outputs[k]], k, shape);
   return c->flow ? flow_sig_shape(c->flow, true, k, shape) : shape_of(&c->g->nodes[c->g->outputs[k]], shape);
 }
 size_t harp_arena_bytes(const harp_compiled *c) { return c->flow || !c->f ? 0 : c->f->required_memory; }
 const api_sgen *api_shapesets(const harp_compiled *c) { return c->ss; }
+void api_set_bind(harp_compiled *c, int64_t (*bind)[HARP_MAX_RANK]) {
+  free(c->bind);
+  c->bind = bind;
+}
 api_shaped **api_model_shaped(harp_model *m) { return &m->shaped; }
 size_t harp_params_bytes(const harp_compiled *c) { return c->flow ? flow_sig_params_bytes(c->flow) : c->params_bytes; }
 
@@ -659,6 +680,17 @@ int harp_model_run(harp_model *m, const void *const *inputs, void *const *output
   if (!m) return -1;
   m->error[0] = 0;
   if (m->flow) return flow_inst_run(m->flow, inputs, outputs, m->error, sizeof m->error);
+  if (m->c->bind) { /* a box harp chose: at the binding it was compiled for */
+    harp_error e = {0};
+    const int64_t **in_shapes = ut_xcalloc((size_t)m->c->ninputs + 1, sizeof *in_shapes);
+    for (int j = 0; in_shapes && j < m->c->ninputs; j++) in_shapes[j] = m->c->bind[j];
+    if (!in_shapes) ut_fail(&e, HARP_E_NO_MEMORY, NULL, "out of memory");
+    int rc = !in_shapes || harp_model_run_shaped(&e, m, inputs, in_shapes, outputs) != HARP_OK;
+    if (rc) harp_error_format(&e, m->error, (int)sizeof m->error);
+    harp_error_clear(&e);
+    free(in_shapes);
+    return rc;
+  }
   if (m->c->ss) {
     snprintf(m->error, sizeof m->error, "a model compiled with ShapeSets runs with each input's shape: harp_model_run_shaped");
     return 1;

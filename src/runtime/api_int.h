@@ -66,6 +66,22 @@ void api_shaped_free(const harp_compiled *c, api_shaped *p);
 const void *api_shaped_output(const api_shaped *p, int k, int64_t *shape, int *rank);
 api_shaped **api_model_shaped(harp_model *m);
 
+/* api_autobox.c: the box harp chooses (harp_options.shapesets NULL or
+ * {"auto"}; harp/autobox.h).  api_boxes: o's ShapeSets when they name
+ * boxes (NULL for none, "auto" or "exact").  api_autobox_wanted: o lets
+ * harp choose (a CPU compile, no box named, not "exact").
+ * api_autobox_compile: src imported as om at o's binding (om->bound: the
+ * dynamic dims it set): when the cache's record says the bucket has met
+ * another binding, src compiled for the box into *out (*done; its inputs
+ * and outputs at the binding, api_set_bind); else nothing (*done false,
+ * the binding recorded).  A box that fails to compile is recorded and the
+ * caller compiles the binding alone. */
+const char *const *api_boxes(const harp_options *o);
+bool api_autobox_wanted(const harp_options *o);
+harp_status api_autobox_compile(harp_error *e, const api_src *src, const harp_options *o, const onnx_model *om,
+                                harp_compiled **out, bool *done);
+void api_set_bind(harp_compiled *c, int64_t (*bind)[HARP_MAX_RANK]);
+
 /* flow_api.c: a model with run-time control flow behind harp.h.  The
  * signature: inputs (the shapes bound from o->syms, else 1), outputs
  * (-1 where known only at run time), the parameter block (the model's

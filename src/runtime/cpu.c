@@ -440,8 +440,8 @@ static harp_status run_once(harp_error *e, rt_cpu_model *m, const tiny_graph *gb
                             const ut_tensor *inputs, ut_tensor *taken, int ninputs, ut_tensor *outputs) {
   const fn_function *f = m->c->f;
   const tiny_graph *g = gb ? gb : m->c->g;
-  if (gb && (!m->run_syms || gb->n != m->c->g->n))
-    return ut_fail(e, HARP_E_INTERNAL, NULL, "not a ShapeSet object, or another graph");
+  if (gb && gb->n != m->c->g->n) return ut_fail(e, HARP_E_INTERNAL, NULL, "not the object's graph");
+  /* an object without symbols (a ShapeSet whose every box is one point, LO == HI) has that one binding */
   if (ninputs != f->nargs) return ut_fail(e, HARP_E_INPUT_MISMATCH, NULL, "%d inputs given, the model has %d", ninputs, f->nargs);
   for (int k = 0; k < f->nret; k++) memset(&outputs[k], 0, sizeof outputs[k]);
   const void **in = ut_xcalloc((size_t)ninputs + 1, sizeof *in);
@@ -479,7 +479,7 @@ static harp_status run_once(harp_error *e, rt_cpu_model *m, const tiny_graph *gb
   if (!st && !(inst = m->init(cp.data, cp.size))) st = ut_fail(e, HARP_E_NO_MEMORY, NULL, "model_init failed");
   fn_constpool_free(&cp); /* model_init copied or packed what it keeps: not held through the run */
   if (!st) {
-    int rc = gb ? m->run_syms(inst, syms, in, outp) : m->run(inst, in, outp);
+    int rc = gb && m->run_syms ? m->run_syms(inst, syms, in, outp) : m->run(inst, in, outp);
     if (rc >= 100 && rc - 100 < f->nkernels)
       st = ut_fail(e, HARP_E_INVALID_ARG, f->kernels[rc - 100].name, "kernel %s stopped: an index is out of range",
                    f->kernels[rc - 100].name);
@@ -621,7 +621,7 @@ int rt_cpu_instance_run(const rt_cpu_model *m, void *inst, const void *const *in
 }
 int rt_cpu_instance_run_syms(const rt_cpu_model *m, void *inst, const long long *syms, const void *const *inputs,
                              void *const *outputs) {
-  return m->run_syms ? m->run_syms(inst, syms, inputs, outputs) : -1;
+  return m->run_syms ? m->run_syms(inst, syms, inputs, outputs) : m->run(inst, inputs, outputs); /* one binding: LO == HI */
 }
 void rt_cpu_instance_free(const rt_cpu_model *m, void *inst) {
   if (inst) m->free_(inst);

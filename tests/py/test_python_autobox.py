@@ -112,11 +112,52 @@ objs = sq.shapeset_objects()
 s.check("sqrt: one failed box, then a compile per feed shape", sq.compile_count() == 4, str(sq.compile_count()))
 s.check("sqrt: three objects, why", objs[0] == 3 and objs[1] is None and "needs as a number" in str(objs[2]), str(objs))
 
+# harp.h's own default (shapesets {"auto"}: the tier kept in the cache's record, api_autobox.c), through the
+# extension: the sqrt model at n = 5 alone, at n = 6 the box, which fails at import (recorded "failed"), so that
+# binding compiles alone, and n = 7 alone without trying the box again; the convnet at 20 x 24 alone, 24 x 20 the box
+# (the one the session compiled, from the cache)
+import glob  # noqa: E402
+
+from harp import _harp  # noqa: E402
+
+lib_cache = opts["cache_dir"]  # the sessions' objects above: the box and most bindings come from there
+
+
+def lib_compile(p, shape):
+    return _harp.compile(p, "onnx", os.path.basename(p), "cpu", [shape], [], [], [], "", lib_cache, "", 0, None,
+                         ["auto"], False)
+
+
+def records():
+    return sorted(open(f).read() for f in glob.glob(os.path.join(lib_cache, "autobox", "*")))
+
+
+objs = [lib_compile(path2, f"x={n}").shapeset_objects() for n in (5, 6, 7)]
+s.check("harp.h auto, sqrt: three exact objects (the box failed)", objs == [(0, 0, None)] * 3, str(objs))
+rec = records()
+s.check("harp.h auto, sqrt: the bucket recorded as failed, why", len(rec) == 1 and rec[0].startswith("failed: ")
+        and "needs" in rec[0] and "as a number" in rec[0], str(rec))
+first = lib_compile(path, "x=1x3x20x24").shapeset_objects()
+box = lib_compile(path, "x=1x3x24x20").shapeset_objects()
+s.check("harp.h auto, convnet: 20 x 24 alone, then 24 x 20 the box (the session's)", first == (0, 0, None) and
+        box == (1, 0, None),
+        f"{first} {box}")
+
 try:
     harp.InferenceSession(path, opts, shapesets="sometimes")
     s.check("shapesets='sometimes': refused", False)
 except harp.HarpError as e:
     s.check("shapesets='sometimes': UsageError", isinstance(e, harp.UsageError) and "exact" in str(e), repr(e))
+
+# one-point boxes (H = 20..20, W = 24..24): one object for that binding, run there; another size refused
+one = harp.InferenceSession(path, opts, shapesets={"H": (20, 20), "W": (24, 24)})
+check(one, 20, 24, "one-point box")
+s.check("one-point box: one object", one.shapeset_objects()[0] == 1, str(one.shapeset_objects()))
+try:
+    one.run(None, feed(21, 24))
+    s.check("one-point box: 21 x 24 refused", False)
+except harp.HarpError as e:
+    s.check("one-point box: 21 x 24 InputMismatch", isinstance(e, harp.InputMismatch), repr(e))
 
 # the CPU detector of an OCR service, where the corpus has it: one bucket, one compile
 det = os.path.join(os.path.expanduser("~/.cache/harp/realmodels/models"), "ppocr_v4_det.onnx")
