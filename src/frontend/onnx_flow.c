@@ -90,19 +90,28 @@ static harp_status captured(ox_ctx *c, const Onnx__GraphProto *gp, bool (*put)(v
   return st;
 }
 
+/* The error of node i of gp (a subgraph's at depth > 0) without an op_type
+ * (attr < 0) or with attribute attr without a name: found before any node
+ * is imported, as the folds that look ahead (BN fold, QDQ readers and
+ * producers, Clip bounds) read later nodes' op_type and attribute names. */
+static harp_status nameless(ox_ctx *c, const Onnx__GraphProto *gp, size_t i, int depth, int attr) {
+  char nm[96];
+  ox_printable(gp->node[i]->name, nm, sizeof nm);
+  const char *sub = depth ? " of a subgraph" : "";
+  if (attr < 0) return ox_fail(c, HARP_E_INVALID_ARG, "node %zu \"%s\"%s has no op_type", i, nm, sub);
+  return ox_fail(c, HARP_E_INVALID_ARG, "node %zu \"%s\"%s: attribute %d has no name", i, nm, sub, attr);
+}
+
 static harp_status reads(ox_ctx *c, const Onnx__GraphProto *gp, size_t from, bool (*put)(void *, const char *), void *ctx,
                        int depth) {
   for (size_t i = from; i < gp->n_node; i++) {
     const Onnx__NodeProto *n = gp->node[i];
-    if (!n->op_type || !*n->op_type) { /* the folds that look ahead read it before the node's own import */
-      char nm[96];
-      ox_printable(n->name, nm, sizeof nm);
-      return ox_fail(c, HARP_E_INVALID_ARG, "node %zu \"%s\"%s has no op_type", i, nm, depth ? " of a subgraph" : "");
-    }
+    if (!n->op_type || !*n->op_type) return nameless(c, gp, i, depth, -1); /* the folds that look ahead read it */
     for (size_t k = 0; k < n->n_input; k++)
       if (n->input[k] && n->input[k][0] && !put(ctx, n->input[k])) return ox_fail(c, HARP_E_NO_MEMORY, "out of memory");
     for (size_t a = 0; a < n->n_attribute; a++) {
       const Onnx__AttributeProto *at = n->attribute[a];
+      if (!at->name || !*at->name) return nameless(c, gp, i, depth, (int)a); /* the folds find a later node's by name */
       if (at->g && captured(c, at->g, put, ctx, depth + 1)) return c->e->code;
       for (size_t k = 0; k < at->n_graphs; k++)
         if (at->graphs[k] && captured(c, at->graphs[k], put, ctx, depth + 1)) return c->e->code;

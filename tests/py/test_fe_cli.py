@@ -9,8 +9,9 @@ import tempfile
 
 import numpy as np
 
-from harp_test import HARP, SRC, Suite, run
+from harp_test import HARP, SRC, Suite, compiled_only, run
 
+compiled_only()  # the cpu rows (a gather of views) check the compiled C, not tier 0 (harp_test.compiled_only)
 s = Suite("fe_cli")
 ex = lambda name: os.path.join(SRC, "examples", name)
 tmp = tempfile.mkdtemp(prefix="harp_fe_cli_")

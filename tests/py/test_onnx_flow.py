@@ -34,6 +34,7 @@ import flow_models as fm  # noqa: E402
 from flow_models import B, I64, graph, model, vr  # noqa: E402
 from onnx_models import init, mk, vi  # noqa: E402
 
+ht.compiled_only()  # the cpu rows (the folded If / Loop) check the compiled C, not tier 0 (harp_test.compiled_only)
 S = ht.Suite("onnx_flow")
 D = ht.tempfile.mkdtemp()
 def save(m, name):

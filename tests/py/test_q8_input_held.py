@@ -36,6 +36,7 @@ from onnx import TensorProto as T  # noqa: E402
 from onnx import helper as h  # noqa: E402
 from onnx import numpy_helper as nh  # noqa: E402
 
+ht.compiled_only()  # the held bytes' kernels' numbers, not tier 0's (harp_test.compiled_only)
 S = ht.Suite("q8_input_held")
 RNG = np.random.default_rng(5)
 FORCE = ["--knob", "int8=force"]  # small convs: the int8 kernel taken though it may not pay

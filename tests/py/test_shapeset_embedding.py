@@ -15,14 +15,13 @@ bindings (B and S both moving): one object for the box, one C compile
 CUDA (no GPU needed): each model dumped for sm80 and sm90 over the box at
 its corner hi and at bindings below, the same CUDA C at each; the corner
 hi's build on the SIMT simulator (tests/cuda_sim) at each binding against
-the interpreter (exact), S one short at one binding gives another result;
+onnxruntime (exact; cuda_ss_common.at_bindings), S one short at one binding gives another result;
 a session over the bindings on the fake libcuda as an 8.0 and a 9.0
 device is one build, no fallback (`harp bench --bind` imports the model
 once, unbound, its Slice of the position table by S bounded by the
 bindings' largest S, as `--shapeset`'s upper corner bounds it); the units compile with nvcc for sm_80 /
 sm_90a (NVRTC compiles them in the session).
 Skips (77) without onnx and onnxruntime; the CUDA rows without g++."""
-import json
 import os
 import sys
 import tempfile
@@ -30,7 +29,7 @@ import tempfile
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harp_test import Suite, close, onnx_or_skip, run, shapeset_built, shapeset_run  # noqa: E402
+from harp_test import Suite, close, onnx_or_skip, shapeset_built, shapeset_run  # noqa: E402
 
 onnx_or_skip()
 import onnx  # noqa: E402
@@ -38,7 +37,7 @@ import onnxruntime as ort  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import cuda_sim  # noqa: E402
-from cuda_ss_common import NVCC_UNITS, NVCC_UNITS_90, box_corner, derived_defs, nvcc_compiles, one_build  # noqa: E402
+from cuda_ss_common import NVCC_UNITS, NVCC_UNITS_90, at_bindings, box_corner, derived_defs, nvcc_compiles, one_build  # noqa: E402
 
 V, D, P = 50, 8, 64
 # the corner hi first; S one short at the second; one size class of a GPU session (B 3..4, S 9..16: one cluster)
@@ -107,10 +106,19 @@ def cpu_rows(path):
                                                               ref.run(None, {"ids": ids})[0], 0, 0))
 
 
+def feeds_of(g, rng):
+    """The simulator's inputs of gpu.json `g`: token ids in range of E's
+    rows (ids_at's), the tables E and PE."""
+    tables = {"E": E, "PE": PE}
+    return {b["name"]: rng.integers(0, V, size=b["shape"]).astype(np.int64) if b["name"] == "ids" else tables[b["name"]]
+            for b in g["buffers"] if b["space"] in ("input", "weights")}
+
+
 def box_rows(path, target):
     """The box unit for target at the corner hi, the same text at each
     binding; the corner's build on the simulator at each binding against
-    the interpreter; S one short at the second binding differs."""
+    onnxruntime (cuda_ss_common.at_bindings); S one short at the second
+    binding differs."""
     name = os.path.basename(path)
     opts = tuple(x for k, (lo, hi) in BOX.items() for x in ("--shapeset", f"{k}={lo}..{hi}"))
     what = f"{name} ({target})"
@@ -123,32 +131,9 @@ def box_rows(path, target):
             all(n in defs for n in names[2:]), f"{names} {defs}")
     s.check(f"{what}: every launch reads the sizes at run time",
             all(any(a["space"] == "sym" for a in l["args"]) for l in g["launches"]), str(g["launches"])[:1500])
-    weights = {"E": E, "PE": PE}
-    for b in BINDINGS:
-        w = f"{what} {at(b)}"
-        p, dv = cuda_sim.dump(path, target, at(b), extra=opts)
-        s.check(f"{w}: dump", p.returncode == 0, p.stderr)
-        if p.returncode:
-            continue
-        s.check(f"{w}: the same CUDA C as at the corner hi", open(os.path.join(dv, "model.cu")).read() == src)
-        gv = json.load(open(os.path.join(dv, "gpu.json")))["gpu"]
-        ids = ids_at(b)
-        feeds = {x["name"]: (ids if x["name"] == "ids" else weights[x["name"]]) for x in gv["buffers"]
-                 if x["space"] in ("input", "weights")}
-        outs = {x["name"]: x["shape"] for x in gv["buffers"] if x["space"] == "output"}
-        vals = {**b, **{k: eval(v, {}, dict(b)) for k, v in defs.items()}}
-        sv = [vals[n] for n in names]
-        got, err = cuda_sim.run(dhi, feeds, sv=sv, out_shapes=outs)
-        s.check(f"{w}: the corner hi's build runs on the simulator", err is None, err)
-        q, e = run(path, {"ids": ids}, at(b), backend="interp")
-        s.check(f"{w}: interpreter", q.returncode == 0, q.stderr)
-        if err or q.returncode:
-            continue
-        want = np.load(os.path.join(e, "y.npy")).astype(np.float64)
-        s.check(f"{w}: y vs interpreter (exact)", *close(got["y"], want, 0, 0))
-        if b is BINDINGS[1]:  # must fail: S one short reads the gather's rows at another stride
-            bad, err = cuda_sim.run(dhi, feeds, sv=[v - (n == "S") for n, v in zip(names, sv)], out_shapes=outs)
-            s.check(f"{w}: S one short gives another result", err is not None or not close(bad["y"], want, 0, 0)[0])
+    ref = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    at_bindings(s, rng, what, path, target, opts, dhi, src, names, BINDINGS, (BINDINGS[1], "S"), 0,
+                ref=lambda f: {"y": ref.run(None, {"ids": f["ids"].astype(np.int64)})[0].astype(np.float64)}, feeds_of=feeds_of)
     (NVCC_UNITS_90 if target == "sm90" else NVCC_UNITS).append((what, os.path.join(dhi, "model.cu")))
 
 

@@ -144,6 +144,9 @@ static void test_findings_errors(void **state) {
       {"onnx/ub_node_without_outputs.onnx", HARP_E_INVALID_ARG, "the node has no outputs"},
       {"onnx/ub_constant_attribute_without_name.onnx", HARP_E_INVALID_ARG, "attribute 0 has no name"},
       {"onnx/ub_lookahead_node_without_op_type.onnx", HARP_E_INVALID_ARG, "node 1 \"\" has no op_type"},
+      /* a later node's attributes read by name: the DQ of a Q's pair (dq_only), an opset-10 Clip after a QDQ Conv (q_reader) */
+      {"onnx/ub_lookahead_dq_attribute_without_name.onnx", HARP_E_INVALID_ARG, "node 1 \"\": attribute 0 has no name"},
+      {"onnx/ub_lookahead_clip_attribute_without_name.onnx", HARP_E_INVALID_ARG, "node 4 \"\": attribute 0 has no name"},
       {"tiny/overflow_snippet_unterminated.json", HARP_E_PARSE, "invalid JSON"},
       {"dsl/hang_graph_midline.harp", HARP_E_PARSE, "expected the end of the statement"},
       {"dsl/param_named_like_shape_var.harp", HARP_E_DUPLICATE_ID, "parameter M has the name of a shape variable"},
