@@ -9,7 +9,9 @@ each compiled model a pool of instances: a run takes a
 free instance (or makes one), runs it with the GIL released and gives it
 back, so any number of Python threads may call run() on one session (each
 concurrent call has its own instance: its arena and weights; memory grows
-with the concurrency, pool_size caps it).
+with the concurrency, pool_size caps it).  A CPU model's first runs are on
+tier 0 while its object builds in the background (docs/python.md, "Tier
+0"; wait_compiled() waits for it, knobs={"tier0": "off"} builds it first).
 
 Needs: harp._harp (the extension over libharp.so), numpy.  Gives:
 InferenceSession, CompiledModel, compile, SessionOptions, NodeArg.
