@@ -3,7 +3,7 @@
 OpenVINO, each from nothing to the first output of a model.
 
     python3 bench/first_result.py [--harp build/harp] [--rounds 3] [--off] [--no-wait] [--only resnet50,mobilenetv2,bert_layer,ppocr_det]
-                                  [--ab KNOB=V[,KNOB=V...]] [--base OTHER_HARP]
+                                  [--ab KNOB=V[,KNOB=V...]] [--base OTHER_HARP] [--python]
 
 For each model, in interleaved rounds at 2 threads:
   harp t0   `harp run MODEL --knob tier0=auto` (the default) on an empty cache directory: the
@@ -23,6 +23,12 @@ For each model, in interleaved rounds at 2 threads:
             before / after of two builds
   harp off  (--off) the same with tier0=off: the whole C compile before the
             first run (what every cold run did before tier 0)
+  py t0     (--python) the Python package staged beside --harp (<build>/python): a new
+            interpreter imports numpy and harp, then harp.InferenceSession(...) + the first
+            run on an empty cache directory, timed inside that process as onnxruntime's
+            figure is (the imports not counted; tier 0 as the session's default); the
+            process exits at once after (its background build is not waited for)
+  py off    (--python --off) the same with knobs={"tier0": "off"}: the C compile first
   ort       onnxruntime: InferenceSession(...) + the first run, in this process
   ov        OpenVINO: Core().compile_model(..., "CPU") + the first inference,
             at its default precision (printed)
@@ -122,6 +128,44 @@ def harp_cold(exe, path, inputs, tier0, workdir, cache=None, wait=True, knobs=()
     return first, total, build, got, cache
 
 
+PY_FIRST = r'''
+import os, sys, time
+import numpy as np
+import harp
+feeds = {k: np.load(f) for k, f in zip(sys.argv[3::2], sys.argv[4::2])}
+opts = {"intra_op_num_threads": %d, "cache_dir": sys.argv[2], "progress": False}
+if os.environ.get("BENCH_TIER0"):
+    opts["knobs"] = {"tier0": os.environ["BENCH_TIER0"]}
+t0 = time.perf_counter()
+s = harp.InferenceSession(sys.argv[1], opts)
+y = s.run(None, feeds)[0]
+ms = (time.perf_counter() - t0) * 1e3
+np.save(os.path.join(sys.argv[2], "y.npy"), y)
+print("first %%.3f tier0 %%d" %% (ms, s.last_run_tier0), flush=True)
+os._exit(0)  # not waiting for the background build
+''' % THREADS
+
+
+def py_first(exe, path, inputs, workdir, tier0=""):
+    """Session + first run of the Python package beside exe in a new interpreter, on an empty cache
+    directory: (ms, whether the run was on tier 0, the output)."""
+    cache = tempfile.mkdtemp(dir=workdir)
+    args = [sys.executable, "-c", PY_FIRST, path, cache]
+    for k, v in inputs.items():
+        f = os.path.join(workdir, f"in_{k}.npy")
+        np.save(f, v)
+        args += [k, f]
+    env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(os.path.abspath(exe)), "python"))
+    env.pop("HARP_TIER0", None)
+    if tier0:
+        env["BENCH_TIER0"] = tier0
+    p = subprocess.run(args, capture_output=True, text=True, env=env)
+    if p.returncode:
+        raise RuntimeError(f"the Python session failed: {p.stderr.strip()[-400:]}")
+    words = p.stdout.split()
+    return float(words[1]), words[3] == "1", np.load(os.path.join(cache, "y.npy"))
+
+
 def ort_first(path, inputs):
     t0 = time.perf_counter()
     so = ort.SessionOptions()
@@ -151,6 +195,7 @@ def main():
     ap.add_argument("--no-off", action="store_true", help="(the default) skip the tier0=off runs")
     ap.add_argument("--ab", default="", help="KNOB=V[,KNOB=V...]: also time the t0 run with these knobs (harp B)")
     ap.add_argument("--base", default="", help="another harp binary: also time its t0 run (harp base) in the same rounds")
+    ap.add_argument("--python", action="store_true", help="also time the Python package's session + first run (py t0)")
     ap.add_argument("--no-wait", action="store_true",
                     help="stop each harp process at its first result (no exit / build / warm figures: a loaded machine)")
     a = ap.parse_args()
@@ -167,7 +212,9 @@ def main():
         work = tempfile.mkdtemp(prefix="harp-first-")
         path = os.path.join(work, name + ".onnx")
         onnx.save(m, path)
-        t = {"t0": [], "base": [], "B": [], "exit": [], "build": [], "warm": [], "off": [], "ort": [], "ov": []}
+        t = {"t0": [], "base": [], "B": [], "exit": [], "build": [], "warm": [], "off": [], "py": [], "pyoff": [],
+             "ort": [], "ov": []}
+        py_err, py_t0 = float("nan"), []
         ab = [k for k in a.ab.split(",") if k]
         prec, err = "", float("nan")
         for r in range(a.rounds):
@@ -185,15 +232,26 @@ def main():
                 t["B"].append(harp_cold(a.harp, path, inputs, "auto", work, wait=not a.no_wait, knobs=ab)[0])
             if a.off and not a.no_off:
                 t["off"].append(harp_cold(a.harp, path, inputs, "off", work)[0])
+            if a.python:
+                ms, on_t0, py_got = py_first(a.harp, path, inputs, work)
+                t["py"].append(ms), py_t0.append(on_t0)
+                if a.off and not a.no_off:
+                    t["pyoff"].append(py_first(a.harp, path, inputs, work, "off")[0])
             ms, want = ort_first(path, inputs)
             t["ort"].append(ms)
             err = float(np.max(np.abs(got.astype(np.float64) - want)) / (np.max(np.abs(want)) + 1e-30))
+            if a.python:
+                py_err = float(np.max(np.abs(py_got.astype(np.float64) - want)) / (np.max(np.abs(want)) + 1e-30))
             if have_ov:
                 ms, prec = ov_first(path, inputs)
                 t["ov"].append(ms)
         med = {k: float(np.median(v)) if v else float("nan") for k, v in t.items()}
         print(f"{name:12} {med['t0']:8.0f} {med['exit']:8.0f} {med['build']:8.0f} {med['warm']:7.0f} {med['off']:9.0f} {med['ort']:8.0f} "
               f"{med['ov']:8.0f} {med['t0'] / med['ort']:7.2f} {med['t0'] / med['ov']:7.2f}  {err:.1g}", flush=True)
+        if a.python:
+            print(f"  py t0 (Python session + first run, tier 0 in {sum(py_t0)} of {len(py_t0)}): {med['py']:.0f} ms, "
+                  f"py/ort {med['py'] / med['ort']:.2f}, py/ov {med['py'] / med['ov']:.2f}, err {py_err:.1g}"
+                  + (f"; py off {med['pyoff']:.0f} ms, pyoff/ort {med['pyoff'] / med['ort']:.2f}" if t["pyoff"] else ""))
         if a.base:
             print(f"  harp base ({a.base}): {med['base']:.0f} ms, base/ort {med['base'] / med['ort']:.2f}, "
                   f"t0/base {med['t0'] / med['base']:.2f}")

@@ -50,7 +50,8 @@ typedef enum harp_backend { HARP_BACKEND_CPU, HARP_BACKEND_INTERP, HARP_BACKEND_
  * the compile fails with HARP_E_CANCELLED, nothing half-written is left
  * in the cache (the stage that builds the object finishes before the next
  * call).  A CPU compile with a progress callback runs to its build before
- * it returns (the knob tier0's default, auto, is off for it). */
+ * it returns (the knob tier0's default, auto, is off for it), unless
+ * harp_options.progress_tier0 is set. */
 typedef int (*harp_progress_fn)(void *ctx, const char *stage, double fraction);
 
 typedef struct harp_options {
@@ -107,6 +108,13 @@ typedef struct harp_options {
    * alone, always.  A box with LO == HI holds that one size. */
   const char *const *shapesets;
   bool shapeset_recompile; /* a binding outside the ShapeSets gets a compile of its own (else InputMismatch) */
+  /* CPU, knob tier0 at auto: a compile with a progress callback returns as
+   * soon as tier 0 can run, as one without does (docs/architecture.md,
+   * "Tier 0"): the callback sees the stages before that; the object's
+   * regions, C and build then go on in the background, neither reported
+   * nor cancellable (harp_compiled_wait waits for them).  false: a
+   * followed compile runs to its build before it returns. */
+  bool progress_tier0;
 } harp_options;
 
 typedef struct harp_compiled harp_compiled;
@@ -125,6 +133,11 @@ void harp_compiled_free(harp_compiled *c);
  * temporary directory; or (knob tier0=auto) the background build failed,
  * so runs stay on tier 0 (docs/architecture.md, "Tier 0"). */
 const char *harp_compiled_warning(const harp_compiled *c);
+/* CPU, knob tier0=auto: wait for c's background build and load its object
+ * (each instance's next run is on it).  The build's error when it failed
+ * (the runs stay on tier 0, harp_compiled_warning says why); HARP_OK at
+ * once for a model that was built before harp_compile returned. */
+harp_status harp_compiled_wait(harp_error *e, harp_compiled *c);
 
 /* What the compiled model expects.  k counts inputs (weights excluded) and
  * outputs; shape[] receives up to HARP_MAX_RANK sizes. */
@@ -156,6 +169,10 @@ harp_model *harp_model_init(const harp_compiled *c, const void *params, size_t n
 int harp_model_run(harp_model *m, const void *const *inputs, void *const *outputs);
 const char *harp_model_error(const harp_model *m);
 void harp_model_free(harp_model *m);
+/* 1 when m's last run was on tier 0 (a CPU model whose object was not yet
+ * ready: knob tier0, docs/architecture.md "Tier 0"), 0 otherwise (before
+ * any run, on the object, another backend, a ShapeSet model). */
+int harp_model_last_tier0(const harp_model *m);
 
 /* A model with run-time control flow (an ONNX If, Loop or Scan decided at
  * run time: a host program of compiled segments, docs/onnx.md).  Its

@@ -9,7 +9,9 @@ each compiled model a pool of instances: a run takes a
 free instance (or makes one), runs it with the GIL released and gives it
 back, so any number of Python threads may call run() on one session (each
 concurrent call has its own instance: its arena and weights; memory grows
-with the concurrency, pool_size caps it).
+with the concurrency, pool_size caps it).  A CPU model's first runs are on
+tier 0 while its object builds in the background (docs/python.md, "Tier
+0"; wait_compiled() waits for it, knobs={"tier0": "off"} builds it first).
 
 Needs: harp._harp (the extension over libharp.so), numpy.  Gives:
 InferenceSession, CompiledModel, compile, SessionOptions, NodeArg.
@@ -264,6 +266,7 @@ class InferenceSession:
                             "interp": "InterpExecutionProvider"}[self._backend]]
         self._lock = threading.Lock()
         self._bindings = {}
+        self._last_tier0 = False
         self._closed = False
         self._data = None
         if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
@@ -341,7 +344,7 @@ class InferenceSession:
                               _assignments(o.syms, "syms"), _assignments(o.knobs, "knobs"),
                               [] if self._format == "onnx" else list(o.params or ()), self._target,
                               os.fspath(o.cache_dir) if o.cache_dir else "", o.precision or "", int(o.max_memory or 0),
-                              prog, boxes, recompile)
+                              prog, boxes, recompile, True)
         finally:
             prog.close()
         b = _Compiled(c, int(o.intra_op_num_threads or 0), int(o.device or 0), self._params(c), int(o.pool_size or 0),
@@ -492,6 +495,7 @@ class InferenceSession:
         inst = b.acquire()
         try:
             inst.run(ins, dtypes, in_bytes, outs, b.out_bytes)
+            self._last_tier0 = inst.last_tier0
             if dyn:
                 for k in dyn:
                     raw, shape = inst.output(k)
@@ -517,6 +521,7 @@ class InferenceSession:
         inst = b.acquire()
         try:
             inst.run_shaped(ins, [list(a.shape) for a in ins])
+            self._last_tier0 = False
             outs = []
             for k in range(len(b.outputs)):
                 raw, shape = inst.output(k)
@@ -649,6 +654,20 @@ class InferenceSession:
             else:
                 outs.append(np.empty(b.out_shape[k], dtype=b.out_np[k]))
         return outs, dyn, given
+
+    @property
+    def last_run_tier0(self):
+        """True when the last run() that returned (on any thread) ran on tier 0: a CPU model's first runs, while
+        its object builds in the background (docs/python.md, "Tier 0")."""
+        return self._last_tier0
+
+    def wait_compiled(self):
+        """Wait for the background builds of the models compiled so far (tier 0), so that the next run() is on
+        the compiled object; a build that failed raises its error (the runs then stay on tier 0)."""
+        with self._lock:
+            models = list({id(b): b for b in [self._default] + list(self._bindings.values()) if b is not None}.values())
+        for b in models:
+            b.c.wait()
 
     def close(self):
         """Free the compiled code and instances; run() fails after (UsageError)."""

@@ -80,17 +80,26 @@ struct Compiled {
   harp_compiled *c = nullptr;
   Compiled() = default;
   Compiled(const Compiled &) = delete;
-  ~Compiled() { harp_compiled_free(c); }
+  ~Compiled() { // frees c, which waits for a background build (tier 0): the GIL released meanwhile
+    if (PyGILState_Check()) {
+      nb::gil_scoped_release nogil;
+      harp_compiled_free(c);
+    } else {
+      harp_compiled_free(c);
+    }
+  }
 };
 
 // Compile source (a path: str, or the model's bytes with fmt) with the
-// options; progress(stage, fraction) after each stage.
+// options; progress(stage, fraction) after each stage.  tier0: a CPU
+// compile returns once tier 0 can run (the knob tier0 at auto; the
+// progress sees the stages before that: harp_options.progress_tier0).
 static Compiled *compile(nb::object source, const std::string &fmt, const std::string &name, const std::string &backend,
                          const std::vector<std::string> &shapes, const std::vector<std::string> &syms,
                          const std::vector<std::string> &knobs, const std::vector<std::string> &params,
                          const std::string &target, const std::string &cache_dir,
                          const std::string &precision, int64_t max_memory, nb::object progress,
-                         const std::vector<std::string> &shapesets, bool shapeset_recompile) {
+                         const std::vector<std::string> &shapesets, bool shapeset_recompile, bool tier0) {
   harp_options o{};
   if (backend == "cpu") o.backend = HARP_BACKEND_CPU;
   else if (backend == "interp") o.backend = HARP_BACKEND_INTERP;
@@ -100,6 +109,7 @@ static Compiled *compile(nb::object source, const std::string &fmt, const std::s
   o.shapes = sh.data(), o.syms = sy.data(), o.knobs = kn.data(), o.params = pa.data();
   static const char *const exact[] = {"exact", nullptr}; /* no box named: the binding alone (the session tiers its boxes) */
   o.shapesets = shapesets.empty() ? exact : ss.data(), o.shapeset_recompile = shapeset_recompile;
+  o.progress_tier0 = tier0;
   o.target = target.empty() ? nullptr : target.c_str();
   o.cache_dir = cache_dir.empty() ? nullptr : cache_dir.c_str();
   o.precision = precision.empty() ? nullptr : precision.c_str();
@@ -403,11 +413,20 @@ NB_MODULE(_harp, m) {
       .def_prop_ro("warning", [](const Compiled &c) -> nb::object {
         const char *w = harp_compiled_warning(c.c);
         return w ? nb::object(nb::str(w)) : nb::none();
+      })
+      .def("wait", [](Compiled &c) { // the background build (tier 0) waited for; its error raised
+        harp_error e{};
+        harp_status st;
+        {
+          nb::gil_scoped_release nogil;
+          st = harp_compiled_wait(&e, c.c);
+        }
+        if (st) raise_harp(e);
       });
   m.def("compile", &compile, nb::arg("source"), nb::arg("fmt"), nb::arg("name"), nb::arg("backend"), nb::arg("shapes"),
         nb::arg("syms"), nb::arg("knobs"), nb::arg("params"), nb::arg("target"), nb::arg("cache_dir"), nb::arg("precision"),
         nb::arg("max_memory"), nb::arg("progress").none(), nb::arg("shapesets") = std::vector<std::string>(),
-        nb::arg("shapeset_recompile") = false);
+        nb::arg("shapeset_recompile") = false, nb::arg("tier0") = false);
   m.def("auto_box", [](const std::vector<std::pair<std::string, int64_t>> &dims) -> nb::object {
     /* harp_auto_box over (name, size) pairs: [(name, lo, hi)], or None when one name's sizes disagree */
     std::vector<const char *> names, out(dims.size() + 1);
@@ -431,7 +450,8 @@ NB_MODULE(_harp, m) {
         harp_model_free(self.m);
         self.m = nullptr;
       })
-      .def_prop_ro("closed", [](const Instance &self) { return self.m == nullptr; });
+      .def_prop_ro("closed", [](const Instance &self) { return self.m == nullptr; })
+      .def_prop_ro("last_tier0", [](const Instance &self) { return self.m && harp_model_last_tier0(self.m); });
   m.def("tune", &tune, nb::arg("compiled"), nb::arg("params").none(), nb::arg("knobs"), nb::arg("cache_dir"),
         nb::arg("precision"), nb::arg("budget"), nb::arg("repeat"), nb::arg("warmup"), nb::arg("seed"), nb::arg("no_store"),
         nb::arg("log"), nb::arg("regions"), nb::arg("progress").none());

@@ -60,6 +60,7 @@ struct harp_model {
   unsigned char *params;   /* interp, CUDA: a copy of the parameter block */
   int threads;             /* CPU: the instance's threads (0: the default) */
   api_shaped *shaped;      /* harp_model_run_shaped's state (a ShapeSet model's runs) */
+  bool last_tier0;         /* CPU: the last run was on tier 0 (harp_model_last_tier0) */
   char error[1100];
 };
 
@@ -131,7 +132,7 @@ harp_status api_progress(harp_error *e, const harp_options *o, const char *stage
 static harp_status build_cpu(harp_error *e, harp_compiled *c, const harp_options *o, const rt_knobs *k) {
   if (o && o->max_memory < 0) return ut_fail(e, HARP_E_USAGE, NULL, "harp_options.max_memory is negative");
   rt_knobs kc = *k;
-  if (o && o->progress && kc.tier0 == RT_TIER0_AUTO) /* a followed compile runs to its build (harp_progress_fn) */
+  if (o && o->progress && !o->progress_tier0 && kc.tier0 == RT_TIER0_AUTO) /* a followed compile runs to its build */
     kc.tier0 = RT_TIER0_OFF;
   rt_cpu_opts co = {.knobs = &kc, .precision = o ? o->precision : NULL,
                     .max_memory = o && o->max_memory > 0 ? (uint64_t)o->max_memory : 0,
@@ -695,6 +696,7 @@ int harp_model_run(harp_model *m, const void *const *inputs, void *const *output
     snprintf(m->error, sizeof m->error, "a model compiled with ShapeSets runs with each input's shape: harp_model_run_shaped");
     return 1;
   }
+  m->last_tier0 = false;
   if (m->c->backend != HARP_BACKEND_CPU) return run_tensors(m, inputs, outputs);
   if (!m->inst) { /* tier 0 (knob tier0) until the object is ready, then an instance of it */
     harp_error e = {0};
@@ -703,7 +705,10 @@ int harp_model_run(harp_model *m, const void *const *inputs, void *const *output
       return 1;
     }
     harp_error_clear(&e); /* a failed background build: tier 0 goes on (harp_compiled_warning says why) */
-    if (!m->inst) return run_tensors(m, inputs, outputs);
+    if (!m->inst) {
+      m->last_tier0 = true;
+      return run_tensors(m, inputs, outputs);
+    }
     free(m->params); /* the instance copied or packed what it keeps */
     m->params = NULL;
   }
@@ -716,6 +721,13 @@ int harp_model_run(harp_model *m, const void *const *inputs, void *const *output
 }
 
 const char *harp_model_error(const harp_model *m) { return m && m->error[0] ? m->error : NULL; }
+int harp_model_last_tier0(const harp_model *m) { return m && m->last_tier0; }
+
+harp_status harp_compiled_wait(harp_error *e, harp_compiled *c) {
+  if (!c) return ut_fail(e, HARP_E_USAGE, NULL, "harp_compiled_wait: no compiled model");
+  double ms;
+  return c->cpu ? rt_cpu_wait_build(e, c->cpu, &ms) : HARP_OK;
+}
 
 const void *harp_model_output(const harp_model *m, int k, int64_t *shape, int *rank) {
   if (m && m->shaped) return api_shaped_output(m->shaped, k, shape, rank);

@@ -293,6 +293,7 @@ static harp_status tier0_start(harp_error *e, rt_cpu_model *m) {
   m->code_on_thread = !code_now;
   if (m->code_on_thread) c->stopped = false;
   m->c->e = &m->build_err; /* the thread's own: this one goes on with e */
+  c->opts.after_stage = NULL; /* the caller's progress hook: its stages end here (harp_options.progress_tier0) */
   m->read_on_thread = true; /* the first run overlaps tier 0's reading */
   m->hold = m->tier0 == RT_TIER0_AUTO; /* then the builder holds back while that run lasts */
   m->hold_ms = -1;                      /* until it does (wait_hold) */

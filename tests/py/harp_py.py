@@ -14,13 +14,14 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import fetch  # noqa: E402  (before harp_test, which points HARP_CACHE_DIR at a temporary cache)
 
 CORPUS = fetch.cache_dir()
-from harp_test import HARP, MODELS, SRC, Suite  # noqa: E402,F401 (re-exported)
+from harp_test import HARP, MODELS, SRC, Suite, compiled_only  # noqa: E402,F401 (re-exported)
 
 STAGE = os.path.join(os.path.dirname(os.path.abspath(HARP)), "python")
 if not os.path.exists(os.path.join(STAGE, "harp", "__init__.py")):
     print(f"no Python package staged in {STAGE} (nanobind not installed, or a sanitizer build): skipped")
     sys.exit(77)
 sys.path.insert(0, STAGE)
+compiled_only()  # the sessions' first runs on the compiled object, not tier 0 (harp_test's docstring)
 import numpy as np  # noqa: E402
 import harp  # noqa: E402
 

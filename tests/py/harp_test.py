@@ -11,13 +11,15 @@ staged beside HARP_BIN (<build>/python/harp), and falls back to run() where
 the build has no extension (a sanitizer build, nanobind missing) or
 HARP_TEST_CLI=1 asks for the CLI.
 
-Tier 0: with tier0=auto (the default) a `harp run` on the cpu backend
-answers its first (and, in a test, only) run on libharp's shape-generic
-kernels while the compiled C builds (docs/architecture.md, "Tier 0"), so a
-test that runs a model once through the CLI checks tier 0, not the C.  A
-test whose purpose is the compiled C's numbers calls compiled_only() first;
-run_cpu_and_interp and run_model's CLI fallback run the object always (the
-package's sessions compile to their object before the first run anyway).
+Tier 0: with tier0=auto (the default) a `harp run` on the cpu backend, and
+a Python session, answer their first (and, in a test, only) run on
+libharp's shape-generic kernels while the compiled C builds
+(docs/architecture.md, "Tier 0"), so a test that runs a model once checks
+tier 0, not the C.  A test whose purpose is the compiled C's numbers calls
+compiled_only() first; run_cpu_and_interp and run_model's CLI fallback run
+the object always, and so does every session of the package as package()
+or harp_py.py imports it (they call compiled_only(): a test of tier 0's
+sessions asks for it with the knob, test_python_tier0.py).
 
 Needs: numpy; the harp CLI (HARP_BIN); the package where built.  Gives:
 Suite, run, run_model, package, run_cpu_and_interp, compiled_only, close,
@@ -117,6 +119,7 @@ def package():
         pkg = None
         if os.environ.get("HARP_TEST_CLI") != "1" and os.path.exists(os.path.join(stage, "harp", "__init__.py")):
             sys.path.insert(0, stage)
+            compiled_only()  # the sessions' first runs on the object, not tier 0 (the module's docstring)
             import harp as pkg
         _PKG.append(pkg)
     return _PKG[0]
