@@ -6,7 +6,8 @@ nothing and says "one object for the box"), each output against numpy at
 bindings that include odd sizes (the vector tails):
   - a row softmax over its row length L (softmax_rows.json; cgen_softmax's
     cols_expr: the row loops, their tails and the scratch read at run time),
-    and over its rows and row length at once;
+    and over its rows and row length at once; a QDQ softmax (ONNX, its
+    steps in the row passes) over L against onnxruntime;
   - a GEMM over its columns N (cgen_gemm_spec.n_expr: C's and B's row
     stride and the column tails per run), with a bias along N, a ReLU and a
     residual laid out as C; B transposed (read along K); in fp16 (a row
@@ -21,7 +22,7 @@ import tempfile
 
 import numpy as np
 
-from harp_test import HARP, MODELS, Suite, close
+from harp_test import HARP, MODELS, Suite
 
 s = Suite("shapeset_kinds")
 rng = np.random.default_rng(25)
@@ -118,6 +119,33 @@ for R, L in ((40, 70), (2, 3), (7, 29), (33, 1000)):
     cases.append((f"R={R} L={L}", {"X": x}, softmax(x)))
 check_box("softmax over R, L", SM, "R=2..40,L=3..1000", cases, "out", 1e-5, 1e-6)
 
+# a QDQ softmax (an int8 BERT's probabilities: the dequantize / requantize steps in the row passes) over
+# its row length, against onnxruntime: within one output step, nearly every code equal
+try:
+    import onnx
+    import onnxruntime as ort
+except ImportError:
+    ort = None
+    print("onnx / onnxruntime not installed: the QDQ softmax skipped")
+if ort is not None:
+    from test_onnx_qsoftmax import qdq_softmax
+    path = qdq_softmax((3, 5, 77), 0.07, 119, 0.125, 0.0418, 119, 1 / 254, 0)
+    m = onnx.load(path)
+    m.graph.input[0].type.tensor_type.shape.dim[2].dim_param = "L"
+    path = os.path.join(D, "qsoftmax_l.onnx")
+    onnx.save(m, path)
+    cache = tempfile.mkdtemp()
+    for i, L in enumerate((130, 3, 77, 128)):
+        x = rng.uniform(-10, 10, size=(3, 5, L)).astype(np.float32)
+        want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+        p, out = run(path, {"x": x}, "L=3..130", cache)
+        s.check(f"qdq softmax L={L}: one object, C compiles {1 if i == 0 else 0}", p.returncode == 0
+                and "one object for the box" in p.stderr and built(p) == (1, 1 if i == 0 else 0), p.stderr[-500:])
+        got = np.load(os.path.join(out, "out.npy")) if p.returncode == 0 else None
+        diff = np.abs(got.astype(np.float64) - want) if got is not None and got.shape == want.shape else np.array([np.inf])
+        s.check(f"qdq softmax L={L}: onnxruntime's codes", diff.max() <= 1.0001 / 254 and float((diff == 0).mean()) >= 0.98,
+                f"max {diff.max()}")
+
 # (2) a GEMM's columns N: bias along N, ReLU, a residual like C
 a = rng.standard_normal((12, 40)).astype(np.float32)
 cases = []
@@ -145,6 +173,11 @@ for k in (300, 3, 257, 129, 256):
     a, b = rng.standard_normal((13, k)).astype(np.float32), rng.standard_normal((k, 24)).astype(np.float32)
     cases.append((f"K={k}", {"a": a, "b": b}, a.astype(np.float64) @ b))
 check_box("gemm over K", model("gemm_k.harp", GEMM_K), "K=3..300", cases, "c", 1e-4, 1e-4)
+cases = []  # an upper corner of whole 16-deep steps: the A packer's k tail still there for the others
+for k in (64, 5, 21):
+    a, b = rng.standard_normal((13, k)).astype(np.float32), rng.standard_normal((k, 24)).astype(np.float32)
+    cases.append((f"K={k}", {"a": a, "b": b}, a.astype(np.float64) @ b))
+check_box("gemm over K to 64", model("gemm_k.harp", GEMM_K), "K=5..64", cases, "c", 1e-4, 1e-4)
 cases = []
 for n, k in ((70, 300), (5, 3), (33, 17), (64, 260)):
     a, b = rng.standard_normal((20, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
