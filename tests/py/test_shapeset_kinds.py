@@ -11,7 +11,8 @@ bindings that include odd sizes (the vector tails):
   - a GEMM over its columns N (cgen_gemm_spec.n_expr: C's and B's row
     stride and the column tails per run), with a bias along N, a ReLU and a
     residual laid out as C; B transposed (read along K); in fp16 (a row
-    repeated: A's row stride 0);
+    repeated: A's row stride 0); multiplying in bf16 (--precision bf16) a
+    compile per binding (the bf16 template takes N as a constant);
   - a GEMM over its depth K (k_expr: A's row stride and the KC blocks per
     run; the box crosses the template's KC of 256), and over N and K at once.
 A binding outside the box is refused before any kernel runs."""
@@ -62,9 +63,9 @@ def model(name, text):
     return path
 
 
-def run(path, inputs, box, cache):
+def run(path, inputs, box, cache, extra=()):
     out = tempfile.mkdtemp()
-    args = [HARP, "run", path, "--out", out, "--time-stages"]
+    args = [HARP, "run", path, "--out", out, "--time-stages", *extra]
     for b in box.split(","):
         args += ["--shapeset", b]
     for name, a in inputs.items():
@@ -154,6 +155,19 @@ for n in (100, 8, 37, 65, 2):
     want = np.maximum(a.astype(np.float64) @ b + bias, 0) + r
     cases.append((f"N={n}", {"a": a, "b": b, "bias": bias, "r": r}, want))
 check_box("gemm over N", model("gemm_n.harp", GEMM_N), "N=2..100", cases, "c", 1e-4, 1e-4)
+# multiplying in bf16 (--precision bf16) the template takes N and K as constants: a compile per binding (its
+# bf16 kernel), not one object of loop nests; the numbers at bf16's rounding
+cache = tempfile.mkdtemp()
+for n in (100, 37):
+    b, bias, r = (rng.standard_normal(sh).astype(np.float32) for sh in ((40, n), (n,), (12, n)))
+    p, out = run(model("gemm_n.harp", GEMM_N), {"a": a, "b": b, "bias": bias, "r": r}, "N=2..100", cache, ["--precision", "bf16"])
+    s.check(f"bf16 gemm over N={n}: a compile per binding", p.returncode == 0 and "a compile per binding" in p.stderr,
+            p.stderr[-400:])
+    got = np.load(os.path.join(out, "c.npy")) if p.returncode == 0 else None
+    want = np.maximum(a.astype(np.float64) @ b + bias, 0) + r
+    s.check(f"bf16 gemm over N={n}: numpy's numbers at bf16", got is not None and got.shape == want.shape
+            and bool(np.allclose(got, want, rtol=3e-2, atol=3e-1)), "" if got is None else f"max err {np.max(np.abs(got - want))}")
+
 cases = []
 for n in (90, 8, 51):
     w = rng.standard_normal((n, 40)).astype(np.float32)

@@ -401,6 +401,14 @@ static const char *gemm_rows_expr(const rc_ctx *c, int r, ct_gemm *gm, bool swap
   return buf;
 }
 
+/* Whether GEMM gm multiplies in bf16 (the model's precision, or bf16
+ * operands where vdpbf16ps takes them): the template reads N and K at run
+ * time only in fp32, so such a GEMM keeps them constants (a compile per
+ * binding with the bf16 template, not one object of loop nests). */
+static bool gemm_in_bf16(const rc_ctx *c, const ct_gemm *gm) {
+  return c->bf16 || (c->bf16_native && gm->A.dtype == TINY_BF16 && gm->B.dtype == TINY_BF16);
+}
+
 /* The column count N of GEMM *gm (region r) as a run-time expression of
  * the ShapeSet's symbols into buf, M a constant: one batch, C dense with N
  * its last dim (a symbol's size) and row stride, B read along N at unit
@@ -409,8 +417,8 @@ static const char *gemm_rows_expr(const rc_ctx *c, int r, ct_gemm *gm, bool swap
  * upper corner's, which the tiles and every size decision use, and the
  * batch strides 0 (one batch).  NULL: N stays a constant. */
 static const char *gemm_cols_expr(const rc_ctx *c, int r, ct_gemm *gm, bool swapped, char *buf, size_t cap) {
-  if (swapped || !c->ngen_syms || gm->nrep || gm->batch[0] != 1 || gm->batch[1] != 1 || gm->c_sn != 1 || gm->c_sm != gm->N ||
-      (gm->b_sn == 1 && gm->b_sk != gm->N))
+  if (swapped || !c->ngen_syms || gemm_in_bf16(c, gm) || gm->nrep || gm->batch[0] != 1 || gm->batch[1] != 1 || gm->c_sn != 1 ||
+      gm->c_sm != gm->N || (gm->b_sn == 1 && gm->b_sk != gm->N))
     return NULL;
   for (int i = 0; i < gm->nepi; i++)
     if (gm->epi[i].kind == CT_EPI_RESIDUAL && gm->epi[i].s_n == 1 && gm->epi[i].s_m != gm->N) return NULL;
@@ -435,8 +443,8 @@ static const char *gemm_cols_expr(const rc_ctx *c, int r, ct_gemm *gm, bool swap
  * at unit column stride; gm->K and A's row stride then become the upper
  * corner's (KC is picked for it), the batch strides 0.  NULL: a constant. */
 static const char *gemm_depth_expr(const rc_ctx *c, int r, ct_gemm *gm, bool swapped, char *buf, size_t cap) {
-  if (swapped || !c->ngen_syms || gm->nrep || gm->a_round != TINY_FP32 || gm->batch[0] != 1 || gm->batch[1] != 1 ||
-      gm->a_sk != 1 || gm->a_sm != gm->K || gm->b_sn != 1)
+  if (swapped || !c->ngen_syms || gemm_in_bf16(c, gm) || gm->nrep || gm->a_round != TINY_FP32 || gm->batch[0] != 1 ||
+      gm->batch[1] != 1 || gm->a_sk != 1 || gm->a_sm != gm->K || gm->b_sn != 1)
     return NULL;
   const tiny_shape *as = rc_slot_shape(c, r, gm->A.slot);
   if (!as || as->rank < 1 || !rc_size_expr(c, as, as->rank - 1, as->rank, gm->K, buf, cap)) return NULL;
