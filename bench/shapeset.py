@@ -9,7 +9,9 @@ For each model whose kernels all take their sizes at run time today (a row
 softmax of 1000 columns, layernorm of 64, an elementwise map of 37 columns
 over R in 2..4096; four GEMMs of 256 over M in 2..512, a transformer MLP
 512 -> 2048 -> 512 over T in 16..512, two BERT-base layers over the
-sequence S in 16..128; --only: the models whose file name contains NAME):
+sequence S in 16..128; a softmax of 2048 rows over its length L in
+16..1024, a GEMM 256 x N x 512 over N in 16..512 and 256 x 256 x K over K
+in 16..1024; --only: the models whose file name contains NAME):
   compiles   on an empty cache, --sizes processes each running a new R:
              `harp run --shapeset` (the ShapeSet object; --time-stages says
              how many objects the C compiler built) against `harp run --sym`
@@ -40,7 +42,11 @@ CASES = [(os.path.join(MODELS, "softmax_rows.json"), ["--sym", "L=1000"], *ROWS)
          (os.path.join(MODELS, "gemm_chain4.json"), ["--sym", "D=256"], "M", 2, 512, [7, 100, 300, 512]),
          (os.path.join(BENCH_MODELS, "mlp_block.harp"), ["--sym", "E=512", "--sym", "F=2048"], "T", 16, 512,
           [31, 200, 512]),
-         (os.path.join(BENCH_MODELS, "bert_layers.harp"), [], "S", 16, 128, [16, 37, 77, 128])]
+         (os.path.join(BENCH_MODELS, "bert_layers.harp"), [], "S", 16, 128, [16, 37, 77, 128]),
+         # the row length of a softmax, a GEMM's columns and its depth (the sskind branch)
+         (os.path.join(MODELS, "softmax_rows.json"), ["--sym", "R=2048"], "L", 16, 1024, [77, 300, 1000, 1024]),
+         (os.path.join(BENCH_MODELS, "gemm_cols.harp"), [], "N", 16, 512, [77, 129, 300, 512]),
+         (os.path.join(BENCH_MODELS, "gemm_depth.harp"), [], "K", 16, 1024, [77, 300, 700, 1024])]
 
 
 def compiles(exe, model, extra, sym, lo, hi, sizes, shapeset):

@@ -123,14 +123,18 @@ outputs_match("R=65 with --shapeset-recompile", p, out, xs, softmax)
 s.check("R=65 with --shapeset-recompile: a second object", sets_built(p) is not None and sets_built(p)[:2] == (3, 2),
         p.stderr[-500:])
 
-# a box no one object serves yet (the softmax row length): each set compiles at its binding, checked first
-xs = [rng.standard_normal((5, n)).astype(np.float32) for n in (17, 3, 70)]
-p, out = run("softmax_rows.json", [["--input", f"X={npy(x)}"] for x in xs], ["--shapeset", "L=3..70"])
-outputs_match("row length sets", p, out, xs, softmax)
-s.check("row length sets: a compile per set, said", sets_built(p) is not None and sets_built(p)[:2] == (3, 3)
+# a box no one object serves yet (a GEMM over its rows and columns at once): each set compiles at its
+# binding, checked first
+MN = ["--shapeset", "M=2..40", "--shapeset", "N=3..70"]
+xs = [(rng.standard_normal((m, 16)).astype(np.float32), rng.standard_normal((16, n)).astype(np.float32))
+      for m, n in ((5, 17), (2, 3), (40, 70))]
+p, out = run("gemm_mn.harp", [["--input", f"a={npy(a)}", "--input", f"b={npy(b)}"] for a, b in xs], MN)
+outputs_match("rows and columns sets", p, out, xs, lambda ab: ab[0].astype(np.float64) @ ab[1], name="c.npy", tol=(1e-4, 1e-5))
+s.check("rows and columns sets: a compile per set, said", sets_built(p) is not None and sets_built(p)[:2] == (3, 3)
         and "a compile per binding" in p.stderr, p.stderr[-500:])
-p, out = run("softmax_rows.json", [["--input", f"X={npy(x)}"] for x in xs[:2] + [xs[2][:, :2]]], ["--shapeset", "L=3..70"])
-s.check("row length sets: L=2 in set 2 refused before any runs", p.returncode == 1 and "input set 2 (after --next)" in p.stderr
+bad = xs[:2] + [(xs[2][0], xs[2][1][:, :2])]
+p, out = run("gemm_mn.harp", [["--input", f"a={npy(a)}", "--input", f"b={npy(b)}"] for a, b in bad], MN)
+s.check("rows and columns sets: N=2 in set 2 refused before any runs", p.returncode == 1 and "input set 2 (after --next)" in p.stderr
         and not os.path.exists(out), p.stderr[-300:])
 
 # usage errors

@@ -5,7 +5,7 @@ nothing (--time-stages: "0 built by the C compiler"), each output against
 numpy; a binding outside the box, or breaking a tie, is refused before any
 kernel runs, with no output file (or, with --shapeset-recompile, a binding
 outside compiles on its own), and a box past the limits at its compile; a model whose kernels cannot take their sizes at run time
-yet says why and still gives the right numbers; a malformed box is a usage
+yet (a GEMM over its rows and columns at once) says why and still gives the right numbers; a malformed box is a usage
 error.  harp bench --shapeset prints a row per binding and refuses one
 outside the box; with --profile, each binding's kernels on both objects
 (the ShapeSet object's at the binding's sizes)."""
@@ -144,12 +144,14 @@ for i, n in enumerate((40, 7, 23)):
     s.check(f"attention S={n}: numpy's numbers", got is not None and np.allclose(got, mha(x.astype(np.float64)), rtol=1e-4, atol=1e-4),
             p.stderr[-300:])
 
-# not generic yet (the row length of the softmax template is a constant): the reason
-x = rng.standard_normal((5, 17)).astype(np.float32)
-p, out = run("softmax_rows.json", {"X": x}, ["--shapeset", "L=3..70"])
-s.check("row length: runs", p.returncode == 0, p.stderr[-400:])
-s.check("row length: says why it compiles per binding", "a compile per binding: the code of model_k" in p.stderr,
+# not generic yet (a GEMM template reads its rows or its columns at run time, not both): the reason
+a, b = rng.standard_normal((5, 16)).astype(np.float32), rng.standard_normal((16, 17)).astype(np.float32)
+p, out = run("gemm_mn.harp", {"a": a, "b": b}, ["--shapeset", "M=2..40", "--shapeset", "N=3..70"])
+s.check("rows and columns: runs", p.returncode == 0, p.stderr[-400:])
+s.check("rows and columns: says why it compiles per binding", "a compile per binding: the code of model_k" in p.stderr,
         p.stderr[-400:])
+if p.returncode == 0:
+    s.check("rows and columns vs numpy", *close(np.load(os.path.join(out, "c.npy")), a.astype(np.float64) @ b, 1e-4, 1e-5))
 
 # harp bench: the ShapeSet object against the specialised ones, per binding
 p = subprocess.run([HARP, "bench", os.path.join(MODELS, "gelu_bias_rows.json"), "--shapeset", "R=2..64", "--bind", "R=3",

@@ -25,7 +25,7 @@ import re
 import tempfile
 
 from harp_py import SRC, Suite
-from shapeset_table import row, run_table
+from shapeset_table import PER_BINDING, row, run_table
 
 s = Suite("shapeset_models")
 D = tempfile.mkdtemp()
@@ -85,6 +85,9 @@ TABLE = {
     # at H = 5 the pool has one row of windows
     "dsym_cnn.harp": row({"H": (5, 21)}, [{"H": 5}, {"H": 21}, {"H": 7}, {"H": 13}, {"H": 12}], {"N": 1, "W": 9},
                          tol=1e-3, slow=True),
+    # the GEMM template reads its rows or its columns at run time, not both at once
+    "gemm_mn.harp": row({"M": (2, 40), "N": (3, 70)}, [{"M": 2, "N": 3}, {"M": 40, "N": 70}, {"M": 13, "N": 29}],
+                        expect=PER_BINDING),
     "dsym_reshape.harp": row({"n": (4, 64)}, [{"n": 4}, {"n": 64}, {"n": 28}]),
     # the batch of 1x1 convs on the GEMM template, read at run time (at 1, 3 and 5 images: the tasks split per run)
     "pw_batch.harp": row({"N": (1, 5)}, [{"N": 1}, {"N": 5}, {"N": 3}], tol=1e-3),

@@ -6,7 +6,9 @@
  * shapes (-1 where M varies, harp_output_shape_for); a binding outside the
  * box refused before any kernel runs (the caller's buffer untouched), or
  * compiled on its own with shapeset_recompile; a row softmax whose row
- * length varies (not generic yet: a compile per binding, the reason kept);
+ * length varies (one object, exact at three lengths); a GEMM over its rows
+ * and columns at once (not generic yet: a compile per binding, the reason
+ * kept);
  * bad settings; a model without ShapeSets through the same calls; bindings
  * that break a model (a Reshape's divisibility, a tie) or pass the limits
  * (2^41 elements; a box's corner of 2^40 rows), refused before any kernel
@@ -178,9 +180,10 @@ static void test_gemm_chain(void **state) {
   harp_compiled_free(c);
 }
 
-/* Softmax over rows of length L in 3..70: a compile per binding (the row
- * length is a constant of the template), the reason kept, exact. */
-static void test_fallback(void **state) {
+/* Softmax over rows of length L in 3..70: one object (the row length read
+ * at run time, cgen_softmax's cols_expr), built once, exact at L = 3, 70
+ * and 17 (vector tails), a row length outside the box refused. */
+static void test_softmax_rows(void **state) {
   (void)state;
   char path[1024];
   model_path(path, sizeof path, "softmax_rows.json");
@@ -190,12 +193,13 @@ static void test_fallback(void **state) {
   harp_compiled *c;
   assert_ok(&e, harp_compile_file(&e, path, &o, &c));
   const char *why = NULL;
-  assert_int_equal(harp_shapeset_objects(c, NULL, &why), 0);
-  assert_non_null(why);
-  assert_non_null(strstr(why, "depends on the binding"));
+  assert_int_equal(harp_shapeset_objects(c, NULL, &why), 1);
+  assert_null(why);
   harp_model *m;
   assert_ok(&e, harp_model_new(&e, c, NULL, 0, NULL, &m));
-  for (int L = 3; L <= 70; L += 67) {
+  const int Ls[] = {3, 70, 17};
+  for (int t = 0; t < 3; t++) {
+    int L = Ls[t];
     float *x = malloc(sizeof(float) * 5 * (size_t)L);
     for (int i = 0; i < 5 * L; i++) x[i] = (float)((i * 37) % 19) / 4.0f - 2.0f;
     int64_t s[] = {5, L};
@@ -213,6 +217,57 @@ static void test_fallback(void **state) {
       for (int j = 0; j < L; j++) assert_true(fabs(exp(x[r * L + j] - mx) / sum - y[r * L + j]) < 1e-6);
     }
     free(x);
+  }
+  assert_int_equal(harp_shapeset_objects(c, NULL, NULL), 1);
+  float x71[5 * 71] = {0};
+  int64_t s71[] = {5, 71};
+  const int64_t *in71[] = {s71};
+  const void *inx[] = {x71};
+  assert_int_not_equal(harp_model_run_shaped(&e, m, inx, in71, NULL), HARP_OK);
+  harp_error_clear(&e);
+  harp_model_free(m);
+  harp_compiled_free(c);
+}
+
+/* A GEMM over its rows M and columns N at once (gemm_mn.harp; the template
+ * reads one of them at run time, not both yet): a compile per binding, the
+ * reason kept, exact. */
+static void test_fallback(void **state) {
+  (void)state;
+  char path[1024];
+  model_path(path, sizeof path, "gemm_mn.harp");
+  const char *sets[] = {"M=2..40", "N=3..70", NULL};
+  harp_options o = {.shapesets = sets, .cache_dir = fresh_cache()};
+  harp_error e = {0};
+  harp_compiled *c;
+  assert_ok(&e, harp_compile_file(&e, path, &o, &c));
+  const char *why = NULL;
+  assert_int_equal(harp_shapeset_objects(c, NULL, &why), 0);
+  assert_non_null(why);
+  assert_non_null(strstr(why, "depends on the binding"));
+  harp_model *m;
+  assert_ok(&e, harp_model_new(&e, c, NULL, 0, NULL, &m));
+  for (int t = 0; t < 2; t++) {
+    int M = t ? 40 : 3, N = t ? 70 : 3;
+    float *a = malloc(sizeof(float) * (size_t)M * 16), *b = malloc(sizeof(float) * 16 * (size_t)N);
+    for (int i = 0; i < M * 16; i++) a[i] = (float)((i * 37) % 19) / 4.0f - 2.0f;
+    for (int i = 0; i < 16 * N; i++) b[i] = (float)((i * 11) % 13) / 8.0f - 0.75f;
+    int64_t sa[] = {M, 16}, sb[] = {16, N};
+    const int64_t *in_shapes[] = {sa, sb};
+    const void *in[] = {a, b};
+    assert_ok(&e, harp_model_run_shaped(&e, m, in, in_shapes, NULL));
+    int64_t shape[HARP_MAX_RANK];
+    int rank = 0;
+    const float *y = harp_model_output(m, 0, shape, &rank);
+    assert_true(y && rank == 2 && shape[0] == M && shape[1] == N);
+    for (int i = 0; i < M; i++)
+      for (int j = 0; j < N; j++) {
+        double want = 0;
+        for (int k = 0; k < 16; k++) want += (double)a[i * 16 + k] * b[k * N + j];
+        assert_true(fabs(want - y[i * N + j]) < 1e-4);
+      }
+    free(a);
+    free(b);
   }
   assert_int_equal(harp_shapeset_objects(c, NULL, NULL), 2);
   harp_model_free(m);
@@ -349,6 +404,7 @@ static void test_bad_bindings(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_gemm_chain),
+      cmocka_unit_test(test_softmax_rows),
       cmocka_unit_test(test_fallback),
       cmocka_unit_test(test_errors),
       cmocka_unit_test(test_bad_bindings),

@@ -197,6 +197,23 @@ typedef struct cgen_gemm_spec {
                                        split is chosen per run as a specialised
                                        object of that batch would (not with m_expr,
                                        bf16 or a conv; else refused) */
+  const char *n_expr;               /* NULL, or N read at run time (a ShapeSet
+                                       object), a C expression whose value is in
+                                       1..N; N is then the upper corner's, which
+                                       picks the tiles and sizes the scratch; C's
+                                       row stride and, where B has unit column
+                                       stride, B's are this run's N (c_sm and b_sk
+                                       must equal N, as a residual's s_m where its
+                                       s_n is 1); the tasks split along N per run
+                                       (one batch, M a constant, no prepack_b, not
+                                       bf16, no split-K; else refused) */
+  const char *k_expr;               /* NULL, or K read at run time, in 1..K (K the
+                                       upper corner's, which picks KC and sizes the
+                                       scratch): A dense [M][K] (a_sk 1, a_sm K: its
+                                       row stride this run's K), B [K][N] with unit
+                                       column stride; one batch, M a constant, no
+                                       prepacked operand, not bf16, no split-K; else
+                                       refused */
 } cgen_gemm_spec;
 
 /* At most this many rows of A: B is streamed, not packed (cgen_gemm.c). */
@@ -318,6 +335,9 @@ typedef struct cgen_softmax_spec {
   cgen_tuning tune;            /* simd, isa_mask, force_isa */
   const char *rows_expr;       /* NULL; else the row count as a C expression read at run time
                                   (a ShapeSet object: rc_size_expr), rows its value here */
+  const char *cols_expr;       /* NULL; else the row length read at run time, in 1..cols_hi
+                                  (the per-thread scratch sized for cols_hi); cols its value here */
+  int64_t cols_hi;
   /* a QDQ softmax: x through pro[0..npro) before the max (a dequantize and
    * requantize), y = e * ymul / sum through epi[0..nepi) before the store (a
    * quantize); steps with constants only (no bias, residual).  0, 1, 0: none */

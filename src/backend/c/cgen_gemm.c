@@ -72,7 +72,8 @@ static harp_status check_epi(harp_error *e, const cg_mm *p) {
  * direct / Winograd conv's, not the skinny GEMM's), M a constant, a size
  * where AMX pays (cg_amx_pays)? */
 static bool amx_applies(const cg_mm *p, unsigned set) {
-  if (!p->tune.amx || !p->tune.bf16 || !(set >> CGEN_ISA_AVX512 & 1u) || p->m_expr || p->direct || p->wino) return false;
+  if (!p->tune.amx || !p->tune.bf16 || !(set >> CGEN_ISA_AVX512 & 1u) || p->m_expr || p->n_expr || p->k_expr || p->direct || p->wino)
+    return false;
   /* a conv's depth as the pair view packs it: an odd channel count padded (conv_amx_stem) */
   int64_t K = p->conv ? (p->cv_icg + 1) / 2 * 2 * p->cv_kh * p->cv_kw : p->K;
   if (!cg_amx_pays(p->M, p->N, K)) return false;
@@ -177,7 +178,7 @@ harp_status cg_mm_gen(harp_error *e, const cg_mm *p, const char *fn, ut_str *out
       if (cg_dconv_px_variant(e, &o, p->cs)) return e->code;
     } else if (p->direct && i == CGEN_ISA_AVX512 && cgen_conv_rt_multi_ok(p->cs)) { /* direct or Winograd per binding */
       if (cg_conv_rt_multi(e, &o, p->cs, base_direct, p->cs)) return e->code;
-    } else if (p->rt && pv == p && i == CGEN_ISA_AVX2 && cgen_conv_rt_multi_ok(p->cs)) { /* implicit GEMM or Winograd */
+    } else if (p->rt && p->cs && pv == p && i == CGEN_ISA_AVX2 && cgen_conv_rt_multi_ok(p->cs)) { /* implicit GEMM or Winograd */
       const rt_gemm g = {p, &tiles[i]};
       if (cg_conv_rt_multi(e, &o, p->cs, base_gemm, &g)) return e->code;
     } else if (p->direct && i == CGEN_ISA_AVX512) {
@@ -189,7 +190,7 @@ harp_status cg_mm_gen(harp_error *e, const cg_mm *p, const char *fn, ut_str *out
       cg_mm_emit_variant(&o, &q, &tq);
     } else if (i == CGEN_ISA_AVX512 && cg_skinny_bf16_ok(p)) { /* skinny over a bf16 copy of B */
       cg_emit_skinny_bf16_variant(&o, p);
-    } else if (!p->m_expr && !p->b0_expr && cg_skinny_ok(p, cg_isa_get((cgen_isa)i))) { /* skinny: sizes constant */
+    } else if (!p->m_expr && !p->b0_expr && !p->n_expr && !p->k_expr && cg_skinny_ok(p, cg_isa_get((cgen_isa)i))) { /* skinny: sizes constant */
       cg_emit_skinny_variant(&o, p);
     } else {
       cg_mm_emit_variant(&o, pv, &tiles[i]);
@@ -230,6 +231,9 @@ static void mm_of_gemm(const cgen_gemm_spec *s, cg_mm *pp) {
   p.m_expr = s->m_expr;
   p.m_small = s->m_expr ? s->m_small : 0;
   p.b0_expr = s->b0_expr;
+  p.n_expr = s->n_expr;
+  p.rt = s->n_expr != NULL;
+  p.k_expr = s->k_expr;
   *pp = p;
 }
 
@@ -257,5 +261,19 @@ harp_status cgen_gemm(harp_error *e, const cgen_gemm_spec *s, const char *fn, ut
    * time; nb[0] is the upper corner's) */
   if (s->b0_expr && (s->m_expr || p.tune.bf16 || p.tune.splitk > 1))
     return ut_fail(e, HARP_E_UNSUPPORTED, NULL, "cgen_gemm: the batch at run time needs M a constant, no bf16, no split-K");
+  /* N at run time: one batch, M a constant, C (and B where its columns are
+   * unit-stride) with N as their row stride, so that cx->N is it */
+  bool n_strides = p.c_sn == 1 && p.c_sm == p.N && (p.b_sn != 1 || p.b_sk == p.N);
+  for (int i = 0; i < p.n_epi; i++)
+    if (p.epi[i].kind == CGEN_EPI_RESIDUAL && p.epi[i].s_n == 1 && p.epi[i].s_m != p.N) n_strides = false;
+  if (s->n_expr && (s->m_expr || s->b0_expr || p.prepack_b || p.tune.bf16 || p.tune.splitk > 1 || p.nb[0] != 1 ||
+                    p.nb[1] != 1 || !n_strides))
+    return ut_fail(e, HARP_E_UNSUPPORTED, NULL,
+                   "cgen_gemm: N at run time needs one batch, M a constant, N as C's row stride, no prepack_b, no bf16");
+  /* K at run time: A dense [M][K], B [K][N] unit-stride along N, nothing packed once */
+  if (s->k_expr && (s->m_expr || s->b0_expr || p.prepack_a || p.prepack_b || p.tune.bf16 || p.tune.splitk > 1 ||
+                    p.nb[0] != 1 || p.nb[1] != 1 || p.a_sk != 1 || p.a_sm != p.K || p.b_sn != 1))
+    return ut_fail(e, HARP_E_UNSUPPORTED, NULL,
+                   "cgen_gemm: K at run time needs one batch, M a constant, A [M][K] and B [K][N] dense, nothing prepacked, no bf16");
   return cg_mm_gen(e, &p, fn, out);
 }

@@ -46,6 +46,14 @@ typedef struct cg_mm {
    * cv_h, cv_w, cv_ow are the upper corner's, which size the tiles and the
    * scratch (cgen_gemm_rt.c) */
   bool rt;
+  /* a ShapeSet object's GEMM whose N is read at run time
+   * (cgen_gemm_spec.n_expr): rt set, cs NULL, the run's N from this
+   * expression (cg_rt_run_sizes), C's and B's row strides cx->N */
+  const char *n_expr;
+  /* a GEMM whose depth K is read at run time (cgen_gemm_spec.k_expr): the
+   * context's K, A's row stride lda and the KC blocks nkb from it
+   * (emit_depth); K is the upper corner's, which picks KC */
+  const char *k_expr;
   /* split-K's view of a conv (cg_splitk_view): the slices' fp32 partials as
    * C, no epilogue; full is the contraction their sum ends in */
   const struct cg_mm *full;

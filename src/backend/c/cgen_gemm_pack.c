@@ -81,7 +81,7 @@ void cg_emit_pack_a(cg_out *o, const cg_mm *p, const cg_tile *t) {
     }
     cg_emit(o, "      }\n");
     /* the k tail, only where a block depth leaves one (GCC warns about a loop it proves empty) */
-    if (t->kc % 16 || (p->K % t->kc) % 16)
+    if (t->kc % 16 || (p->K % t->kc) % 16 || p->k_expr)
       cg_emit(o, "      for (int i = 0; i < %d; i++) for (long kk = k; kk < kc; kk++) d[kk * %d + i] = %sA[(ir + i) * cx->lda + pc + kk];\n",
               mr, mr, zrows ? "i >= mr ? 0.0f : " : "");
     cg_emit(o, "      continue;\n    }\n");

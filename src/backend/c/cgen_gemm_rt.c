@@ -6,7 +6,10 @@
  * context, the task split along N made again per run as split_tasks makes
  * it (cgen_gemm_variant.c), the tasks' place and their store context from
  * them.  The upper corner's sizes (p->nb[0], p->N, p->cv_h, ...) size the
- * tiles and the scratch; M and K do not move.
+ * tiles and the scratch; M and K do not move.  A GEMM whose N is read at
+ * run time (cg_mm.n_expr, cs NULL: one batch, C [M][N] and B [K][N] with
+ * this run's N as their row stride) takes the same path, N from its
+ * expression.
  * Needs: cgen_gemm_int.h (cg_mm, cg_tile, the split rule cg_split_need), cgen_int.h (cg_emit_rt_out_hw).
  * Gives: cg_rt_size, cg_rt_task_range, cg_rt_batch_off, cg_rt_run_sizes. */
 #include <stdio.h>
@@ -37,9 +40,13 @@ const char *cg_rt_batch_off(char *b, const cg_mm *p, int64_t s0, int64_t s1) {
 
 void cg_rt_run_sizes(cg_out *o, const cg_mm *p, const cg_tile *t, char *ntask, size_t cap) {
   const cgen_conv_spec *s = p->cs;
-  cg_rt_window k = {s->n_expr, s->h_expr, s->w_expr, s->n, s->h, s->w, s->kh, s->kw, s->stride, s->pad, s->dil};
-  cg_emit_rt_out_hw(o, &k);
-  cg_emit(o, "  cx.nb0 = n; cx.N = cx.oh * cx.ow;\n");
+  if (s) {
+    cg_rt_window k = {s->n_expr, s->h_expr, s->w_expr, s->n, s->h, s->w, s->kh, s->kw, s->stride, s->pad, s->dil};
+    cg_emit_rt_out_hw(o, &k);
+    cg_emit(o, "  cx.nb0 = n; cx.N = cx.oh * cx.ow;\n");
+  } else { /* a GEMM's N (p->n_expr), one batch */
+    cg_emit(o, "  long n = 1;\n  cx.nb0 = n; cx.N = %s;\n  if (cx.N < 1 || cx.N > %ldL) return -1;\n", p->n_expr, (long)p->N);
+  }
   /* split_tasks at this run's batches and pixels, by its rule
    * ($P_split_need, emitted before $P_run): along N (an upper corner split
    * along M keeps its row blocks, whole pixel rows a task) */

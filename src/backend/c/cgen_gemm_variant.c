@@ -419,6 +419,11 @@ static void emit_task(cg_out *o, const cg_mm *p, const cg_tile *t) {
  * text there, which the model's emitter compiles once (kitems.c); they are
  * loop bounds and a stride, read once a task. */
 static void emit_depth(cg_out *o, const cg_mm *p, const cg_tile *t) {
+  if (p->k_expr) { /* this run's K (at most the upper corner's), A's row stride */
+    cg_emit(o, "  cx.K = %s;\n  if (cx.K < 1 || cx.K > %ldL) return -1;\n", p->k_expr, (long)p->K);
+    cg_emit(o, "  cx.kc = %dL; cx.lda = cx.K; cx.nkb = (cx.K + %dL) / %dL;\n", t->kc, t->kc - 1, t->kc);
+    return;
+  }
   cg_emit(o, "  cx.K = %ldL; cx.kc = %dL; cx.lda = %ldL; cx.nkb = %ldL;\n", (long)p->K, t->kc, (long)p->a_sm, (long)t->nkb);
 }
 

@@ -39,7 +39,7 @@ bool cg_skinny_splitk_ok(const cg_mm *p) {
   int primary = CGEN_ISA_SCALAR;
   for (int i = 0; i < CGEN_ISA_COUNT; i++)
     if (set >> i & 1u) primary = i;
-  return !p->m_expr && !p->b0_expr && cg_skinny_ok(p, cg_isa_get((cgen_isa)primary));
+  return !p->m_expr && !p->b0_expr && !p->n_expr && !p->k_expr && cg_skinny_ok(p, cg_isa_get((cgen_isa)primary));
 }
 
 /* Columns per task: the work split over about 2 x threads tasks, whole vectors. */

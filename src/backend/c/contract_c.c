@@ -401,6 +401,61 @@ static const char *gemm_rows_expr(const rc_ctx *c, int r, ct_gemm *gm, bool swap
   return buf;
 }
 
+/* Whether GEMM gm multiplies in bf16 (the model's precision, or bf16
+ * operands where vdpbf16ps takes them): the template reads N and K at run
+ * time only in fp32, so such a GEMM keeps them constants (a compile per
+ * binding with the bf16 template, not one object of loop nests). */
+static bool gemm_in_bf16(const rc_ctx *c, const ct_gemm *gm) {
+  return c->bf16 || (c->bf16_native && gm->A.dtype == TINY_BF16 && gm->B.dtype == TINY_BF16);
+}
+
+/* The column count N of GEMM *gm (region r) as a run-time expression of
+ * the ShapeSet's symbols into buf, M a constant: one batch, C dense with N
+ * its last dim (a symbol's size) and row stride, B read along N at unit
+ * stride with N its row stride (or along K: constant strides), a residual
+ * laid out as C; gm->N and the strides that equal it then become the
+ * upper corner's, which the tiles and every size decision use, and the
+ * batch strides 0 (one batch).  NULL: N stays a constant. */
+static const char *gemm_cols_expr(const rc_ctx *c, int r, ct_gemm *gm, bool swapped, char *buf, size_t cap) {
+  if (swapped || !c->ngen_syms || gemm_in_bf16(c, gm) || gm->nrep || gm->batch[0] != 1 || gm->batch[1] != 1 || gm->c_sn != 1 ||
+      gm->c_sm != gm->N || (gm->b_sn == 1 && gm->b_sk != gm->N))
+    return NULL;
+  for (int i = 0; i < gm->nepi; i++)
+    if (gm->epi[i].kind == CT_EPI_RESIDUAL && gm->epi[i].s_n == 1 && gm->epi[i].s_m != gm->N) return NULL;
+  const tiny_shape *cs = rc_slot_shape(c, r, gm->C.slot);
+  if (!cs || cs->rank < 1 || !rc_size_expr(c, cs, cs->rank - 1, cs->rank, gm->N, buf, cap)) return NULL;
+  int64_t hi = rc_size_hi(c, cs, cs->rank - 1, cs->rank);
+  if (hi < gm->N) return NULL;
+  for (int i = 0; i < gm->nepi; i++) {
+    ct_epi *ep = &gm->epi[i];
+    if (ep->kind == CT_EPI_RESIDUAL && ep->s_n == 1) ep->s_m = hi;
+    ep->s_b0 = ep->s_b1 = 0;
+  }
+  if (gm->b_sn == 1) gm->b_sk = hi;
+  gm->c_sm = hi, gm->N = hi;
+  for (int i = 0; i < 2; i++) gm->a_sb[i] = gm->b_sb[i] = gm->c_sb[i] = 0;
+  return buf;
+}
+
+/* The depth K of GEMM *gm (region r) as a run-time expression of the
+ * ShapeSet's symbols into buf, M a constant: one batch, A read as it is
+ * stored, dense [.., M, K] with K its last dim (a symbol's size), B [K][N]
+ * at unit column stride; gm->K and A's row stride then become the upper
+ * corner's (KC is picked for it), the batch strides 0.  NULL: a constant. */
+static const char *gemm_depth_expr(const rc_ctx *c, int r, ct_gemm *gm, bool swapped, char *buf, size_t cap) {
+  if (swapped || !c->ngen_syms || gemm_in_bf16(c, gm) || gm->nrep || gm->a_round != TINY_FP32 || gm->batch[0] != 1 ||
+      gm->batch[1] != 1 || gm->a_sk != 1 || gm->a_sm != gm->K || gm->b_sn != 1)
+    return NULL;
+  const tiny_shape *as = rc_slot_shape(c, r, gm->A.slot);
+  if (!as || as->rank < 1 || !rc_size_expr(c, as, as->rank - 1, as->rank, gm->K, buf, cap)) return NULL;
+  int64_t hi = rc_size_hi(c, as, as->rank - 1, as->rank);
+  if (hi < gm->K) return NULL;
+  gm->K = hi, gm->a_sm = hi;
+  for (int i = 0; i < 2; i++) gm->a_sb[i] = gm->b_sb[i] = gm->c_sb[i] = 0;
+  for (int i = 0; i < gm->nepi; i++) gm->epi[i].s_b0 = gm->epi[i].s_b1 = 0;
+  return buf;
+}
+
 /* The outer batch batch[0] of GEMM *gm (region r) as a run-time expression
  * of the ShapeSet's symbols into buf, when it is C's leading dim and C is
  * dense behind it (NCHW 1x1 convs over the batch, batched matmuls), A is not
@@ -512,7 +567,11 @@ static void emit_gemm_runner(rc_ctx *c, int r, const char *fn, const char *kfn, 
   if (b_bytes < SMALL_BYTES && b_rt) /* SMALL_WORK's choice at this binding's batch */
     ut_str_printf(out, "  if ((double)%s * %.1f < %.0f) pool = NULL; /* small at this binding: the calling thread alone */\n",
                   b_rt, (double)gm->batch[1] * gm->M * gm->N * gm->K, SMALL_WORK);
-  else if (b_bytes < SMALL_BYTES && !m_rt) cc_small_on_caller(out, (double)gm->batch[0] * gm->batch[1] * gm->M * gm->N * gm->K);
+  else if (b_bytes < SMALL_BYTES && (s->n_expr || s->k_expr)) { /* SMALL_WORK's choice at this binding's N and K */
+    const char *fx[] = {s->n_expr, s->k_expr};
+    const int64_t fv[] = {gm->N, gm->K};
+    cc_small_on_caller_rt(out, fx, fv, 2, (double)gm->M);
+  } else if (b_bytes < SMALL_BYTES && !m_rt) cc_small_on_caller(out, (double)gm->batch[0] * gm->batch[1] * gm->M * gm->N * gm->K);
   if (q8) cc_q8_call(out, fn);
   cc_ep_array(out, gm->epi, gm->nepi);
   /* the operands: A packed by model_init, repacked into `ap` here, or as
@@ -557,12 +616,18 @@ harp_status cc_emit_gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
   bool per_batch = !m_rt && cc_gemm_batch_rows(c, r, &gm, swapped, &bx);
   if (per_batch) m_rt = bx.m;
   else if (m_rt) sym_dense_operands(c, r, &gm, read->M);
+  char nexpr[160]; /* else the columns read at run time, M a constant */
+  const char *n_rt = m_rt ? NULL : gemm_cols_expr(c, r, &gm, swapped, nexpr, sizeof nexpr);
+  char kexpr[160]; /* and / or the depth */
+  const char *k_rt = m_rt ? NULL : gemm_depth_expr(c, r, &gm, swapped, kexpr, sizeof kexpr);
   char bexpr[160]; /* else the batch read at run time, the tasks split per run */
-  const char *b_rt = m_rt ? NULL : gemm_batch_expr(c, r, &gm, bexpr, sizeof bexpr);
+  const char *b_rt = m_rt || n_rt || k_rt ? NULL : gemm_batch_expr(c, r, &gm, bexpr, sizeof bexpr);
   cgen_gemm_spec s;
   cgen_gemm_spec_init(&s, gm.M, gm.N, gm.K, TINY_FP32);
   s.m_expr = m_rt;
   s.b0_expr = b_rt;
+  s.n_expr = n_rt;
+  s.k_expr = k_rt;
   /* the kernel runs a binding below SMALL_WORK on the calling thread (its
    * scratch the pool's, sized for the upper corner: no malloc a run), as a
    * specialised object of that size would */
@@ -572,7 +637,7 @@ harp_status cc_emit_gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
   gemm_spec_layout(&s, &gm);
   if (!cc_epi_to_cgen(gm.epi, gm.nepi, s.epi)) DECLINE("an epilogue step the template has no form of");
   /* A a weight read as it is (a repacked or rounded A is a fresh copy each run) */
-  s.prepack_a = gm.nrep == 0 && gm.a_round == TINY_FP32 && packs_once(c, r, gm.A.slot);
+  s.prepack_a = gm.nrep == 0 && gm.a_round == TINY_FP32 && !k_rt && packs_once(c, r, gm.A.slot);
   /* else B a weight (x @ W, x W^T) shared by the batches; not where the
    * skinny kernel streams B instead of packing it (M a constant of at most
    * CGEN_SKINNY_MAX_M rows: with M read at run time the template packs B,
@@ -581,23 +646,25 @@ harp_status cc_emit_gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
    * int8 kernel takes it (cc_q8_gemv: its int8 weight, packed once, is
    * half the bytes; the packed template then only its fallback) */
   s.prepack_b = !s.prepack_a && (gm.M > CGEN_SKINNY_MAX_M || m_rt || cc_q8_gemv(c, &gm)) && (gm.batch[0] == 1 || gm.b_sb[0] == 0) &&
-                (gm.batch[1] == 1 || gm.b_sb[1] == 0) && (!per_batch || bx.b_shared) && packs_once(c, r, gm.B.slot);
+                (gm.batch[1] == 1 || gm.b_sb[1] == 0) && (!per_batch || bx.b_shared) && !n_rt && !k_rt && packs_once(c, r, gm.B.slot);
   plan_use pu;
   /* M at run time: each corner's plan is its own size's, so the built-in
    * tuning, the same at both.  The batch at run time: the upper corner's
    * plan, which the lower corner replays (rt_compile_opts.replay_plans);
    * the tasks' split is the run's own (emit_batch_split) */
-  if (m_rt) {
+  if (m_rt || n_rt || k_rt) {
     cgen_tuning_default(&s.tune);
     cc_jit_variant(c, &s.tune, cc_host_isa_mask());
     pu.ch = NULL, pu.desc[0] = 0;
     rt_plan_choice *ch = cc_choice_of(c, r);
-    if (ch) cc_note_add(ch, "ShapeSet object, M read at run time: the template's built-in tuning, not the plan");
+    if (ch)
+      cc_note_add(ch, m_rt ? "ShapeSet object, M read at run time: the template's built-in tuning, not the plan"
+                           : "ShapeSet object, N or K read at run time: the template's built-in tuning, not the plan");
   } else cc_plan_tuning(c, r, 'g', swapped, &s.tune, NULL, NULL, &pu);
   if (gemm_plan_splitk(c, r, &pu, &s)) return c->e->code;
   /* bf16: a skinny GEMM's weight B rounded to bf16 once, at model_init, and
    * streamed at half the bytes every run (a classifier's 5-8 MB) */
-  if (!s.prepack_a && !s.prepack_b && !m_rt && !b_rt && s.tune.bf16 && (gm.batch[0] == 1 || gm.b_sb[0] == 0) &&
+  if (!s.prepack_a && !s.prepack_b && !m_rt && !b_rt && !n_rt && !k_rt && s.tune.bf16 && (gm.batch[0] == 1 || gm.b_sb[0] == 0) &&
       (gm.batch[1] == 1 || gm.b_sb[1] == 0) && packs_once(c, r, gm.B.slot)) {
     s.prepack_b = true;
     s.prepack_b = cgen_gemm_skinny_bf16_ok(&s);
@@ -609,7 +676,7 @@ harp_status cc_emit_gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
   if (s.prepack_b) emit_wpack(out, fn, kfn, 'b', gm.B.offset, tiny_dtype_size(gm.B.dtype));
   if (s.prepack_a) pk->n = 1, pk->slot[0] = gm.A.slot, note_packed_only(c, r, gm.A.slot, gm.B.slot, gm.epi, gm.nepi);
   if (s.prepack_b) pk->n = 1, pk->slot[0] = gm.B.slot, note_packed_only(c, r, gm.B.slot, gm.A.slot, gm.epi, gm.nepi);
-  bool q8 = !m_rt && !b_rt && cc_emit_q8gemm(c, r, fn, out, &gm, s.prepack_a, s.prepack_b, pk);
+  bool q8 = !m_rt && !b_rt && !n_rt && !k_rt && cc_emit_q8gemm(c, r, fn, out, &gm, s.prepack_a, s.prepack_b, pk);
   emit_gemm_runner(c, r, fn, kfn, out, &gm, read, &s, m_rt, b_rt, per_batch ? &bx : NULL, q8);
   *handled = true;
   return HARP_OK;

@@ -149,10 +149,12 @@ harp_status cc_emit_softmax(rc_ctx *c, int r, const char *fn, ut_str *out, const
   s.npro = sm.npro, s.nepi = sm.nepi;
   if (!cc_epi_to_cgen(sm.pro, sm.npro, s.pro) || !cc_epi_to_cgen(sm.epi, sm.nepi, s.epi))
     DECLINE("a QDQ softmax step the kernel has no step for");
-  char rows[160]; /* a ShapeSet object: the rows of y read at run time */
+  char rows[160], cols[160]; /* a ShapeSet object: the rows of y and their length read at run time */
   const tiny_shape *ys = rc_slot_shape(c, r, sm.y.slot);
-  if (ys && ys->rank >= 1 && ys->d[ys->rank - 1].n == sm.cols && rc_size_expr(c, ys, 0, ys->rank - 1, sm.rows, rows, sizeof rows))
-    s.rows_expr = rows;
+  bool dense = ys && ys->rank >= 1 && ys->d[ys->rank - 1].n == sm.cols;
+  if (dense && rc_size_expr(c, ys, 0, ys->rank - 1, sm.rows, rows, sizeof rows)) s.rows_expr = rows;
+  if (dense && rc_size_expr(c, ys, ys->rank - 1, ys->rank, sm.cols, cols, sizeof cols))
+    s.cols_expr = cols, s.cols_hi = rc_size_hi(c, ys, ys->rank - 1, ys->rank);
   char kfn[128];
   snprintf(kfn, sizeof kfn, "%s_softmax", fn);
   bool refused;
