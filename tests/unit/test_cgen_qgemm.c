@@ -482,9 +482,23 @@ static void test_phase_planes(void **st) {
   }
 }
 
+/* Whether source src's VNNI depth loops ask for A's bytes ahead
+ * ("prefetcht0 <n>(%[pa])"): the weight-stationary stream, or the tiles'
+ * order's next A block (QG_PFN). */
+static bool prefetches_a(const char *src) {
+  for (const char *p = strstr(src, "prefetcht0 "); p; p = strstr(p + 1, "prefetcht0 ")) {
+    const char *q = p + strlen("prefetcht0 ");
+    while (*q >= '0' && *q <= '9') q++;
+    if (q > p + strlen("prefetcht0 ") && !strncmp(q, "(%[pa])", 7)) return true;
+  }
+  return false;
+}
+
 /* The weight-stationary order (spec.ws, cgen_qgemm.c's qg_ws) of the
  * VNNI variant: chosen by size for the two cases of a 200 KB weight alone,
- * never with ws -1; and forced (ws 1) on every case whose weight is A (B
+ * never with ws -1 (the tiles' order then asks for the next A block's
+ * bytes ahead where the weight is A and at least 64 KiB: the same two
+ * cases); and forced (ws 1) on every case whose weight is A (B
  * packed whole by $P_btask: tails of M, N and K, the convs' images, a
  * single block, many), each against the reference.  Skipped without VNNI. */
 static void test_cases_ws(void **st) {
@@ -508,6 +522,7 @@ static void test_cases_ws(void **st) {
       harp_error e = {0};
       assert_int_equal(cgen_qgemm(&e, &s, "f", &one), HARP_OK);
       assert_int_equal(strstr(one.buf, "f_avx512_btask(") != NULL, big && ws == 0);
+      if (ws < 0) assert_int_equal(prefetches_a(one.buf), s.weight_a && s.m * s.k >= 65536);
       ut_str_free(&one);
     }
     if (!run[i]) continue;

@@ -93,6 +93,18 @@
 #define QG_WS_B (512L << 10)
 #define QG_PFA 2048
 
+/* The tiles' order (not qg_ws) where the weight (A) is at least QG_PFN
+ * bytes: the depth loop asks for the next A block's bytes at the same depth
+ * (K4 MR words ahead) on every step, so the next tile's piece of the weight
+ * (a depth block's 3 KiB, K4 MR words apart) is in L1 when it starts; the
+ * hardware prefetcher does not follow those jumps.  Zen 5, 1 thread, CPU
+ * clock (bench/qconv_ab.py, bench/q1x1_ab.py --cpu), the weight flushed
+ * before each call, as in a whole run: 3x3 256x196x2304 0.78x the time,
+ * 3x3/2 to 14x14 0.79, 3x3 128x784x1152 0.94, 1x1 256x784x512 0.96,
+ * 128x784x512 0.98; warm 0.99-1.01.  Below 64 KiB (K <= 256 at 56x56,
+ * 64x3136x576) 0.99-1.02 cold: not asked. */
+#define QG_PFN (64L << 10)
+
 /* The attribute of o's variant's functions: VNNI, AVX2 or none. */
 static const char *qg_attr(const cg_out *o) {
   return o->isa->id == CGEN_ISA_AVX512 ? QG_ATTR : o->isa->id == CGEN_ISA_AVX2 ? QG_ATTR2 : "";
@@ -491,7 +503,8 @@ static void emit_tile_vnni(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d
       cg_emit(o, "  __m512i c%d_%d;\n", i, j);
   bool ain = !s->weight_a && s->x_dtype == TINY_U8; /* A in place: rows K bytes apart (emit_task) */
   for (int c = 1; c <= nx; c++) cg_emit(o, nv ? "  __m256i cx%d;\n" : "  __m256i cx%d, cy%d;\n", c, c);
-  emit_vnni_loop(o, s, nv, mr, ain ? d->K : 4, ain ? 4 : QG_MR * 4, qg_ws(s, d) ? QG_PFA : 0, nx);
+  int pfa = qg_ws(s, d) ? QG_PFA : s->weight_a && d->M * d->K >= QG_PFN ? (int)(d->K4 * QG_MR * 4) : 0;
+  emit_vnni_loop(o, s, nv, mr, ain ? d->K : 4, ain ? 4 : QG_MR * 4, pfa, nx);
   emit_x1_epilogue(o, s, d, nv, nx, false);
   cg_emit(o, "  if (!first) {\n");
   for (int i = 0; i < QG_MR; i++)

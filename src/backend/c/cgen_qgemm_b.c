@@ -259,11 +259,39 @@ static void emit_inplace(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, 
           QG_NR, x);
 }
 
+/* AVX-512 $P_pkt(s, B): the partial last block of the [K][N] byte matrix s
+ * (its nn = N mod 64 columns; the rows end at N) as $P_pkb's K4 x 64 words
+ * at B: four rows at a time, each one masked load of its nn bytes (the
+ * lanes past them, and the rows past K, x, so 0 once ^ x), interleaved by
+ * $P_il4r.  No memset and no byte loop: the N = 49 convs' only block, the
+ * N = 196 and 784 ones' last. */
+static void emit_pkt(cg_out *o, const qg_dims *d, unsigned x) {
+  long nn = d->N % QG_NR, K = d->K, N = d->N;
+  cg_emit(o, "static " QG_ATTR " void $P_pkt(const uint8_t *s, int32_t *B) {\n");
+  cg_emit(o, "  const __m512i vx = _mm512_set1_epi8((char)%uu);\n  const __mmask64 m = (__mmask64)%#llxULL;\n", x,
+          (unsigned long long)((1ULL << nn) - 1ULL));
+  cg_emit(o, "  const uint8_t *p = s + %ldL;\n  uint8_t *t = (uint8_t *)B;\n", (d->NB - 1) * QG_NR);
+  if (K / 4) {
+    cg_emit(o, "  for (long k4 = 0; k4 < %ldL; k4++, p += %ldL, t += %d) {\n", K / 4, 4 * N, QG_NR * 4);
+    cg_emit(o, "    __m512i a0 = _mm512_mask_loadu_epi8(vx, m, (const void *)p);\n");
+    for (int j = 1; j < 4; j++) cg_emit(o, "    __m512i a%d = _mm512_mask_loadu_epi8(vx, m, (const void *)(p + %ldL));\n", j, j * N);
+    cg_emit(o, "    $P_il4r(a0, a1, a2, a3, %uu, t);\n  }\n", x);
+  }
+  if (K % 4) { /* the last word's rows past K: x */
+    cg_emit(o, "  {\n");
+    for (long j = 0; j < 4; j++)
+      if (j < K % 4) cg_emit(o, "    __m512i a%ld = _mm512_mask_loadu_epi8(vx, m, (const void *)(p + %ldL));\n", j, j * N);
+      else cg_emit(o, "    __m512i a%ld = vx;\n", j);
+    cg_emit(o, "    $P_il4r(a0, a1, a2, a3, %uu, t);\n  }\n", x);
+  }
+  cg_emit(o, "}\n");
+}
+
 /* $P_pkb(cx, jb, B): block jb of the activation B when the weight is A (64
  * columns of the [K][N] matrix: x, the im2col, or the padded image's planes
  * (d->cd)) as K4 x 64 words at B, four rows of k at a time ($P_il4), 0 past
  * K.  A partial last block of x or the im2col (whose rows end at N) goes
- * through $F_pk. */
+ * through $P_pkt (AVX-512), else $F_pk. */
 void cg_qg_emit_bpack(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, bool vec) {
   unsigned x = s->x_dtype == TINY_I8 ? 0x80u : 0u;
   long plane = d->Hp * d->Wp;
@@ -283,8 +311,11 @@ void cg_qg_emit_bpack(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, boo
     (d->pg ? emit_gather : emit_inplace)(o, s, d, vec);
     return;
   }
+  bool pkt = vec && !d->cd && d->N % QG_NR;
+  if (pkt) emit_il4(o, true, true), emit_pkt(o, d, x);
   cg_emit(o, "static %s void $P_pkb(const $F_ctx *cx, long jb, int32_t *B) {\n  uint8_t *q = (uint8_t *)B;\n", vec ? QG_ATTR : "");
-  if (!d->cd && d->N % QG_NR)
+  if (pkt) cg_emit(o, "  if (jb == %ldL) { $P_pkt(%s, B); return; }\n", d->NB - 1, src);
+  else if (!d->cd && d->N % QG_NR)
     cg_emit(o, "  if (jb == %ldL) { $F_pk(%s, 1L, %ldL, %ldL, %d, %uu, jb, B); return; }\n", d->NB - 1, src, d->N, d->N, QG_NR, x);
   if (d->cd) /* row k = (c, ky, kx) of the im2col starts at c plane + ky dh Wp + kx dw: counters, no divisions */
     cg_emit(o, "  long ky = 0, kx = 0;\n  const uint8_t *pc = cx->col + jb * %d;\n", QG_NR);
