@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """int8_modes.py — harp's whole-model time on each placement of the two vCPUs, A/B.
 
-    python3 bench/int8_modes.py [--model M.onnx] [--rounds 12] [--repeat 300] [--rt] [--ov] HARP [HARP...]
+    python3 bench/int8_modes.py [--model M.onnx] [--precision bf16] [--rounds 12] [--repeat 300] [--rt] [--ov] HARP [HARP...]
 
 On the shared 2-vCPU VM the host puts the two vCPUs on one CCD or on two
 (bench/vcpu_pair.c: a line's round trip ~80-110 ns, or ~400), and every
@@ -16,7 +16,9 @@ and their count.  The host may move the vCPUs between probe and run: a
 process then lands under the wrong placement (the counts show how many).
 --rt runs each process under `chrt -f 1` (root): on a loaded machine the
 cores go to it for its second or two.  Default model: bench/int8.py's
-MobileNetV2 QDQ (make it with `python3 bench/int8.py --only mobilenetv2`).
+MobileNetV2 QDQ (make it with `python3 bench/int8.py --only mobilenetv2`);
+--precision bf16 with an fp32 model times `harp bench --precision bf16`
+against OpenVINO's default (bf16 on this CPU).
 """
 import argparse
 import json
@@ -57,6 +59,7 @@ def main():
     ap.add_argument("--model", default=os.path.join(tempfile.gettempdir(), "harp-int8-models", "mobilenetv2_qdq.onnx"))
     ap.add_argument("--rounds", type=int, default=12)
     ap.add_argument("--repeat", type=int, default=300)
+    ap.add_argument("--precision", default="", help="harp bench --precision (bf16: an fp32 model)")
     ap.add_argument("--rt", action="store_true", help="each process under chrt -f 1 (root)")
     ap.add_argument("--ov", action="store_true", help="OpenVINO on the same model, at its default precision")
     a = ap.parse_args()
@@ -72,11 +75,11 @@ def main():
                 p = subprocess.run(rt + [sys.executable, "-c", OV, a.model, str(a.repeat)], capture_output=True, text=True, check=True)
                 ms = float(p.stdout.split()[-1])
             else:
-                p = subprocess.run(rt + [h, "bench", a.model, "--json", "--repeat", str(a.repeat)], capture_output=True, text=True, check=True)
+                p = subprocess.run(rt + [h, "bench", a.model, "--json", "--repeat", str(a.repeat)] + (["--precision", a.precision] if a.precision else []), capture_output=True, text=True, check=True)
                 ms = json.loads(p.stdout)["median_ms"]
             runs[h].append((ns, ms))
             print(f"  {h}: {ms:.3f} ms (vCPU round trip {ns:.0f} ns)", flush=True)
-    print(f"{os.path.basename(a.model)}, {a.rounds} rounds of {a.repeat} runs, 2 threads{', chrt -f 1' if a.rt else ''}")
+    print(f"{os.path.basename(a.model)}{' --precision ' + a.precision if a.precision else ''}, {a.rounds} rounds of {a.repeat} runs, 2 threads{', chrt -f 1' if a.rt else ''}")
     for h, v in runs.items():
         near = [ms for ns, ms in v if ns < 200]
         far = [ms for ns, ms in v if not ns < 200]
