@@ -14,6 +14,11 @@
  * CPU the scheduler kept the two together (2 threads against 1 counts as
  * balanced), and every 2-task kernel of the process ran serially.
  *
+ * Each thread runs its own range of a job's tasks first (thread t: t n / P
+ * to (t + 1) n / P) and takes what is left of others' from the top, so a
+ * worker that runs a task starts at the bottom of its own range; a job of
+ * more tasks than a range word holds runs as several, every task once.
+ *
  * hprt_alloc, the runtime's allocator of the arena, the weights and the
  * scratch, gives large blocks on 2 MiB pages where the OS grants them. */
 #define _GNU_SOURCE 1 /* sched_getcpu, CPU_SET */
@@ -194,6 +199,79 @@ static void test_worker_alone_sits_out(void **state) {
   assert_true(ran <= 5);
 }
 
+/* A job's tasks and who ran them: counts per task, the worker's first task. */
+static const char RANGE_DRIVER[] =
+    "static unsigned char cnt_r[(1 << 20) + 64];\n"
+    "static int first_w, ran_w, bad_tid;\n"
+    "static void fr(void *ctx, int t, int tid) { (void)ctx; if (tid < 0 || tid >= 3) bad_tid = 1; __atomic_add_fetch(&cnt_r[t], 1, __ATOMIC_RELAXED); }\n"
+    "static void fh(void *ctx, int t, int tid) {\n"
+    "  (void)ctx;\n"
+    "  if (tid) { if (first_w < 0) first_w = t; ran_w++; }\n"
+    "  for (volatile int i = 0; i < 20000; i++) ;\n"
+    "}\n"
+    "/* one job of n tasks on p: the tasks not run exactly once (n <= 2^20 + 64) */\n"
+    "long hp_once(hprt_pool *p, int n) {\n"
+    "  long bad = 0;\n"
+    "  memset(cnt_r, 0, sizeof cnt_r);\n"
+    "  hprt_pool_run(p, n, fr, NULL);\n"
+    "  for (int t = 0; t < (int)sizeof cnt_r; t++) bad += cnt_r[t] != (t < n);\n"
+    "  return bad + bad_tid;\n"
+    "}\n"
+    "/* jobs of n slow tasks on p (2 threads): the jobs the worker ran a task in,\n"
+    " * and those whose first task it ran was not n / 2 */\n"
+    "void hp_home(hprt_pool *p, int n, int jobs, int *ran, int *off) {\n"
+    "  *ran = *off = 0;\n"
+    "  for (int j = 0; j < jobs; j++) {\n"
+    "    first_w = -1, ran_w = 0;\n"
+    "    hprt_pool_run(p, n, fh, NULL);\n"
+    "    *ran += ran_w > 0, *off += ran_w > 0 && first_w != n / 2;\n"
+    "  }\n"
+    "}\n";
+
+/* A job of more tasks than a range word holds (2^20 - 1), and one of a few
+ * tasks, on pools of 2 and 3 threads: every task exactly once. */
+static void test_job_over_range_word(void **state) {
+  (void)state;
+  void *h = compile_with_runtime("", RANGE_DRIVER);
+  assert_non_null(h);
+  long (*once)(hprt_pool *, int) = (long (*)(hprt_pool *, int))dlsym(h, "hp_once");
+  assert_non_null(once);
+  signal(SIGALRM, on_alarm);
+  for (int n = 2; n <= 3; n++) {
+    hprt_pool *p = ct_pool_create(h, n);
+    assert_non_null(p);
+    alarm(120);
+    assert_int_equal(once(p, (1 << 20) + 37), 0);
+    assert_int_equal(once(p, 5), 0);
+    alarm(0);
+    ct_pool_destroy(h, p);
+  }
+  dlclose(h);
+}
+
+/* 40 jobs of 64 tasks of ~20 us on 2 threads: whenever the worker runs a
+ * task, its first is 32, the bottom of its own range (the old pool's one
+ * counter gave it whatever was next). */
+static void test_worker_starts_at_its_range(void **state) {
+  (void)state;
+  void *h = compile_with_runtime("", RANGE_DRIVER);
+  assert_non_null(h);
+  void (*home)(hprt_pool *, int, int, int *, int *) = (void (*)(hprt_pool *, int, int, int *, int *))dlsym(h, "hp_home");
+  assert_non_null(home);
+  hprt_pool *p = ct_pool_create(h, 2);
+  assert_non_null(p);
+  int ran, off;
+  signal(SIGALRM, on_alarm);
+  alarm(120);
+  home(p, 64, 40, &ran, &off);
+  alarm(0);
+  ct_pool_destroy(h, p);
+  dlclose(h);
+  fprintf(stderr, "the worker ran tasks in %d of 40 jobs, %d of them not starting at 32\n", ran, off);
+  assert_true(ran >= 1);
+  assert_int_equal(off, 0);
+}
+
 /* hprt_alloc (the arena, weights, packed weights and scratch) reached from a test. */
 static const char ALLOC_DRIVER[] = "void *hp_alloc(size_t n, size_t *cap) { return hprt_alloc(n, cap); }\n";
 
@@ -260,6 +338,7 @@ static void test_alloc_huge_pages(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_jobs_back_to_back), cmocka_unit_test(test_worker_leaves_callers_cpu),
-                                     cmocka_unit_test(test_worker_alone_sits_out), cmocka_unit_test(test_alloc_huge_pages)};
+                                     cmocka_unit_test(test_worker_alone_sits_out), cmocka_unit_test(test_job_over_range_word),
+                                     cmocka_unit_test(test_worker_starts_at_its_range), cmocka_unit_test(test_alloc_huge_pages)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
