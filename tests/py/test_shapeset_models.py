@@ -111,6 +111,10 @@ TABLE = {
                          {"N": 1, "W": 4, "V": 8, "Q": 16}),
     # ---- ONNX: fixed shapes, the batch made a dim_param
     "small_cnn.onnx": row({"batch": (1, 6)}, [{"batch": 1}, {"batch": 4}, {"batch": 6}], tol=1e-3),
+    # named dims N, H, W (the box harp chooses by itself: test_cli_autobox.py): a box over all three
+    "dyn_conv.onnx": row({"N": (1, 3), "H": (4, 20), "W": (4, 20)},
+                         [{"N": 1, "H": 4, "W": 4}, {"N": 3, "H": 20, "W": 20}, {"N": 2, "H": 9, "W": 13}],
+                         tol=1e-3, onnx_dims={0: "N"}),
 }
 paths = [p for p in glob.glob(os.path.join(SRC, "tests", "models", "*")) if re.search(r"\.(json|harp|onnx)$", p)]
 run_table(s, TABLE, paths, D, CACHE, "HARP_SS_MODELS")
