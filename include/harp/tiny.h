@@ -293,10 +293,10 @@ typedef struct tiny_graph {
 tiny_graph *tiny_graph_new(void);
 void tiny_graph_free(tiny_graph *g);
 /* A shadow of g: copies of its nodes, outputs and derived symbols that read
- * g's arena and id map (g must outlive it and not grow), so that
- * tiny_infer / tiny_verify can re-derive its shapes at another binding of
- * its symbols without touching g (a ShapeSet's check of a new binding,
- * src/runtime/sgen.c).  NULL when out of memory; freed with
+ * g's arena and id map (g must outlive it; no node is added to either),
+ * so that tiny_infer / tiny_verify can re-derive its shapes at another
+ * binding of its symbols without touching g (a ShapeSet's check of a new
+ * binding, src/runtime/sgen_quick.c).  NULL when out of memory; freed with
  * tiny_graph_shadow_free, never tiny_graph_free. */
 tiny_graph *tiny_graph_shadow(const tiny_graph *g);
 void tiny_graph_shadow_free(tiny_graph *h);
