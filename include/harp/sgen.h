@@ -88,6 +88,12 @@ int rt_sgen_cc_runs(const rt_sgen *s);
  * came from the compile cache's manifest of an earlier process with the
  * same model, box, options and harp build: no corner was compiled. */
 bool rt_sgen_from_manifest(const rt_sgen *s);
+/* Whether a new binding on the one object is checked quickly: the graph
+ * it runs (prepared at the upper corner) re-inferred and verified at the
+ * binding, not the model prepared again, which it agreed with at the box's
+ * probes (sgen.c quick_setup); a binding below the corner the object was
+ * compared from is always prepared. */
+bool rt_sgen_quick(const rt_sgen *s);
 /* The generated C of the one object (NULL in fallback or from a manifest). */
 const char *rt_sgen_source(const rt_sgen *s);
 /* The model as the object compiles it (canonical JSON, symbols unbound):

@@ -292,6 +292,14 @@ typedef struct tiny_graph {
 /* ---- builder API -------------------------------------------------------- */
 tiny_graph *tiny_graph_new(void);
 void tiny_graph_free(tiny_graph *g);
+/* A shadow of g: copies of its nodes, outputs and derived symbols that read
+ * g's arena and id map (g must outlive it; no node is added to either),
+ * so that tiny_infer / tiny_verify can re-derive its shapes at another
+ * binding of its symbols without touching g (a ShapeSet's check of a new
+ * binding, src/runtime/sgen_quick.c).  NULL when out of memory; freed with
+ * tiny_graph_shadow_free, never tiny_graph_free. */
+tiny_graph *tiny_graph_shadow(const tiny_graph *g);
+void tiny_graph_shadow_free(tiny_graph *h);
 /* Index of the node with this id, or -1. */
 int tiny_find(const tiny_graph *g, const char *id);
 

@@ -4,7 +4,9 @@
  * reason kept.  Every run checks its binding first: in the box, the model's
  * constraints hold (the graph prepared at it), the same graph node for node
  * as the one compiled, no value larger than at the corner hi (whose arena
- * the object has).  A derived symbol of the graph (tiny_dsym: a strided
+ * the object has); a new binding quickly where that says what the full
+ * check says at the box's probes: the compiled graph re-inferred at it
+ * (quick_at).  A derived symbol of the graph (tiny_dsym: a strided
  * conv's (H + 1)/2) that reads a varying one varies too: the object reads
  * it from hp_sym_ like the others, its value computed per binding and its
  * largest at the corner hi (the definition is monotone: by its form, or
@@ -15,7 +17,7 @@
  * the others (s->follows) and a binding that breaks the tie is refused.
  * A weight whose shape moves with a symbol is one table at the corner hi,
  * read through a SHRINK by the binding (sgen_weights.c).
- * Needs: cpu.c (rt_cpu_compile_code, rt_cpu_adopt, rt_cpu_run_bound), sgen_weights.c, tiny.
+ * Needs: cpu.c (rt_cpu_compile_code, rt_cpu_adopt, rt_cpu_run_bound), sgen_weights.c, sgen_quick.c, tiny.
  * Gives: harp/sgen.h (rt_sgen_layout_of: what a standalone package needs). */
 #include <errno.h>
 #include <inttypes.h>
@@ -28,10 +30,13 @@
 #include "harp/pipeline.h"
 #include "harp/sgen.h"
 #include "sgen_manifest.h"
+#include "sgen_quick.h"
 #include "sgen_weights.h"
 #include "util/util.h"
 
 #define SGEN_MAX_VARIANTS 16
+#define SGEN_BREAKS "this binding breaks the model"
+#define SGEN_LARGER "this binding makes a value larger than the compiled ShapeSet holds"
 
 static char *sg_strdup(const char *x) {
   size_t n = strlen(x) + 1;
@@ -69,7 +74,10 @@ struct rt_sgen {
   char *fallback;
   /* the last binding run on the object, its graph kept */
   int64_t *last;
-  tiny_graph *glast;
+  const tiny_graph *gb;    /* the graph at last (glast or gfast); NULL: none checked */
+  tiny_graph *glast;       /* the model prepared at last (the full check), or NULL */
+  tiny_graph *gfast;       /* a shadow of ghi, its shapes re-derived at last (the quick check: quick_at) */
+  bool quick;              /* the quick check agrees with the full one at the box's probes: it serves the box */
   sgen_variant var[SGEN_MAX_VARIANTS];
   int nvar, objects, cc_runs; /* objects made; of them, by the C compiler (not the disk cache) */
   bool from_manifest;      /* the box's decision came from the cache's manifest: no corner compiled */
@@ -86,24 +94,6 @@ static harp_status prepare_at(harp_error *e, const rt_sgen *s, const int64_t *va
   if (tiny_load_json(e, s->text, strlen(s->text), NULL, g) || tiny_dsym_bind(e, *g, t) || tiny_prepare(e, *g, t, false))
     return e->code;
   return tiny_dsym_bind(e, *g, t); /* the ones the preparation named (a window count: tiny_infer_move) */
-}
-
-/* Whether a and b are the same graph up to sizes (ops, sources, dtypes,
- * ranks, outputs); *bigger: some value of a is larger than b's. */
-static bool same_graph(const tiny_graph *a, const tiny_graph *b, bool *bigger) {
-  *bigger = false;
-  if (a->n != b->n || a->noutputs != b->noutputs) return false;
-  for (int i = 0; i < a->noutputs; i++)
-    if (a->outputs[i] != b->outputs[i]) return false;
-  for (int i = 0; i < a->n; i++) {
-    const tiny_node *x = &a->nodes[i], *y = &b->nodes[i];
-    if (x->op != y->op || x->nsrc != y->nsrc || x->dtype != y->dtype || x->shape.rank != y->shape.rank) return false;
-    for (int k = 0; k < x->nsrc; k++)
-      if (x->src[k].node != y->src[k].node || (x->src[k].node < 0 && x->src[k].imm != y->src[k].imm)) return false;
-    for (int d = 0; d < x->shape.rank; d++)
-      if (x->shape.d[d].n > y->shape.d[d].n) *bigger = true;
-  }
-  return true;
 }
 
 /* Whether two Functions have the same kernels over the same buffers. */
@@ -364,6 +354,64 @@ static bool raise_derived_ones(rt_sgen *s, int64_t *lo, const int64_t *hi) {
   return any;
 }
 
+/* Probe b of the box (b = 0: the lower corner it serves, 1: the upper,
+ * then interior points with the symbols apart) into vals, per symbol. */
+static void probe_at(const rt_sgen *s, int b, int64_t *vals) {
+  for (int i = 0; i < s->nsyms; i++) {
+    int64_t lo = s->glo[i], hi = s->syms[i].hi, span = hi - lo;
+    vals[i] = b == 0 ? lo : b == 1 ? hi : lo + (span * (2 * b + 3 * i + 1) / 13 + b + i) % (span + 1);
+  }
+}
+
+/* The quick check of binding vals (none of its symbols below the corner
+ * glo) on s->gfast (sgq_check: the graph the object runs re-inferred and
+ * verified at vals; the model not prepared again), its errors said as the
+ * full check's (bound_graph). */
+static harp_status quick_at(harp_error *e, rt_sgen *s, const int64_t *vals) {
+  bool bigger = false;
+  if (sgq_check(e, s->ghi, s->gfast, s->syms, s->follows, s->nsyms, vals, &bigger))
+    return restate(e, HARP_E_INPUT_MISMATCH, SGEN_BREAKS);
+  return bigger ? ut_fail(e, HARP_E_INPUT_MISMATCH, NULL, SGEN_LARGER) : HARP_OK;
+}
+
+/* Whether the quick check says at binding vals what the full one says
+ * (the model prepared there; g: that graph when at hand): both refuse
+ * vals, or both take it with the same sizes at every node. */
+static bool quick_agrees_at(rt_sgen *s, const int64_t *vals, const tiny_graph *g) {
+  harp_error e = {0};
+  tiny_graph *own = NULL;
+  bool full = true, bigger = false;
+  if (!g) {
+    tiny_symtab t;
+    full = !prepare_at(&e, s, vals, &own, &t);
+    tiny_symtab_free(&t);
+    harp_error_clear(&e);
+    g = own;
+  }
+  full = full && sgq_same_graph(g, s->ghi, &bigger) && !bigger;
+  bool quick = !quick_at(&e, s, vals);
+  harp_error_clear(&e);
+  bool ok = full == quick && (!full || sgq_same_sizes(g, s->gfast));
+  tiny_graph_free(own);
+  return ok;
+}
+
+/* s->gfast, a shadow of ghi, and s->quick: whether the quick check agrees
+ * with the full one at the box's lower corner lo (glo: the model prepared
+ * there), its upper and its interior probes (probe_at): then it checks
+ * every new binding at or above lo (bound_graph). */
+#define SGEN_QUICK_PROBES 6
+static harp_status quick_setup(harp_error *e, rt_sgen *s, const int64_t *lo, const tiny_graph *glo) {
+  if (!(s->gfast = tiny_graph_shadow(s->ghi))) return ut_fail(e, HARP_E_NO_MEMORY, NULL, "out of memory");
+  int64_t vals[64];
+  s->quick = quick_agrees_at(s, lo, glo);
+  for (int b = 1; s->quick && b < SGEN_QUICK_PROBES; b++) {
+    probe_at(s, b, vals);
+    s->quick = quick_agrees_at(s, vals, b == 1 ? s->ghi : NULL);
+  }
+  return HARP_OK;
+}
+
 /* Both corners to the code stage; the one object from hi when they agree
  * (its compile then owns ghi), else s->fallback says why. */
 static harp_status compile_corners(harp_error *e, rt_sgen *s, int64_t *lo, const int64_t *hi) {
@@ -379,7 +427,7 @@ static harp_status compile_corners(harp_error *e, rt_sgen *s, int64_t *lo, const
                    s->gen_names[i]);
   bool bigger = false;
   if (!st) st = derived_gens(e, s, why, sizeof why);
-  if (!st && !why[0] && !same_graph(glo, s->ghi, &bigger)) snprintf(why, sizeof why, "the graph differs between the box's corners");
+  if (!st && !why[0] && !sgq_same_graph(glo, s->ghi, &bigger)) snprintf(why, sizeof why, "the graph differs between the box's corners");
   /* the upper corner decides the regions and plans (the cost model at the box's largest sizes); the lower replays them */
   if (!st && !why[0]) st = rt_cpu_compile_code(e, s->ghi, &s->symhi, &s->cpu, s->gen_names, s->gen_hi, s->ngen, NULL, NULL, &chi);
   if (!st && !why[0]) { /* a lower corner that cannot replay them (other units at 1) is a reason, not an error */
@@ -402,6 +450,7 @@ static harp_status compile_corners(harp_error *e, rt_sgen *s, int64_t *lo, const
     free(a);
     free(b);
   }
+  if (!st && !why[0]) st = quick_setup(e, s, lo, glo);
   rt_compile_free(clo);
   tiny_graph_free(glo);
   tiny_symtab_free(&symlo);
@@ -427,6 +476,10 @@ static harp_status compile_corners(harp_error *e, rt_sgen *s, int64_t *lo, const
 
 /* s's state as box_setup left it (a manifest that did not fit). */
 static void unload_manifest(rt_sgen *s) {
+  rt_cpu_free(s->m);
+  s->m = NULL;
+  tiny_graph_shadow_free(s->gfast);
+  s->gfast = NULL;
   tiny_graph_free(s->ghi);
   s->ghi = NULL;
   tiny_symtab_free(&s->symhi);
@@ -464,8 +517,10 @@ static bool from_manifest(rt_sgen *s, const char *path, const int64_t *hi) {
     mf.f = NULL; /* the model's now, or freed */
     ok = ok ? !rt_cpu_load_cached(&e, s->ghi, &s->symhi, &s->cpu, f, mf.so, &s->m) : (fn_free(f), false);
   }
+  if (ok && s->m && !(s->gfast = tiny_graph_shadow(s->ghi))) ok = false;
   if (ok) {
     memcpy(s->glo, mf.glo, (size_t)s->nsyms * sizeof *s->glo);
+    s->quick = s->m && mf.quick;
     s->fallback = mf.fallback, mf.fallback = NULL;
     s->objects += s->m != NULL, s->from_manifest = true;
   } else {
@@ -479,7 +534,7 @@ static bool from_manifest(rt_sgen *s, const char *path, const int64_t *hi) {
 /* The box's decision into the manifest at path (a failure to write it only
  * costs the next process the corners). */
 static void store_manifest(const rt_sgen *s, const char *path) {
-  rt_ssm mf = {.nsyms = s->nsyms, .fallback = s->fallback};
+  rt_ssm mf = {.nsyms = s->nsyms, .fallback = s->fallback, .quick = s->quick};
   const fn_function *f = s->m ? rt_cpu_function(s->m) : NULL;
   const rt_compile *c = s->m ? rt_cpu_stages(s->m) : NULL;
   if (!s->ghi || s->nsyms > 64 || (s->m && (!c->so_path || !strrchr(c->so_path, '/')))) return;
@@ -685,36 +740,41 @@ static harp_status variant_at(harp_error *e, rt_sgen *s, const int64_t *vals, sg
   return HARP_OK;
 }
 
-/* The graph of binding vals checked against the object's (kept for the next
- * run at the same binding); a binding that breaks the model fails here. */
-static harp_status bound_graph(harp_error *e, rt_sgen *s, const int64_t *vals, const tiny_graph **gb) {
-  if (s->glast && !memcmp(s->last, vals, (size_t)s->nsyms * sizeof *vals)) return *gb = s->glast, HARP_OK;
-  tiny_graph_free(s->glast);
-  s->glast = NULL;
-  tiny_graph *g;
-  tiny_symtab t;
-  harp_status st = prepare_at(e, s, vals, &g, &t);
-  tiny_symtab_free(&t);
-  if (st) st = restate(e, HARP_E_INPUT_MISMATCH, "this binding breaks the model");
-  bool bigger = false;
-  if (!st && !same_graph(g, s->ghi, &bigger))
-    st = ut_fail(e, HARP_E_INPUT_MISMATCH, NULL, "this binding changes the model's graph (a broadcast or fold): outside the compiled ShapeSet");
-  if (!st && bigger) st = ut_fail(e, HARP_E_INPUT_MISMATCH, NULL, "this binding makes a value larger than the compiled ShapeSet holds");
-  if (st) {
-    tiny_graph_free(g);
-    return st;
-  }
-  memcpy(s->last, vals, (size_t)s->nsyms * sizeof *vals);
-  *gb = s->glast = g;
-  return HARP_OK;
-}
-
 /* Whether binding vals puts a symbol below the corner the object was
  * compared from (1, where the corners were compared from 2: raise_ones). */
 static bool below_corner(const rt_sgen *s, const int64_t *vals) {
   for (int i = 0; i < s->nsyms; i++)
     if (vals[i] < s->glo[i]) return true;
   return false;
+}
+
+/* The graph of binding vals checked against the object's (kept for the next
+ * run at the same binding); a binding that breaks the model fails here. */
+static harp_status bound_graph(harp_error *e, rt_sgen *s, const int64_t *vals, const tiny_graph **gb) {
+  if (s->gb && !memcmp(s->last, vals, (size_t)s->nsyms * sizeof *vals)) return *gb = s->gb, HARP_OK;
+  tiny_graph_free(s->glast);
+  s->glast = NULL, s->gb = NULL;
+  if (s->quick && !below_corner(s, vals)) { /* the graph the object runs, its sizes at vals */
+    if (quick_at(e, s, vals)) return e->code;
+    memcpy(s->last, vals, (size_t)s->nsyms * sizeof *vals);
+    return *gb = s->gb = s->gfast, HARP_OK;
+  }
+  tiny_graph *g;
+  tiny_symtab t;
+  harp_status st = prepare_at(e, s, vals, &g, &t);
+  tiny_symtab_free(&t);
+  if (st) st = restate(e, HARP_E_INPUT_MISMATCH, SGEN_BREAKS);
+  bool bigger = false;
+  if (!st && !sgq_same_graph(g, s->ghi, &bigger))
+    st = ut_fail(e, HARP_E_INPUT_MISMATCH, NULL, "this binding changes the model's graph (a broadcast or fold): outside the compiled ShapeSet");
+  if (!st && bigger) st = ut_fail(e, HARP_E_INPUT_MISMATCH, NULL, SGEN_LARGER);
+  if (st) {
+    tiny_graph_free(g);
+    return st;
+  }
+  memcpy(s->last, vals, (size_t)s->nsyms * sizeof *vals);
+  *gb = s->gb = s->glast = g;
+  return HARP_OK;
 }
 
 /* The binding of inputs into vals (nsyms <= 64: box_setup), refused when
@@ -761,7 +821,7 @@ harp_status rt_sgen_output_shapes(harp_error *e, rt_sgen *s, const ut_tensor *in
     tiny_symtab t;
     st = prepare_at(e, s, vals, &own, &t);
     tiny_symtab_free(&t);
-    if (st) st = restate(e, HARP_E_INPUT_MISMATCH, "this binding breaks the model");
+    if (st) st = restate(e, HARP_E_INPUT_MISMATCH, SGEN_BREAKS);
     g = own;
   }
   for (int k = 0; !st && k < g->noutputs; k++) shapes[k] = g->nodes[g->outputs[k]].shape;
@@ -834,6 +894,7 @@ const char *rt_sgen_fallback(const rt_sgen *s) { return s->fallback; }
 int rt_sgen_objects(const rt_sgen *s) { return s->objects; }
 int rt_sgen_cc_runs(const rt_sgen *s) { return s->cc_runs; }
 bool rt_sgen_from_manifest(const rt_sgen *s) { return s->from_manifest; }
+bool rt_sgen_quick(const rt_sgen *s) { return s->quick; }
 const char *rt_sgen_source(const rt_sgen *s) { return s->m ? rt_cpu_source(s->m) : NULL; }
 const char *rt_sgen_text(const rt_sgen *s) { return s->text; }
 
@@ -843,15 +904,6 @@ bool rt_sgen_layout_of(const rt_sgen *s, rt_sgen_layout *l) {
   for (int i = 0; i < s->ngen; i++)
     l->lo[i] = i < s->nbase ? s->glo[s->gen_of[i]] : 1, l->hi[i] = s->gen_hi[i];
   return true;
-}
-
-/* Probe b of the box (b = 0: the lower corner it serves, 1: the upper,
- * then interior points with the symbols apart) into vals, per symbol. */
-static void probe_at(const rt_sgen *s, int b, int64_t *vals) {
-  for (int i = 0; i < s->nsyms; i++) {
-    int64_t lo = s->glo[i], hi = s->syms[i].hi, span = hi - lo;
-    vals[i] = b == 0 ? lo : b == 1 ? hi : lo + (span * (2 * b + 3 * i + 1) / 13 + b + i) % (span + 1);
-  }
 }
 
 /* Whether fdiv(a * v + c, k) is x at every probe b (v = gv[b][i]). */
@@ -893,7 +945,7 @@ harp_status rt_sgen_dim_codes(harp_error *e, const rt_sgen *s, rt_sgen_dim (*cod
     harp_error pe = {0};
     harp_status ps = prepare_at(&pe, s, vals, &g[np], &t);
     tiny_symtab_free(&t);
-    if (!ps && same_graph(g[np], s->ghi, &bigger) && !bigger && !gen_values(&pe, s, vals, gv[np])) np++;
+    if (!ps && sgq_same_graph(g[np], s->ghi, &bigger) && !bigger && !gen_values(&pe, s, vals, gv[np])) np++;
     else if (b < 2) st = ut_fail(e, HARP_E_INTERNAL, NULL, "the ShapeSet's corner %d does not prepare: %s", b, pe.msg);
     else tiny_graph_free(g[np]), g[np] = NULL;
   }
@@ -914,6 +966,7 @@ void rt_sgen_free(rt_sgen *s) {
   tiny_graph_free(s->ghi);
   tiny_symtab_free(&s->symhi);
   tiny_graph_free(s->glast);
+  tiny_graph_shadow_free(s->gfast);
   for (int i = 0; i < s->nvar; i++) {
     rt_cpu_free(s->var[i].m);
     tiny_graph_free(s->var[i].g);

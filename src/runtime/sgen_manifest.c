@@ -9,8 +9,9 @@
  * code depends on (rt_ssm_path).  Text, one record a line, ending in
  * "sum <16 hex>", the hash of every byte before it: a truncated or damaged
  * file, or one whose numbers do not fit the model, reads as a miss.
- *   harp-ssm 1
+ *   harp-ssm 2
  *   glo NSYMS V...               the lower corner the object serves from
+ *   quick Q                      1: the quick check of a new binding serves the box
  *   so NAME | fallback TEXT
  *   fn NBUF NKER NARGS NRET NNODES REQUIRED CONST
  *   b NODE KIND DTYPE NUMEL SIZE OFFSET SPACE FIRST LAST    (NBUF lines)
@@ -219,10 +220,12 @@ bool rt_ssm_load(const char *path, int nnodes, int nsyms, rt_ssm *m) {
   if (ut_read_file(&e, path, SSM_MAX_BYTES, &text, &len)) return harp_error_clear(&e), false;
   ssm_rd r = {text, sum_ok(text, len)};
   rd_tag(&r, "harp-ssm");
-  rd_num(&r, 1, 1);
+  rd_num(&r, 2, 2);
   rd_tag(&r, "glo");
   m->nsyms = (int)rd_num(&r, nsyms, nsyms);
   for (int i = 0; i < nsyms && i < 64; i++) m->glo[i] = rd_num(&r, 1, INT64_MAX);
+  rd_tag(&r, "quick");
+  m->quick = rd_num(&r, 0, 1) == 1;
   while (r.ok && *r.p == ' ') r.p++;
   if (r.ok && *r.p == '\n' && !strncmp(r.p + 1, "so ", 3)) {
     rd_tag(&r, "so");
@@ -303,8 +306,9 @@ static void wr_function(ssm_wr *w, const fn_function *f, int nnodes) {
 
 harp_status rt_ssm_store(harp_error *e, const char *path, const rt_ssm *m, int nnodes) {
   ssm_wr w = {.ok = true};
-  wr(&w, "harp-ssm 1\nglo %d", m->nsyms);
+  wr(&w, "harp-ssm 2\nglo %d", m->nsyms);
   for (int i = 0; i < m->nsyms; i++) wr(&w, " %" PRId64, m->glo[i]);
+  wr(&w, "\nquick %d", m->quick ? 1 : 0);
   if (m->fallback) {
     wr(&w, "\nfallback ");
     for (const char *c = m->fallback; *c; c++) wr(&w, "%c", *c == '\n' ? ' ' : *c);

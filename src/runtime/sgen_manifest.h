@@ -20,6 +20,7 @@ typedef struct rt_ssm {
   char *fallback;   /* malloc'd; NULL when one object serves the box */
   int64_t glo[64];
   int nsyms;
+  bool quick;       /* the quick check of a new binding serves the box (sgen.c quick_setup) */
   fn_function *f;   /* the object's Function without its partition (f->part NULL) */
 } rt_ssm;
 

@@ -1,5 +1,6 @@
 /* graph.c — the Tiny IR builder: node storage, the id map, conveniences.
- * Needs: core.c.  Gives: tiny_graph_new/free, tiny_add, tiny_b_*, outputs. */
+ * Needs: core.c.  Gives: tiny_graph_new/free, tiny_graph_shadow, tiny_add, tiny_b_*,
+ * outputs. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -357,6 +358,36 @@ void tiny_graph_discard_sharing(tiny_graph *ng) {
   free(ng->nodes);
   free(ng->outputs);
   free(ng);
+}
+
+/* A shadow of g: its own copies of g's nodes, outputs and derived symbols,
+ * reading g's arena and id map (g outlives it); tiny_infer / tiny_verify
+ * rewrite its shapes at other bindings of g's symbols, g untouched. */
+tiny_graph *tiny_graph_shadow(const tiny_graph *g) {
+  tiny_graph *h = ut_xcalloc(1, sizeof *h);
+  if (!h) return NULL;
+  *h = *g;
+  h->err = (harp_error){0};
+  h->nodes = ut_xmalloc(sizeof *h->nodes * (size_t)(g->n + 1));
+  h->outputs = ut_xmalloc(sizeof *h->outputs * (size_t)(g->noutputs + 1));
+  h->dsyms = ut_xmalloc(sizeof *h->dsyms * (size_t)(g->ndsyms + 1));
+  if (!h->nodes || !h->outputs || !h->dsyms) {
+    tiny_graph_shadow_free(h);
+    return NULL;
+  }
+  memcpy(h->nodes, g->nodes, sizeof *h->nodes * (size_t)g->n);
+  memcpy(h->outputs, g->outputs, sizeof *h->outputs * (size_t)g->noutputs);
+  memcpy(h->dsyms, g->dsyms, sizeof *h->dsyms * (size_t)g->ndsyms);
+  h->cap = g->n;
+  return h;
+}
+
+void tiny_graph_shadow_free(tiny_graph *h) {
+  if (!h) return;
+  free(h->nodes);
+  free(h->outputs);
+  free(h->dsyms);
+  free(h);
 }
 
 void tiny_graph_adopt(tiny_graph *g, tiny_graph *ng) {

@@ -2,9 +2,11 @@
 sgen_manifest.c): the first process compiles the box's corners and writes
 the manifest; a second process with the same model and box loads the one
 object with no corner compiled (--time-stages: "from the cache's
-manifest"), at a new size, numpy's numbers.  A truncated, damaged or
-inconsistent manifest (its checksum right, a buffer's node out of range),
-a removed object, another model, box, knob or harp build: a miss, the
+manifest"), at a new size, numpy's numbers; it keeps whether the quick
+check of a new binding serves the box (one saying no is a hit, every
+binding prepared).  A truncated, damaged or inconsistent manifest (its
+checksum right, a buffer's node out of range), a removed object, another
+model, box, knob or harp build: a miss, the
 corners compiled again, the right numbers, never a crash.  A box that falls
 back says so again from the manifest.  A box from R = 1 serves 1 from its
 one object (no compile of its own).  Four processes at once on a fresh
@@ -81,6 +83,13 @@ text = open(m[0], "rb").read()
 body = text[: text.rindex(b"sum ")]
 lines = body.split(b"\n")
 s.check("the manifest names the box's lower corner", b"\nglo 2 2 33\n" in text, text[:80])
+# the quick check of a new binding (sgen.c quick_setup) agreed with the full one at the box's probes: kept
+s.check("the manifest says the quick check serves the box", b"\nquick 1\n" in text, text[:80])
+with open(m[0], "wb") as f:  # one that says it does not: a hit, each new binding prepared in full
+    f.write(resum(body.replace(b"\nquick 1\n", b"\nquick 0\n", 1)))
+run("manifest saying quick 0", cache, 13, True)
+with open(m[0], "wb") as f:
+    f.write(text)
 b0 = next(i for i, ln in enumerate(lines) if ln.startswith(b"b "))
 bad_node = lines[:b0] + [b"b 999999" + lines[b0][lines[b0].index(b" ", 2):]] + lines[b0 + 1 :]
 bad_glo = [re.sub(rb"^glo 2 ", b"glo 3 ", ln) for ln in lines]
