@@ -168,14 +168,24 @@ s.check("bench --shapeset: a binding outside refused", p.returncode == 1 and "ou
 # upper corner's arena (3 temporaries of M x 1024 fp32, 24 MiB at M = 2048) and touched every page of it
 # (src/backend/c/rc_layout.c); before, M = 2048 after M = 2 faulted ~16 MiB in (8 faults of 2 MiB, or
 # thousands of 4 KiB), its system time the new shape's cost over a warm run
-p = subprocess.run([HARP, "bench", os.path.join(MODELS, "gemm_chain4.json"), "--sym", "D=1024", "--shapeset", "M=2..2048",
-                    "--bind", "M=2", "--bind", "M=2048", "--repeat", "2", "--warmup", "0", "--json"],
-                   capture_output=True, text=True, env=env)
-rows = [json.loads(ln) for ln in p.stdout.splitlines() if '"shapeset_ms"' in ln]
+# (the machine may fault a few pages in on its own, page reclaim or huge-page collapse under load: the
+# fewest faults of up to three processes is what counts; without the touch every process faults >= 8)
+plain = os.environ.get("HARP_SANITIZE", "0") in ("0", "", "FALSE", "false")
+fewest = None
+for attempt in range(3):
+    p = subprocess.run([HARP, "bench", os.path.join(MODELS, "gemm_chain4.json"), "--sym", "D=1024", "--shapeset",
+                        "M=2..2048", "--bind", "M=2", "--bind", "M=2048", "--repeat", "2", "--warmup", "0", "--json"],
+                       capture_output=True, text=True, env=env)
+    rows = [json.loads(ln) for ln in p.stdout.splitlines() if '"shapeset_ms"' in ln]
+    if p.returncode != 0 or len(rows) != 2:
+        break
+    fewest = rows[1] if fewest is None or rows[1]["first_run_faults"] < fewest["first_run_faults"] else fewest
+    if not plain or fewest["first_run_faults"] <= 3:
+        break
 s.check("bench --shapeset: first runs timed", p.returncode == 0 and len(rows) == 2, (p.stdout + p.stderr)[-400:])
-if len(rows) == 2 and os.environ.get("HARP_SANITIZE", "0") in ("0", "", "FALSE", "false"):
+if fewest is not None and plain:
     # (not under the sanitizers: ASan's shadow of the arena faults in at the first touch of each page)
-    s.check("M = 2048 after M = 2: no arena page faulted in (<= 3 faults)", rows[1]["first_run_faults"] <= 3, str(rows[1]))
+    s.check("M = 2048 after M = 2: no arena page faulted in (<= 3 faults)", fewest["first_run_faults"] <= 3, str(fewest))
 
 # harp bench --shapeset --profile: each binding's kernels on both objects, the ShapeSet object's at the
 # binding's sizes (model_run_kernel_syms): 200x the rows, far more time a kernel; beside each the
