@@ -375,9 +375,9 @@ tiny_graph *tiny_graph_shadow(const tiny_graph *g) {
     tiny_graph_shadow_free(h);
     return NULL;
   }
-  memcpy(h->nodes, g->nodes, sizeof *h->nodes * (size_t)g->n);
-  memcpy(h->outputs, g->outputs, sizeof *h->outputs * (size_t)g->noutputs);
-  memcpy(h->dsyms, g->dsyms, sizeof *h->dsyms * (size_t)g->ndsyms);
+  if (g->n) memcpy(h->nodes, g->nodes, sizeof *h->nodes * (size_t)g->n); /* (g's arrays are NULL when empty) */
+  if (g->noutputs) memcpy(h->outputs, g->outputs, sizeof *h->outputs * (size_t)g->noutputs);
+  if (g->ndsyms) memcpy(h->dsyms, g->dsyms, sizeof *h->dsyms * (size_t)g->ndsyms);
   h->cap = g->n;
   return h;
 }

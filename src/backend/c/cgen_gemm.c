@@ -264,7 +264,7 @@ harp_status cgen_gemm(harp_error *e, const cgen_gemm_spec *s, const char *fn, ut
   /* N at run time: one batch, M a constant, C (and B where its columns are
    * unit-stride) with N as their row stride, so that cx->N is it */
   bool n_strides = p.c_sn == 1 && p.c_sm == p.N && (p.b_sn != 1 || p.b_sk == p.N);
-  for (int i = 0; i < p.n_epi; i++)
+  for (int i = 0; i < p.n_epi && i < CGEN_MAX_EPI; i++) /* (too many: cg_mm_gen refuses it) */
     if (p.epi[i].kind == CGEN_EPI_RESIDUAL && p.epi[i].s_n == 1 && p.epi[i].s_m != p.N) n_strides = false;
   if (s->n_expr && (s->m_expr || s->b0_expr || p.prepack_b || p.tune.bf16 || p.tune.splitk > 1 || p.nb[0] != 1 ||
                     p.nb[1] != 1 || !n_strides))
