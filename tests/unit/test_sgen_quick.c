@@ -45,7 +45,10 @@ static bool prepared_at(const char *name, const char *const *bind, tiny_shape *s
   t.sym_broadcasts = true;
   for (int i = 0; bind[i]; i++) assert_ok(&e, tiny_symtab_parse_assign(&e, &t, bind[i]));
   bool ok = !tiny_dsym_bind(&e, g, &t) && !tiny_prepare(&e, g, &t, false);
-  for (int k = 0; ok && k < g->noutputs; k++) shapes[k] = g->nodes[g->outputs[k]].shape;
+  for (int k = 0; ok && k < g->noutputs; k++) {
+    shapes[k] = g->nodes[g->outputs[k]].shape;
+    for (int d = 0; d < shapes[k].rank; d++) shapes[k].d[d].sym = NULL; /* (the names die with g) */
+  }
   harp_error_clear(&e);
   tiny_symtab_free(&t);
   tiny_graph_free(g);
