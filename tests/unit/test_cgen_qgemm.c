@@ -494,13 +494,26 @@ static bool prefetches_a(const char *src) {
   return false;
 }
 
+/* How source src of function fn packs B in the weight-stationary order:
+ * 1 shared (a pool run of fn_avx512_btask, one task a block), 2 per thread
+ * (a thread's first task packs every block into its own scratch), 0 not
+ * that order; -1 both (never right). */
+static int ws_pack(const char *src, const char *fn) {
+  char bt[64];
+  snprintf(bt, sizeof bt, "%s_avx512_btask(", fn);
+  bool shared = strstr(src, bt) != NULL, own = strstr(src, "if (cx->pjb[tid] != 0) {") != NULL;
+  return shared && own ? -1 : shared ? 1 : own ? 2 : 0;
+}
+
 /* The weight-stationary order (spec.ws, cgen_qgemm.c's qg_ws) of the
  * VNNI variant: chosen by size for the two cases of a 200 KB weight alone,
  * never with ws -1 (the tiles' order then asks for the next A block's
  * bytes ahead where the weight is A and at least 64 KiB: the same two
- * cases); and forced (ws 1) on every case whose weight is A (B
- * packed whole by $P_btask: tails of M, N and K, the convs' images, a
- * single block, many), each against the reference.  Skipped without VNNI. */
+ * cases); and forced (ws 1) on every case whose weight is A (B packed
+ * whole, per thread where it is at most 4 blocks (QG_WS_OWN), else shared
+ * by $P_btask: tails of M, N and K, the convs' images, a single block,
+ * many), each against the reference, on 3 threads and on none.  Skipped
+ * without VNNI. */
 static void test_cases_ws(void **st) {
   (void)st;
   if (!has_vnni()) {
@@ -510,6 +523,7 @@ static void test_cases_ws(void **st) {
   ut_str src;
   ut_str_init(&src);
   bool run[NCASE + NCCASE];
+  int kinds = 0; /* bit 1: a B shared, bit 2: a B per thread */
   for (int i = 0; i < NCASE + NCCASE; i++) {
     cgen_qgemm_spec s;
     case_spec(i, CGEN_ISA_AVX512, &s);
@@ -521,7 +535,7 @@ static void test_cases_ws(void **st) {
       ut_str_init(&one);
       harp_error e = {0};
       assert_int_equal(cgen_qgemm(&e, &s, "f", &one), HARP_OK);
-      assert_int_equal(strstr(one.buf, "f_avx512_btask(") != NULL, big && ws == 0);
+      assert_int_equal(ws_pack(one.buf, "f"), big && ws == 0 ? 2 : 0); /* 2 and 1 blocks: per thread */
       if (ws < 0) assert_int_equal(prefetches_a(one.buf), s.weight_a && s.m * s.k >= 65536);
       ut_str_free(&one);
     }
@@ -530,9 +544,17 @@ static void test_cases_ws(void **st) {
     char name[32];
     snprintf(name, sizeof name, "qw%d", i);
     emit_case(&s, name, true, &src);
-    snprintf(name, sizeof name, "qw%d_avx512_btask(", i);
-    assert_non_null(strstr(src.buf, name));
+    ut_str one;
+    ut_str_init(&one);
+    harp_error e = {0};
+    assert_int_equal(cgen_qgemm(&e, &s, name, &one), HARP_OK);
+    int how = ws_pack(one.buf, name);
+    if (s.conv.kh > 0) assert_true(how == 1 || how == 2); /* a conv's blocks may be over its padded-width grid */
+    else assert_int_equal(how, (s.n + 63) / 64 <= 4 ? 2 : 1);
+    kinds |= 1 << how;
+    ut_str_free(&one);
   }
+  assert_int_equal(kinds, 6); /* both ways run */
   if (emit_only()) {
     ut_str_free(&src);
     return;

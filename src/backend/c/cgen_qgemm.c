@@ -92,6 +92,13 @@
 #define QG_WS_W (192L << 10)
 #define QG_WS_B (512L << 10)
 #define QG_PFA 2048
+/* The weight-stationary order with at most QG_WS_OWN B blocks: each thread
+ * packs all of B into its own scratch on its first task (qg_scr.own), no
+ * pool run of its own for the pack, no barrier after it, B read from the
+ * thread's own L2.  Shared (one packer a block, then every thread reads
+ * it, half from the other core), N = 49's single block cost a serial pack,
+ * a pool run and the other core's B. */
+#define QG_WS_OWN 4
 
 /* The tiles' order (not qg_ws) where the weight (A) is at least QG_PFN
  * bytes: the depth loop asks for the next A block's bytes at the same depth
@@ -587,6 +594,7 @@ typedef struct qg_scr {
   long kc;  /* the depth block in words (K4: one block) */
   bool ain; /* A (the activation, u8) read in place, rows K bytes apart */
   bool ws;  /* weight-stationary (qg_ws): B packed whole into shared scratch (bs bytes) */
+  bool own; /* ws with at most QG_WS_OWN blocks: B packed whole per thread instead (bs bytes each) */
 } qg_scr;
 
 long cg_qg_col_bytes(const cgen_qgemm_spec *s, const qg_dims *d) {
@@ -600,6 +608,7 @@ static qg_scr scr_of(const cgen_qgemm_spec *s, const qg_dims *d, int isa) {
   qg_scr r;
   bool vec = isa != CGEN_ISA_SCALAR; /* the VNNI or the AVX2 tile (the same contract) */
   r.ws = isa == CGEN_ISA_AVX512 && qg_ws(s, d);
+  r.own = r.ws && d->NB <= QG_WS_OWN;
   r.bs = r.ws ? d->NB * d->K4 * QG_NR * 4 : 0;
   r.col = cg_qg_col_bytes(s, d);
   r.ain = vec && !s->weight_a && s->x_dtype == TINY_U8;
@@ -679,14 +688,21 @@ static void emit_task(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, con
 }
 
 /* The weight-stationary tasks (r->ws): $P_btask(jb) packs B block jb into
- * the shared cx->bs; $P_task(task) then runs A blocks [mb0, mb1) of chunk
- * task, each times every B block over the whole depth (B from L2, A's
- * rows in L1 across the B blocks, the weight read once, in order), the
+ * the shared cx->bs, or (own) a thread's first task packs every B block
+ * into its own scratch; $P_task(task) then runs A blocks [mb0, mb1) of
+ * chunk task, each times every B block over the whole depth (B from L2,
+ * A's rows in L1 across the B blocks, the weight read once, in order), the
  * post hook on each A block's rows once they are final. */
-static void emit_task_ws(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d) {
-  cg_emit(o, "static %s void $P_btask(void *vc, int task, int tid) {\n  $F_ctx *cx = ($F_ctx *)vc;\n  (void)tid;\n", qg_attr(o));
-  cg_emit(o, "  $P_pkb(cx, task, cx->bs + (long)task * %ldL);\n}\n", d->K4 * QG_NR);
-  cg_emit(o, "static %s void $P_task(void *vc, int task, int tid) {\n  $F_ctx *cx = ($F_ctx *)vc;\n  (void)tid;\n", qg_attr(o));
+static void emit_task_ws(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d, bool own) {
+  if (!own) {
+    cg_emit(o, "static %s void $P_btask(void *vc, int task, int tid) {\n  $F_ctx *cx = ($F_ctx *)vc;\n  (void)tid;\n", qg_attr(o));
+    cg_emit(o, "  $P_pkb(cx, task, cx->bs + (long)task * %ldL);\n}\n", d->K4 * QG_NR);
+  }
+  cg_emit(o, "static %s void $P_task(void *vc, int task, int tid) {\n  $F_ctx *cx = ($F_ctx *)vc;\n", qg_attr(o));
+  if (own) { /* pjb[tid] 0: this thread's B is packed */
+    cg_emit(o, "  int32_t *bs = (int32_t *)cx->sc.thr[tid];\n  if (cx->pjb[tid] != 0) {\n");
+    cg_emit(o, "    for (long jb = 0; jb < %ldL; jb++) $P_pkb(cx, jb, bs + jb * %ldL);\n    cx->pjb[tid] = 0;\n  }\n", d->NB, d->K4 * QG_NR);
+  } else cg_emit(o, "  const int32_t *bs = cx->bs;\n  (void)tid;\n");
   cg_emit(o, "  long mb0 = %ldL * task / cx->mc, mb1 = %ldL * (task + 1) / cx->mc;\n", d->MB, d->MB);
   cg_emit(o, "  const int32_t *c0 = cx->wp + %ldL;\n  const float *mu = (const float *)(c0 + %ldL);\n", d->wwords, d->chpad);
   cg_emit(o, "  for (long mb = mb0; mb < mb1; mb++) {\n    const uint8_t *a = (const uint8_t *)(cx->wp + mb * %ldL);\n", d->K4 * QG_MR);
@@ -695,7 +711,7 @@ static void emit_task_ws(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d) 
   if (d->M % QG_MR) /* the last A block's rows alone (tilem, tilemt) */
     cg_emit(o, "      (mb == %ldL ? (jb == %ldL ? $P_%s : $P_tilem) : ", d->MB - 1, d->NB - 1, tn ? "tilemt" : "tilem");
   else cg_emit(o, "      (");
-  cg_emit(o, "jb == %ldL ? $P_%s : $P_tile)(a, cx->bs + jb * %ldL, c0, mu, cx->y, mb * %d, jb * %d, %ldL, NULL, 1, 1);\n",
+  cg_emit(o, "jb == %ldL ? $P_%s : $P_tile)(a, bs + jb * %ldL, c0, mu, cx->y, mb * %d, jb * %d, %ldL, NULL, 1, 1);\n",
           d->NB - 1, tn ? "tilet" : "tile", d->K4 * QG_NR, QG_MR, QG_NR, d->K4);
   char m0[32], m1[64]; /* block mb's rows */
   snprintf(m0, sizeof m0, "mb * %dL", QG_MR);
@@ -717,12 +733,13 @@ static void emit_run(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d) {
                "  $F_pk((const uint8_t *)cx->x, %ldL, 1L, %ldL, %d, %uu, task, cx->xp + task * %ldL);\n}\n",
             d->K, d->M, QG_MR, x, d->K4 * QG_MR);
   if (conv) emit_ctask(o, s, d, nrow);
-  if (r.ws) emit_task_ws(o, s, d);
+  if (r.ws) emit_task_ws(o, s, d, r.own);
   else emit_task(o, s, d, &r);
   cg_emit(o, "static int $P_run(hprt_pool *pool, const void *wp, const void *x, void *y%s) {\n  $F_ctx cx;\n", cg_qg_post_params(s));
   cg_emit(o, "  cx.wp = (const int32_t *)wp; cx.x = x; cx.y = y;\n  for (int t = 0; t < HPRT_MAXT; t++) cx.pjb[t] = -1;\n");
   if (s->post) cg_emit(o, "  cx.post = post, cx.pctx = pctx;\n");
-  cg_emit(o, "  if (hprt_scratch_get(pool, %ldUL, %ldUL, &cx.sc)) return -1;\n", r.col + r.xp + r.at + r.bs, r.acc + r.bb);
+  long bsh = r.own ? 0 : r.bs; /* B's bytes shared, else each thread's */
+  cg_emit(o, "  if (hprt_scratch_get(pool, %ldUL, %ldUL, &cx.sc)) return -1;\n", r.col + r.xp + r.at + bsh, r.acc + r.bb + r.bs - bsh);
   cg_emit(o, "  cx.col = (uint8_t *)cx.sc.shared;\n  cx.xp = (int32_t *)(cx.sc.shared + %ldL);\n", r.col);
   cg_emit(o, "  cx.at = (uint8_t *)cx.sc.shared + %ldL;\n", r.col + r.xp);
   cg_emit(o, "  cx.bs = (int32_t *)(cx.sc.shared + %ldL);\n", r.col + r.xp + r.at);
@@ -739,8 +756,8 @@ static void emit_run(cg_out *o, const cgen_qgemm_spec *s, const qg_dims *d) {
   if (r.ain) /* A's last block: its rows (the bytes past them defined), read as the others */
     cg_emit(o, "  memset(cx.at, 0, %ldUL);\n  memcpy(cx.at, (const uint8_t *)x + %ldL, %ldUL);\n", r.at, (d->MB - 1) * QG_MR * d->K,
             (d->M - (d->MB - 1) * QG_MR) * d->K);
-  if (r.ws) { /* B whole, then runs of A blocks */
-    cg_emit(o, "  hprt_pool_run(P > 1 ? p : NULL, %d, $P_btask, &cx);\n", (int)d->NB);
+  if (r.ws) { /* B whole (own: in each thread's first task), then runs of A blocks */
+    if (!r.own) cg_emit(o, "  hprt_pool_run(P > 1 ? p : NULL, %d, $P_btask, &cx);\n", (int)d->NB);
     cg_emit(o, "  cx.mc = 4L * P < %ldL ? 4L * P : %ldL;\n", d->MB, d->MB);
     cg_emit(o, "  hprt_pool_run(P > 1 ? p : NULL, (int)cx.mc, $P_task, &cx);\n");
     cg_emit(o, "  hprt_scratch_put(&cx.sc);\n  return 0;\n}\n");
