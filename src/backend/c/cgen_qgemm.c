@@ -16,9 +16,10 @@
  * F_pack once; the activation per call, s8 through x ^ 0x80 (= x + 128 as
  * u8): as B, each task packs its own B block into its thread's scratch (once
  * per thread for the M chunks of one block), or, where the weight is large
- * and B small (qg_ws, spec.ws; AVX-512), all of B first into shared
- * scratch, each task then a run of the weight's blocks times all of B (the
- * weight read once, in order); as A, a pool task per block, or
+ * and B small (qg_ws, spec.ws; AVX-512), all of B first (into each
+ * thread's scratch by its first task where B is at most QG_WS_OWN blocks,
+ * else into shared scratch by a pool run), each task then a run of the
+ * weight's blocks times all of B (the weight read once, in order); as A, a pool task per block, or
  * (u8, AVX-512) no packing at all: the tile broadcasts the words straight
  * from the rows (K bytes apart; the last block from a zero-padded copy, so
  * nothing past x is read).  vpdpbusd takes the u8 operand first: the
@@ -93,11 +94,14 @@
 #define QG_WS_B (512L << 10)
 #define QG_PFA 2048
 /* The weight-stationary order with at most QG_WS_OWN B blocks: each thread
- * packs all of B into its own scratch on its first task (qg_scr.own), no
- * pool run of its own for the pack, no barrier after it, B read from the
- * thread's own L2.  Shared (one packer a block, then every thread reads
- * it, half from the other core), N = 49's single block cost a serial pack,
- * a pool run and the other core's B. */
+ * packs all of B into its own scratch on its first task (qg_scr.own): no
+ * pool run for the pack, no barrier after it, B read from the thread's own
+ * L2.  Shared (a pool run, one packer a block, then every thread reading
+ * all of it, half from the other core), N = 49's single block was a serial
+ * pack, a barrier and the other core's B.  Zen 5, 2 threads, vCPUs on two
+ * CCDs (bench/qconv_ab.py, q1x1_ab.py): 3x3 512 @ 7x7 0.75-0.91x the time, 512x49x2048
+ * 0.75-0.87, 3x3/2 to 7x7 0.88-0.98; 4 blocks (N = 196) against 1:
+ * 256x196x1024 0.77-0.97, the others level; int8 ResNet-50 0.95x (RESULTS.md, z10rn). */
 #define QG_WS_OWN 4
 
 /* The tiles' order (not qg_ws) where the weight (A) is at least QG_PFN
