@@ -98,10 +98,12 @@
  * pool run for the pack, no barrier after it, B read from the thread's own
  * L2.  Shared (a pool run, one packer a block, then every thread reading
  * all of it, half from the other core), N = 49's single block was a serial
- * pack, a barrier and the other core's B.  Zen 5, 2 threads, vCPUs on two
- * CCDs (bench/qconv_ab.py, q1x1_ab.py): 3x3 512 @ 7x7 0.75-0.91x the time, 512x49x2048
- * 0.75-0.87, 3x3/2 to 7x7 0.88-0.98; 4 blocks (N = 196) against 1:
- * 256x196x1024 0.77-0.97, the others level; int8 ResNet-50 0.95x (RESULTS.md, z10rn). */
+ * pack, a barrier and the other core's B.  Zen 5, 2 threads
+ * (bench/qconv_ab.py, q1x1_ab.py), vCPUs on two CCDs: 3x3 512 @ 7x7
+ * 0.75-0.91x the time, 512x49x2048 0.75-0.87, 3x3/2 to 7x7 0.88-0.98,
+ * 256x196x1024 (4 blocks) 0.77-0.92; on one CCD the N = 49 convs
+ * 0.94-0.97, N = 196 level; int8 ResNet-50 0.93x on two CCDs, level on one
+ * (bench/RESULTS.md, z10rn). */
 #define QG_WS_OWN 4
 
 /* The tiles' order (not qg_ws) where the weight (A) is at least QG_PFN
