@@ -120,6 +120,17 @@ def save(d, tensors, kind_of):
     return args
 
 
+def prepare(name, d):
+    """CASES[name] ready to run: the model, its other symbols as --sym args (extra), its weights written under d
+    as --param args (wargs), the box [(symbol, lo, hi)], the bindings (dicts), inputs(binding), the output."""
+    make, box, binds, inputs = CASES[name]
+    c = make()
+    extra = [a for k, v in c["syms"].items() if k not in {s for s, _, _ in box} for a in ("--sym", f"{k}={v}")]
+    wargs = save(d, {k: v for k, (kind, v) in c["tensors"].items() if kind == "param" and k not in TABLES},
+                 lambda k: "param")
+    return dict(model=c["model"], extra=extra, wargs=wargs, box=box, binds=binds, inputs=inputs, out=c["out"], dir=d)
+
+
 def harp(cmd, env_extra=None):
     p = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, HARP_NUM_THREADS="2", **(env_extra or {})))
     return p.returncode, p.stdout, p.stderr
@@ -181,16 +192,13 @@ def main():
     print(f"load: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     print("| case | box | binding | ShapeSet ms | specialised ms | ratio | CPU-clock ratio | first run over warm, ms "
           "(wall / CPU) | max rel err |\n|---|---|---|---|---|---|---|---|---|")
-    for name, (make, box, binds, inputs) in CASES.items():
+    for name in CASES:
         if only and name not in only:
             continue
-        c = make()
-        extra = [a for k, v in c["syms"].items() if k not in {s for s, _, _ in box} for a in ("--sym", f"{k}={v}")]
-        d = tempfile.mkdtemp(prefix=f"harp-sse2e-{name}-")
-        wargs = save(d, {k: v for k, (kind, v) in c["tensors"].items() if kind == "param" and k not in TABLES},
-                     lambda k: "param")
+        c = prepare(name, tempfile.mkdtemp(prefix=f"harp-sse2e-{name}-"))
+        model, extra, wargs, box, binds, d = c["model"], c["extra"], c["wargs"], c["box"], c["binds"], c["dir"]
         boxt = ",".join(f"{s}={lo}..{hi}" for s, lo, hi in box)
-        runs = [latency(exe, c["model"], extra, wargs, box, binds, a.repeat) for _ in range(a.rounds)]
+        runs = [latency(exe, model, extra, wargs, box, binds, a.repeat) for _ in range(a.rounds)]
         bad = next((r for r in runs if isinstance(r, str)), None)
         if bad is not None:
             print(f"| {name} | {boxt} | - | no one object: {bad[:300]} | | | | | |")
@@ -199,7 +207,7 @@ def main():
         for b in binds:
             bt = bind_text(b)
             g, s, ratio, cratio, first, first_cpu = (statistics.median(r[bt][k] for r in runs) for k in range(6))
-            err = float("nan") if a.no_check else check(exe, c["model"], extra, wargs, box, b, inputs(b), c["out"], d)
+            err = float("nan") if a.no_check else check(exe, model, extra, wargs, box, b, c["inputs"](b), c["out"], d)
             new = " (new instance)" if b == binds[0] else ""
             print(f"| {name} | {boxt} | {bt} | {g:.3f} | {s:.3f} | {ratio:.3f} | {cratio:.3f} | "
                   f"{first:+.2f} / {first_cpu:+.2f}{new} | {err:.1e} |")
