@@ -5,7 +5,7 @@ docs/architecture.md "One object per ShapeSet") against harp's
 exactly-specialised object at the same binding (issue 25's goal: within
 1.1x in the steady state).
 
-    python3 bench/shapeset_e2e.py [--harp build/harp] [--rounds 2] [--repeat 20] [--only CASE,...] [--no-check]
+    python3 bench/shapeset_e2e.py [--harp build/harp] [--rounds 2] [--repeat 20] [--only CASE,...] [--no-check] [--threads 2]
 
 Cases: every case of bench/e2e.py (its CASES, its weights and models: e2e.case_*; the
 weights written once as .npy and given as --param, so that both objects pack them
@@ -24,7 +24,7 @@ once as a real model's constants), over its natural symbol (CASES below):
   object per ShapeSet").
   latency  `harp bench --shapeset SYM=LO..HI --bind SYM=V ...`: in one process,
            per binding an instance of the ShapeSet object and of the specialised
-           object, run in turn each round (2 threads, HARP_NUM_THREADS=2); the
+           object, run in turn each round (2 threads, HARP_NUM_THREADS=2, or --threads); the
            medians, their ratio, on the wall clock and on the process's CPU
            clock (all threads; steadier on a shared machine); and the new-shape
            cost: the first run at each binding on one ShapeSet instance (its
@@ -131,8 +131,12 @@ def prepare(name, d):
     return dict(model=c["model"], extra=extra, wargs=wargs, box=box, binds=binds, inputs=inputs, out=c["out"], dir=d)
 
 
+THREADS = [2]  # HARP_NUM_THREADS of harp's processes (--threads)
+
+
 def harp(cmd, env_extra=None):
-    p = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, HARP_NUM_THREADS="2", **(env_extra or {})))
+    env = dict(os.environ, HARP_NUM_THREADS=str(THREADS[0]), **(env_extra or {}))
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
     return p.returncode, p.stdout, p.stderr
 
 
@@ -185,11 +189,13 @@ def main():
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--only", default="")
     ap.add_argument("--no-check", action="store_true", help="skip the output check")
+    ap.add_argument("--threads", type=int, default=2, help="HARP_NUM_THREADS (1: steadier on a loaded machine)")
     a = ap.parse_args()
+    THREADS[0] = a.threads
     os.chdir(ROOT)
     exe = os.path.abspath(a.harp)
     only = [s.strip() for s in a.only.split(",") if s.strip()]
-    print(f"load: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    print(f"load: {' '.join(f'{x:.1f}' for x in os.getloadavg())}; {a.threads} thread(s)")
     print("| case | box | binding | ShapeSet ms | specialised ms | ratio | CPU-clock ratio | first run over warm, ms "
           "(wall / CPU) | max rel err |\n|---|---|---|---|---|---|---|---|---|")
     for name in CASES:
