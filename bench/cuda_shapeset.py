@@ -5,7 +5,7 @@ docs/cuda.md "Run-time sizes"), on a machine with an NVIDIA GPU:
     python3 bench/cuda_shapeset.py [--harp build-gpu/harp] [--rounds 2] [--repeat 30] [--only NAME,...]
                                    [--target sm90] [--out FILE.md]
 
-Models: bench/shapeset_e2e.py's CASES (the e2e model set as ShapeSets:
+Models: four of bench/shapeset_e2e.py's CASES (the e2e model set as ShapeSets:
 resnet18 and mobilenetv2 over the batch N, the LLaMA layer and the
 transformer block over the sequence S; their weights as --param), each
 with three bindings inside one ShapeSet box (GPU_BINDS: a symbol at v in
@@ -134,11 +134,11 @@ def main():
     parts = {"graph": ["| model | bindings (one box) | ms per run | builds | graphs | verdict |", "|---|---|---|---|---|---|"],
              "latency": ["| model | binding | box build ms | specialised ms | ratio | goal 1.1x |", "|---|---|---|---|---|---|"],
              "cold": ["| model | binding | cold first result s | warm s | error |", "|---|---|---|---|---|"]}
-    for name, (model, extra, sym, _lo, _hi, _b, weights, _inputs, _out) in shapeset_e2e.CASES.items():
+    for name in GPU_BINDS:
         if only and name not in only:
             continue
-        d = tempfile.mkdtemp(prefix=f"{name}-", dir=work)
-        wargs = shapeset_e2e.save(d, weights(), lambda k: "param")
+        c = shapeset_e2e.prepare(name, tempfile.mkdtemp(prefix=f"{name}-", dir=work))
+        model, extra, wargs, sym, d = c["model"], c["extra"], c["wargs"], c["box"][0][0], c["dir"]
         binds = GPU_BINDS[name]
         parts["graph"].append(graph_row(exe, name, model, extra, wargs, sym, binds, a.target, a.repeat))
         parts["latency"] += latency_rows(exe, name, model, extra, wargs, sym, binds, a.target, a.rounds, a.repeat)

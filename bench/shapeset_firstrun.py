@@ -65,10 +65,9 @@ def case(name):
         import fetch  # noqa: E402  (the corpus's models, fetched and checked)
         path = fetch.fetch(next(e for e in fetch.load_manifest() if e["name"] == entry))
         return path, ["--shape", shape], boxes, binds
-    model, extra, sym, lo, hi, binds, weights, _, _ = sse.CASES[name]
-    d = tempfile.mkdtemp(prefix=f"harp-ssfr-{name}-")
-    wargs = sse.save(d, weights(), lambda k: "param")
-    return model, extra + wargs, [f"{sym}={lo}..{hi}"], [f"{sym}={b}" for b in binds]
+    c = sse.prepare(name, tempfile.mkdtemp(prefix=f"harp-ssfr-{name}-"))
+    return (c["model"], c["extra"] + c["wargs"], [f"{s}={lo}..{hi}" for s, lo, hi in c["box"]],
+            [sse.bind_text(b) for b in c["binds"]])
 
 
 def main():

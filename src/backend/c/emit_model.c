@@ -248,11 +248,12 @@ static void emit_init_free(ut_str *out, const char *P, const rc_ctx *c, const rc
                 P, P, P, P, f->const_bytes, P, gen ? 64 : (f->required_memory + 63) / 64 * 64 + 64,
                 gen ? " /* a ShapeSet object's: grown per binding (P_grow_) */" : "", (f->const_bytes + 63) / 64 * 64 + 64, P);
   emit_consts_copy(out, f, skip);
-  ut_str_puts(out, "  /* threads: nthreads, else $HARP_NUM_THREADS, else every online CPU; no pool = this thread only */\n"
+  ut_str_puts(out, "  /* threads: nthreads, else $HARP_NUM_THREADS, else every online CPU; one thread is a pool\n"
+                   "   * of one (no workers), so the kernels' scratch is kept, not malloc'd every call */\n"
                    "  const char *nt = nthreads > 0 ? NULL : getenv(\"HARP_NUM_THREADS\");\n"
                    "  long n = nthreads > 0 ? nthreads : nt ? strtol(nt, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);\n"
                    "  if (n > 64) n = 64;\n"
-                   "  if (n > 1) m->pool = hprt_pool_create((int)n);\n");
+                   "  if (n >= 1) m->pool = hprt_pool_create((int)n);\n");
   if (npk) {
     /* sizes at run time: the packed layout is the dispatched variant's */
     ut_str_printf(out, "  /* weights packed once; P_run only reads them */\n  size_t at[%d], total = 0;\n", npk);
