@@ -16,7 +16,9 @@ both objects pack them once as a real model's constants):
                weights at the binding's shape in the check, which the ShapeSet object reads from its
                table at the upper corner: docs/architecture.md, "One object per ShapeSet")
   transformer  examples/transformer_block.harp (B = 4), S in 16..256, at S = 37, 100, 256
-(the image side is a constant of these models' .harp files: 224.)
+  mobilenetv2_hw  bench/mnv2_hw.py's ONNX MobileNetV2 (e2e weights), the image H, W in 160..320
+               each, at 160x160, 224x224, 320x320
+(the image side is a constant of the .harp models: 224.)
   latency  `harp bench --shapeset SYM=LO..HI --bind SYM=V ...`: in one process,
            per binding an instance of the ShapeSet object and of the specialised
            object, run in turn each round (2 threads, HARP_NUM_THREADS=2); the
@@ -70,16 +72,31 @@ def transformer_weights(E=64, F=256):
                 w2=r(F, E, scale=F ** -0.5), b2=r(E))
 
 
-# name: (model, fixed --sym args, symbol, lo, hi, bindings, weights(), inputs of a binding (name -> array; the
-# ones whose shape depends on the symbol are --param for llama's tables), output)
+def one(sym, lo, hi, vals):
+    """A box of one symbol and its bindings."""
+    return [(sym, lo, hi)], [{sym: v} for v in vals]
+
+
+def mnv2_hw_model(d):
+    """bench/mnv2_hw.py's MobileNetV2 ONNX (input [1, 3, H, W], the e2e weights as initializers) under d."""
+    import mnv2_hw  # noqa: E402
+    return mnv2_hw.write(os.path.join(d, "mnv2_hw.onnx"))
+
+
+# name: (model (a path, or d -> a path), fixed --sym args, (box [(symbol, lo, hi)], bindings [{symbol: value}]),
+# weights(), inputs of a binding (name -> array; the ones whose shape depends on the symbol are --param for
+# llama's tables), output)
 CASES = {
-    "resnet18": ("bench/models/resnet18.harp", [], "N", 1, 8, [1, 3, 8],
-                 lambda: e2e.resnet18_weights(e2e.rand), lambda n: {"x": e2e.rand(n, 3, 224, 224)}, "y"),
-    "mobilenetv2": ("bench/models/mobilenetv2.harp", [], "N", 1, 8, [1, 3, 8],
-                    e2e.mobilenetv2_weights, lambda n: {"x": e2e.rand(n, 3, 224, 224)}, "y"),
-    "llama": ("bench/models/llama_layer.harp", [], "S", 16, 128, [37, 77, 128], llama_weights, llama_inputs, "y"),
-    "transformer": ("examples/transformer_block.harp", ["--sym", "B=4"], "S", 16, 256, [37, 100, 256],
-                    transformer_weights, lambda s: {"x": e2e.rand(4, s, 64)}, "y"),
+    "resnet18": ("bench/models/resnet18.harp", [], one("N", 1, 8, [1, 3, 8]),
+                 lambda: e2e.resnet18_weights(e2e.rand), lambda b: {"x": e2e.rand(b["N"], 3, 224, 224)}, "y"),
+    "mobilenetv2": ("bench/models/mobilenetv2.harp", [], one("N", 1, 8, [1, 3, 8]),
+                    e2e.mobilenetv2_weights, lambda b: {"x": e2e.rand(b["N"], 3, 224, 224)}, "y"),
+    "mobilenetv2_hw": (mnv2_hw_model, [], ([("H", 160, 320), ("W", 160, 320)], [{"H": v, "W": v} for v in (160, 224, 320)]),
+                       dict, lambda b: {"x": e2e.rand(1, 3, b["H"], b["W"])}, "y"),
+    "llama": ("bench/models/llama_layer.harp", [], one("S", 16, 128, [37, 77, 128]), llama_weights,
+              lambda b: llama_inputs(b["S"]), "y"),
+    "transformer": ("examples/transformer_block.harp", ["--sym", "B=4"], one("S", 16, 256, [37, 100, 256]),
+                    transformer_weights, lambda b: {"x": e2e.rand(4, b["S"], 64)}, "y"),
 }
 TABLES = {"cos", "sin"}  # llama's inputs that are parameters of the model
 
@@ -99,12 +116,21 @@ def harp(cmd, env_extra=None):
     return p.returncode, p.stdout, p.stderr
 
 
-def latency(exe, model, extra, wargs, sym, lo, hi, binds, repeat):
-    """{binding: (ShapeSet ms, specialised ms, ratio, CPU ratio, first run over warm ms, the same on the CPU clock)}
-    of one `harp bench --shapeset` process, or the error."""
-    cmd = [exe, "bench", model, *extra, *wargs, "--shapeset", f"{sym}={lo}..{hi}", "--repeat", str(repeat), "--json"]
+def bind_text(b):
+    """{H: 160, W: 160} -> "H=160,W=160"."""
+    return ",".join(f"{k}={v}" for k, v in b.items())
+
+
+def box_args(box):
+    return [x for sym, lo, hi in box for x in ("--shapeset", f"{sym}={lo}..{hi}")]
+
+
+def latency(exe, model, extra, wargs, box, binds, repeat):
+    """{binding text: (ShapeSet ms, specialised ms, ratio, CPU ratio, first run over warm ms, the same on the CPU
+    clock)} of one `harp bench --shapeset` process, or the error."""
+    cmd = [exe, "bench", model, *extra, *wargs, *box_args(box), "--repeat", str(repeat), "--json"]
     for b in binds:
-        cmd += ["--bind", f"{sym}={b}"]
+        cmd += ["--bind", bind_text(b)]
     rc, out, err = harp(cmd)
     if rc:
         return err.strip().splitlines()[-1] if err.strip() else f"exit {rc}"
@@ -112,25 +138,24 @@ def latency(exe, model, extra, wargs, sym, lo, hi, binds, repeat):
     for line in out.splitlines():
         if '"shapeset_ms"' in line:
             r = json.loads(line)
-            rows[int(r["bind"].split("=")[1])] = (r["shapeset_ms"], r["specialised_ms"], r["ratio"],
-                                                  r["shapeset_cpu_ms"] / r["specialised_cpu_ms"],
-                                                  r["first_run_ms"] - r["shapeset_ms"],
-                                                  r["first_run_cpu_ms"] - r["shapeset_cpu_ms"])
+            rows[r["bind"]] = (r["shapeset_ms"], r["specialised_ms"], r["ratio"], r["shapeset_cpu_ms"] / r["specialised_cpu_ms"],
+                               r["first_run_ms"] - r["shapeset_ms"], r["first_run_cpu_ms"] - r["shapeset_cpu_ms"])
     return rows
 
 
-def check(exe, model, extra, wargs, sym, lo, hi, b, inputs, out, d):
+def check(exe, model, extra, wargs, box, b, inputs, out, d):
     """Max |ShapeSet - specialised| / max |specialised| at binding b (same inputs)."""
     iargs = save(d, inputs, lambda k: "param" if k in TABLES else "input")
     got = []
     for gen in (True, False):
         od = tempfile.mkdtemp(dir=d)
-        cmd = [exe, "run", model, *extra, *wargs, *iargs, "--sym", f"{sym}={b}", "--out", od]
+        cmd = [exe, "run", model, *extra, *wargs, *iargs, *[x for k, v in b.items() for x in ("--sym", f"{k}={v}")],
+               "--out", od]
         if gen:
-            cmd += ["--shapeset", f"{sym}={lo}..{hi}"]
+            cmd += box_args(box)
         rc, _, err = harp(cmd)
         if rc:
-            raise SystemExit(f"harp run failed ({'ShapeSet' if gen else 'specialised'}, {sym}={b}): {err[-600:]}")
+            raise SystemExit(f"harp run failed ({'ShapeSet' if gen else 'specialised'}, {bind_text(b)}): {err[-600:]}")
         got.append(np.load(os.path.join(od, f"{out}.npy")).astype(np.float64))
     return float(np.max(np.abs(got[0] - got[1])) / max(1e-30, np.max(np.abs(got[1]))))
 
@@ -149,22 +174,25 @@ def main():
     print(f"load: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     print("| model | box | binding | ShapeSet ms | specialised ms | ratio | CPU-clock ratio | first run over warm, ms "
           "(wall / CPU) | max rel err |\n|---|---|---|---|---|---|---|---|---|")
-    for name, (model, extra, sym, lo, hi, binds, weights, inputs, out) in CASES.items():
+    for name, (model, extra, (box, binds), weights, inputs, out) in CASES.items():
         if only and name not in only:
             continue
         d = tempfile.mkdtemp(prefix=f"harp-sse2e-{name}-")
+        model = model(d) if callable(model) else model
         wargs = save(d, weights(), lambda k: "param")
-        runs = [latency(exe, model, extra, wargs, sym, lo, hi, binds, a.repeat) for _ in range(a.rounds)]
+        boxt = ", ".join(f"{sym}={lo}..{hi}" for sym, lo, hi in box)
+        runs = [latency(exe, model, extra, wargs, box, binds, a.repeat) for _ in range(a.rounds)]
         bad = next((r for r in runs if isinstance(r, str)), None)
         if bad is not None:
-            print(f"| {name} | {sym}={lo}..{hi} | - | no one object: {bad[:300]} | | | | | |")
+            print(f"| {name} | {boxt} | - | no one object: {bad[:300]} | | | | | |")
             sys.stdout.flush()
             continue
         for b in binds:
-            g, s, ratio, cratio, first, first_cpu = (statistics.median(r[b][k] for r in runs) for k in range(6))
-            err = float("nan") if a.no_check else check(exe, model, extra, wargs, sym, lo, hi, b, inputs(b), out, d)
+            bt = bind_text(b)
+            g, s, ratio, cratio, first, first_cpu = (statistics.median(r[bt][k] for r in runs) for k in range(6))
+            err = float("nan") if a.no_check else check(exe, model, extra, wargs, box, b, inputs(b), out, d)
             new = " (new instance)" if b == binds[0] else ""
-            print(f"| {name} | {sym}={lo}..{hi} | {sym}={b} | {g:.2f} | {s:.2f} | {ratio:.3f} | {cratio:.3f} | "
+            print(f"| {name} | {boxt} | {bt} | {g:.2f} | {s:.2f} | {ratio:.3f} | {cratio:.3f} | "
                   f"{first:+.2f} / {first_cpu:+.2f}{new} | {err:.1e} |")
             sys.stdout.flush()
     print(f"load: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
