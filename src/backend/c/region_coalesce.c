@@ -10,7 +10,8 @@
  * whose body has no loops, and every row-major offset the body computes
  * (buffers, local arrays, accumulators) is affine in o and i with
  * coef(o) == Ni * coef(i), the offset at (o, i) is the one at (0, o*Ni + i):
- * the pair becomes one loop over i in 0..No*Ni-1 with o replaced by 0.
+ * the pair becomes one loop over i in 0..No*Ni-1 with o replaced by 0 (in a
+ * ShapeSet object No, Ni and the strides may be products of symbols).
  * Guards (padding) and conditions must not mention o or i.  Pairs are
  * merged bottom-up, so [C, H, W] contiguous becomes one loop (the chunked
  * outermost loop, whose bounds are the task's, stays).  silu through the
