@@ -18,7 +18,8 @@ once as a real model's constants), over its natural symbol (CASES below):
   in 64..512 (BERT 12 layers: 64..256); layernorm, softmax: rows R in 256..4096;
   transformer block (B = 4): S in 16..256; resnet18, mobilenetv2: the batch N in
   1..8 (the image side 224 is a constant of their .harp files); llama layer: S in
-  16..128 (the rotary tables cos, sin [S, 1, 64]: random inputs in the latency
+  16..128; mobilenetv2_hw (bench/mnv2_hw.py's ONNX, e2e.py's weights): the image
+  H, W in 160..320 at 160, 224, 320 (the rotary tables cos, sin [S, 1, 64]: random inputs in the latency
   runs, --param weights at the binding's shape in the check, which the ShapeSet
   object reads from its table at the upper corner: docs/architecture.md, "One
   object per ShapeSet").
@@ -71,6 +72,13 @@ def image(lo, hi, binds, make, n, c):
     return (make, [("H", lo, hi), ("W", lo, hi)], binds, lambda b: {"x": e2e.rand(n, c, b["H"], b["W"])})
 
 
+def mnv2_hw():
+    """bench/mnv2_hw.py's MobileNetV2 ONNX (input [1, 3, H, W], e2e.py's weights as initializers) as a case."""
+    import mnv2_hw as m  # noqa: E402
+    return dict(model=m.write(os.path.join(tempfile.mkdtemp(prefix="harp-mnv2hw-"), "mnv2_hw.onnx")),
+                syms={}, tensors={}, out="y")
+
+
 def llama_inputs(S, D=2048, H=32):
     cos, sin = e2e.rope_tables(S, D // H)
     return {"x": e2e.rand(1, S, D), "cos": cos, "sin": sin}
@@ -106,6 +114,7 @@ CASES = {
     "bert12": rows("S", 64, 256, [64, 128, 256], lambda: e2e.case_bert(12), lambda s: {"x": R(1, s, 768)}),
     "mobilenetv2": rows("N", 1, 8, [1, 3, 8], e2e.case_mobilenetv2, lambda n: {"x": R(n, 3, 224, 224)}),
     "llama": rows("S", 16, 128, [37, 77, 128], e2e.case_llama, llama_inputs),
+    "mobilenetv2_hw": image(160, 320, [dict(H=v, W=v) for v in (160, 224, 320)], mnv2_hw, 1, 3),
 }
 TABLES = {"cos", "sin"}  # llama's inputs that are parameters of the model
 

@@ -263,6 +263,22 @@ static bool gemm_transpose(ct_gemm *g) {
   return true;
 }
 
+/* The row length of a 1x1 conv over N pixels seen as rows (the window
+ * reads pixel p for output p, so any split of the H*W run into rows is the
+ * same conv): whole 14-pixel tiles where a multiple of 14 up to 56 divides
+ * it (56x56, 28x28, 14x14: rows of 56, 56, 28), else the largest divisor up
+ * to 56 (7x7: 49, one row), else one row; rows make tasks for the threads. */
+static int64_t conv1x1_row(int64_t N) {
+  if (N <= 56) return N;
+  int64_t best = 0, best14 = 0;
+  for (int64_t l = 56; l >= 8; l--)
+    if (N % l == 0) {
+      if (!best) best = l;
+      if (!best14 && l % 14 == 0) best14 = l;
+    }
+  return best14 ? best14 : best ? best : N;
+}
+
 /* A GEMM that is a dense 1x1 conv in NCHW once transposed (gemm_transpose:
  * C[n][oc][p] = W[oc][c] x[n][c][p], W shared by the images, the pixels
  * contiguous): the conv spec of it over rows of the H*W pixels (a 1x1
@@ -280,21 +296,8 @@ static bool gemm_as_conv1x1(const ct_gemm *g, cgen_conv_spec *s) {
     if (ep->kind == CT_EPI_BIAS_N) return false;
     if (ep->kind == CT_EPI_RESIDUAL && (ep->s_n != 1 || ep->s_m != N || (nb > 1 && ep->s_b0 != M * N))) return false;
   }
-  /* rows of L pixels (the window reads pixel p for output p, so any
-   * split of the H*W run into rows is the same conv): whole 14-pixel
-   * tiles where a multiple of 14 up to 56 divides it (56x56, 28x28, 14x14:
-   * rows of 56, 56, 28), else the largest divisor up to 56 (7x7: 49, one
-   * row), else one row; rows make tasks for the threads */
-  int64_t L = N;
-  if (N > 56) {
-    int64_t best = 0, best14 = 0;
-    for (int64_t l = 56; l >= 8; l--)
-      if (N % l == 0) {
-        if (!best) best = l;
-        if (!best14 && l % 14 == 0) best14 = l;
-      }
-    L = best14 ? best14 : best ? best : N;
-  }
+  /* rows of L pixels (conv1x1_row) */
+  int64_t L = conv1x1_row(N);
   cgen_conv_spec_init(s, nb, K, N / L, L, M, 1, 1, TINY_FP32);
   s->x_dtype = g->B.dtype;
   s->w_dtype = g->A.dtype;
@@ -320,6 +323,29 @@ static bool conv1x1_size_exprs(rc_ctx *c, int r, const ct_gemm *gm, cgen_conv_sp
   return true;
 }
 
+static const char *gemm_cols_expr(const rc_ctx *c, int r, ct_gemm *gm, char *buf, size_t cap);
+
+/* A ShapeSet object's 1x1 conv s (GEMM gm of region r) with its pixels read
+ * at run time and its batch a constant: whether it goes to the GEMM with N
+ * read at run time (gemm_cols_expr) because the specialised object at the
+ * upper corner runs the implicit GEMM (cg_dconv_plan's 1x1 rule: fewer than
+ * 256 input channels, pixels whole vectors).  Why: the direct kernel stores
+ * each tile as 32 output-channel rows of 14 pixels; where a plane is a
+ * multiple of 4 KiB (MobileNetV2's block 2 at 320 x 320: 160 x 160 pixels,
+ * 100 KiB) those rows share an L1 set and the partial lines are evicted
+ * between tiles: 16 -> 96 channels took 0.77 ms alone (3.1 in a run)
+ * against the specialised GEMM's 0.28 (0.24 at 320 x 312). */
+static bool rt_conv1x1_gemm(const rc_ctx *c, int r, const ct_gemm *gm, const cgen_conv_spec *s) {
+  if (!s->w_expr || s->n_expr || s->h_expr) return false;
+  cgen_conv_spec q = *s;
+  int64_t N = s->h * s->w, L = conv1x1_row(N);
+  q.w_expr = NULL, q.h = N / L, q.w = L;
+  const char *why;
+  ct_gemm g = *gm;
+  char buf[160];
+  return !cgen_conv_direct(&q, &why) && gemm_cols_expr(c, r, &g, buf, sizeof buf);
+}
+
 /* The GEMM as that conv, when cgen_conv's AVX-512 variant is the direct
  * kernel for it (cg_dconv_plan: 256 or more input channels, or a pixel count
  * that the GEMM's vectors along the pixels would pad by a tenth or more);
@@ -343,6 +369,7 @@ static bool try_gemm_conv1x1(rc_ctx *c, int r, const char *fn, ut_str *out, cons
   bool split = !rt && cc_conv1x1_plan_splitk(c, r, &pu, &s); /* the implicit GEMM split along K */
   if (!split && pu.ch && plan_algo_is_splitk(pu.ch->plan.algo[PLAN_KEY_MATMUL])) return false; /* the GEMM's say */
   if (!split && !cgen_conv_direct(&s, &dwhy)) return false;
+  if (rt && rt_conv1x1_gemm(c, r, gm, &s)) return false;
   if (rt && !s.w_expr) { /* the batch alone at run time: the direct kernel where a specialised object takes it */
     cgen_conv_spec q = s;
     q.n_expr = NULL;
@@ -411,20 +438,24 @@ static bool gemm_in_bf16(const rc_ctx *c, const ct_gemm *gm) {
 
 /* The column count N of GEMM *gm (region r) as a run-time expression of
  * the ShapeSet's symbols into buf, M a constant: one batch, C dense with N
- * its last dim (a symbol's size) and row stride, B read along N at unit
+ * its last dims' product (a symbol's size in it) and row stride, B read along N at unit
  * stride with N its row stride (or along K: constant strides), a residual
  * laid out as C; gm->N and the strides that equal it then become the
  * upper corner's, which the tiles and every size decision use, and the
- * batch strides 0 (one batch).  NULL: N stays a constant. */
-static const char *gemm_cols_expr(const rc_ctx *c, int r, ct_gemm *gm, bool swapped, char *buf, size_t cap) {
-  if (swapped || !c->ngen_syms || gemm_in_bf16(c, gm) || gm->nrep || gm->batch[0] != 1 || gm->batch[1] != 1 || gm->c_sn != 1 ||
+ * batch strides 0 (one batch).  Either orientation: a 1x1 conv's GEMM
+ * arrives transposed (gemm_transpose: the pixels N, the weight A).  NULL:
+ * N stays a constant. */
+static const char *gemm_cols_expr(const rc_ctx *c, int r, ct_gemm *gm, char *buf, size_t cap) {
+  if (!c->ngen_syms || gemm_in_bf16(c, gm) || gm->nrep || gm->batch[0] != 1 || gm->batch[1] != 1 || gm->c_sn != 1 ||
       gm->c_sm != gm->N || (gm->b_sn == 1 && gm->b_sk != gm->N))
     return NULL;
   for (int i = 0; i < gm->nepi; i++)
     if (gm->epi[i].kind == CT_EPI_RESIDUAL && gm->epi[i].s_n == 1 && gm->epi[i].s_m != gm->N) return NULL;
   const tiny_shape *cs = rc_slot_shape(c, r, gm->C.slot);
-  if (!cs || cs->rank < 1 || !rc_size_expr(c, cs, cs->rank - 1, cs->rank, gm->N, buf, cap)) return NULL;
-  int64_t hi = rc_size_hi(c, cs, cs->rank - 1, cs->rank);
+  int d0 = cs ? cs->rank - 1 : -1; /* the fewest last dims whose product N is (a 1x1 conv's H, W) */
+  while (d0 > 0 && !rc_size_expr(c, cs, d0, cs->rank, gm->N, buf, cap)) d0--;
+  if (d0 < 0 || !rc_size_expr(c, cs, d0, cs->rank, gm->N, buf, cap)) return NULL;
+  int64_t hi = rc_size_hi(c, cs, d0, cs->rank);
   if (hi < gm->N) return NULL;
   for (int i = 0; i < gm->nepi; i++) {
     ct_epi *ep = &gm->epi[i];
@@ -617,7 +648,7 @@ harp_status cc_emit_gemm(rc_ctx *c, int r, const char *fn, ut_str *out, const ct
   if (per_batch) m_rt = bx.m;
   else if (m_rt) sym_dense_operands(c, r, &gm, read->M);
   char nexpr[160]; /* else the columns read at run time, M a constant */
-  const char *n_rt = m_rt ? NULL : gemm_cols_expr(c, r, &gm, swapped, nexpr, sizeof nexpr);
+  const char *n_rt = m_rt ? NULL : gemm_cols_expr(c, r, &gm, nexpr, sizeof nexpr);
   char kexpr[160]; /* and / or the depth */
   const char *k_rt = m_rt ? NULL : gemm_depth_expr(c, r, &gm, swapped, kexpr, sizeof kexpr);
   char bexpr[160]; /* else the batch read at run time, the tasks split per run */

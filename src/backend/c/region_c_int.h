@@ -15,6 +15,9 @@ harp_status rc_print_ast(emit *m, const poly_ast *a, int d);
  * loop `for (v = A; v <= B; v += 1)` with constant A and B, else -1. */
 char *rc_subst_tokens(const char *text, const char *const *from, const char *const *to, int n);
 long rc_const_trips(const poly_ast *a);
+/* The bound X of a loop `for (v = 0; v < X; v += 1)` (or `v <= X - 1`) as
+ * text, malloc'd, else NULL (region_loops.c). */
+char *rc_zero_bound(const poly_ast *a);
 /* Merge nested loops that every access walks as one contiguous run
  * (region_coalesce.c); CPU only. */
 harp_status rc_coalesce(emit *m, poly_ast *a);

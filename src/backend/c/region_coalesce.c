@@ -10,7 +10,8 @@
  * whose body has no loops, and every row-major offset the body computes
  * (buffers, local arrays, accumulators) is affine in o and i with
  * coef(o) == Ni * coef(i), the offset at (o, i) is the one at (0, o*Ni + i):
- * the pair becomes one loop over i in 0..No*Ni-1 with o replaced by 0.
+ * the pair becomes one loop over i in 0..No*Ni-1 with o replaced by 0 (in a
+ * ShapeSet object No, Ni and the strides may be products of symbols).
  * Guards (padding) and conditions must not mention o or i.  Pairs are
  * merged bottom-up, so [C, H, W] contiguous becomes one loop (the chunked
  * outermost loop, whose bounds are the task's, stays).  silu through the
@@ -152,28 +153,138 @@ static bool affine(const char *text, const char *o, const char *i, aff *out) {
   return !ps.fail && !*ps.p && !out->bad;
 }
 
+/* ---- sizes as products of symbols ------------------------------------------
+ * In a ShapeSet object a dim whose size is a symbol is hp_sv<i> in the
+ * strides (rc_linear) and in the loop bounds, so the strides and the trips
+ * are monomials: an integer times a product of symbols.  An offset's
+ * coefficient of o or i is a sum of them (one a dim), kept as a polynomial
+ * of at most TINY_MAX_RANK + 1 terms; two are equal when their terms are,
+ * so the merge holds at every binding. */
+#define MONO_SYMS (2 * TINY_MAX_RANK)
+typedef struct mono {
+  int64_t k;
+  int n, s[MONO_SYMS]; /* the symbols' indices, ascending (repeats allowed) */
+} mono;
+
+typedef struct poly {
+  int n;
+  mono t[TINY_MAX_RANK + 1];
+} poly;
+
+/* m times symbol sym; false when it has too many factors. */
+static bool mono_sym(mono *m, int sym) {
+  if (m->n >= MONO_SYMS) return false;
+  int j = m->n++;
+  while (j > 0 && m->s[j - 1] > sym) m->s[j] = m->s[j - 1], j--;
+  m->s[j] = sym;
+  return true;
+}
+
+/* *out := a * b; false on overflow. */
+static bool mono_mul(const mono *a, const mono *b, mono *out) {
+  *out = *a;
+  if (__builtin_mul_overflow(a->k, b->k, &out->k)) return false;
+  for (int j = 0; j < b->n; j++)
+    if (!mono_sym(out, b->s[j])) return false;
+  return true;
+}
+
+static bool mono_same_syms(const mono *a, const mono *b) {
+  return a->n == b->n && !memcmp(a->s, b->s, sizeof(int) * (size_t)a->n);
+}
+
+/* p += c * m; false on overflow or too many terms. */
+static bool poly_add(poly *p, const mono *m, int64_t c) {
+  mono t = *m;
+  if (!c) return true;
+  if (__builtin_mul_overflow(m->k, c, &t.k)) return false;
+  for (int j = 0; j < p->n; j++)
+    if (mono_same_syms(&p->t[j], &t)) return !__builtin_add_overflow(p->t[j].k, t.k, &p->t[j].k);
+  if (p->n >= (int)(sizeof p->t / sizeof p->t[0])) return false;
+  p->t[p->n++] = t;
+  return true;
+}
+
+/* Does every nonzero term of a appear in b with the same integer? */
+static bool poly_within(const poly *a, const poly *b) {
+  for (int j = 0; j < a->n; j++) {
+    if (!a->t[j].k) continue;
+    bool found = false;
+    for (int q = 0; q < b->n && !found; q++) found = mono_same_syms(&a->t[j], &b->t[q]) && a->t[j].k == b->t[q].k;
+    if (!found) return false;
+  }
+  return true;
+}
+
+/* A product of integers and symbols hp_sv<i> (i < nsyms) as a monomial. */
+static bool parse_mono(const char *text, int nsyms, mono *m) {
+  *m = (mono){1, 0, {0}};
+  const char *p = text;
+  for (;;) {
+    while (*p == ' ') p++;
+    char *end;
+    if (isdigit((unsigned char)*p)) {
+      long long v = strtoll(p, &end, 10);
+      if (*end == 'L') end++;
+      if (__builtin_mul_overflow(m->k, (int64_t)v, &m->k)) return false;
+    } else if (!strncmp(p, "hp_sv", 5) && isdigit((unsigned char)p[5])) {
+      long v = strtol(p + 5, &end, 10);
+      if (isalnum((unsigned char)*end) || *end == '_' || v >= nsyms || !mono_sym(m, (int)v)) return false;
+    } else {
+      return false;
+    }
+    p = end;
+    while (*p == ' ') p++;
+    if (!*p) return true;
+    if (*p++ != '*') return false;
+  }
+}
+
+/* The trips of a loop `for (v = 0; v < X; v += 1)` with X a constant or a
+ * product of symbols (nsyms of them), its largest value in *hi (sym_hi);
+ * false for any other loop. */
+static bool loop_trips(const rc_nest_ctx *c, const poly_ast *a, mono *t, int64_t *hi) {
+  char *end;
+  long lo = strtol(a->init, &end, 10), k = rc_const_trips(a);
+  if (end == a->init || (*end && strcmp(end, "L")) || lo != 0) return false;
+  if (k > 0) {
+    *t = (mono){k, 0, {0}}, *hi = k;
+    return true;
+  }
+  if (!c->nsyms) return false;
+  char *x = rc_zero_bound(a);
+  bool ok = x && parse_mono(x, c->nsyms, t) && t->k > 0;
+  free(x);
+  *hi = ok ? t->k : 0;
+  for (int j = 0; ok && j < t->n; j++) ok = !__builtin_mul_overflow(*hi, c->sym_hi[t->s[j]], hi);
+  return ok;
+}
+
 /* ---- the check --------------------------------------------------------------- */
 typedef struct pair {
   const char *o, *i;
-  int64_t ni; /* the inner loop's trips */
+  mono ni; /* the inner loop's trips */
 } pair;
 
 /* The row-major offset of index over dims [from, rank) of shape (rc_linear's
- * sum) steps by ni * coef(i) along o.  A ShapeSet object's dim of a
- * symbol's size (c) has a stride of run-time value: no. */
+ * sum) steps by ni * coef(i) along o.  A dim of a symbol's size (c) has the
+ * stride hp_sv<i> times the ones inside it, as rc_linear prints it. */
 static bool offset_ok(const rc_nest_ctx *c, const pair *pr, const tiny_shape *shape, const char *const *index, int from) {
-  int64_t stride = 1, co = 0, ci = 0;
+  mono stride = {1, 0, {0}};
+  poly co = {0}, ci = {0}, nci = {0};
   for (int d = shape->rank - 1; d >= from; d--) {
-    if (rc_nest_sym(c, &shape->d[d]) >= 0) return false;
-    if (shape->d[d].n != 1) {
+    int sym = rc_nest_sym(c, &shape->d[d]);
+    if (sym >= 0 || shape->d[d].n != 1) {
       aff a;
-      if (!affine(index[d], pr->o, pr->i, &a)) return false;
-      co += a.co * stride;
-      ci += a.ci * stride;
+      if (!affine(index[d], pr->o, pr->i, &a) || !poly_add(&co, &stride, a.co) || !poly_add(&ci, &stride, a.ci)) return false;
     }
-    stride *= shape->d[d].n;
+    if (sym >= 0 ? !mono_sym(&stride, sym) : __builtin_mul_overflow(stride.k, shape->d[d].n, &stride.k)) return false;
   }
-  return co == pr->ni * ci;
+  for (int j = 0; j < ci.n; j++) {
+    mono t;
+    if (!mono_mul(&ci.t[j], &pr->ni, &t) || !poly_add(&nci, &t, 1)) return false;
+  }
+  return poly_within(&co, &nci) && poly_within(&nci, &co);
 }
 
 static bool cond_free(const pair *pr, const char *c) { return !c || (!rc_has_token(c, pr->o) && !rc_has_token(c, pr->i)); }
@@ -251,27 +362,37 @@ static void subst_tree(emit *m, poly_ast *a, const char *from, bool *oom) {
   }
 }
 
-/* A loop `for (v = 0; v <= C; v += 1)`: its trips, else -1. */
-static int64_t zero_based_trips(const poly_ast *a) {
-  char *end;
-  long lo = strtol(a->init, &end, 10);
-  if (end == a->init || (*end && strcmp(end, "L")) || lo != 0) return -1;
-  return rc_const_trips(a);
+/* The monomial's text for a loop bound: hp_sv<i> * ... * k L. */
+static void mono_text(const mono *t, char *b, size_t cap) {
+  size_t l = 0;
+  b[0] = 0;
+  for (int j = 0; j < t->n && l < cap; j++) l += (size_t)snprintf(b + l, cap - l, "hp_sv%d * ", t->s[j]);
+  if (l < cap) snprintf(b + l, cap - l, "%lldL", (long long)t->k);
 }
 
-/* Merge loop a with the loop that is its whole body, when that pays and is exact. */
+/* Merge loop a with the loop that is its whole body, when that pays and is
+ * exact; with symbols (a ShapeSet object) the trips may be run-time
+ * products, the merged loop running to their product. */
 static harp_status try_merge(emit *m, poly_ast *a) {
   poly_ast *in = a->body;
   while (in && in->kind == PA_BLOCK && in->nchildren == 1) in = in->children[0];
   if (!in || in->kind != PA_FOR) return HARP_OK;
-  int64_t no = zero_based_trips(a), ni = zero_based_trips(in);
-  if (no < 2 || ni < 1 || no > (INT64_C(1) << 40) / ni) return HARP_OK;
+  mono no, ni, prod;
+  int64_t no_hi, ni_hi;
+  if (!loop_trips(m->c, a, &no, &no_hi) || !loop_trips(m->c, in, &ni, &ni_hi)) return HARP_OK;
+  /* a constant outer loop of one trip is no loop to merge; symbols: their largest values */
+  if ((!no.n && no.k < 2) || ni_hi < 1 || no_hi > (INT64_C(1) << 40) / ni_hi || !mono_mul(&no, &ni, &prod)) return HARP_OK;
   pair pr = {a->iter, in->iter, ni};
   if (!body_ok(m, &pr, in->body)) return HARP_OK;
   bool oom = false;
   subst_tree(m, in->body, a->iter, &oom);
-  char cond[96];
-  snprintf(cond, sizeof cond, "(%s <= %lldL)", in->iter, (long long)(no * ni - 1));
+  char cond[48 + 12 * MONO_SYMS], x[40 + 12 * MONO_SYMS];
+  if (prod.n) {
+    mono_text(&prod, x, sizeof x);
+    snprintf(cond, sizeof cond, "(%s < %s)", in->iter, x);
+  } else {
+    snprintf(cond, sizeof cond, "(%s <= %lldL)", in->iter, (long long)(prod.k - 1));
+  }
   const char *c = ut_arena_strdup(m->c->arena, cond);
   if (oom || !c) return ut_fail(m->c->e, HARP_E_NO_MEMORY, NULL, "out of memory");
   a->iter = in->iter;

@@ -206,6 +206,35 @@ long rc_const_trips(const poly_ast *a) {
   return ok && hi + le > lo ? hi + le - lo : -1;
 }
 
+/* A loop `for (v = 0; v < X; v += 1)` (or `v <= X - 1`): X's text,
+ * malloc'd (a constant, or a ShapeSet's run-time bound such as hp_sv3),
+ * else NULL. */
+char *rc_zero_bound(const poly_ast *a) {
+  char *end;
+  long lo = strtol(a->init, &end, 10);
+  if (end == a->init || (*end && strcmp(end, "L")) || lo != 0 || !unit_step(a)) return NULL;
+  char *c = canonical_cond(a);
+  if (!c) return NULL;
+  char *b = c + strlen(a->iter) + 1; /* "<= X" or "< X" */
+  bool le = b[1] == '=';
+  b += le ? 2 : 1;
+  while (*b == ' ') b++;
+  size_t n = strlen(b);
+  if (le) { /* X - 1 */
+    static const char *const tails[] = {" - 1", " - 1L"};
+    bool cut = false;
+    for (int k = 0; k < 2 && !cut; k++) {
+      size_t t = strlen(tails[k]);
+      if (n > t && !strcmp(b + n - t, tails[k])) n -= t, cut = true;
+    }
+    if (!cut) n = 0;
+  }
+  char *r = n ? malloc(n + 1) : NULL;
+  if (r) memcpy(r, b, n), r[n] = 0;
+  free(c);
+  return r;
+}
+
 static void outer_walk(emit *m, const poly_ast *a, int depth, outer_scan *os) {
   if (!a) return;
   switch (a->kind) {
